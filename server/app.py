@@ -1,0 +1,239 @@
+"""The aiohttp application: routing on the raw path, auth, body cap, deadline, envelopes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from typing import Any
+from urllib.parse import unquote
+
+import structlog
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from server import handlers as h
+from server.auth import EXEMPT_PATHS, authenticate
+from server.config import Settings
+from server.handlers import Call, Handler
+from store.errors import ApiError
+from store.registry import Registry
+from store.sqlite import SqlitePersistence
+from store.wire import dumps_bytes
+
+log = structlog.get_logger("taguru.http")
+
+REGISTRY_KEY: web.AppKey[Registry] = web.AppKey("registry", Registry)
+SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("settings", Settings)
+
+Route = tuple[str, tuple[str, ...], Handler, str]  # method, template segments, handler, role
+
+ROUTES: list[tuple[str, str, Handler, str]] = [
+    ("GET", "/contexts", h.list_contexts, "read"),
+    ("PUT", "/contexts/{name}", h.put_context, "write"),
+    ("PATCH", "/contexts/{name}", h.patch_context, "write"),
+    ("GET", "/contexts/{name}", h.get_context, "read"),
+    ("DELETE", "/contexts/{name}", h.delete_context, "admin"),
+    ("POST", "/contexts/{name}/associations", h.post_associations, "write"),
+    ("POST", "/contexts/{name}/associations/retract", h.retract_association, "write"),
+    ("POST", "/contexts/{name}/aliases", h.post_aliases, "write"),
+    ("DELETE", "/contexts/{name}/aliases", h.delete_aliases, "write"),
+    ("GET", "/contexts/{name}/aliases", h.list_aliases, "read"),
+    ("GET", "/contexts/{name}/labels", h.list_labels, "read"),
+    ("POST", "/contexts/{name}/sources", h.post_sources, "write"),
+    ("GET", "/contexts/{name}/sources", h.list_sources, "read"),
+    ("POST", "/contexts/{name}/sources/lookup", h.lookup_sources, "read"),
+    ("POST", "/contexts/{name}/sources/search", h.search_sources, "read"),
+    ("POST", "/contexts/{name}/sources/retract", h.retract_source, "write"),
+    ("POST", "/contexts/{name}/citations", h.citations, "read"),
+    ("POST", "/contexts/{name}/resolve", h._resolve(0), "read"),
+    ("POST", "/contexts/{name}/resolve_label", h._resolve(1), "read"),
+    ("POST", "/contexts/{name}/describe", h.describe, "read"),
+    ("POST", "/contexts/{name}/query", h.query, "read"),
+    ("POST", "/contexts/{name}/recall", h.recall, "read"),
+    ("POST", "/contexts/{name}/activate", h.activate, "read"),
+    ("POST", "/import", h.import_stream, "admin"),
+]
+
+
+class Router:
+    """Matches decoded path segments against templates; `{name}` is one percent-decoded segment."""
+
+    def __init__(self, routes: list[tuple[str, str, Handler, str]]) -> None:
+        self.routes: list[tuple[str, str, tuple[str, ...], Handler, str]] = [
+            (method, template, tuple(template.strip("/").split("/")), handler, role)
+            for method, template, handler, role in routes
+        ]
+
+    def match(self, method: str, segments: list[str]) -> tuple[str, str, Handler | None, str | None, bool]:
+        """Return (template, role, handler, name, path_matched)."""
+        path_matched = None
+        for r_method, template, parts, handler, role in self.routes:
+            if len(parts) != len(segments):
+                continue
+            name = None
+            ok = True
+            for part, seg in zip(parts, segments):
+                if part == "{name}":
+                    name = seg
+                elif part != seg:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            if r_method == method:
+                return template, role, handler, name, True
+            path_matched = (template, name)
+        if path_matched is not None:
+            return path_matched[0], "admin", None, path_matched[1], True
+        return "<unmatched>", "admin", None, None, False
+
+
+ROUTER = Router(ROUTES)
+
+
+def _segments(raw_path: str) -> list[str]:
+    path = raw_path.split("?", 1)[0]
+    parts = path.strip("/").split("/") if path.strip("/") else []
+    if path.endswith("/") and len(path) > 1:
+        parts.append("")
+    return [unquote(p, errors="strict") for p in parts]
+
+
+class Metrics:
+    """Per-app Prometheus collectors."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "taguru_http_requests", "HTTP requests served", ["method", "route", "status"], registry=self.registry
+        )
+        self.duration = Histogram(
+            "taguru_http_request_duration_seconds", "HTTP request duration", ["method", "route"],
+            registry=self.registry,
+        )
+
+
+METRICS_KEY: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
+
+
+def _json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=dumps_bytes(body), status=status, content_type="application/json", charset="utf-8", headers=headers
+    )
+
+
+def error_response(err: ApiError, started: float) -> web.Response:
+    return _json_response(err.body(time.perf_counter() - started), err.status, err.headers or None)
+
+
+async def _read_body(request: web.Request, cap: int) -> bytes:
+    length = request.content_length
+    if length is not None and length > cap:
+        raise ApiError("payload_too_large", f"the request body exceeds the {cap}-byte limit (TAGURU_MAX_BODY_BYTES)")
+    chunks = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > cap:
+            raise ApiError("payload_too_large",
+                           f"the request body exceeds the {cap}-byte limit (TAGURU_MAX_BODY_BYTES)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def dispatch(request: web.Request) -> web.StreamResponse:
+    started = time.perf_counter()
+    settings = request.app[SETTINGS_KEY]
+    metrics = request.app[METRICS_KEY]
+    method = request.method
+    template = "<unmatched>"
+    status = 500
+    try:
+        response, template = await _handle(request, settings, started)
+        status = response.status
+        return response
+    except ApiError as err:
+        status = err.status
+        return error_response(err, started)
+    except Exception:  # a bug: logged without request data, answered as 500
+        log.error("request.failed", route=template, error=traceback.format_exc(limit=5))
+        status = 500
+        return error_response(ApiError("internal", "internal error; the server log has details"), started)
+    finally:
+        elapsed = time.perf_counter() - started
+        metrics.requests.labels(method, template, str(status)).inc()
+        metrics.duration.labels(method, template).observe(elapsed)
+
+
+async def _handle(request: web.Request, settings: Settings, started: float) -> tuple[web.StreamResponse, str]:
+    method = request.method
+    raw_path = request.raw_path.split("?", 1)[0]
+    if raw_path == "/health" and method == "GET":
+        return _json_response({"status": "ok", "version": h.VERSION}), "/health"
+    if raw_path == "/live" and method == "GET":
+        return web.Response(text="ok"), "/live"
+    if raw_path == "/version" and method == "GET":
+        return _json_response(h.version_body()), "/version"
+    if raw_path == "/metrics" and method == "GET":
+        body = generate_latest(request.app[METRICS_KEY].registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST}), "/metrics"
+    uri = request.raw_path
+    principal = None
+    if raw_path not in EXEMPT_PATHS:
+        principal = authenticate(settings, request.headers.getall("Authorization", []))
+    try:
+        segments = _segments(raw_path)
+    except UnicodeDecodeError:
+        raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API") from None
+    template, role, handler, name, path_matched = ROUTER.match(method, segments)
+    assert principal is not None
+    principal.require_role(method, template, role)
+    if handler is None:
+        if path_matched:
+            raise ApiError("method_not_allowed", f"{method} is not supported on {uri}; GET /protocol lists the API")
+        raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API")
+    if name is not None:
+        principal.require_grant(name)
+    body = await _read_body(request, settings.max_body_bytes)
+    timeout = settings.request_timeout_secs
+    call = Call(
+        method=method,
+        path=raw_path,
+        name=name,
+        query=h.parse_query_string(request.query_string),
+        headers=request.headers,
+        body=body,
+        registry=request.app[REGISTRY_KEY],
+        settings=settings,
+        principal=principal,
+        deadline=time.monotonic() + timeout,
+    )
+    try:
+        result = await asyncio.wait_for(handler(call), timeout)
+    except asyncio.TimeoutError:
+        raise ApiError(
+            "timeout",
+            f"request exceeded the {timeout}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
+        ) from None
+    envelope = {"result": result, "status": "ok", "time": time.perf_counter() - started}
+    return _json_response(envelope), template
+
+
+def build_app(settings: Settings, registry: Registry | None = None) -> web.Application:
+    """An application over the settings' data dir (or a given registry)."""
+    app = web.Application(client_max_size=max(settings.max_body_bytes, 1024) + 1024 * 1024)
+    app[SETTINGS_KEY] = settings
+    app[METRICS_KEY] = Metrics()
+
+    async def store_ctx(app: web.Application) -> Any:
+        reg = registry or Registry(SqlitePersistence(settings.data_dir))
+        app[REGISTRY_KEY] = reg
+        yield
+        if registry is None:
+            reg.close()
+
+    app.cleanup_ctx.append(store_ctx)
+    app.router.add_route("*", "/{tail:.*}", dispatch)
+    return app

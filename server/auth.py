@@ -1,0 +1,64 @@
+"""Bearer-token authentication, roles per route, and context grants."""
+
+from __future__ import annotations
+
+import hmac
+
+from server.config import ROLES, Settings
+from store.errors import ApiError
+
+UNAUTHORIZED = "missing or invalid bearer token (send Authorization: Bearer <token>)"
+EXEMPT_PATHS = frozenset({"/health", "/live", "/metrics", "/version"})
+
+
+class Principal:
+    """Who is calling: a named key with a role and an optional context grant list."""
+
+    __slots__ = ("key", "role", "contexts")
+
+    def __init__(self, key: str | None, role: str, contexts: frozenset[str] | None) -> None:
+        self.key = key
+        self.role = role
+        self.contexts = contexts
+
+    def may_access(self, name: str) -> bool:
+        return self.contexts is None or name in self.contexts
+
+    def require_grant(self, name: str) -> None:
+        if not self.may_access(name):
+            raise ApiError("forbidden", f"key '{self.key}' has no grant on context '{name}'")
+
+    def require_role(self, method: str, template: str, needed: str) -> None:
+        if ROLES.index(self.role) < ROLES.index(needed):
+            raise ApiError(
+                "forbidden", f"key '{self.key}' has role '{self.role}', but {method} {template} needs '{needed}'"
+            )
+
+
+OPEN = Principal(None, "admin", None)
+
+
+def authenticate(settings: Settings, headers: list[str]) -> Principal:
+    """Resolve the Authorization header(s) to a principal, or raise 401."""
+    if not settings.auth_enabled:
+        return OPEN
+    if len(headers) != 1:
+        raise unauthorized()
+    scheme, _, rest = headers[0].partition(" ")
+    token = rest.lstrip(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise unauthorized()
+    name = None
+    for candidate, key in settings.tokens.items():
+        if hmac.compare_digest(candidate.encode(), token.encode()):
+            name = key
+    if name is None:
+        raise unauthorized()
+    scope = settings.scopes.get(name)
+    if scope is None:
+        return Principal(name, "admin", None)
+    return Principal(name, scope.role, scope.contexts)
+
+
+def unauthorized() -> ApiError:
+    return ApiError("unauthorized", UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})

@@ -1,0 +1,286 @@
+"""The `taguru` command: serve, import, demo."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO, Any
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+CHUNK_BUDGET = 4 * 1024 * 1024
+
+
+class DataDirLock:
+    """An exclusive lock on the data dir, so an offline import never races a server."""
+
+    def __init__(self, data_dir: str) -> None:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+        self.path = Path(data_dir) / "LOCK"
+        self.handle: IO[str] | None = None
+
+    def __enter__(self) -> DataDirLock:
+        self.handle = open(self.path, "w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.close()
+            raise SystemExit(
+                f"taguru: the data dir is in use by another process (a running server?); stop it or use --url"
+            ) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.handle is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+            self.handle.close()
+
+
+def _settings(config: str | None) -> Any:
+    from server.config import ConfigError, load_settings
+
+    try:
+        return load_settings(config_file=config)
+    except ConfigError as exc:
+        print(f"taguru: configuration refused: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from server.app import build_app
+    from server.logging import configure_logging
+
+    settings = _settings(args.config)
+    configure_logging()
+    host, port = settings.host_port
+    with DataDirLock(settings.data_dir):
+        app = build_app(settings)
+        print(f"taguru: serving {settings.data_dir} on http://{host}:{port}", file=sys.stderr, flush=True)
+        web.run_app(app, host=host, port=port, print=None, access_log=None)
+    return EXIT_OK
+
+
+def _input_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.jsonl")))
+        else:
+            files.append(path)
+    return files
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from store.importer import ParseError, parse_stream
+
+    if args.no_embed and args.url:
+        print("taguru import: --no-embed cannot be combined with --url", file=sys.stderr)
+        return EXIT_USAGE
+    files = _input_files(args.paths)
+    if not files:
+        print("taguru import: no input files", file=sys.stderr)
+        return EXIT_USAGE
+    parsed: list[tuple[Path, str, list[Any]]] = []
+    refused = 0
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8")
+            parsed.append((f, text, parse_stream(text)))
+        except (OSError, UnicodeDecodeError, ParseError) as exc:
+            refused += 1
+            print(f"taguru import: {f.name}: {exc}", file=sys.stderr)
+    if refused:
+        msg = f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
+        return _finish(args, [], msg)
+    if args.url:
+        return _import_remote(args, parsed)
+    return _import_offline(args, parsed)
+
+
+def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> int:
+    if args.json:
+        doc: dict[str, Any] = {"dry_run": bool(args.dry_run), "batches": batches}
+        if error:
+            doc["error"] = error
+        print(json.dumps(doc, ensure_ascii=False))
+    elif error:
+        print(f"taguru import: {error}", file=sys.stderr)
+    else:
+        verb = "previewed" if args.dry_run else "imported"
+        print(f"taguru import: {verb} {len(batches)} batch(es)", file=sys.stderr)
+    return EXIT_FAIL if error else EXIT_OK
+
+
+def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
+    from store.errors import ApiError
+    from store.importer import run_import
+    from store.registry import Registry
+    from store.sqlite import SqlitePersistence
+
+    settings = _settings(args.config)
+    outcomes: list[Any] = []
+    with DataDirLock(settings.data_dir):
+        registry = Registry(SqlitePersistence(settings.data_dir))
+        try:
+            for _f, _text, batches in parsed:
+                try:
+                    outcomes.extend(run_import(registry, batches, dry_run=args.dry_run, commit_every=2000))
+                except ApiError as exc:
+                    return _finish(args, outcomes, exc.message)
+        finally:
+            registry.close()
+    return _finish(args, outcomes, None)
+
+
+def _batch_chunks(text: str, batches: list[Any], budget: int) -> list[str]:
+    lines = text.split("\n")
+    pieces = []
+    starts = [b.first_line for b in batches] + [len(lines) + 1]
+    for a, b in zip(starts, starts[1:]):
+        pieces.append("\n".join(lines[a - 1 : b - 1]).rstrip("\n") + "\n")
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for piece in pieces:
+        n = len(piece.encode())
+        if current and size + n > budget:
+            chunks.append("".join(current))
+            current, size = [], 0
+        current.append(piece)
+        size += n
+    if current:
+        chunks.append("".join(current))
+    return chunks
+
+
+def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
+    token = os.environ.get("TAGURU_API_TOKEN", "").strip()
+    if not token:
+        first = os.environ.get("TAGURU_API_TOKENS", "").split(",")[0].strip()
+        token = first.partition(":")[2].strip()
+    url = args.url.rstrip("/") + "/import" + ("?dry_run=true" if args.dry_run else "")
+    outcomes: list[Any] = []
+    for _f, text, batches in parsed:
+        budget = CHUNK_BUDGET
+        pending = _batch_chunks(text, batches, budget)
+        while pending:
+            chunk = pending[0]
+            status, body = _post(url, chunk.encode(), token)
+            if status == 413:
+                if chunk.count('"taguru_batch"') <= 1:
+                    return _finish(args, outcomes, "a single batch is larger than the server's body cap")
+                budget //= 2
+                pending = _batch_chunks(chunk, _reparse(chunk), budget) + pending[1:]
+                continue
+            if status != 200:
+                return _finish(args, outcomes, body.get("error", f"HTTP {status}"))
+            outcomes.extend(body["result"]["batches"])
+            if not args.json:
+                print(f"taguru import: {len(outcomes)} batch(es) acknowledged", file=sys.stderr, flush=True)
+            pending.pop(0)
+    return _finish(args, outcomes, None)
+
+
+def _reparse(chunk: str) -> list[Any]:
+    from store.importer import parse_stream
+
+    return parse_stream(chunk)
+
+
+def _post(url: str, data: bytes, token: str) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/x-ndjson"})
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=600) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw)
+        except ValueError:
+            return exc.code, {"error": f"HTTP {exc.code}"}
+    except urllib.error.URLError as exc:
+        return 0, {"error": f"cannot reach the server: {exc.reason}"}
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Import the bundled demo corpus into a local store, start the server, show real answers."""
+    import subprocess
+
+    from server.demo import demo_requests, demo_stream_path
+
+    data_dir = args.data_dir
+    env = dict(os.environ, TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=args.addr)
+    exe = [sys.executable, "-m", "server.cli"]
+    first = not (Path(data_dir) / "taguru.sqlite3").exists()
+    if first:
+        rc = subprocess.call(exe + ["import", str(demo_stream_path())], env=env)
+        if rc:
+            return rc
+    server = subprocess.Popen(exe + ["serve"], env=env)
+    base = f"http://{args.addr}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/live", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        for label, path, body in demo_requests():
+            req = urllib.request.Request(base + path, data=json.dumps(body, ensure_ascii=False).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                doc = json.loads(resp.read())
+            print(f"\n== {label}: POST {path}\n{json.dumps(body, ensure_ascii=False)}")
+            print(json.dumps(doc["result"], ensure_ascii=False, indent=2))
+        print(f"\ntaguru demo: the server is running on {base} (data in {data_dir}); Ctrl-C stops it.",
+              file=sys.stderr, flush=True)
+        if args.exit:
+            return EXIT_OK
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.terminate()
+        server.wait()
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="taguru", description="Taguru knowledge contexts and evidence assembly")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="run the HTTP server")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("import", help="import JSONL batches")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--no-embed", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--config")
+    p.add_argument("--url")
+    p.set_defaults(func=cmd_import)
+    p = sub.add_parser("demo", help="serve the bundled demo corpus and show real answers")
+    p.add_argument("--data-dir", default="data/demo")
+    p.add_argument("--addr", default="127.0.0.1:8248")
+    p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
+    p.set_defaults(func=cmd_demo)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_OK
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The set-up calls of each reference fixture, transcribed from fixtures/reference/SETUPS.md.
+
+Each entry: fixture name -> (kind, list of set-up calls, the recorded call). A call is
+(method, path, body) where body is a JSON value sent compact and key-sorted, None for no
+body, or a str sent as raw bytes (the JSONL of /import).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conftest import load_fixture
+
+Call = tuple[str, str, Any]
+
+CORPUS_B_STEPS: list[Call] = [
+    ("POST", "associations",
+     [{"label": "connects_to", "object": "beta", "paragraph": 0, "source": "doc.md", "subject": "alpha", "weight": 2.0}]),
+    ("POST", "sources",
+     {"locators": {"doc.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
+      "passages": {"doc.md": "alpha connects to beta."}}),
+]
+
+
+def _basic(name: str) -> list[Call]:
+    steps: list[Call] = [("PUT", f"/contexts/{name}", {"description": "wire-contract corpus"})]
+    steps += [(m, f"/contexts/{name}/{p}", b) for m, p, b in CORPUS_B_STEPS]
+    return steps
+
+
+def _manifest_setup() -> list[Call]:
+    return [
+        ("PUT", "/contexts/corpus-d", None),
+        ("POST", "/contexts/corpus-d/associations", [{"label": "近い", "object": "a2", "subject": "a1", "weight": 2.0}]),
+    ]
+
+
+def recorded(kind: str, name: str, context: str | None) -> Call:
+    fx = load_fixture(kind, name)
+    path = fx["route"].replace("{name}", context or "")
+    return (fx["method"], path, fx["request"])
+
+
+SETUPS: dict[str, tuple[list[Call], str | None]] = {
+    "version": ([], None),
+    "health": ([("GET", "/version", None)], None),
+    "recall": (_basic("corpus-a"), "corpus-a"),
+    "contexts_list": (_basic("corpus-a") + [("POST", "/contexts/corpus-a/recall", {"cue": "alpha"})], None),
+    # Group C also called POST /explore (out of scope here); it is a read and leaves activate's answer unchanged.
+    "activate": (_basic("corpus-b"), "corpus-b"),
+    "sources_search": (
+        [("PUT", "/contexts/corpus-c", None),
+         ("POST", "/contexts/corpus-c/sources", {"passages": {"doc.md": "青嶺酒造は雲居県霧沢町の蔵元である。"}})],
+        "corpus-c",
+    ),
+    "store_passages": ([("PUT", "/contexts/corpus-e", None)], "corpus-e"),
+    "import": ([], None),
+    "aliases_register": (
+        [("PUT", "/contexts/corpus-h", {"description": "wire-contract aliases corpus"}),
+         ("POST", "/contexts/corpus-h/associations",
+          [{"label": "採用", "object": "DB", "source": "doc.md", "subject": "PostgreSQL 16", "weight": 1.0}])],
+        "corpus-h",
+    ),
+    "import_refusal_durable_prefix": ([], None),
+    "associations_store": ([("PUT", "/contexts/corpus-l", None)], "corpus-l"),
+    "labels": (
+        [("PUT", "/contexts/corpus-i", {"description": "wire-contract coverage corpus"}),
+         ("POST", "/contexts/corpus-i/associations",
+          [{"label": "connects_to", "object": "beta", "source": "doc.md", "subject": "alpha", "weight": 1.0}])],
+        "corpus-i",
+    ),
+}
+SETUPS["aliases_list"] = (SETUPS["aliases_register"][0] + [recorded("http", "aliases_register", "corpus-h")], "corpus-h")
+SETUPS["aliases_remove"] = (SETUPS["aliases_list"][0] + [recorded("http", "aliases_list", "corpus-h")], "corpus-h")
+
+
+def manifest_text(rev: dict[str, int]) -> str:
+    manifest = {"algorithm": "louvain-cc/1",
+                "communities": [{"concept_count": 2, "fingerprint": "00aa00aa00aa00aa", "id": "L0-0", "level": 0}],
+                "levels": 1, "revision": rev, "source_context": "corpus-d", "taguru_communities": 1}
+    return json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
