@@ -13,6 +13,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from server import evidence as ev
 from server import handlers as h
 from server.auth import EXEMPT_PATHS, authenticate
 from server.config import Settings
@@ -53,6 +54,7 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("POST", "/contexts/{name}/query", h.query, "read"),
     ("POST", "/contexts/{name}/recall", h.recall, "read"),
     ("POST", "/contexts/{name}/activate", h.activate, "read"),
+    ("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
     ("POST", "/import", h.import_stream, "admin"),
 ]
 
