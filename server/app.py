@@ -18,6 +18,7 @@ from server import handlers as h
 from server.auth import EXEMPT_PATHS, authenticate
 from server.config import Settings
 from server.handlers import Call, Handler
+from server.reply import Reply
 from store.errors import ApiError
 from store.registry import Registry
 from store.sqlite import SqlitePersistence
@@ -115,9 +116,22 @@ class Metrics:
             "taguru_http_request_duration_seconds", "HTTP request duration", ["method", "route"],
             registry=self.registry,
         )
+        self.stage_duration = Histogram(
+            "taguru_evidence_stage_duration_seconds", "Evidence stage duration", ["stage"],
+            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=self.registry,
+        )
+        self.stage_outcomes = Counter(
+            "taguru_evidence_stage_outcomes", "Evidence stage outcomes", ["stage", "status", "reason"],
+            registry=self.registry,
+        )
+
+    def stage_finished(self, stage: str, status: str, reason: str | None, seconds: float) -> None:
+        self.stage_duration.labels(stage).observe(seconds)
+        self.stage_outcomes.labels(stage, status, reason or "").inc()
 
 
 METRICS_KEY: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
+STATE_KEY: web.AppKey[dict[str, Any]] = web.AppKey("state", dict)
 
 
 def _json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -211,6 +225,7 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
         settings=settings,
         principal=principal,
         deadline=time.monotonic() + timeout,
+        app_state=request.app[STATE_KEY],
     )
     try:
         result = await asyncio.wait_for(handler(call), timeout)
@@ -219,8 +234,11 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
             "timeout",
             f"request exceeded the {timeout}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
         ) from None
+    headers = None
+    if isinstance(result, Reply):
+        headers, result = result.headers, result.result
     envelope = {"result": result, "status": "ok", "time": time.perf_counter() - started}
-    return _json_response(envelope), template
+    return _json_response(envelope, headers=headers), template
 
 
 def build_app(settings: Settings, registry: Registry | None = None) -> web.Application:
@@ -228,6 +246,7 @@ def build_app(settings: Settings, registry: Registry | None = None) -> web.Appli
     app = web.Application(client_max_size=max(settings.max_body_bytes, 1024) + 1024 * 1024)
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = Metrics()
+    app[STATE_KEY] = {"metrics": app[METRICS_KEY]}
 
     async def store_ctx(app: web.Application) -> Any:
         reg = registry or Registry(SqlitePersistence(settings.data_dir))

@@ -46,6 +46,7 @@ class Call:
     settings: Settings
     principal: Principal
     deadline: float
+    app_state: dict[str, Any] = attrs.field(factory=dict)
 
     def json(self) -> Any:
         return require_json(self.headers.get("Content-Type"), self.body)

@@ -80,3 +80,61 @@ def manifest_text(rev: dict[str, int]) -> str:
                 "communities": [{"concept_count": 2, "fingerprint": "00aa00aa00aa00aa", "id": "L0-0", "level": 0}],
                 "levels": 1, "revision": rev, "source_context": "corpus-d", "taguru_communities": 1}
     return json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+EVIDENCE_SETUPS: dict[str, tuple[list[Call], str, dict[str, str], str | None]] = {
+    # fixture: (set-up calls, context, server env, token for the recorded call)
+    "evidence_mixed_lanes": (
+        [("PUT", "/contexts/sake", {"description": "evidence wire-contract corpus"}),
+         ("POST", "/contexts/sake/sources",
+          {"locators": {"docs/kura.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
+           "passages": {"docs/kura.md": "青嶺酒造は雲居県霧沢町の蔵元である。杜氏は高瀬である。"}}),
+         ("POST", "/contexts/sake/associations",
+          [{"label": "杜氏", "object": "高瀬", "paragraph": 0, "source": "docs/kura.md", "subject": "青嶺酒造",
+            "weight": 1.0}])],
+        "sake", {}, None,
+    ),
+    "evidence_budget_constrained": (
+        [("PUT", "/contexts/budget-corpus", None),
+         ("POST", "/contexts/budget-corpus/associations",
+          [{"label": "rel", "object": f"o{i}", "subject": f"s{i}", "weight": 1.0} for i in range(5)])],
+        "budget-corpus", {}, None,
+    ),
+    "evidence_duplicate_passage": (
+        [("PUT", "/contexts/dup-corpus", None),
+         ("POST", "/contexts/dup-corpus/sources",
+          {"passages": {"a.md": "the quick brown fox jumps over the lazy dog",
+                        "b.md": "the quick brown fox jumps over the lazy dogs"}})],
+        "dup-corpus", {}, None,
+    ),
+    "evidence_contradiction_group": (
+        [("PUT", "/contexts/contradiction-corpus", None),
+         ("POST", "/contexts/contradiction-corpus/sources",
+          {"locators": {"s1.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
+           "passages": {"s1.md": "猫は哺乳類である。", "s2.md": "猫は爬虫類だと主張する文献もある。"}}),
+         ("POST", "/contexts/contradiction-corpus/associations",
+          [{"label": "is_a", "object": "哺乳類", "paragraph": 0, "source": "s1.md", "subject": "猫", "weight": 1.0},
+           {"label": "is_a", "object": "爬虫類", "paragraph": 0, "source": "s2.md", "subject": "猫", "weight": 1.0}])],
+        "contradiction-corpus", {}, None,
+    ),
+    "evidence_communities_degrade_and_rerank_reason": (
+        [("PUT", "/contexts/comm-corpus", None),
+         ("POST", "/contexts/comm-corpus/associations",
+          [{"label": "rel", "object": "beta", "subject": "alpha", "weight": 1.0}])],
+        "comm-corpus", {}, None,
+    ),
+    "error_no_context": ([], "does-not-exist", {}, None),
+    "error_over_limit": ([("PUT", "/contexts/over-limit-corpus", None)], "over-limit-corpus", {}, None),
+    "error_malformed_request": ([("PUT", "/contexts/malformed-corpus", None)], "malformed-corpus", {}, None),
+    "error_forbidden": (
+        [("PUT", "/contexts/forbidden-corpus", None),
+         ("POST", "/contexts/forbidden-corpus/associations",
+          [{"label": "rel", "object": "b", "subject": "a", "weight": 1.0}])],
+        "forbidden-corpus",
+        {"TAGURU_API_TOKENS": "boss:atok,reader:rtok",
+         "TAGURU_KEY_SCOPES": '{"reader": {"role": "read", "contexts": ["forbidden-corpus"]}}'},
+        "rtok",
+    ),
+}
+# The set-up calls of error_forbidden run with the admin key.
+SETUP_TOKENS = {"error_forbidden": "atok"}

@@ -1,0 +1,42 @@
+"""The activate stage: spreading activation from all anchors."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+
+from pipeline import Key, Outcome, StageContext
+from stages.candidates import association_candidate
+from stages.model import ACTIVATE_HITS, ANCHORS, CONTEXT, REQUEST, Candidate, LaneResult, gate
+from stages.query import NO_ANCHORS
+from store import lanes
+from store.context import Context
+
+
+def activate_candidates(ctx: Context, anchors: tuple[str, ...], decay: float, limit: int) -> tuple[Candidate, ...]:
+    """Activated edges, strongest first, as graph_activate candidates."""
+    strength, _source, _parent, _total = lanes.spread(ctx, list(anchors), decay)
+    import heapq
+
+    ranked = heapq.nsmallest(limit, strength, key=lambda e: (-strength[e], e))
+    return tuple(association_candidate(ctx, e, "graph_activate", i + 1) for i, e in enumerate(ranked))
+
+
+@attrs.frozen
+class Activate:
+    """Spread activation from the anchors and keep the strongest edges."""
+
+    name: ClassVar[str] = "activate"
+    requires: ClassVar[tuple[Key[Any], ...]] = (REQUEST, CONTEXT, ANCHORS)
+    provides: ClassVar[tuple[Key[Any], ...]] = (ACTIVATE_HITS,)
+
+    async def run(self, ctx: StageContext) -> Outcome:
+        anchors = ctx[ANCHORS].value
+        if not anchors:
+            return Outcome.skipped("no_anchors", {ACTIVATE_HITS: LaneResult((), False, NO_ANCHORS)})
+        request = ctx[REQUEST]
+        gate(ctx.remaining())
+        decay = min(max(request.activate_decay, 0.0), 1.0)
+        hits = activate_candidates(ctx[CONTEXT], anchors, decay, request.activate_limit)
+        return Outcome.ran({ACTIVATE_HITS: LaneResult(hits, True)}, detail={"out": len(hits)})

@@ -1,0 +1,63 @@
+"""The near-dup stage: drop passages whose text nearly repeats a better-ranked kept passage (§7.1)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+
+from pipeline import Key, Outcome, StageContext
+from stages.model import NEAR_DUP_OMITTED, RANKED, SURVIVORS, Fused, Omission
+from store.text import normalize
+
+THRESHOLD = 0.9
+
+
+def bigram_set(text: str) -> frozenset[str]:
+    """Adjacent-character pairs of the normalized text; one character c gives {cc}."""
+    s = normalize(text)
+    if len(s) < 2:
+        return frozenset({s + s}) if s else frozenset()
+    return frozenset(s[i : i + 2] for i in range(len(s) - 1))
+
+
+def dice(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    return 2 * len(a & b) / (len(a) + len(b))
+
+
+def suppress_near_duplicates(
+    ranked: tuple[Fused, ...], threshold: float = THRESHOLD
+) -> tuple[tuple[Fused, ...], tuple[Omission, ...]]:
+    """Keep the first of each near-duplicate family in fused order; name what each dropped one repeats."""
+    kept: list[Fused] = []
+    kept_passages: list[tuple[Fused, frozenset[str]]] = []
+    dropped: list[Omission] = []
+    for fused in ranked:
+        if fused.candidate.kind != "passage":
+            kept.append(fused)
+            continue
+        grams = bigram_set(fused.candidate.text)
+        match = next((k for k, kg in kept_passages if dice(grams, kg) >= threshold), None)
+        if match is None:
+            kept.append(fused)
+            kept_passages.append((fused, grams))
+        else:
+            dropped.append(Omission(fused.candidate_id, "passage", "duplicate_passage", match.candidate_id))
+    return tuple(kept), tuple(dropped)
+
+
+@attrs.frozen
+class NearDup:
+    """Drop passages whose text nearly repeats a better-ranked kept passage."""
+
+    name: ClassVar[str] = "near-dup"
+    requires: ClassVar[tuple[Key[Any], ...]] = (RANKED,)
+    provides: ClassVar[tuple[Key[Any], ...]] = (SURVIVORS, NEAR_DUP_OMITTED)
+    threshold: float = THRESHOLD
+
+    async def run(self, ctx: StageContext) -> Outcome:
+        kept, dropped = suppress_near_duplicates(ctx[RANKED], self.threshold)
+        return Outcome.ran({SURVIVORS: kept, NEAR_DUP_OMITTED: dropped},
+                           detail={"in": len(ctx[RANKED]), "dropped": len(dropped)})
