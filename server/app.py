@@ -13,6 +13,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from server import communities as cm
 from server import evidence as ev
 from server import handlers as h
 from server.auth import EXEMPT_PATHS, authenticate
@@ -56,6 +57,7 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("POST", "/contexts/{name}/recall", h.recall, "read"),
     ("POST", "/contexts/{name}/activate", h.activate, "read"),
     ("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
+    ("POST", "/contexts/{name}/communities/search", cm.search_communities, "read"),
     ("POST", "/import", h.import_stream, "admin"),
 ]
 

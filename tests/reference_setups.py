@@ -138,3 +138,18 @@ EVIDENCE_SETUPS: dict[str, tuple[list[Call], str, dict[str, str], str | None]] =
 }
 # The set-up calls of error_forbidden run with the admin key.
 SETUP_TOKENS = {"error_forbidden": "atok"}
+
+
+async def seed_communities_artifact(client) -> None:
+    """Group E of SETUPS.md: corpus-d and a hand-built corpus-d::communities artifact."""
+    await client.ok("PUT", "/contexts/corpus-d", content_type=None)
+    await client.ok("POST", "/contexts/corpus-d/associations",
+                    [{"label": "近い", "object": "a2", "subject": "a1", "weight": 2.0}])
+    rev = (await client.ok("GET", "/contexts/corpus-d"))["result"]["revision"]
+    await client.ok("PUT", "/contexts/corpus-d::communities", content_type=None)
+    await client.ok("POST", "/contexts/corpus-d::communities/sources",
+                    {"passages": {"communities:manifest": manifest_text(rev),
+                                  "community:L0-0": "この共同体のテーマは酒造りの歴史です。"}})
+    await client.ok("POST", "/contexts/corpus-d::communities/associations",
+                    [{"label": "contains", "object": "a1", "subject": "community:L0-0", "weight": 6.0},
+                     {"label": "contains", "object": "a2", "subject": "community:L0-0", "weight": 4.0}])
