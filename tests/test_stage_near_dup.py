@@ -1,0 +1,34 @@
+"""The near-dup stage: character-bigram Dice ≥ 0.9 against kept passages."""
+
+from __future__ import annotations
+
+import pytest
+
+from stage_support import cand, fused, plain, run_stage
+from stages.model import NEAR_DUP_OMITTED, RANKED, SURVIVORS
+from stages.near_dup import NearDup, bigram_set, dice
+
+
+def test_dice_examples() -> None:
+    d = dice(bigram_set("the quick brown fox jumps over the lazy dog"),
+             bigram_set("the quick brown fox jumps over the lazy dogs"))
+    assert round(d, 3) == 0.987
+    assert dice(bigram_set("cats are independent animals"), bigram_set("quarterly revenue exceeded forecasts")) == 0.25
+    assert dice(bigram_set("カタカナ テキスト"), bigram_set("かたかな てきすと")) == 1.0
+    assert dice(bigram_set("ＡＢＣ　ＤＥＦ"), bigram_set("abc def")) == 1.0
+    assert bigram_set("a") == frozenset({"aa"}) and bigram_set("") == frozenset()
+
+
+@pytest.mark.anyio
+async def test_near_dup_keeps_the_better_ranked(snapshot) -> None:
+    ranked = (
+        fused(cand("passage", "t\x00a.md\x000", "passage_bm25", 1, text="the quick brown fox jumps over the lazy dog"), 1),
+        fused(cand("association", "x\x00r\x00y", "graph_activate", 1, text="x r y"), 2),
+        fused(cand("passage", "t\x00b.md\x000", "passage_bm25", 2, text="the quick brown fox jumps over the lazy dogs"), 3),
+        fused(cand("passage", "t\x00c.md\x000", "passage_bm25", 3, text="an unrelated sentence"), 4),
+    )
+    out = await run_stage(NearDup(), {RANKED: ranked})
+    assert [f.fused_rank for f in out.values[SURVIVORS]] == [1, 2, 4]
+    (omitted,) = out.values[NEAR_DUP_OMITTED]
+    assert omitted.duplicate_of == "passage\x00t\x00a.md\x000"
+    assert plain(out) == snapshot
