@@ -82,7 +82,7 @@ async def run_graph(
                 outcomes[stage.name] = outcome
                 durations[stage.name] = elapsed
                 log.info(
-                    "stage.finished", status=outcome.status, reason=outcome.reason,
+                    "stage.finished", stage=stage.name, status=outcome.status, reason=outcome.reason,
                     duration_ms=round(elapsed * 1000, 3), **dict(outcome.detail),
                 )
             if hooks is not None:

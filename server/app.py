@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+import uuid
 from typing import Any
 from urllib.parse import unquote
 
@@ -134,6 +135,7 @@ class Metrics:
 
 METRICS_KEY: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 STATE_KEY: web.AppKey[dict[str, Any]] = web.AppKey("state", dict)
+ROUTE_KEY: web.RequestKey[str] = web.RequestKey("route", str)
 
 
 def _json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -166,23 +168,36 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS_KEY]
     metrics = request.app[METRICS_KEY]
     method = request.method
-    template = "<unmatched>"
     status = 500
+    request_id = _request_id(request.headers.get("X-Request-Id"))
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(request_id=request_id)
+    response: web.StreamResponse
     try:
         response, template = await _handle(request, settings, started)
-        status = response.status
-        return response
+        request.setdefault(ROUTE_KEY, template)
     except ApiError as err:
-        status = err.status
-        return error_response(err, started)
-    except Exception:  # a bug: logged without request data, answered as 500
-        log.error("request.failed", route=template, error=traceback.format_exc(limit=5))
-        status = 500
-        return error_response(ApiError("internal", "internal error; the server log has details"), started)
-    finally:
-        elapsed = time.perf_counter() - started
-        metrics.requests.labels(method, template, str(status)).inc()
-        metrics.duration.labels(method, template).observe(elapsed)
+        response = error_response(err, started)
+    except Exception as exc:  # a bug: logged by type and frames only (never messages or data)
+        frames = [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)]
+        log.error("request.failed", route=request.get(ROUTE_KEY, "<unmatched>"), error_type=type(exc).__name__,
+                  frames=frames[-8:])
+        response = error_response(ApiError("internal", "internal error; the server log has details"), started)
+    status = response.status
+    response.headers["X-Request-Id"] = request_id
+    elapsed = time.perf_counter() - started
+    route = request.get(ROUTE_KEY, "<unmatched>")
+    metrics.requests.labels(method, route, str(status)).inc()
+    metrics.duration.labels(method, route).observe(elapsed)
+    log.info("request.finished", method=method, route=route, status=status, duration_ms=round(elapsed * 1000, 3))
+    structlog.contextvars.clear_contextvars()
+    return response
+
+
+def _request_id(given: str | None) -> str:
+    if given and len(given) <= 64 and all(c.isalnum() or c in "-_." for c in given):
+        return given
+    return uuid.uuid4().hex
 
 
 async def _handle(request: web.Request, settings: Settings, started: float) -> tuple[web.StreamResponse, str]:
@@ -206,6 +221,8 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
     except UnicodeDecodeError:
         raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API") from None
     template, role, handler, name, path_matched = ROUTER.match(method, segments)
+    request[ROUTE_KEY] = template
+    structlog.contextvars.bind_contextvars(route=template)
     assert principal is not None
     principal.require_role(method, template, role)
     if handler is None:
