@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import traceback
 import uuid
 from typing import Any
 from urllib.parse import unquote
 
+import aiohttp
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -21,6 +23,7 @@ from server.auth import EXEMPT_PATHS, authenticate
 from server.config import Settings
 from server.handlers import Call, Handler
 from server.reply import Reply
+from server.reranker import Breaker, HttpReranker, RerankMetrics, RerankSettings
 from store.errors import ApiError
 from store.registry import Registry
 from store.sqlite import SqlitePersistence
@@ -117,11 +120,11 @@ class Metrics:
         )
         self.duration = Histogram(
             "taguru_http_request_duration_seconds", "HTTP request duration", ["method", "route"],
-            registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=self.registry,
         )
         self.stage_duration = Histogram(
             "taguru_evidence_stage_duration_seconds", "Evidence stage duration", ["stage"],
-            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=self.registry,
         )
         self.stage_outcomes = Counter(
             "taguru_evidence_stage_outcomes", "Evidence stage outcomes", ["stage", "status", "reason"],
@@ -131,6 +134,14 @@ class Metrics:
     def stage_finished(self, stage: str, status: str, reason: str | None, seconds: float) -> None:
         self.stage_duration.labels(stage).observe(seconds)
         self.stage_outcomes.labels(stage, status, reason or "").inc()
+
+
+_INTEGRAL_LE = re.compile(rb'le="(\d+)\.0"')
+
+
+def render_metrics(registry: CollectorRegistry) -> bytes:
+    """Prometheus text with integral bucket bounds written as the reference writes them (`1`, not `1.0`)."""
+    return _INTEGRAL_LE.sub(rb'le="\1"', generate_latest(registry))
 
 
 METRICS_KEY: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
@@ -210,12 +221,14 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
     if raw_path == "/version" and method == "GET":
         return _json_response(h.version_body()), "/version"
     if raw_path == "/metrics" and method == "GET":
-        body = generate_latest(request.app[METRICS_KEY].registry)
+        body = render_metrics(request.app[METRICS_KEY].registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST}), "/metrics"
     uri = request.raw_path
-    principal = None
-    if raw_path not in EXEMPT_PATHS:
-        principal = authenticate(settings, request.headers.getall("Authorization", []))
+    if raw_path in EXEMPT_PATHS:
+        # the probes are GET-only (and exempt from auth): any other method is a 405, never a 500
+        request[ROUTE_KEY] = raw_path
+        raise ApiError("method_not_allowed", f"{method} is not supported on {uri}; GET /protocol lists the API")
+    principal = authenticate(settings, request.headers.getall("Authorization", []))
     try:
         segments = _segments(raw_path)
     except UnicodeDecodeError:
@@ -260,12 +273,31 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
     return _json_response(envelope, headers=headers), template
 
 
-def build_app(settings: Settings, registry: Registry | None = None) -> web.Application:
-    """An application over the settings' data dir (or a given registry)."""
+def build_app(
+    settings: Settings,
+    registry: Registry | None = None,
+    rerank: RerankSettings | None = None,
+    clock: Any = time.monotonic,
+) -> web.Application:
+    """An application over the settings' data dir (or a given registry), with an optional reranker."""
     app = web.Application(client_max_size=max(settings.max_body_bytes, 1024) + 1024 * 1024)
     app[SETTINGS_KEY] = settings
-    app[METRICS_KEY] = Metrics()
-    app[STATE_KEY] = {"metrics": app[METRICS_KEY]}
+    metrics = Metrics()
+    app[METRICS_KEY] = metrics
+    rerank_metrics = RerankMetrics(metrics.registry, configured=rerank is not None)
+    state: dict[str, Any] = {"metrics": metrics, "observe_rerank": rerank_metrics.observe}
+    app[STATE_KEY] = state
+
+    async def reranker_ctx(app: web.Application) -> Any:
+        if rerank is None:
+            yield
+            return
+        session = aiohttp.ClientSession()
+        state["reranker"] = HttpReranker(rerank, session, Breaker(clock, rerank_metrics))
+        yield
+        await session.close()
+
+    app.cleanup_ctx.append(reranker_ctx)
 
     async def store_ctx(app: web.Application) -> Any:
         reg = registry or Registry(SqlitePersistence(settings.data_dir))

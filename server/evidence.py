@@ -235,6 +235,7 @@ async def evidence(call: Call) -> Any:
         registry=call.registry,
         may_access=call.principal.may_access,
         reranker=call.app_state.get("reranker") or NoReranker(),
+        observe_rerank=call.app_state.get("observe_rerank"),
     )
     run = await run_graph(
         GRAPH, {REQUEST: request, CONTEXT: ctx, SERVICES: services},

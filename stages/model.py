@@ -75,6 +75,7 @@ class Services:
     registry: Registry
     may_access: Callable[[str], bool]
     reranker: Reranker = attrs.field(factory=NoReranker)
+    observe_rerank: Callable[[str, float], None] | None = None
 
 
 @attrs.frozen

@@ -10,6 +10,10 @@ from pipeline import Key, Outcome, StageContext
 from stages.model import REORDERED, REQUEST, RERANK_PLAN, SERVICES, SURVIVORS, EvidenceRequest, Fused, Reranker
 
 
+# Time kept back from the provider so the stages after it finish inside the request deadline.
+POST_RERANK_RESERVE_SECS = 0.05
+
+
 def is_permutation(order: tuple[int, ...] | None, n: int) -> bool:
     return order is not None and len(order) == n and sorted(order) == list(range(n))
 
@@ -46,7 +50,15 @@ class Rerank:
 
     async def run(self, ctx: StageContext) -> Outcome:
         survivors = ctx[SURVIVORS]
-        order, plan = await decide(ctx[REQUEST], ctx[SERVICES].reranker, survivors, ctx.remaining)
+        request, services = ctx[REQUEST], ctx[SERVICES]
+        started = ctx.clock()
+        def remaining() -> float | None:
+            left = ctx.remaining()
+            return None if left is None else left - POST_RERANK_RESERVE_SECS
+
+        order, plan = await decide(request, services.reranker, survivors, remaining)
+        if request.rerank_requested and services.observe_rerank is not None:
+            services.observe_rerank("ok" if plan["ran"] else plan["reason"], ctx.clock() - started)
         values = {REORDERED: order, RERANK_PLAN: plan}
         if plan["ran"]:
             return Outcome.ran(values, detail={"in": len(survivors)})
