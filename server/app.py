@@ -18,11 +18,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from server import communities as cm
 from server import evidence as ev
+from server import mcp
 from server import handlers as h
 from server.auth import EXEMPT_PATHS, authenticate
 from server.config import Settings
 from server.handlers import Call, Handler
-from server.reply import Reply
+from server.reply import Raw, Reply
 from server.reranker import Breaker, HttpReranker, RerankMetrics, RerankSettings
 from store.errors import ApiError
 from store.registry import Registry
@@ -63,6 +64,7 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
     ("POST", "/contexts/{name}/communities/search", cm.search_communities, "read"),
     ("POST", "/import", h.import_stream, "admin"),
+    ("POST", "/mcp", mcp.mcp_endpoint, "read"),
 ]
 
 
@@ -266,6 +268,11 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
             "timeout",
             f"request exceeded the {timeout}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
         ) from None
+    if isinstance(result, Raw):
+        raw = web.Response(body=result.body, status=result.status)
+        if result.content_type:
+            raw.content_type = result.content_type
+        return raw, template
     headers = None
     if isinstance(result, Reply):
         headers, result = result.headers, result.result
