@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from store.errors import ApiError, malformed
@@ -23,13 +24,52 @@ def parse_json(raw: bytes) -> Any:
     """Parse a JSON body or raise the 400 malformed_request rejection."""
     try:
         text = raw.decode("utf-8")
-        return json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_json_int)
+        _check_depth(value)
+        return value
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise malformed(f"Failed to parse the request body as JSON: {exc}", status=400) from None
 
 
+MAX_DEPTH = 128  # serde_json's recursion limit
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse nesting past serde_json's limit (a syntax error there, so 400), iteratively."""
+    if not isinstance(value, (dict, list)):
+        return
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError("recursion limit exceeded")
+        items = v.values() if isinstance(v, dict) else v
+        for child in items:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    """serde_json refuses a number outside the f64 range while parsing (a syntax error, so 400)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def _json_int(text: str) -> int | float:
+    """Integers past i64/u64 are read as f64, as serde_json does; past the f64 range they are refused."""
+    value = int(text)
+    if -(2**63) <= value <= MAX_U64:
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError("number out of range") from None
 
 
 def require_json(content_type: str | None, raw: bytes) -> Any:
@@ -174,7 +214,9 @@ class Typed:
             raise self._error(key, f"invalid type: {describe_value(v)}, expected a string")
         return v
 
-    def uint(self, key: str, top: int = MAX_U32, name: str = "u32", required: bool = False) -> int | None:
+    def uint(self, key: str, top: int | None = None, name: str = "u32", required: bool = False) -> int | None:
+        if top is None:
+            top = MAX_U32 if name == "u32" else MAX_U64  # usize is 64-bit on the reference's targets
         v = self.obj.get(key)
         if v is None:
             if required:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import http.client
 import json
 import os
 import sys
@@ -15,6 +16,17 @@ from typing import IO, Any
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
+
+
+LOCKED = "the data dir is in use by another process (a running server?); stop it or use --url"
+
+
+class DataDirBusy(SystemExit):
+    """The data dir lock is held elsewhere; exits 1 with the reason when not caught."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"taguru: {reason}")
+        self.reason = reason
 
 
 class DataDirLock:
@@ -31,9 +43,8 @@ class DataDirLock:
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.handle.close()
-            raise SystemExit(
-                f"taguru: the data dir is in use by another process (a running server?); stop it or use --url"
-            ) from None
+            self.handle = None
+            raise DataDirBusy(LOCKED) from None
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -93,11 +104,14 @@ def cmd_import(args: argparse.Namespace) -> int:
     refused = 0
     for f in files:
         try:
-            text = f.read_text(encoding="utf-8")
+            text = f.read_bytes().decode("utf-8")  # bytes: a lone \r must not become a line break
             parsed.append((f, text, parse_stream(text)))
         except (OSError, UnicodeDecodeError, ParseError) as exc:
             refused += 1
             print(f"taguru import: {f.name}: {exc}", file=sys.stderr)
+        except (ArithmeticError, ValueError, RecursionError):
+            refused += 1
+            print(f"taguru import: {f.name}: a line holds a value the importer cannot read", file=sys.stderr)
     if refused:
         msg = f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
         return _finish(args, [], msg)
@@ -128,16 +142,24 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
 
     settings = _settings(args.config)
     outcomes: list[Any] = []
-    with DataDirLock(settings.data_dir):
+    try:
+        lock = DataDirLock(settings.data_dir).__enter__()
+    except DataDirBusy as exc:
+        return _finish(args, outcomes, exc.reason)
+    try:
         registry = Registry(SqlitePersistence(settings.data_dir))
         try:
-            for _f, _text, batches in parsed:
+            # a preview runs every file as one stream, so contexts an earlier file creates count as existing
+            streams = [[b for _f, _t, bs in parsed for b in bs]] if args.dry_run else [bs for _f, _t, bs in parsed]
+            for batches in streams:
                 try:
                     outcomes.extend(run_import(registry, batches, dry_run=args.dry_run, commit_every=2000))
                 except ApiError as exc:
                     return _finish(args, outcomes, exc.message)
         finally:
             registry.close()
+    finally:
+        lock.__exit__(None, None, None)
     return _finish(args, outcomes, None)
 
 
@@ -169,17 +191,21 @@ def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[
         token = first.partition(":")[2].strip()
     url = args.url.rstrip("/") + "/import" + ("?dry_run=true" if args.dry_run else "")
     outcomes: list[Any] = []
+    budget = CHUNK_BUDGET
     for _f, text, batches in parsed:
-        budget = CHUNK_BUDGET
         pending = _batch_chunks(text, batches, budget)
         while pending:
             chunk = pending[0]
             status, body = _post(url, chunk.encode(), token)
             if status == 413:
-                if chunk.count('"taguru_batch"') <= 1:
-                    return _finish(args, outcomes, "a single batch is larger than the server's body cap")
-                budget //= 2
-                pending = _batch_chunks(chunk, _reparse(chunk), budget) + pending[1:]
+                chunk_batches = _reparse(chunk)
+                if len(chunk_batches) <= 1:
+                    b = chunk_batches[0]
+                    return _finish(args, outcomes, f"the batch for source '{b.source}' (context '{b.context}') "
+                                   "is larger than the server's body cap (TAGURU_MAX_BODY_BYTES); it cannot be sent")
+                budget = max(budget // 2, 1)
+                rest = "".join(pending)
+                pending = _batch_chunks(rest, _reparse(rest), budget)
                 continue
             if status != 200:
                 return _finish(args, outcomes, body.get("error", f"HTTP {status}"))
@@ -211,6 +237,10 @@ def _post(url: str, data: bytes, token: str) -> tuple[int, Any]:
             return exc.code, {"error": f"HTTP {exc.code}"}
     except urllib.error.URLError as exc:
         return 0, {"error": f"cannot reach the server: {exc.reason}"}
+    except (OSError, http.client.HTTPException) as exc:
+        return 0, {"error": f"the server connection failed: {type(exc).__name__}"}
+    except ValueError:
+        return 0, {"error": "the server answered with something that is not JSON"}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -275,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--addr", default="127.0.0.1:8248")
     p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
     p.set_defaults(func=cmd_demo)
+    from evaluate.cli import add_parser as add_evaluate
+    add_evaluate(sub)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

@@ -341,12 +341,10 @@ async def post_associations(call: Call) -> Any:
 
 def _triple(call: Call) -> tuple[str, str, str]:
     typed = call.typed("TripleRequest")
-    values = []
-    for key in ("subject", "label", "object"):
-        v = typed.string(key, required=True)
-        assert v is not None
+    # the whole shape decodes (422) before any field is checked (400)
+    values = [typed.string(key, required=True) or "" for key in ("subject", "label", "object")]
+    for key, v in zip(("subject", "label", "object"), values):
         check_name(v, key)
-        values.append(v)
     return values[0], values[1], values[2]
 
 
@@ -380,11 +378,14 @@ async def post_aliases(call: Call) -> Any:
     for kind, m in maps:
         word = "concepts" if kind == CONCEPT else "labels"
         for alias, canonical in m.items():
-            for what, value in ((f"a {word} alias", alias), (f"a {word} canonical", canonical)):
+            pair = ((f"a {word} alias", alias), (f"a {word} canonical", canonical))
+            # each pair is checked for size, then for emptiness
+            for what, value in pair:
                 size = utf8_len(value)
                 if size > MAX_NAME_BYTES:
                     raise ApiError("invalid_argument",
                                    f"{what} is {size} bytes, over the {MAX_NAME_BYTES}-byte cap; nothing was applied")
+            for what, value in pair:
                 if not value:
                     raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
     ctx = call.context()
@@ -492,6 +493,8 @@ def _keyset_page(names: list[str], call: Call) -> tuple[int, list[str]]:
 
 
 async def list_labels(call: Call) -> Any:
+    _check_cursor(call.query.get("after"), call.query.get("prefix"))
+    _keyset_limit(call)
     ctx = call.context()
     total, page = _keyset_page(ctx.labels, call)
     return {"total": total, "labels": page}
@@ -697,6 +700,8 @@ async def lookup_sources(call: Call) -> Any:
 
 
 async def list_sources(call: Call) -> Any:
+    _check_cursor(call.query.get("after"), call.query.get("prefix"))
+    _keyset_limit(call)
     ctx = call.context()
     names = [ctx.sources[sid] for sid in ctx.passages]
     total, page = _keyset_page(names, call)
@@ -798,14 +803,13 @@ def _cursor(typed: Typed) -> dict[str, Any] | None:
 
 async def query(call: Call) -> Any:
     typed = call.typed("QueryRequest")
-    positions = {}
-    for key in ("subject", "label", "object"):
-        values = typed.string_or_list(key)
-        if values is not None and len(values) > MAX_INPUT_ITEMS:
-            raise too_many_items(key, len(values))
-        positions[key] = values
+    positions = {key: typed.string_or_list(key) for key in ("subject", "label", "object")}
     limit = _limit(typed.uint("limit", name="usize"), DEFAULT_MATCH_LIMIT)
     after = _cursor(typed)
+    # the whole shape decodes (422) before the handler's own 400s
+    for key, values in positions.items():
+        if values is not None and len(values) > MAX_INPUT_ITEMS:
+            raise too_many_items(key, len(values))
     if all(v is None for v in positions.values()):
         raise ApiError("invalid_argument", "'subject', 'label', or 'object' must pin at least one value")
     ctx = call.context()
@@ -878,6 +882,14 @@ async def import_stream(call: Call) -> Any:
         batches = parse_stream(call.body)
     except (ParseError, UnicodeDecodeError) as exc:
         raise ApiError("malformed_request", str(exc), status=400, integrity="nothing_written", retryable=True) from None
+    except (ArithmeticError, ValueError, RecursionError):
+        # a stream the parser could not classify (e.g. a number past the f64 range): still a parse
+        # refusal, never a 500; the text names no request content
+        raise ApiError(
+            "malformed_request", "the stream could not be parsed: a line holds a value outside the JSON the "
+            "importer accepts (for example a number past the f64 range)", status=400,
+            integrity="nothing_written", retryable=True,
+        ) from None
     for batch in batches:
         if not call.principal.may_access(batch.context):
             raise ApiError(
