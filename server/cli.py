@@ -64,18 +64,46 @@ def _settings(config: str | None) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
     from aiohttp import web
 
     from server.app import build_app
+    from server.config import read_config_file
     from server.logging import configure_logging
+    from server.reranker import rerank_settings
 
     settings = _settings(args.config)
     configure_logging()
+    env = dict(os.environ)
+    config_file = args.config or env.get("TAGURU_CONFIG")
+    if config_file:
+        merged = read_config_file(config_file)
+        merged.update(env)
+        env = merged
     host, port = settings.host_port
+
+    async def run() -> None:
+        app = build_app(settings, rerank=rerank_settings(env))
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = runner.addresses[0] if runner.addresses else (host, port)
+        print(f"listening on {bound[0]}:{bound[1]}", flush=True)
+        print(f"taguru: serving {settings.data_dir} on http://{bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
     with DataDirLock(settings.data_dir):
-        app = build_app(settings)
-        print(f"taguru: serving {settings.data_dir} on http://{host}:{port}", file=sys.stderr, flush=True)
-        web.run_app(app, host=host, port=port, print=None, access_log=None)
+        asyncio.run(run())
     return EXIT_OK
 
 
