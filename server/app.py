@@ -24,6 +24,7 @@ from server.auth import EXEMPT_PATHS, authenticate
 from server.config import Settings
 from server.handlers import Call, Handler
 from server.reply import Raw, Reply
+from server.schemas import openapi_document
 from server.reranker import Breaker, HttpReranker, RerankMetrics, RerankSettings
 from store.errors import ApiError
 from store.registry import Registry
@@ -222,6 +223,8 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
         return web.Response(text="ok"), "/live"
     if raw_path == "/version" and method == "GET":
         return _json_response(h.version_body()), "/version"
+    if raw_path == "/openapi.json" and method == "GET":
+        return _json_response(openapi_document(ROUTES, h.VERSION)), "/openapi.json"
     if raw_path == "/metrics" and method == "GET":
         body = render_metrics(request.app[METRICS_KEY].registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST}), "/metrics"

@@ -8,7 +8,7 @@ from server.config import ROLES, Settings
 from store.errors import ApiError
 
 UNAUTHORIZED = "missing or invalid bearer token (send Authorization: Bearer <token>)"
-EXEMPT_PATHS = frozenset({"/health", "/live", "/metrics", "/version"})
+EXEMPT_PATHS = frozenset({"/health", "/live", "/metrics", "/version", "/openapi.json"})
 
 
 class Principal:

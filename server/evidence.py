@@ -13,6 +13,7 @@ from pipeline import Graph, RunResult, run_graph
 from server.body import PREFIX, Spans, describe_value, require_json
 from server.handlers import Call
 from server.reply import Reply
+from server.schemas import BUDGET, EVIDENCE, RERANK
 from stages.budget import omitted_summary
 from stages.model import (
     ACTIVATE_HITS, ANCHORS, CITATIONS, COMMUNITY_HITS, CONTEXT, CONTRADICTION_GROUPS, DEDUP_DROPPED, PASSAGE_HITS,
@@ -30,10 +31,7 @@ SEARCH_LIMIT_CEILING = 200
 MATCH_CEILING = 1000
 GRAPH: Graph = evidence_graph()
 
-_TOP_FIELDS = (
-    "origins", "labels", "dice_floor", "semantic_floor", "resolve_limit", "activate_decay", "activate_limit",
-    "text_fallback_query", "search_limit", "include_communities", "budget", "rerank", "explain",
-)
+_TOP_FIELDS = tuple(f.name for f in EVIDENCE.fields)
 
 
 class _Decoder:
@@ -104,7 +102,7 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-_DUPLICATE_CHECKED = frozenset(_TOP_FIELDS) | {"max_items", "max_bytes", "max_tokens", "model"}
+_DUPLICATE_CHECKED = frozenset(_TOP_FIELDS) | {f.name for f in BUDGET.fields} | {f.name for f in RERANK.fields}
 
 
 class _Duplicate(Exception):
@@ -137,7 +135,7 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
     if "include_communities" in body:
         include = d.boolean(body["include_communities"], ("include_communities",))
     budget = body.get("budget")
-    limits: dict[str, int | None] = {"max_items": None, "max_bytes": None, "max_tokens": None}
+    limits: dict[str, int | None] = {f.name: None for f in BUDGET.fields}
     if budget is not None:
         b = d.struct(budget, ("budget",), "BudgetRequest")
         for key in limits:

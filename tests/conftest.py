@@ -14,6 +14,48 @@ from server.app import build_app
 from server.config import Settings, load_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reference"
+PROBES = {"/version", "/health", "/live", "/metrics", "/openapi.json"}
+_VALIDATORS: dict[str, Any] = {}
+
+
+def response_validator(schema: dict[str, Any]) -> Any:
+    """A JSON Schema validator for one response schema, resolving the published components."""
+    from jsonschema import Draft202012Validator
+
+    from server.schemas import COMPONENTS
+
+    key = json.dumps(schema, sort_keys=True)
+    if key not in _VALIDATORS:
+        _VALIDATORS[key] = Draft202012Validator({**schema, "components": {"schemas": COMPONENTS}})
+    return _VALIDATORS[key]
+
+
+def check_against_openapi(method: str, path: str, status: int, parsed: Any) -> None:
+    """Every JSON response the suite sees must match the schema `/openapi.json` publishes for it."""
+    from server.app import ROUTER, _segments
+    from server.schemas import ROUTE_SHAPES, ref, result_schema
+
+    path = path.split("?", 1)[0]
+    if path in PROBES:
+        template = path
+    else:
+        try:
+            template = ROUTER.match(method, _segments(path))[0]
+        except UnicodeDecodeError:
+            template = "<unmatched>"
+    shape = ROUTE_SHAPES.get((method, template), (None, None))[1]
+    if status == 202 or not isinstance(parsed, (dict, list)) and parsed is not None:
+        return
+    if template == "/mcp" and status in (200, 400):
+        schema = ref("JsonRpcReply")
+    elif status == 200:
+        if shape is None or shape in ("text", "metrics", "ndjson", "openapi"):
+            return
+        schema = result_schema(shape)
+    else:
+        schema = ref("Error")
+    errors = sorted(response_validator(schema).iter_errors(parsed), key=lambda e: list(e.path))
+    assert not errors, f"{method} {template} {status}: {errors[0].message} at {list(errors[0].path)}"
 
 
 @pytest.fixture
@@ -107,6 +149,7 @@ class Client:
                 parsed = json.loads(text) if text else None
             except ValueError:
                 parsed = text.decode("utf-8", "replace")
+            check_against_openapi(method, path, resp.status, parsed)
             return resp.status, parsed, dict(resp.headers)
 
     async def ok(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
