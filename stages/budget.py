@@ -60,6 +60,11 @@ def admit(
     cite_bytes = cite_quarters = 0
     omitted: list[Omission] = list(near_dups)
     for unit in tiered:
+        if len(items) + len(unit.members) > max_items:
+            # cannot fit whatever it costs: omitted without measuring (same outcome, less work)
+            reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
+            omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
+            continue
         ids = [m.candidate_id for m in unit.members]
         built = []
         u_bytes = u_quarters = 0

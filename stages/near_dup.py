@@ -27,6 +27,14 @@ def dice(a: frozenset[str], b: frozenset[str]) -> float:
     return 2 * len(a & b) / (len(a) + len(b))
 
 
+def could_match(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
+    """Dice can reach the threshold only if the smaller set is large enough: 2·min/(|a|+|b|) bounds it."""
+    la, lb = len(a), len(b)
+    if la + lb == 0:
+        return True
+    return 2 * min(la, lb) / (la + lb) >= threshold
+
+
 def suppress_near_duplicates(
     ranked: tuple[Fused, ...], threshold: float = THRESHOLD
 ) -> tuple[tuple[Fused, ...], tuple[Omission, ...]]:
@@ -39,7 +47,8 @@ def suppress_near_duplicates(
             kept.append(fused)
             continue
         grams = bigram_set(fused.candidate.text)
-        match = next((k for k, kg in kept_passages if dice(grams, kg) >= threshold), None)
+        match = next((k for k, kg in kept_passages if could_match(grams, kg, threshold) and dice(grams, kg) >= threshold),
+                     None)
         if match is None:
             kept.append(fused)
             kept_passages.append((fused, grams))

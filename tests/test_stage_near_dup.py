@@ -32,3 +32,17 @@ async def test_near_dup_keeps_the_better_ranked(snapshot) -> None:
     (omitted,) = out.values[NEAR_DUP_OMITTED]
     assert omitted.duplicate_of == "passage\x00t\x00a.md\x000"
     assert plain(out) == snapshot
+
+
+def test_size_bound_never_hides_a_match() -> None:
+    import random
+
+    from stages.near_dup import could_match
+
+    rng = random.Random(3)
+    alphabet = "abcdefg"
+    for _ in range(3000):
+        a = bigram_set("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))))
+        b = bigram_set("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))))
+        if dice(a, b) >= 0.9:
+            assert could_match(a, b, 0.9)
