@@ -333,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--addr", default="127.0.0.1:8248")
     p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
     p.set_defaults(func=cmd_demo)
+    from evaluate.cli import add_parser as add_evaluate
+    add_evaluate(sub)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
