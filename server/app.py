@@ -66,6 +66,7 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("POST", "/contexts/{name}/communities/search", cm.search_communities, "read"),
     ("POST", "/import", h.import_stream, "admin"),
     ("POST", "/mcp", mcp.mcp_endpoint, "read"),
+    ("GET", "/protocol", mcp.protocol, "read"),
 ]
 
 

@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_demo)
     from evaluate.cli import add_parser as add_evaluate
     add_evaluate(sub)
+    from server.mcp_stdio import add_parser as add_mcp
+    add_mcp(sub)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

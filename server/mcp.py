@@ -34,6 +34,25 @@ ranked, deduplicated, citation-complete evidence package under a budget. Quote `
 verbatim when you cite. The finer tools (resolve, describe, query, recall, activate,
 search_passages, cite_passage, search_communities) expose each lane on its own."""
 
+
+def protocol_text() -> str:
+    """`GET /protocol` (text/markdown) and `initialize.instructions`: the manual, then this server's trailer."""
+    from server.handlers import version_body
+
+    return (
+        INSTRUCTIONS.rstrip("\n") + "\n"
+        + "\n---\n\n## This server\n\n"
+        + f"taguru-server {VERSION} (Python), speaking the Taguru HTTP and MCP wire contracts.\n\n"
+        + "Contract versions (also `GET /version`, ADR 0005 §6) — discovery only, not negotiation:\n\n"
+        + "```json\n" + json.dumps(version_body(), indent=2) + "\n```\n"
+    )
+
+
+async def protocol(call: Call) -> Raw:
+    """GET /protocol (read role): the same text `initialize` sends as its instructions."""
+    return Raw(200, protocol_text().encode("utf-8"), "text/markdown; charset=utf-8")
+
+
 _EVIDENCE_DESCRIPTION = (
     "Opt-in evidence assembly: runs the same resolve/query/activate/search_passages/cite_passage fan-out `retrieve` "
     "runs, then normalizes every graph association, graph activation, passage hit, and (opt-in) community hit into "
@@ -284,7 +303,7 @@ async def _handle(call: Call) -> Raw:
         asked = params.get("protocolVersion")
         version = asked if asked in SUPPORTED_PROTOCOLS else LATEST_PROTOCOL
         return _reply(rid, {"protocolVersion": version, "capabilities": {"tools": {}},
-                            "serverInfo": {"name": "taguru", "version": VERSION}, "instructions": INSTRUCTIONS})
+                            "serverInfo": {"name": "taguru", "version": VERSION}, "instructions": protocol_text()})
     if method == "ping":
         return _reply(rid, {})
     if method == "tools/list":

@@ -372,6 +372,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/contexts/{name}/communities"): (None, "ndjson"),
     ("POST", "/import"): ("jsonl", "ImportResult"),
     ("POST", "/mcp"): ("JsonRpcRequest", "jsonrpc"),
+    ("GET", "/protocol"): (None, "markdown"),
     ("GET", "/version"): (None, "bare:Version"),
     ("GET", "/health"): (None, "bare:Health"),
     ("GET", "/live"): (None, "text"),
@@ -416,8 +417,9 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
         elif request is not None:
             op["requestBody"] = {"required": method != "PUT",
                                  "content": {"application/json": {"schema": ref(request)}}}
-        if response in ("text", "metrics", "ndjson"):
-            media = {"text": "text/plain", "metrics": "text/plain", "ndjson": "application/x-ndjson"}[response]
+        if response in ("text", "metrics", "ndjson", "markdown"):
+            media = {"text": "text/plain", "metrics": "text/plain", "ndjson": "application/x-ndjson",
+                     "markdown": "text/markdown"}[response]
             op["responses"]["200"] = {"description": "OK", "content": {media: {"schema": STR}}}
         elif response == "openapi":
             op["responses"]["200"] = {"description": "this document",
