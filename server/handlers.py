@@ -10,7 +10,9 @@ import attrs
 
 from server.auth import Principal
 from server.body import MAX_U32, MAX_U64, Typed, check_name, is_json_content_type, parse_json, require_json
+from server import schemas as S
 from server.config import Settings
+from server.schemas import Fields, Spec
 from store import lanes
 from store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
 from store.errors import ApiError, Issue, collected, malformed, no_context, too_many_items
@@ -53,6 +55,10 @@ class Call:
 
     def typed(self, struct: str) -> Typed:
         return Typed(self.json(), self.body, struct)
+
+    def decode(self, spec: Spec) -> Fields:
+        """Decode the typed body with the same spec `/openapi.json` publishes."""
+        return spec.decode(self.json(), self.body)
 
     def context(self) -> Context:
         assert self.name is not None
@@ -340,12 +346,10 @@ async def post_associations(call: Call) -> Any:
 
 
 def _triple(call: Call) -> tuple[str, str, str]:
-    typed = call.typed("TripleRequest")
-    # the whole shape decodes (422) before any field is checked (400)
-    values = [typed.string(key, required=True) or "" for key in ("subject", "label", "object")]
-    for key, v in zip(("subject", "label", "object"), values):
-        check_name(v, key)
-    return values[0], values[1], values[2]
+    args = call.decode(S.TRIPLE)
+    for key in ("subject", "label", "object"):
+        check_name(args[key], key)
+    return args["subject"], args["label"], args["object"]
 
 
 async def retract_association(call: Call) -> Any:
@@ -415,9 +419,9 @@ def _serde_kind(v: Any) -> str:
 
 
 async def delete_aliases(call: Call) -> Any:
-    typed = call.typed("AliasRemoval")
-    concepts = typed.strings("concepts") or []
-    label_list = typed.strings("labels") or []
+    args = call.decode(S.ALIAS_REMOVAL)
+    concepts = args["concepts"] or []
+    label_list = args["labels"] or []
     if not concepts and not label_list:
         raise ApiError("invalid_argument", "the request names no aliases to remove")
     n = len(concepts) + len(label_list)
@@ -680,8 +684,7 @@ async def post_sources(call: Call) -> Any:
 
 
 async def lookup_sources(call: Call) -> Any:
-    typed = call.typed("LookupRequest")
-    sources = typed.strings("sources", required=True) or []
+    sources = call.decode(S.LOOKUP)["sources"]
     if len(sources) > MAX_INPUT_ITEMS:
         raise too_many_items("sources", len(sources))
     for s in sources:
@@ -720,9 +723,7 @@ async def list_sources(call: Call) -> Any:
 
 
 async def retract_source(call: Call) -> Any:
-    typed = call.typed("RetractSource")
-    source = typed.string("source", required=True)
-    assert source is not None
+    source = call.decode(S.RETRACT_SOURCE)["source"]
     check_name(source, "source")
     dry_run = call.query.get("dry_run") == "true"
     ctx = call.context()
@@ -734,14 +735,14 @@ async def retract_source(call: Call) -> Any:
 
 
 async def citations(call: Call) -> Any:
-    typed = call.typed("CitationRequest")
-    if typed.has("index") and typed.has("paragraph"):
+    args = call.decode(S.CITATION)
+    typed = args.typed
+    if args["index"] is not None and args["paragraph"] is not None:
         raise typed.reject("index", "duplicate field `paragraph`")
-    source = typed.string("source", required=True)
-    assert source is not None
-    key = "index" if typed.has("index") else "paragraph"
-    paragraph = typed.uint(key, required=True)
-    assert paragraph is not None
+    source = args["source"]
+    paragraph = args["paragraph"] if args["paragraph"] is not None else args["index"]
+    if paragraph is None:
+        raise typed.missing("paragraph")
     check_name(source, "source")
     ctx = call.context()
     found = lanes.citation(ctx, source, paragraph)
@@ -758,12 +759,9 @@ async def citations(call: Call) -> Any:
 
 def _resolve(kind: int) -> Handler:
     async def handler(call: Call) -> Any:
-        typed = call.typed("ResolveRequest")
-        cue = typed.string("cue", required=True)
-        assert cue is not None
-        dice = typed.number("dice_floor")
-        typed.number("semantic_floor", "f32")
-        limit = _limit(typed.uint("limit", name="usize"), MAX_MATCH_LIMIT)
+        args = call.decode(S.RESOLVE)
+        cue, dice = args["cue"], args["dice_floor"]
+        limit = _limit(args["limit"], MAX_MATCH_LIMIT)
         ctx = call.context()
         floor = dice if dice is not None else ctx.meta.dice_floor if ctx.meta.dice_floor is not None else 0.3
         result = lanes.resolve(ctx, kind, cue, min(max(floor, 0.0), 1.0), limit)
@@ -774,38 +772,18 @@ def _resolve(kind: int) -> Handler:
 
 
 async def describe(call: Call) -> Any:
-    typed = call.typed("DescribeRequest")
-    concept = typed.string("concept", required=True)
-    assert concept is not None
+    concept = call.decode(S.DESCRIBE)["concept"]
     ctx = call.context()
     result = lanes.describe(ctx, concept)
     _count_read(ctx, result is None)
     return result
 
 
-def _cursor(typed: Typed) -> dict[str, Any] | None:
-    cur = typed.nested("after", "Cursor")
-    if cur is None:
-        return None
-    unknown = sorted(set(cur.obj) - {"weight", "subject", "label", "object"})
-    if unknown:
-        raise cur.reject(unknown[0], f"unknown field `{unknown[0]}`, expected one of `weight`, `subject`, `label`, `object`")
-    weight = cur.number("weight")
-    if weight is None:
-        raise cur.missing("weight")
-    return {
-        "weight": weight,
-        "subject": cur.string("subject", required=True),
-        "label": cur.string("label", required=True),
-        "object": cur.string("object", required=True),
-    }
-
-
 async def query(call: Call) -> Any:
-    typed = call.typed("QueryRequest")
-    positions = {key: typed.string_or_list(key) for key in ("subject", "label", "object")}
-    limit = _limit(typed.uint("limit", name="usize"), DEFAULT_MATCH_LIMIT)
-    after = _cursor(typed)
+    args = call.decode(S.QUERY)
+    positions = {key: args[key] for key in ("subject", "label", "object")}
+    limit = _limit(args["limit"], DEFAULT_MATCH_LIMIT)
+    after = args["after"]
     # the whole shape decodes (422) before the handler's own 400s
     for key, values in positions.items():
         if values is not None and len(values) > MAX_INPUT_ITEMS:
@@ -820,11 +798,10 @@ async def query(call: Call) -> Any:
 
 
 async def recall(call: Call) -> Any:
-    typed = call.typed("RecallRequest")
-    cue = typed.string("cue", required=True)
-    assert cue is not None
-    limit = _limit(typed.uint("limit", name="usize"), DEFAULT_MATCH_LIMIT)
-    after = _cursor(typed)
+    args = call.decode(S.RECALL)
+    cue = args["cue"]
+    limit = _limit(args["limit"], DEFAULT_MATCH_LIMIT)
+    after = args["after"]
     ctx = call.context()
     result = lanes.page_matches(ctx, lanes.recall_edges(ctx, cue), limit, after)
     _count_read(ctx, not result["matches"])
@@ -832,11 +809,9 @@ async def recall(call: Call) -> Any:
 
 
 async def activate(call: Call) -> Any:
-    typed = call.typed("ActivateRequest")
-    origins = typed.strings("origins", required=True)
-    assert origins is not None
-    decay = typed.number("decay")
-    limit = _limit(typed.uint("limit", name="usize"), 20)
+    args = call.decode(S.ACTIVATE)
+    origins, decay = args["origins"], args["decay"]
+    limit = _limit(args["limit"], 20)
     if len(origins) > MAX_INPUT_ITEMS:
         raise too_many_items("origins", len(origins))
     ctx = call.context()
@@ -846,14 +821,9 @@ async def activate(call: Call) -> Any:
 
 
 async def search_sources(call: Call) -> Any:
-    typed = call.typed("SearchRequest")
-    query_text = typed.string("query", required=True)
-    assert query_text is not None
-    limit = _limit(typed.uint("limit", name="usize"), 5)
-    typed.number("semantic_floor", "f32")
-    tags = typed.strings("tags")
-    since = typed.uint("since", MAX_U64, "u64")
-    until = typed.uint("until", MAX_U64, "u64")
+    args = call.decode(S.SEARCH)
+    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
+    limit = _limit(args["limit"], 5)
     if tags is not None:
         if len(tags) > MAX_INPUT_ITEMS:
             raise too_many_items("tags", len(tags))

@@ -39,6 +39,12 @@ class Field:
     nested: Spec | None = None
 
 
+class Fields(dict):  # type: ignore[type-arg]
+    """Decoded fields, plus the decoder (for a handler's own follow-up 422s)."""
+
+    typed: Typed
+
+
 @attrs.frozen
 class Spec:
     """A typed request body: decodes a JSON value into a dict of fields, or raises the 422."""
@@ -46,12 +52,20 @@ class Spec:
     struct: str
     fields: tuple[Field, ...]
     description: str = ""
+    closed: bool = False
 
-    def decode(self, value: Any, raw: bytes) -> dict[str, Any]:
+    def decode(self, value: Any, raw: bytes) -> Fields:
         return self._decode(Typed(value, raw, self.struct))
 
-    def _decode(self, typed: Typed) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def _decode(self, typed: Typed) -> Fields:
+        out = Fields()
+        out.typed = typed
+        if self.closed:
+            names = [f.name for f in self.fields]
+            unknown = sorted(set(typed.obj) - set(names))
+            if unknown:
+                expected = ", ".join(f"`{n}`" for n in names)
+                raise typed.reject(unknown[0], f"unknown field `{unknown[0]}`, expected one of {expected}")
         for f in self.fields:
             if f.kind == "string":
                 out[f.name] = typed.string(f.name, required=f.required)
@@ -86,6 +100,8 @@ class Spec:
                 schema["description"] = f.description
             props[f.name] = schema
         out: dict[str, Any] = {"type": "object", "properties": props}
+        if self.closed:
+            out["additionalProperties"] = False
         required = [f.name for f in self.fields if f.required]
         if required:
             out["required"] = required
@@ -128,7 +144,7 @@ CURSOR = Spec("Cursor", (
     Field("subject", "string", "", True),
     Field("label", "string", "", True),
     Field("object", "string", "", True),
-))
+), closed=True)
 QUERY = Spec("QueryRequest", (
     Field("subject", "one_or_many", "a name or an OR-set of names"),
     Field("label", "one_or_many", "a name or an OR-set of names"),
