@@ -64,6 +64,7 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("POST", "/contexts/{name}/activate", h.activate, "read"),
     ("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
     ("POST", "/contexts/{name}/communities/search", cm.search_communities, "read"),
+    ("GET", "/contexts/{name}/communities", cm.stream_communities, "read"),
     ("POST", "/import", h.import_stream, "admin"),
     ("POST", "/mcp", mcp.mcp_endpoint, "read"),
     ("GET", "/protocol", mcp.protocol, "read"),

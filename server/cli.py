@@ -337,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     add_evaluate(sub)
     from server.mcp_stdio import add_parser as add_mcp
     add_mcp(sub)
+    from server.communities_cli import add_parser as add_communities
+    add_communities(sub)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
