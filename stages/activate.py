@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import attrs
 
 from pipeline import Key, Outcome, StageContext
-from stages.candidates import association_candidate
+from stages.candidates import candidate_from_association
 from stages.model import ACTIVATE_HITS, ANCHORS, CONTEXT, REQUEST, Candidate, LaneResult, gate
 from stages.query import NO_ANCHORS
 from store import lanes
@@ -15,12 +15,10 @@ from store.context import Context
 
 
 def activate_candidates(ctx: Context, anchors: tuple[str, ...], decay: float, limit: int) -> tuple[Candidate, ...]:
-    """Activated edges, strongest first, as graph_activate candidates."""
-    strength, _source, _parent, _total = lanes.spread(ctx, list(anchors), decay)
-    import heapq
-
-    ranked = heapq.nsmallest(limit, strength, key=lambda e: (-strength[e], e))
-    return tuple(association_candidate(ctx, e, "graph_activate", i + 1) for i, e in enumerate(ranked))
+    """Activated edges, strongest first (the /activate lane itself), as graph_activate candidates."""
+    found = lanes.activate(ctx, list(anchors), decay, limit)
+    return tuple(candidate_from_association(m["association"], "graph_activate", i + 1)
+                 for i, m in enumerate(found["matches"]))
 
 
 @attrs.frozen

@@ -20,7 +20,11 @@ def primary_source(attributions: list[dict[str, Any]]) -> str | None:
 
 
 def association_candidate(ctx: Context, edge: int, lane: str, rank: int) -> Candidate:
-    payload = ctx.association_out(edge)
+    return candidate_from_association(ctx.association_out(edge), lane, rank)
+
+
+def candidate_from_association(payload: dict[str, Any], lane: str, rank: int) -> Candidate:
+    """A candidate for an AssociationOut payload (its identity is the exact triple)."""
     attributions = payload["attributions"]
     locators = tuple(sorted({(a["source"], a["paragraph"]) for a in attributions if a["paragraph"] is not None}))
     return Candidate(
