@@ -38,20 +38,38 @@ def could_match(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
 def suppress_near_duplicates(
     ranked: tuple[Fused, ...], threshold: float = THRESHOLD
 ) -> tuple[tuple[Fused, ...], tuple[Omission, ...]]:
-    """Keep the first of each near-duplicate family in fused order; name what each dropped one repeats."""
+    """Keep the first of each near-duplicate family in fused order; name what each dropped one repeats.
+
+    Bigram sets are held as integer bitsets over this request's bigram vocabulary, so each
+    pairwise |A∩B| is one AND and a popcount — the same counts, hence the same Dice values.
+    """
     kept: list[Fused] = []
-    kept_passages: list[tuple[Fused, frozenset[str]]] = []
+    kept_passages: list[tuple[Fused, int, int]] = []  # (candidate, bitset, set size)
+    vocabulary: dict[str, int] = {}
     dropped: list[Omission] = []
     for fused in ranked:
         if fused.candidate.kind != "passage":
             kept.append(fused)
             continue
         grams = bigram_set(fused.candidate.text)
-        match = next((k for k, kg in kept_passages if could_match(grams, kg, threshold) and dice(grams, kg) >= threshold),
-                     None)
+        bits = 0
+        for g in grams:
+            bits |= 1 << vocabulary.setdefault(g, len(vocabulary))
+        size = len(grams)
+        match = None
+        for other, other_bits, other_size in kept_passages:
+            total = size + other_size
+            if total == 0:
+                match = other
+                break
+            if 2 * min(size, other_size) / total < threshold:
+                continue
+            if 2 * (bits & other_bits).bit_count() / total >= threshold:
+                match = other
+                break
         if match is None:
             kept.append(fused)
-            kept_passages.append((fused, grams))
+            kept_passages.append((fused, bits, size))
         else:
             dropped.append(Omission(fused.candidate_id, "passage", "duplicate_passage", match.candidate_id))
     return tuple(kept), tuple(dropped)

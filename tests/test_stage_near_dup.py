@@ -46,3 +46,27 @@ def test_size_bound_never_hides_a_match() -> None:
         b = bigram_set("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))))
         if dice(a, b) >= 0.9:
             assert could_match(a, b, 0.9)
+
+
+def test_bitset_path_equals_the_plain_rule() -> None:
+    import random
+
+    from stages.near_dup import suppress_near_duplicates
+
+    rng = random.Random(9)
+    for _ in range(200):
+        texts = ["".join(rng.choice("abcab ") for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 12))]
+        ranked = tuple(fused(cand("passage", f"t\x00{i}\x000", "passage_bm25", i + 1, text=t), i + 1)
+                       for i, t in enumerate(texts))
+        kept, dropped = suppress_near_duplicates(ranked)
+        plain_kept: list = []
+        plain_dropped = []
+        for f in ranked:
+            g = bigram_set(f.candidate.text)
+            hit = next((k for k in plain_kept if dice(g, bigram_set(k.candidate.text)) >= 0.9), None)
+            if hit is None:
+                plain_kept.append(f)
+            else:
+                plain_dropped.append((f.candidate_id, hit.candidate_id))
+        assert list(kept) == plain_kept
+        assert [(o.candidate_id, o.duplicate_of) for o in dropped] == plain_dropped
