@@ -12,9 +12,8 @@ def cost(value: Any) -> tuple[int, int]:
     text = dumps(value)
     if text.isascii():
         return len(text), len(text)
-    data = text.encode("utf-8")
-    non_ascii = sum(1 for ch in text if ord(ch) >= 0x80)
-    return len(data), len(text) + 3 * non_ascii
+    ascii_count = len(text.encode("ascii", "ignore"))
+    return len(text.encode("utf-8")), ascii_count + 4 * (len(text) - ascii_count)
 
 
 def tokens(quarters: int) -> int:
