@@ -15,7 +15,7 @@ import attrs
 
 from store.bm25 import Bm25Index
 from store.lexicon import Lexicon
-from store.text import split_paragraphs, terms
+from store.text import split_paragraphs
 
 F64_MAX = sys.float_info.max
 CONCEPT, LABEL = 0, 1
@@ -58,7 +58,7 @@ class Dirty:
 class Passage:
     """One source's text split into paragraphs, with its markers and metadata."""
 
-    __slots__ = ("text", "paragraphs", "questions", "sections", "section_keys", "locators", "tags", "stored_at", "date", "docs", "doc_terms")
+    __slots__ = ("text", "paragraphs", "questions", "sections", "section_keys", "locators", "tags", "stored_at", "date", "docs")
 
     def __init__(
         self,
@@ -80,7 +80,6 @@ class Passage:
         self.stored_at = stored_at
         self.date = date
         self.docs: list[int] = []
-        self.doc_terms: list[list[str]] = []
 
     def section_for(self, i: int) -> str | None:
         if i >= len(self.paragraphs):
@@ -150,6 +149,9 @@ class Context:
         self.passages: dict[int, Passage] = {}
         self.lexicons = (Lexicon(), Lexicon())
         self.bm25 = Bm25Index()
+        self._source_rank: Any = None
+        self.graph_version = 0  # bumped by every edge change; read caches key on it
+        self.read_cache: dict[str, Any] = {}
         self.dirty = Dirty()
         self.created = False
 
@@ -201,9 +203,80 @@ class Context:
         self, subject: str, label: str, obj: str, weight: float, source: str | None, paragraph: int | None
     ) -> bool:
         """Add weight to an edge (and its source record); returns whether the paragraph was nulled."""
-        s = self.intern_concept(subject)
-        o = self.intern_concept(obj)
-        lab = self.intern_label(label)
+        if source is None:
+            s = self.intern_concept(subject)
+            o = self.intern_concept(obj)
+            lab = self.intern_label(label)
+            e = self._edge(s, lab, o)
+            self.e_sum[e] = _saturate(self.e_sum[e] + weight)
+            self.e_cnt[e] += 1
+            self.dirty.edges.add(e)
+            self.meta.rev_graph += 1
+            self.dirty.meta = True
+            self.graph_version += 1
+            return False
+        return self.assert_many([(subject, label, obj, weight, paragraph)], source) > 0
+
+    def assert_many(self, rows: list[tuple[str, str, str, float, int | None]], source: str) -> int:
+        """assert_association for each (subject, label, object, weight, paragraph) of one source,
+        in order; returns how many paragraphs were nulled."""
+        concept_id, label_id, edge_of = self.concept_id, self.label_id, self.edge_of
+        e_sum, e_cnt, e_attr = self.e_sum, self.e_cnt, self.e_attr
+        dirty_edges = self.dirty.edges
+        sid: int | None = None
+        passage = None
+        n_pars = 0
+        source_set: set[int] | None = None
+        nulled = 0
+        for subject, label, obj, weight, paragraph in rows:
+            s = concept_id.get(subject)
+            if s is None:
+                s = self.intern_concept(subject)
+            o = concept_id.get(obj)
+            if o is None:
+                o = self.intern_concept(obj)
+            lab = label_id.get(label)
+            if lab is None:
+                lab = self.intern_label(label)
+            e = edge_of.get((s, lab, o))
+            if e is None:
+                e = self._edge(s, lab, o)
+            v = e_sum[e] + weight
+            e_sum[e] = v if -F64_MAX <= v <= F64_MAX else _saturate(v)
+            e_cnt[e] += 1
+            if sid is None:
+                sid = self.intern_source(source)
+                passage = self.passages.get(sid)
+                n_pars = len(passage.paragraphs) if passage is not None else 0
+                source_set = self.source_edges.get(sid)
+            records = e_attr[e]
+            if records and records[-1][0] == sid:
+                rec = records[-1]
+                rec[1] = _saturate(rec[1] + weight)
+                rec[2] += 1
+            else:
+                for rec in records:
+                    if rec[0] == sid:
+                        rec[1] = _saturate(rec[1] + weight)
+                        rec[2] += 1
+                        break
+                else:
+                    if paragraph is not None and passage is not None and paragraph >= n_pars:
+                        paragraph = None
+                        nulled += 1
+                    records.append([sid, weight, 1, paragraph])
+                    if source_set is None:
+                        source_set = self.source_edges.setdefault(sid, set())
+                    source_set.add(e)
+            dirty_edges.add(e)
+        if rows:
+            self.meta.rev_graph += len(rows)
+            self.dirty.meta = True
+            self.graph_version += 1
+        return nulled
+
+    def _edge(self, s: int, lab: int, o: int) -> int:
+        """The edge id of (s, lab, o), created (dead, empty) when new."""
         key = (s, lab, o)
         e = self.edge_of.get(key)
         if e is None:
@@ -219,29 +292,7 @@ class Context:
             if o != s:
                 self.in_edges[o].append(e)
             self.label_edges[lab].append(e)
-        self.e_sum[e] = _saturate(self.e_sum[e] + weight)
-        self.e_cnt[e] += 1
-        nulled = False
-        if source is not None:
-            sid = self.intern_source(source)
-            records = self.e_attr[e]
-            for rec in records:
-                if rec[0] == sid:
-                    rec[1] = _saturate(rec[1] + weight)
-                    rec[2] += 1
-                    break
-            else:
-                if paragraph is not None:
-                    passage = self.passages.get(sid)
-                    if passage is not None and paragraph >= len(passage.paragraphs):
-                        paragraph = None
-                        nulled = True
-                records.append([sid, weight, 1, paragraph])
-                self.source_edges.setdefault(sid, set()).add(e)
-        self.dirty.edges.add(e)
-        self.meta.rev_graph += 1
-        self.dirty.meta = True
-        return nulled
+        return e
 
     def retract_association(self, subject: str, label: str, obj: str) -> tuple[bool, int]:
         s, lab, o = self.find_concept(subject), self.find_label(label), self.find_concept(obj)
@@ -261,6 +312,7 @@ class Context:
         self.meta.rev_graph += 1
         self.dirty.edges.add(e)
         self.dirty.meta = True
+        self.graph_version += 1
         return True, removed
 
     def retract_source_graph(self, sid: int) -> int:
@@ -281,6 +333,7 @@ class Context:
         self.meta.dead_attributions += len(edges)
         if edges:
             self.dirty.meta = True
+            self.graph_version += 1
         return len(edges)
 
     # ----- aliases ---------------------------------------------------------------
@@ -387,24 +440,34 @@ class Context:
         return True
 
     def _index_passage(self, sid: int, passage: Passage) -> None:
+        """Register each paragraph (with its questions) as a BM25 document; tokenized lazily."""
         by_par: dict[int, list[str]] = {}
         for p, q in passage.questions:
             by_par.setdefault(p, []).append(q)
+        add = self.bm25.add
         for i, text in enumerate(passage.paragraphs):
-            doc_terms = terms(text)
-            for q in by_par.get(i, ()):
-                doc_terms.extend(terms(q))
-            passage.docs.append(self.bm25.add(sid, i, doc_terms))
-            passage.doc_terms.append(doc_terms)
+            qs = by_par.get(i)
+            passage.docs.append(add(sid, i, (text, *qs) if qs else (text,)))
 
     def _drop_passage_index(self, sid: int) -> None:
         old = self.passages.get(sid)
         if old is None:
             return
-        for doc, doc_terms in zip(old.docs, old.doc_terms):
-            self.bm25.remove(doc, doc_terms)
+        for doc in old.docs:
+            self.bm25.remove(doc)
         old.docs = []
-        old.doc_terms = []
+
+    def source_rank(self) -> Any:
+        """Each source id's position in name order (the search tie-break), cached."""
+        import numpy as np
+
+        n = len(self.sources)
+        if self._source_rank is None or len(self._source_rank) != max(n, 1):
+            rank = np.zeros(max(n, 1), dtype=np.int64)
+            order = sorted(range(n), key=self.sources.__getitem__)
+            rank[order] = np.arange(n, dtype=np.int64)
+            self._source_rank = rank
+        return self._source_rank
 
     def retract_source(self, source: str, dry_run: bool = False) -> tuple[int, bool]:
         sid = self.source_id.get(source)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import re
 import time
 from typing import Any, Callable
 
@@ -41,6 +43,24 @@ _KEYS = {
 }
 _CREATE_KEYS = {"description", "pinned", "dice_floor", "semantic_floor"}
 _CLASSIFY = ("subject", "alias", "passage", "question", "section", "locator")
+# The association-line shortcuts below only ever accept what the full checks accept, with
+# the same values; tests/test_scale_equivalence.py compares both ways (this switch off).
+FAST_PATHS = True
+_ASSOC_KEYS = frozenset(_KEYS["association"])
+# An association line in the common layout, with plain strings (no escapes, no control
+# characters) and a JSON number: when it matches, json.loads would return exactly these
+# values, so the line is taken without running the JSON decoder. Anything else is decoded.
+_WS = "[ \t\n\r]*"
+_NAME = r'"([^"\\\x00-\x1f]{1,256})"'  # 1 to 256 characters: never over the 1024-byte cap
+_ASSOC_LINE = re.compile(
+    "[ \t\r]*\\{" + _WS + '"subject"' + _WS + ":" + _WS + _NAME + _WS + "," + _WS + '"label"' + _WS + ":" + _WS
+    + _NAME + _WS + "," + _WS + '"object"' + _WS + ":" + _WS + _NAME + _WS + "," + _WS + '"weight"' + _WS + ":"
+    + _WS + "(-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))" + _WS  # a float literal
+    + "(?:," + _WS + '"paragraph"' + _WS + ":" + _WS + "(0|[1-9][0-9]{0,9})" + _WS + ")?\\}[ \t\r]*"
+)
+_FAST_RAW_CHARS = 4096
+_FAST_NAME_CHARS = MAX_NAME_BYTES // 4  # a name this short cannot exceed the byte cap
+_FAST_LINE_CHARS = MAX_LINE_BYTES // 4
 _CLASS_OF = {"subject": "association", "alias": "alias", "passage": "passage", "question": "question", "section": "section", "locator": "locator"}
 
 
@@ -105,18 +125,64 @@ def parse_stream(data: bytes | str) -> list[Batch]:
     current: Batch | None = None
     alias_seen: set[tuple[int, str]] = set()
     n = 0
+    decode = _DECODER.decode
+    fast_line = _ASSOC_LINE.fullmatch
+    fast = FAST_PATHS
+    assoc_keys = _ASSOC_KEYS
+    short = _FAST_NAME_CHARS
     for n, raw in enumerate(text.split("\n"), start=1):
+        if fast and current is not None and len(raw) <= _FAST_RAW_CHARS:
+            m = fast_line(raw)
+            if m is not None:
+                s, lab, o, w_text, p_text = m.groups()
+                w = float(w_text)
+                if -MAX_WEIGHT <= w <= MAX_WEIGHT:
+                    if p_text is None:
+                        current.last_line = n
+                        current.associations.append((s, lab, o, w, None))
+                        continue
+                    p = int(p_text)
+                    if p <= MAX_U32:
+                        current.last_line = n
+                        if current.needs_passage_line is None:
+                            current.needs_passage_line = n
+                        current.associations.append((s, lab, o, w, p))
+                        continue
         line = raw.strip(WHITE_SPACE)
         if not line:
             continue
-        if utf8_len(line) > MAX_LINE_BYTES:
+        if len(line) > _FAST_LINE_CHARS and utf8_len(line) > MAX_LINE_BYTES:
             raise ParseError(f"line {n}: the line exceeds the {MAX_LINE_BYTES}-byte cap")
         try:
-            rec = json.loads(line, parse_constant=_no_constant)
+            # json.loads(line, parse_constant=...) without building a decoder per line; a
+            # leading BOM keeps json.loads' own refusal text
+            rec = decode(line) if line[0] != "\ufeff" else json.loads(line, parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:
             raise ParseError(f"line {n}: not JSON: {exc}") from None
         if not isinstance(rec, dict):
             raise ParseError(f"line {n}: expected a JSON object")
+        if (
+            fast and current is not None and "subject" in rec and rec.keys() <= assoc_keys
+            and "\\ud" not in line and "\\uD" not in line  # surrogate escapes take the full checks
+        ):
+            # the common association line, when every field is plainly valid; anything
+            # unusual falls through to the full checks below, which word the refusal
+            s = rec.get("subject")
+            lab = rec.get("label")
+            o = rec.get("object")
+            w = rec.get("weight")
+            p = rec.get("paragraph")
+            if (
+                type(s) is str and type(lab) is str and type(o) is str
+                and 0 < len(s) <= short and 0 < len(lab) <= short and 0 < len(o) <= short
+                and type(w) is float and -MAX_WEIGHT <= w <= MAX_WEIGHT
+                and (p is None or (type(p) is int and 0 <= p <= MAX_U32))
+            ):
+                current.last_line = n
+                if p is not None and current.needs_passage_line is None:
+                    current.needs_passage_line = n
+                current.associations.append((s, lab, o, w, p))
+                continue
         if "taguru_batch" in rec:
             current = _header(n, rec)
             key = (current.context, current.source)
@@ -232,9 +298,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
 def _display(w: int | float) -> str:
     if isinstance(w, int):
         return str(w)
+    if w != w or w in (float("inf"), float("-inf")):
+        return "NaN" if w != w else ("inf" if w > 0 else "-inf")  # Rust's Display
     if w == int(w) and abs(w) < 1e16:
         return str(int(w))
     return format_number(w)
@@ -289,15 +360,25 @@ def meta_from_create(create: dict[str, Any]) -> Meta:
 
 def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | None:
     """Step 1: refuse the batch before anything is written if an alias cannot land."""
-    used = ({s for s, _l, _o, _w, _p in batch.associations} | {o for _s, _l, o, _w, _p in batch.associations},
-            {lab for _s, lab, _o, _w, _p in batch.associations})
+    if not batch.aliases:
+        return None
+    used_sets: list[tuple[set[str], set[str]]] = []
+
+    def used(kind: int) -> set[str]:
+        if not used_sets:
+            used_sets.append((
+                {s for s, _l, _o, _w, _p in batch.associations} | {o for _s, _l, o, _w, _p in batch.associations},
+                {lab for _s, lab, _o, _w, _p in batch.associations},
+            ))
+        return used_sets[0][kind]
+
     pending: tuple[dict[str, str], dict[str, str]] = ({}, {})
     for kind in (CONCEPT, LABEL):
         for k, alias, canonical in sorted(a for a in batch.aliases if a[0] == kind):
             word = "concept" if kind == CONCEPT else "label"
             path = f"batches[{index}].{word}s['{alias}']"
             find = None if ctx is None else (ctx.find_concept if kind == CONCEPT else ctx.find_label)
-            target_known = (find is not None and find(canonical) is not None) or canonical in used[kind] \
+            target_known = (find is not None and find(canonical) is not None) or canonical in used(kind) \
                 or canonical in pending[kind]
             if not target_known:
                 return ApiError(
@@ -314,7 +395,7 @@ def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | 
             clash = False
             if current_alias is not None:
                 clash = current_root is None or current_alias != current_root
-            elif alias in used[kind] or alias in pending[kind].values():
+            elif alias in used(kind) or alias in pending[kind].values():
                 clash = alias != root
             if clash:
                 return ApiError(
@@ -393,11 +474,13 @@ def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> dict[str
             batch.stored_at if batch.stored_at is not None else now, batch.date,
         )
         out["passage_stored"] = True
-        out.update(attrs.asdict(counts))
-    dropped = 0
-    for s, lab, o, w, p in batch.associations:
-        if ctx.assert_association(s, lab, o, w, batch.source, p):
-            dropped += 1
+        out["questions_stored"] = counts.questions_stored
+        out["questions_dropped"] = counts.questions_dropped
+        out["sections_stored"] = counts.sections_stored
+        out["sections_dropped"] = counts.sections_dropped
+        out["locators_stored"] = counts.locators_stored
+        out["locators_dropped"] = counts.locators_dropped
+    dropped = ctx.assert_many(batch.associations, batch.source)
     out["associations"] = len(batch.associations)
     out["association_paragraphs_dropped"] = dropped
     for kind in (CONCEPT, LABEL):
@@ -420,6 +503,28 @@ def run_import(
     on_commit: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Apply batches in order, committing in groups; a refusal keeps the landed prefix."""
+    # A bulk load creates millions of long-lived objects and no reference cycles worth
+    # collecting meanwhile; the cyclic collector would re-scan them over and over.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _run_import(registry, batches, dry_run=dry_run, commit_every=commit_every, deadline=deadline,
+                           timeout_secs=timeout_secs, on_commit=on_commit)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run_import(
+    registry: Registry,
+    batches: list[Batch],
+    *,
+    dry_run: bool,
+    commit_every: int,
+    deadline: float | None,
+    timeout_secs: int,
+    on_commit: Callable[[int], None] | None,
+) -> list[dict[str, Any]]:
     outcomes: list[dict[str, Any]] = []
     pending: list[Context] = []
     will_exist: set[str] = set()

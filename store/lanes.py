@@ -17,6 +17,14 @@ SEMANTIC_TIER_BELOW = 0.5
 FLOW_FLOOR = 1e-6
 
 
+def warm(ctx: Context) -> None:
+    """Build the read-side indexes (BM25 segments, activation graph, lexicon views) up front."""
+    ctx.bm25.seal()
+    _activation_graph(ctx)
+    for lexicon in ctx.lexicons:
+        lexicon._views()
+
+
 # ----- resolve -------------------------------------------------------------------
 
 
@@ -176,8 +184,22 @@ def recall_edges(ctx: Context, cue: str) -> list[int]:
 # ----- activate ------------------------------------------------------------------
 
 
+# Banded activation is exact when a flow can never reach its producer's activation; with
+# decay this close to 1 rounding could break that, so the plain heap walk runs instead.
+BANDED_DECAY_MAX = 1.0 - 1e-9
+# Any flow out of a node with activation at most M is at most M·decay·(1 + 3·2⁻⁵³).
+BAND_SLACK = 1.0 + 1e-12
+
+
 def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
     """Spreading activation from the origins; edges ranked by the strength that reached them."""
+    if 0.0 < decay < BANDED_DECAY_MAX:
+        return _activate_banded(ctx, origins, decay, limit)
+    return activate_plain(ctx, origins, decay, limit)
+
+
+def activate_plain(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """§8.3 as written: a max-heap walk over every reachable concept."""
     strength, source, parent, scored_total = spread(ctx, origins, decay)
     ranked = heapq.nsmallest(limit, strength, key=lambda e: (-strength[e], e))
     matches = []
@@ -235,6 +257,280 @@ def spread(ctx: Context, origins: list[str], decay: float) -> tuple[dict[int, fl
     return strength, source, parent, len(strength)
 
 
+class _ActivationGraph:
+    """Per graph version: each concept's live, non-zero edges, its total, and search keys.
+
+    A concept's entries are kept in |sum| descending order (propagation and scoring do not
+    depend on the visit order); only its total is summed in visit order, as §8.3 says.
+    """
+
+    __slots__ = ("ptr", "other", "abs", "edge", "total", "total_nz", "maxabs", "key", "levels", "n_levels",
+                 "use_s", "use_o", "use_abs", "min_abs", "heavy", "heavy_abs")
+
+    def __init__(self, ctx: Context) -> None:
+        n = len(ctx.concepts)
+        m = len(ctx.e_s)
+        e_s = np.array(ctx.e_s, dtype=np.int64) if m else np.zeros(0, np.int64)
+        e_o = np.array(ctx.e_o, dtype=np.int64) if m else np.zeros(0, np.int64)
+        cnt = np.array(ctx.e_cnt, dtype=np.int64) if m else np.zeros(0, np.int64)
+        absum = np.abs(np.array(ctx.e_sum, dtype=np.float64)) if m else np.zeros(0)
+        use = (cnt > 0) & (absum > 0)  # dead or zero-sum edges neither score nor carry flow
+        ids = np.flatnonzero(use)
+        inward = ids[e_s[ids] != e_o[ids]]  # a self-loop is visited once, as outgoing
+        node = np.concatenate((e_s[ids], e_o[inward]))
+        other = np.concatenate((e_o[ids], e_s[inward]))
+        edge = np.concatenate((ids, inward))
+        side = np.concatenate((np.zeros(len(ids), np.int64), np.ones(len(inward), np.int64)))
+        counts = np.bincount(node, minlength=n) if len(node) else np.zeros(n, np.int64)
+        self.ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.ptr[1:])
+        # step 3: the total of |sum| in visit order (outgoing then incoming, creation order)
+        visit = np.lexsort((edge, side, node))
+        vals = absum[edge[visit]].tolist()
+        ptr = self.ptr.tolist()
+        total = [0.0] * n
+        for c in np.flatnonzero(counts).tolist():
+            t = 0.0
+            for v in vals[ptr[c] : ptr[c + 1]]:
+                t += v
+            total[c] = t
+        self.total = np.array(total, dtype=np.float64)
+        self.total_nz = np.where(self.total > 0, self.total, 1.0)
+        # entries by concept, then |sum| descending: key = concept·L + (L−1−level(|sum|))
+        self.levels = np.unique(absum[ids]) if len(ids) else np.zeros(1)
+        self.n_levels = len(self.levels)
+        level = np.searchsorted(self.levels, absum[edge])
+        key = node * self.n_levels + (self.n_levels - 1 - level)
+        order = np.lexsort((edge, key))
+        self.key = key[order]
+        self.edge = edge[order]
+        self.other = other[order]
+        self.abs = absum[self.edge]
+        self.maxabs = np.zeros(n, dtype=np.float64)
+        has = counts > 0
+        self.maxabs[has] = self.abs[self.ptr[:-1][has]]
+        self.use_s = e_s[ids]
+        self.use_o = e_o[ids]
+        self.use_abs = absum[ids]
+        self.min_abs = float(absum[ids].min()) if len(ids) else 0.0
+        self.heavy = ids[np.argsort(-absum[ids], kind="stable")]  # edges by |sum| descending
+        self.heavy_abs = absum[self.heavy]
+
+
+def _activation_graph(ctx: Context) -> _ActivationGraph:
+    cached = ctx.read_cache.get("activation")
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts):
+        return cached[2]
+    graph = _ActivationGraph(ctx)
+    ctx.read_cache["activation"] = (ctx.graph_version, len(ctx.concepts), graph)
+    return graph
+
+
+def _ragged(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Concatenated ranges [starts[i], starts[i] + lens[i])."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(lens) - lens
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lens)
+
+
+def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """§8.3 with identical results, settling a whole band of final activations at a time.
+
+    A node's activation is final once it exceeds every flow the unsettled nodes can still
+    send (at most max-unsettled·decay, plus rounding slack), so all such nodes are settled
+    together and relax their edges with array operations. Each node still propagates once,
+    with its final activation and the same f64 operations as the heap walk, so every
+    activation is bit-identical; only edges whose flow can reach the floor are visited
+    (found by |sum|, in which flow grows). Settle order is activation desc, concept id asc
+    (heap ties pop the lower id, and a flow is always below its producer), which fixes each
+    edge's producer (its first-settled endpoint) and each concept's parent (the first
+    settled neighbour whose flow equals its activation). Edges are scored band by band
+    until no later producer can reach the current `limit`-th strength; `total` is then the
+    count of live non-zero edges with a settled endpoint.
+    """
+    g = _activation_graph(ctx)
+    n = len(ctx.concepts)
+    seeds: list[int] = []
+    for name in origins:
+        c = ctx.find_concept(name)
+        if c is not None and c not in seeds:
+            seeds.append(c)
+    if not seeds:
+        return {"total": 0, "matches": []}
+    best = np.zeros(n, dtype=np.float64)
+    round_of = np.full(n, -1, dtype=np.int64)  # settle round, −1 while unsettled
+    queued = np.zeros(n, dtype=bool)  # ever reached
+    stamp = np.zeros(n, dtype=np.int64)
+    frontier = np.array(sorted(seeds), dtype=np.int64)  # reached, not settled
+    best[frontier] = 1.0
+    queued[frontier] = True
+    ptr, adj_other, adj_abs, adj_edge, total = g.ptr, g.other, g.abs, g.edge, g.total
+    key, levels, n_levels = g.key, g.levels, g.n_levels
+    reach = FLOW_FLOOR * (1.0 - 1e-9)  # |sum| cut-off margin, far above rounding error
+    scoring = limit > 0
+    cand_e: list[np.ndarray] = []
+    cand_s: list[np.ndarray] = []
+    cand_p: list[np.ndarray] = []
+    heavy_at = 0
+    rnd = 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while frontier.size:
+            vals = best[frontier]
+            tau = float(vals.max()) * decay * BAND_SLACK
+            in_band = vals > tau
+            if in_band.all():
+                band, a_band, frontier = frontier, vals, frontier[:0]
+            else:
+                band, a_band, frontier = frontier[in_band], vals[in_band], frontier[~in_band]
+            round_of[band] = rnd
+            ad = a_band * decay
+            if scoring:
+                # every edge of the band, scored where the band node is its first-settled endpoint
+                starts = ptr[band]
+                lens = ptr[band + 1] - starts
+                idx = _ragged(starts, lens)
+                nodes = np.repeat(band, lens)
+                other = adj_other[idx]
+                r_o = round_of[other]
+                a_c = np.repeat(a_band, lens)
+                a_o = best[other]
+                mine = (r_o < 0) | ((r_o == rnd) & ((a_c > a_o) | ((a_c == a_o) & (nodes <= other))))
+                prod = np.repeat(ad, lens) * adj_abs[idx]
+                sc = prod[mine]
+                keep = sc > 0
+                cand_e.append(adj_edge[idx][mine][keep])
+                cand_s.append(sc[keep])
+                cand_p.append(nodes[mine][keep])
+                flow = prod / np.repeat(total[band], lens)
+            else:
+                # a node whose strongest edge carries no flow to the floor propagates nothing
+                # (flow grows with |sum|; the same operations in the same order as below)
+                carries = (ad * g.maxabs[band]) / g.total_nz[band] >= FLOW_FLOOR
+                if not carries.all():
+                    band, ad = band[carries], ad[carries]
+                # and only its entries with |sum| >= floor·total/(a·decay) can
+                lvl = levels.searchsorted(reach * total[band] / ad)
+                starts = ptr[band]
+                lens = key.searchsorted(band * n_levels + (n_levels - 1 - lvl), side="right") - starts
+                idx = _ragged(starts, lens)
+                other = adj_other[idx]
+                flow = (np.repeat(ad, lens) * adj_abs[idx]) / np.repeat(total[band], lens)
+            ok = (flow >= FLOW_FLOOR) & (round_of[other] < 0)
+            other, flow = other[ok], flow[ok]
+            ok = flow > best[other]
+            other, flow = other[ok], flow[ok]
+            if other.size:
+                np.maximum.at(best, other, flow)
+                new = other[~queued[other]]
+                if new.size:
+                    order = np.arange(len(new))
+                    stamp[new] = order
+                    new = new[stamp[new] == order]  # one of each
+                    queued[new] = True
+                    frontier = np.concatenate((frontier, new))
+            rnd += 1
+            if scoring and frontier.size:
+                # close scoring once no later producer can reach the limit-th strength: later
+                # activations are at most the frontier's max; unscored edges have no settled end
+                sc_all = np.concatenate(cand_s) if len(cand_s) > 1 else cand_s[0]
+                if len(sc_all) >= limit:
+                    kth = float(np.partition(sc_all, len(sc_all) - limit)[len(sc_all) - limit])
+                    heavy = g.heavy
+                    while heavy_at < len(heavy):
+                        e = int(heavy[heavy_at])
+                        if round_of[ctx.e_s[e]] < 0 and round_of[ctx.e_o[e]] < 0:
+                            break
+                        heavy_at += 1
+                    top_abs = float(g.heavy_abs[heavy_at]) if heavy_at < len(heavy) else 0.0
+                    # a waiting node ends at most at max(its value, what others can still
+                    # send it); a node not reached yet at most at the latter
+                    later = float(best[frontier].max()) * decay * BAND_SLACK
+                    fv = best[frontier]
+                    bound = max(
+                        float(((np.maximum(fv, later) * decay) * g.maxabs[frontier]).max()),
+                        (later * decay) * top_abs,
+                    )
+                    if bound < kth:
+                        scoring = False
+                        break
+                    else:
+                        cand_e = [np.concatenate(cand_e)] if len(cand_e) > 1 else cand_e
+                        cand_p = [np.concatenate(cand_p)] if len(cand_p) > 1 else cand_p
+                        cand_s = [sc_all]
+        # Scoring is closed: only which nodes are reached still matters (for `total`). Flow
+        # never amplifies (decay < 1), so relaxing every waiting node with its current value
+        # and re-relaxing whatever improves reaches the same fixpoint as the heap walk, in
+        # fewer rounds than bands.
+        active = frontier
+        while active.size:
+            ad = best[active] * decay
+            carries = (ad * g.maxabs[active]) / g.total_nz[active] >= FLOW_FLOOR
+            if not carries.all():
+                active, ad = active[carries], ad[carries]
+            lvl = levels.searchsorted(reach * total[active] / ad)
+            starts = ptr[active]
+            lens = key.searchsorted(active * n_levels + (n_levels - 1 - lvl), side="right") - starts
+            idx = _ragged(starts, lens)
+            other = adj_other[idx]
+            flow = (np.repeat(ad, lens) * adj_abs[idx]) / np.repeat(total[active], lens)
+            ok = (flow >= FLOW_FLOOR) & (flow > best[other])
+            other, flow = other[ok], flow[ok]
+            if not other.size:
+                break
+            np.maximum.at(best, other, flow)
+            order = np.arange(len(other))
+            stamp[other] = order
+            active = other[stamp[other] == order]  # each improved node once
+            queued[active] = True
+    settled = queued  # every reached node settles
+    if (FLOW_FLOOR * decay) * g.min_abs > 0:
+        scored_total = int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
+    else:  # scores may underflow to zero: count them one by one
+        s_in, o_in = settled[g.use_s], settled[g.use_o]
+        hit = s_in | o_in
+        es, eo = g.use_s[hit], g.use_o[hit]
+        a_hi = np.maximum(np.where(s_in[hit], best[es], -1.0), np.where(o_in[hit], best[eo], -1.0))
+        scored_total = int(np.count_nonzero((a_hi * decay) * g.use_abs[hit] > 0))
+    if limit <= 0 or not cand_e:
+        return {"total": scored_total, "matches": []}
+    edges = np.concatenate(cand_e)
+    score = np.concatenate(cand_s)
+    producer = np.concatenate(cand_p)
+    if len(edges) > limit:
+        cut = np.partition(-score, limit - 1)[limit - 1]
+        keep = -score <= cut
+        edges, producer, score = edges[keep], producer[keep], score[keep]
+    pick = np.lexsort((edges, -score))[:limit]
+    parents: dict[int, int] = {}
+    seed_set = set(seeds)
+
+    def parent_of(c: int) -> int:
+        p = parents.get(c)
+        if p is None:
+            lo, hi = int(ptr[c]), int(ptr[c + 1])
+            nb = adj_other[lo:hi]
+            ok = round_of[nb] >= 0
+            nb = nb[ok]
+            flows = ((best[nb] * decay) * adj_abs[lo:hi][ok]) / total[nb]
+            cands = nb[flows == best[c]]
+            top = best[cands].max()
+            p = int(cands[best[cands] == top].min())
+            parents[c] = p
+        return p
+
+    matches = []
+    concepts = ctx.concepts
+    for e, c, st in zip(edges[pick].tolist(), producer[pick].tolist(), score[pick].tolist()):
+        chain = [c]
+        while chain[-1] not in seed_set:
+            chain.append(parent_of(chain[-1]))
+        chain.reverse()
+        matches.append({"strength": float(st), "path": [concepts[x] for x in chain], "association": ctx.association_out(e)})
+    return {"total": scored_total, "matches": matches}
+
+
 def _path(parent: dict[int, int], c: int) -> list[int]:
     chain = [c]
     seen = {c}
@@ -282,17 +578,20 @@ def search_passages(
     if plan_filter is not None:
         entry["filter"] = plan_filter
     hits = []
-    for doc, score in top_documents(ctx, q_terms, limit, allowed):
-        sid = ctx.bm25.doc_source[doc]
-        par = ctx.bm25.doc_par[doc]
-        s = F32(score)
+    doc_source, doc_par = ctx.bm25.doc_source, ctx.bm25.doc_par
+    sources, passages = ctx.sources, ctx.passages
+    make = float.__new__
+    for rank, (doc, score) in enumerate(top_documents(ctx, q_terms, limit, allowed), start=1):
+        sid = doc_source[doc]
+        par = doc_par[doc]
+        s = make(F32, score)  # already an f32 value: F32() would round it to itself
         hits.append(
             {
-                "source": ctx.sources[sid],
+                "source": sources[sid],
                 "paragraph": par,
                 "score": s,
-                "text": ctx.passages[sid].paragraphs[par],
-                "lanes": {"bm25": {"rank": len(hits) + 1, "score": s}},
+                "text": passages[sid].paragraphs[par],
+                "lanes": {"bm25": {"rank": rank, "score": s}},
             }
         )
     return {"plan": {"contexts": [entry]}, "hits": hits}
@@ -302,20 +601,9 @@ def top_documents(
     ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None
 ) -> list[tuple[int, float]]:
     """The best `limit` paragraphs by score desc, source name asc, paragraph asc."""
-    docs, scores = ctx.bm25.search(q_terms, allowed)
-    if docs.size == 0 or limit <= 0:
+    if limit <= 0:
         return []
-    if docs.size > limit:
-        kth = np.partition(scores, docs.size - limit)[docs.size - limit]
-        keep = scores >= kth
-        docs, scores = docs[keep], scores[keep]
-    sources, pars = ctx.bm25.doc_source, ctx.bm25.doc_par
-    names = ctx.sources
-    ranked = sorted(
-        zip(docs.tolist(), scores.tolist()),
-        key=lambda ds: (-ds[1], names[sources[ds[0]]], pars[ds[0]]),
-    )
-    return ranked[:limit]
+    return ctx.bm25.top(q_terms, limit, allowed, ctx.source_rank())
 
 
 def _eligible_sources(

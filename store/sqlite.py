@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sqlite3
@@ -102,36 +103,53 @@ class SqlitePersistence:
                 ((cid, i, ctx.sources[i]) for i in range(d.sources_from, len(ctx.sources))),
             )
         if d.edges:
+            e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr
             db.executemany(
                 "INSERT OR REPLACE INTO edges VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    (cid, e, ctx.e_s[e], ctx.e_l[e], ctx.e_o[e], ctx.e_sum[e], ctx.e_cnt[e],
-                     json.dumps(ctx.e_attr[e]) if ctx.e_attr[e] else "")
+                [
+                    (cid, e, e_s[e], e_l[e], e_o[e], e_sum[e], e_cnt[e], _attrs_json(e_attr[e]) if e_attr[e] else "")
                     for e in sorted(d.edges)
-                ),
+                ],
             )
+        gone: list[tuple[int, int, str]] = []
+        added: list[tuple[int, int, str, int, int]] = []
         for (kind, alias), target in d.aliases.items():
             if target is None:
-                db.execute("DELETE FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", (cid, kind, alias))
+                gone.append((cid, kind, alias))
             else:
                 self._alias_seq += 1
-                db.execute(
-                    "INSERT OR REPLACE INTO aliases VALUES(?, ?, ?, ?, ?)", (cid, kind, alias, target, self._alias_seq)
-                )
+                added.append((cid, kind, alias, target, self._alias_seq))
+        if gone:
+            db.executemany("DELETE FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", gone)
+        if added:
+            db.executemany("INSERT OR REPLACE INTO aliases VALUES(?, ?, ?, ?, ?)", added)
+        dropped: list[tuple[int, int]] = []
+        stored: list[tuple[int, int, str, str]] = []
         for sid in sorted(d.passages):
             passage = ctx.passages.get(sid)
             if passage is None:
-                db.execute("DELETE FROM passages WHERE ctx = ? AND source = ?", (cid, sid))
+                dropped.append((cid, sid))
             else:
-                db.execute(
-                    "INSERT OR REPLACE INTO passages VALUES(?, ?, ?, ?)",
-                    (cid, sid, passage.text, json.dumps(passage.meta_json(), ensure_ascii=False)),
-                )
+                stored.append((cid, sid, passage.text, json.dumps(passage.meta_json(), ensure_ascii=False)))
+        if dropped:
+            db.executemany("DELETE FROM passages WHERE ctx = ? AND source = ?", dropped)
+        if stored:
+            db.executemany("INSERT OR REPLACE INTO passages VALUES(?, ?, ?, ?)", stored)
 
     def load(self, cid: int, name: str, meta: Meta) -> Context:
         """Rebuild a context and all its indexes from its rows."""
+        collecting = gc.isenabled()
+        gc.disable()  # millions of new long-lived objects and no cycles: skip the collector's re-scans
+        try:
+            return self._load(cid, name, meta)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _load(self, cid: int, name: str, meta: Meta) -> Context:
         ctx = Context(cid, name, meta)
         db = self.db
+        loads = json.loads
         for (cname,) in db.execute("SELECT name FROM concepts WHERE ctx = ? ORDER BY id", (cid,)):
             ctx.intern_concept(cname)
         for (lname,) in db.execute("SELECT name FROM labels WHERE ctx = ? ORDER BY id", (cid,)):
@@ -143,27 +161,36 @@ class SqlitePersistence:
         ):
             ctx.aliases[kind][alias] = target
             ctx.lexicons[kind].add(alias, target)
-        e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr
-        out_edges, in_edges, label_edges, source_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges, ctx.source_edges
-        edge_of = ctx.edge_of
-        loads = json.loads
-        for e, s, lab, o, esum, cnt, attrs in db.execute(
+        rows = db.execute(
             "SELECT id, s, l, o, sum, count, attrs FROM edges WHERE ctx = ? ORDER BY id", (cid,)
-        ):
-            e_s.append(s)
-            e_l.append(lab)
-            e_o.append(o)
-            e_sum.append(float(esum))
-            e_cnt.append(cnt)
-            records = loads(attrs) if attrs else []
-            e_attr.append(records)
-            edge_of[(s, lab, o)] = e
-            out_edges[s].append(e)
-            if o != s:
-                in_edges[o].append(e)
-            label_edges[lab].append(e)
-            for rec in records:
-                source_edges.setdefault(rec[0], set()).add(e)
+        ).fetchall()
+        if rows:
+            ids, col_s, col_l, col_o, col_sum, col_cnt, col_attrs = zip(*rows)
+            del rows
+            ctx.e_s.extend(col_s)
+            ctx.e_l.extend(col_l)
+            ctx.e_o.extend(col_o)
+            ctx.e_sum.extend(map(float, col_sum))
+            ctx.e_cnt.extend(col_cnt)
+            # every stored attrs value is a JSON array we wrote: parse them in one call
+            ctx.e_attr.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
+            del col_attrs
+            ctx.edge_of.update(zip(zip(col_s, col_l, col_o), ids))
+            out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
+            for e, s, lab, o in zip(ids, col_s, col_l, col_o):
+                out_edges[s].append(e)
+                if o != s:
+                    in_edges[o].append(e)
+                label_edges[lab].append(e)
+            source_edges = ctx.source_edges
+            for e, records in enumerate(ctx.e_attr):
+                for rec in records:
+                    sid = rec[0]
+                    got = source_edges.get(sid)
+                    if got is None:
+                        source_edges[sid] = {e}
+                    else:
+                        got.add(e)
         for sid, text, pmeta in db.execute(
             "SELECT source, text, meta FROM passages WHERE ctx = ? ORDER BY source", (cid,)
         ):
@@ -180,7 +207,21 @@ class SqlitePersistence:
             ctx.passages[sid] = passage
             ctx._index_passage(sid, passage)
         ctx.dirty = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources))
+        from store.lanes import warm
+
+        warm(ctx)  # build the read indexes now rather than in the first request
         return ctx
+
+
+def _attrs_json(records: list[list]) -> str:
+    """The JSON array of an edge's attribution records [source, sum, count, paragraph|null].
+
+    Sums are finite (they saturate) and repr() of a float is its JSON number, so this is
+    what json.dumps writes, built without the encoder's per-call overhead.
+    """
+    return "[" + ",".join(
+        [f"[{sid},{rsum!r},{cnt},{'null' if par is None else par}]" for sid, rsum, cnt, par in records]
+    ) + "]"
 
 
 class _Transaction:

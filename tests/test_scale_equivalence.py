@@ -1,0 +1,672 @@
+"""The store's exact shortcuts against plain implementations of the spec's algorithms.
+
+Every speed-up in store/ that skips work (bulk tokenization, BM25 top-k bounds, activation in
+bands, resolve through indexes, import fast paths) must give byte-identical results to the
+straightforward algorithm of the substrate spec. The plain versions live here, written from
+the spec, and are compared on many seeded random small corpora and graphs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import struct
+from collections import Counter, defaultdict
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from store import lanes
+from store.context import CONCEPT, LABEL, Context, Meta
+from store.text import bigrams, bulk_term_counts, normalize, query_terms, split_paragraphs, terms
+
+# ----- alphabets for random text ----------------------------------------------------------
+
+# kana (both scripts, half-width too), kanji, ASCII of both cases, digits, full-width forms,
+# punctuation, whitespace, combining marks, sigma, separators the bulk path uses internally,
+# characters outside the BMP, and compatibility characters whose NFKC holds uppercase ASCII.
+ALPHABET = list(
+    "あいうかきアイウカキーｱｲｳﾞ酒造蔵杜氏水米霧沢青嶺"
+    "abcXYZAppStateHTTPsServer019"
+    "ＡＢｃ１２（）「」、。・ 　\t\r"
+    "\u0301\u3099ΣσΑ\x00\x01"
+    "\U00020b9f\U0001f600\u2121\u24b6\U0001f130Ⅻß"
+)
+
+
+def rand_text(rng: random.Random, n_max: int = 24) -> str:
+    return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, n_max)))
+
+
+text_strategy = st.lists(st.sampled_from(ALPHABET), max_size=40).map("".join)
+
+
+# ----- tokenizer: bulk path vs terms() ------------------------------------------------------
+
+
+def _bulk_counters(docs: list[list[str]]) -> tuple[list[Counter], list[int]]:
+    found, p_term, p_doc, p_tf, lens = bulk_term_counts(docs)
+    out = [Counter() for _ in docs]
+    for t, d, tf in zip(p_term.tolist(), p_doc.tolist(), p_tf.tolist()):
+        assert out[d][found[t]] == 0, "a (document, term) pair appears twice"
+        out[d][found[t]] = int(tf)
+    return out, lens.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(text_strategy, min_size=1, max_size=3), min_size=1, max_size=6))
+def test_bulk_tokenizer_matches_terms(docs: list[list[str]]) -> None:
+    got, lens = _bulk_counters(docs)
+    for parts, counts, n in zip(docs, got, lens):
+        ref = Counter(t for p in parts for t in terms(p))
+        assert counts == ref
+        assert n == sum(ref.values())
+
+
+def test_bulk_tokenizer_seeded_corpora() -> None:
+    rng = random.Random(5)
+    for _round in range(40):
+        docs = [[rand_text(rng, 60) for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(1, 30))]
+        got, lens = _bulk_counters(docs)
+        for parts, counts, n in zip(docs, got, lens):
+            ref = Counter(t for p in parts for t in terms(p))
+            assert counts == ref and n == sum(ref.values())
+
+
+# ----- BM25: plain reference of §9.2 / §9.3 -------------------------------------------------
+
+F = np.float32
+
+
+def reference_search(ctx: Context, query: str, limit: int, allowed: set[str] | None = None) -> list[tuple]:
+    """Score every paragraph from scratch; sort fully; (source, paragraph, f32 bits) rows."""
+    docs = []
+    for sid, passage in ctx.passages.items():
+        by_par = defaultdict(list)
+        for p, q in passage.questions:
+            by_par[p].append(q)
+        for i, text in enumerate(passage.paragraphs):
+            doc_terms = terms(text)
+            for q in by_par[i]:
+                doc_terms.extend(terms(q))
+            docs.append((ctx.sources[sid], i, Counter(doc_terms), len(doc_terms)))
+    q_terms = query_terms(query)
+    if not docs or not q_terms or limit == 0:
+        return []
+    n = len(docs)
+    big_n = F(n)
+    avgdl = F(max(sum(d[3] for d in docs) / n, 1.0))
+    df = Counter(t for d in docs for t in d[2])
+    k1, b = F(1.2), F(0.75)
+    rows = []
+    for source, par, counts, length in docs:
+        if not any(t in counts for t in q_terms):
+            continue
+        if allowed is not None and source not in allowed:
+            continue
+        score = F(0.0)
+        for t in q_terms:
+            tf = counts.get(t)
+            if not tf:
+                continue
+            nt = F(df[t])
+            idf = F(math.log(float(F(1.0) + (big_n - nt + F(0.5)) / (nt + F(0.5)))))
+            tf32 = F(tf)
+            c = (idf * (tf32 * (k1 + F(1.0)))) / (tf32 + k1 * ((F(1.0) - b) + (b * F(length)) / avgdl))
+            score = F(score + c)
+        rows.append((source, par, score))
+    rows.sort(key=lambda r: (-r[2], r[0], r[1]))
+    return [(s, p, struct.pack("<f", sc)) for s, p, sc in rows[:limit]]
+
+
+def ours_search(ctx: Context, query: str, limit: int, tags: list[str] | None = None) -> list[tuple]:
+    result = lanes.search_passages(ctx, query, limit, tags=tags)
+    hits = result["hits"]
+    for rank, h in enumerate(hits, start=1):
+        assert h["lanes"]["bm25"]["rank"] == rank
+        assert h["score"] == h["lanes"]["bm25"]["score"]
+        assert float(np.float32(h["score"])) == h["score"]  # an f32 value, as the wire prints it
+    return [(h["source"], h["paragraph"], struct.pack("<f", h["score"])) for h in hits]
+
+
+WORDS = ["酒造", "杜氏", "霧沢", "青嶺酒造", "水", "米", "Brewery", "toji", "AppState", "蔵", "仕込み", "1852年",
+         "ｶﾀｶﾅ", "カタカナ", "の", "は", "sake", "SAKE", "river"]
+
+
+def _random_passage(rng: random.Random) -> tuple[str, list[tuple[int, str]]]:
+    pars = []
+    for _ in range(rng.randint(1, 5)):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(1, 12))]
+        if rng.random() < 0.2:
+            words.append(rand_text(rng, 8))
+        pars.append(rng.choice(["", " ", "、"]).join(words))
+    text = "\n\n".join(pars)
+    questions = [(rng.randrange(len(pars) + 1), rng.choice(WORDS) + "は？") for _ in range(rng.randint(0, 2))]
+    return text, questions
+
+
+def _random_context(rng: random.Random, n_sources: int, n_ops: int) -> Context:
+    ctx = Context(1, "t", Meta())
+    names = [f"s{rng.randrange(1000):03d}" for _ in range(n_sources)]
+    for _ in range(n_ops):
+        name = rng.choice(names)
+        roll = rng.random()
+        if roll < 0.8:
+            text, questions = _random_passage(rng)
+            tags = [rng.choice(["a", "b", "c"])]
+            ctx.store_passage(name, text, questions, [], [], tags, 1, None)
+        else:
+            ctx.retract_source(name)
+        if rng.random() < 0.3:
+            lanes.search_passages(ctx, rng.choice(WORDS), 5)  # seal at odd moments
+    return ctx
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_bm25_top_k_matches_full_scoring(seed: int) -> None:
+    rng = random.Random(seed)
+    ctx = _random_context(rng, rng.randint(1, 12), rng.randint(1, 40))
+    for _ in range(12):
+        query = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4)))
+        if rng.random() < 0.2:
+            query = rand_text(rng, 10)
+        limit = rng.choice([0, 1, 2, 3, 5, 10, 200])
+        assert ours_search(ctx, query, limit) == reference_search(ctx, query, limit), (query, limit)
+        docs, scores = ctx.bm25.search(query_terms(query))  # every hit, unordered
+        got = sorted((ctx.sources[ctx.bm25.doc_source[d]], ctx.bm25.doc_par[d], struct.pack("<f", sc))
+                     for d, sc in zip(docs.tolist(), scores.tolist()))
+        assert got == sorted(reference_search(ctx, query, 10**9))
+        tag = rng.choice(["a", "b"])
+        allowed = {ctx.sources[sid] for sid, p in ctx.passages.items() if tag in p.tags}
+        assert ours_search(ctx, query, limit, [tag]) == reference_search(ctx, query, limit, allowed)
+
+
+def test_bm25_many_ties_and_large_corpus() -> None:
+    """Identical paragraphs across many sources: the bound must never drop a tied document."""
+    rng = random.Random(99)
+    ctx = Context(1, "t", Meta())
+    for i in range(300):
+        body = "青嶺酒造の杜氏は高瀬である。" if i % 3 else "霧沢の水で仕込む。青嶺酒造。"
+        extra = "".join(rng.choice("酒造蔵杜氏水米") for _ in range(rng.randint(0, 6)))
+        ctx.store_passage(f"src{rng.randrange(10**6):06d}-{i}", body + "\n\n" + extra, [], [], [], [], 1, None)
+    for query in ["青嶺酒造", "杜氏 水", "酒造 蔵 米 霧沢", "高瀬", "水"]:
+        for limit in (1, 5, 7, 50, 200, 1000):
+            assert ours_search(ctx, query, limit) == reference_search(ctx, query, limit)
+
+
+def test_split_and_normalize_helpers_unchanged() -> None:
+    assert split_paragraphs("\nA\nB\n\n \t \nC\n\n") == ["A\nB", "C"]
+    assert normalize("ＡΣカ") == "aσか"
+    assert bigrams("abca") == ["ab", "bc", "ca"]
+
+
+# ----- resolve: plain lexicon of §7 ---------------------------------------------------------
+
+
+class PlainLexicon:
+    """§7 lexical tier with a linear scan over every spelling."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, int, bool]] = []  # (normalized, record, alive)
+        self.of: dict[str, int] = {}
+
+    def add(self, spelling: str, record: int) -> None:
+        self.of[spelling] = len(self.entries)
+        self.entries.append((normalize(spelling), record, True))
+
+    def remove(self, spelling: str) -> None:
+        e = self.of.pop(spelling, None)
+        if e is not None:
+            n, r, _a = self.entries[e]
+            self.entries[e] = (n, r, False)
+
+    def lookup(self, cue: str, dice_floor: float) -> list[tuple[int, float, str]]:
+        q = normalize(cue)
+        if not q:
+            return []
+        live = [(e, n, r) for e, (n, r, a) in enumerate(self.entries) if a]
+        hits = []
+        matched = set()
+        for e, s, _r in live:
+            if not s:
+                continue
+            if s == q:
+                hits.append((e, 1.0, "exact"))
+                matched.add(e)
+            elif q in s or s in q:
+                hits.append((e, min(len(s), len(q)) / max(len(s), len(q)), "containment"))
+                matched.add(e)
+        if not any(k == "exact" for _e, _s, k in hits):
+            df = Counter(g for _e, s, _r in live for g in bigrams(s))
+            stop = max(len(live) // 20, 64)
+            qg = [g for g in bigrams(q) if df.get(g, 0) <= stop]
+            if qg:
+                for e, s, _r in live:
+                    if e in matched:
+                        continue
+                    tg = [g for g in bigrams(s) if df[g] <= stop]
+                    shared = len(set(qg) & set(tg))
+                    if not tg or not shared:
+                        continue
+                    dice = 2.0 * shared / (len(qg) + len(tg))
+                    if dice >= dice_floor:
+                        hits.append((e, dice, "fuzzy"))
+        best: dict[int, tuple[float, str]] = {}
+        for e, score, kind in hits:
+            r = self.entries[e][1]
+            if r not in best or score > best[r][0]:
+                best[r] = (score, kind)
+        return [(r, s, k) for r, (s, k) in best.items()]
+
+
+SPELLING_PIECES = ["酒造", "青嶺", "霧沢", "川", "町", "Aomine", "Brewery", "brew", "kiri", "sawa", " ", "ア", "あ",
+                   "ｱ", "高瀬", "Takase", "ka", "ki", "a", "ー", "Σ"]
+
+
+def _spelling(rng: random.Random) -> str:
+    return "".join(rng.choice(SPELLING_PIECES) for _ in range(rng.randint(1, 4)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lexicon_matches_linear_scan(seed: int) -> None:
+    from store.lexicon import Lexicon
+
+    rng = random.Random(seed)
+    ours, plain = Lexicon(), PlainLexicon()
+    spellings: list[str] = []
+    for i in range(rng.randint(1, 150)):
+        s = _spelling(rng)
+        if s in ours.entry_of:
+            continue
+        record = rng.randrange(i + 1)
+        ours.add(s, record)
+        plain.add(s, record)
+        spellings.append(s)
+        if rng.random() < 0.1 and spellings:
+            gone = rng.choice(spellings)
+            ours.remove(gone)
+            plain.remove(gone)
+        if rng.random() < 0.2:
+            ours.lookup(_spelling(rng), 0.3)  # read at odd moments (cached views)
+    for _ in range(30):
+        cue = _spelling(rng) if rng.random() < 0.8 else rand_text(rng, 6)
+        if rng.random() < 0.3:
+            cue = cue[: rng.randint(1, max(1, len(cue)))]
+        floor = rng.choice([0.0, 0.2, 0.3, 0.5, 1.0])
+        assert sorted(ours.lookup(cue, floor)) == sorted(plain.lookup(cue, floor)), (cue, floor)
+
+
+def test_lexicon_stop_grams_with_many_spellings() -> None:
+    """Past 64·20 spellings the stop threshold moves; common grams must stop counting."""
+    from store.lexicon import Lexicon
+
+    rng = random.Random(3)
+    ours, plain = Lexicon(), PlainLexicon()
+    seen = set()
+    while len(seen) < 1500:
+        s = "".join(rng.choice("酒造蔵青嶺霧沢kaisw") for _ in range(rng.randint(2, 6)))
+        if s not in seen:
+            seen.add(s)
+            ours.add(s, len(seen))
+            plain.add(s, len(seen))
+    for _ in range(60):
+        cue = "".join(rng.choice("酒造蔵青嶺霧沢kaiswx") for _ in range(rng.randint(1, 7)))
+        assert sorted(ours.lookup(cue, 0.3)) == sorted(plain.lookup(cue, 0.3)), cue
+
+
+@pytest.mark.parametrize("extra", [0, 1, 2])
+def test_lexicon_stop_threshold_boundary(extra: int) -> None:
+    """Grams posted by exactly the threshold count, and by one more, around the stop rule."""
+    from store.lexicon import Lexicon
+
+    ours, plain = Lexicon(), PlainLexicon()
+    n = 1300 + 20 * extra  # threshold max(n // 20, 64)
+    stop = max(n // 20, 64)
+    spellings = [f"{i:05d}x" for i in range(n)]
+    for i in range(stop):
+        spellings[i] = f"青嶺{i:05d}"
+    for i in range(stop, 2 * stop + 1):
+        spellings[i] = f"霧沢{i:05d}"
+    for i, s in enumerate(spellings):
+        ours.add(s, i)
+        plain.add(s, i)
+    for cue in ["青嶺霧沢", "青嶺00012x", "霧沢青嶺000", "青嶺", "霧沢", "00012"]:
+        for floor in (0.0, 0.3):
+            assert sorted(ours.lookup(cue, floor)) == sorted(plain.lookup(cue, floor)), cue
+
+
+# ----- activate: the §8.3 heap walk ---------------------------------------------------------
+
+
+def plain_activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """§8.3 step by step (a copy of the original implementation, kept independent of store/)."""
+    best: dict[int, float] = {}
+    parent: dict[int, int] = {}
+    heap: list[tuple[float, int]] = []
+    for name in origins:
+        c = ctx.find_concept(name)
+        if c is not None and c not in best:
+            best[c] = 1.0
+            heap.append((-1.0, c))
+    heapq.heapify(heap)
+    settled: set[int] = set()
+    strength: dict[int, float] = {}
+    source: dict[int, int] = {}
+    while heap:
+        neg_a, c = heapq.heappop(heap)
+        if c in settled:
+            continue
+        settled.add(c)
+        a = -neg_a
+        edges = [e for e in ctx.out_edges[c] if ctx.e_cnt[e] > 0] + [e for e in ctx.in_edges[c] if ctx.e_cnt[e] > 0]
+        total = 0.0
+        for e in edges:
+            total += abs(ctx.e_sum[e])
+        if total == 0:
+            continue
+        for e in edges:
+            score = a * decay * abs(ctx.e_sum[e])
+            if score <= 0:
+                continue
+            if score > strength.get(e, 0.0):
+                strength[e] = score
+                source[e] = c
+            flow = score / total
+            if flow < 1e-6:
+                continue
+            for n in (ctx.e_s[e], ctx.e_o[e]):
+                if n in settled:
+                    continue
+                if flow > best.get(n, 0.0):
+                    best[n] = flow
+                    parent[n] = c
+                    heapq.heappush(heap, (-flow, n))
+    ranked = sorted(strength, key=lambda e: (-strength[e], e))[:limit]
+    matches = []
+    for e in ranked:
+        chain = [source[e]]
+        while chain[-1] in parent:
+            chain.append(parent[chain[-1]])
+        chain.reverse()
+        matches.append({"strength": strength[e], "path": [ctx.concepts[c] for c in chain],
+                        "association": ctx.association_out(e)})
+    return {"total": len(strength), "matches": matches}
+
+
+def _bits(result: dict[str, Any]) -> Any:
+    """Floats compared by their bits, so -0.0, NaN-free rounding differences all show."""
+    if isinstance(result, dict):
+        return {k: _bits(v) for k, v in result.items()}
+    if isinstance(result, list):
+        return [_bits(v) for v in result]
+    if isinstance(result, float):
+        return struct.pack("<d", result)
+    return result
+
+
+WEIGHTS = [1.0, 1.0, 1.0, 0.5, 2.0, -1.0, 0.3, 3.0, 1e-3, 1e-9, 7.5, -0.25]
+
+
+def _random_graph(rng: random.Random, n_concepts: int, n_assertions: int, hubs: int = 0) -> Context:
+    ctx = Context(1, "g", Meta())
+    names = [f"c{i}" for i in range(n_concepts)]
+    labels = ["l0", "l1", "l2"]
+    for i in range(n_assertions):
+        if hubs and rng.random() < 0.4:
+            s = names[rng.randrange(hubs)]
+        else:
+            s = rng.choice(names)
+        o = s if rng.random() < 0.03 else rng.choice(names)  # some self-loops
+        if rng.random() < 0.5:
+            s, o = o, s
+        w = rng.choice(WEIGHTS)
+        src = f"src{rng.randrange(6)}" if rng.random() < 0.8 else None
+        ctx.assert_association(s, rng.choice(labels), o, w, src, None)
+        if rng.random() < 0.03:
+            ctx.retract_association(s, rng.choice(labels), o)  # dead edges
+        if rng.random() < 0.01:
+            ctx.retract_source(f"src{rng.randrange(6)}")
+        if rng.random() < 0.05:
+            lanes.activate(ctx, [rng.choice(names)], 0.5, 5)  # cache built at odd moments
+    if rng.random() < 0.5 and ctx.find_concept(names[0]) is not None:
+        ctx.add_alias(CONCEPT, "alias-of-c0", names[0])
+    return ctx
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_activate_matches_heap_walk(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(1, 60)
+    ctx = _random_graph(rng, n, rng.randint(0, 4 * n), hubs=rng.choice([0, 0, 2]))
+    for _ in range(8):
+        origins = [f"c{rng.randrange(n + 2)}" for _ in range(rng.randint(0, 3))]
+        if rng.random() < 0.2:
+            origins.append("alias-of-c0")
+        if rng.random() < 0.1 and origins:
+            origins.append(origins[0])  # duplicates
+        decay = rng.choice([0.5, 0.5, 0.1, 0.9, 0.99, 0.3333, 1.0, 0.0, 1e-5, rng.random()])
+        limit = rng.choice([0, 1, 3, 20, 1000])
+        ours = lanes.activate(ctx, origins, decay, limit)
+        assert _bits(ours) == _bits(plain_activate(ctx, origins, decay, limit)), (origins, decay, limit)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_activate_hub_graph_matches(seed: int) -> None:
+    """A larger graph with hubs: many bands, many ties of equal weights and flows."""
+    rng = random.Random(1000 + seed)
+    ctx = _random_graph(rng, 400, 2500, hubs=5)
+    for decay in (0.5, 0.75, 0.2):
+        origins = [f"c{rng.randrange(400)}"]
+        assert _bits(lanes.activate(ctx, origins, decay, 20)) == _bits(plain_activate(ctx, origins, decay, 20))
+
+
+def test_activate_equal_weights_grid() -> None:
+    """Uniform weights make many equal activations: producer and parent ties by concept id."""
+    ctx = Context(1, "grid", Meta())
+    for i in range(12):
+        for j in range(12):
+            if j + 1 < 12:
+                ctx.assert_association(f"n{i}-{j}", "r", f"n{i}-{j + 1}", 1.0, "s", None)
+            if i + 1 < 12:
+                ctx.assert_association(f"n{i}-{j}", "d", f"n{i + 1}-{j}", 1.0, "s", None)
+    for origins in (["n0-0"], ["n5-5"], ["n0-0", "n11-11"], ["n3-7", "n7-3"]):
+        for decay in (0.5, 0.9):
+            for limit in (20, 1000):
+                ours = lanes.activate(ctx, origins, decay, limit)
+                assert _bits(ours) == _bits(plain_activate(ctx, origins, decay, limit))
+
+
+@pytest.mark.parametrize("decay", [0.5, 0.9, 0.99, 0.999999])
+@pytest.mark.parametrize("ratio", [0.3, 0.49, 0.51, 0.8, 0.85, 0.95, 0.999])
+def test_activate_late_improvement_inside_a_band(decay: float, ratio: float) -> None:
+    """x first hears from the origin directly, then more strongly through y: x must not be
+    settled at the weaker value, whatever the band width."""
+    ctx = Context(1, "band", Meta())
+    ctx.assert_association("o", "r", "y", 1.0, "s", None)
+    ctx.assert_association("o", "r", "x", ratio, "s", None)
+    ctx.assert_association("y", "r", "x", 100.0, "s", None)
+    ctx.assert_association("x", "r", "z", 5.0, "s", None)
+    ctx.assert_association("z", "r", "w", 1.0, "s", None)
+    for limit in (1, 2, 20):
+        assert _bits(lanes.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
+
+
+@pytest.mark.parametrize("decay", [1e-5, 0.5, 5e-324, 1e-300])
+def test_activate_scores_that_underflow(decay: float) -> None:
+    """Sub-normal sums: some scores round to zero and must not count in `total`."""
+    ctx = Context(1, "tiny", Meta())
+    for i, w in enumerate([1e-318, 5e-324, 1.0, 1e-310, 2.0, 1e-300]):
+        ctx.assert_association("o", "r", f"x{i}", w, "s", None)
+        ctx.assert_association(f"x{i}", "r", f"y{i}", w, "s", None)
+    for limit in (1, 20):
+        assert _bits(lanes.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
+
+
+# ----- import: association-line shortcuts vs the full checks --------------------------------
+
+
+def _parse_outcome(text: str, fast: bool) -> Any:
+    from store import importer
+
+    saved = importer.FAST_PATHS
+    importer.FAST_PATHS = fast
+    try:
+        batches = importer.parse_stream(text)
+    except importer.ParseError as exc:
+        return ("error", str(exc))
+    except Exception as exc:  # noqa: BLE001 - both paths must fail the same way
+        return ("exception", type(exc).__name__, str(exc))
+    finally:
+        importer.FAST_PATHS = saved
+    out = []
+    for b in batches:
+        rows = [(s, l, o, struct.pack("<d", w), type(w).__name__, p) for s, l, o, w, p in b.associations]
+        out.append((b.context, b.source, b.first_line, b.last_line, b.needs_passage_line, rows, b.aliases, b.passage))
+    return out
+
+
+ASSOC_VARIANTS = [
+    '{"subject": "青嶺酒造", "label": "杜氏", "object": "高瀬", "weight": 1.0, "paragraph": 0}',
+    '{"subject":"a","label":"b","object":"c","weight":-2.5e3}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 1}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 1e400}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 1000000.0000001}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": -1000000.0}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": -0.0, "paragraph": 4294967295}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 4294967296}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 99999999999999999999999}',
+    '{"subject": "", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "a\\u0000", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "a\\"q", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "\\ud800", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "' + "字" * 256 + '", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "' + "字" * 342 + '", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "' + "a" * 1024 + '", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "' + "a" * 1025 + '", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "source": "x"}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "extra": 1}',
+    '{"subject": "a", "label": "b", "object": "c"}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": "1.0"}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": true}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": NaN}',
+    '{"subject": 1, "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "a", "subject": "z", "label": "b", "object": "c", "weight": 0.5}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": -1}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 1.0}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 01}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": .5}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5,}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5} x',
+    '{ "subject" : "a" ,\t"label":"b","object":"c","weight":5E-1 }',
+    '{"label": "b", "subject": "a", "object": "c", "weight": 0.5}',
+    '\ufeff{"subject": "a", "label": "b", "object": "c", "weight": 0.5}',
+    '[1, 2]',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": null}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 9999999999}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 12}\r',
+    '  {"subject": "a", "label": "b", "object": "c", "weight": 1E5}\t ',
+    '\u3000{"subject": "a", "label": "b", "object": "c", "weight": 1e-5}\u3000',
+    '{"subject": "' + "b" * 256 + '", "label": "' + "字" * 257 + '", "object": "c", "weight": 0.5}',
+    '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 0}' + " " * 5000,
+]
+
+
+@pytest.mark.parametrize("index", range(len(ASSOC_VARIANTS)))
+def test_import_association_shortcuts(index: int) -> None:
+    line = ASSOC_VARIANTS[index]
+    header = '{"taguru_batch": 1, "context": "c", "source": "s"}'
+    for text in (f"{header}\n{line}\n", f"{line}\n{header}\n", f'{header}\n{{"passage": "p"}}\n{line}\n{line}\n'):
+        assert _parse_outcome(text, True) == _parse_outcome(text, False), text
+
+
+def test_import_shortcuts_on_a_generated_stream() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from generate import generate
+
+    text = generate(300, seed=3).text
+    assert _parse_outcome(text, True) == _parse_outcome(text, False)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_activate_after_scoring_closes(seed: int) -> None:
+    """limit 1 on a large sparse graph: scoring closes after a few bands and the rest of the
+    reach is found by relaxation; `total` must still count every reached edge."""
+    rng = random.Random(500 + seed)
+    ctx = _random_graph(rng, 1500, 4000, hubs=3)
+    for decay in (0.5, 0.8, 0.95):
+        for limit in (1, 2):
+            origins = [f"c{rng.randrange(1500)}"]
+            ours = lanes.activate(ctx, origins, decay, limit)
+            assert _bits(ours) == _bits(plain_activate(ctx, origins, decay, limit))
+
+
+# ----- paragraph split: fast path vs the line walk of §2.6 ----------------------------------
+
+_WS = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u2028\u2029\u202f\u205f\u3000"
+
+
+def plain_split(text: str) -> list[str]:
+    out, start = [], None
+    lines = text.split("\n")
+
+    def join(a: int, b: int) -> str:
+        tail = lines[b][:-1] if lines[b].endswith("\r") else lines[b]
+        return tail if a == b else "\n".join(lines[a:b]) + "\n" + tail
+
+    for i, line in enumerate(lines):
+        content = line[:-1] if line.endswith("\r") else line
+        if not content.strip(_WS):
+            if start is not None:
+                out.append(join(start, i - 1))
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        out.append(join(start, len(lines) - 1))
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["a", "字", "\n", "\n", "\n\n", " ", "\t", "\r", "\u3000", "\x0b", "\x85", "\u2028",
+                                 "\x1c", "b c"]), max_size=30).map("".join))
+def test_split_paragraphs_fast_path(text: str) -> None:
+    assert split_paragraphs(text) == plain_split(text)
+
+
+# ----- camelCase pieces: run filter vs the character walk of §9.1 step 2 --------------------
+
+
+def plain_camel(raw: str) -> list[str]:
+    import re
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", raw)
+    out = []
+    for m in re.finditer(r"[A-Za-z0-9]+", text):
+        run, starts = m.group(), [0]
+        for i in range(1, len(run)):
+            c, p = run[i], run[i - 1]
+            if "A" <= c <= "Z":
+                if ("a" <= p <= "z") or p.isdigit():
+                    starts.append(i)
+                elif "A" <= p <= "Z" and i + 1 < len(run) and "a" <= run[i + 1] <= "z":
+                    starts.append(i)
+        if len(starts) >= 2:
+            bounds = starts + [len(run)]
+            out.extend(run[a:b].lower() for a, b in zip(bounds, bounds[1:]))
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(list("aAbBzZ09 -_éＡｂ１") + ["HTTP", "Server", "U64", "Max"]), max_size=14).map("".join))
+def test_camel_pieces(raw: str) -> None:
+    from store.text import camel_terms
+
+    assert camel_terms(raw) == plain_camel(raw)
