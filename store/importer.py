@@ -9,6 +9,7 @@ import time
 from typing import Any, Callable
 
 import attrs
+import numpy as np
 
 from store.context import CONCEPT, LABEL, Context, Meta
 from store.errors import ApiError, Issue
@@ -156,7 +157,7 @@ def parse_stream(data: bytes | str) -> list[Batch]:
         try:
             # json.loads(line, parse_constant=...) without building a decoder per line; a
             # leading BOM keeps json.loads' own refusal text
-            rec = decode(line) if line[0] != "\ufeff" else json.loads(line, parse_constant=_no_constant)
+            rec = decode(line) if line[0] != "\ufeff" else json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
         except (ValueError, RecursionError) as exc:
             raise ParseError(f"line {n}: not JSON: {exc}") from None
         if not isinstance(rec, dict):
@@ -298,7 +299,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("number out of range")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 
 
 def _display(w: int | float) -> str:
@@ -306,8 +314,9 @@ def _display(w: int | float) -> str:
         return str(w)
     if w != w or w in (float("inf"), float("-inf")):
         return "NaN" if w != w else ("inf" if w > 0 else "-inf")  # Rust's Display
-    if w == int(w) and abs(w) < 1e16:
-        return str(int(w))
+    if w == int(w):
+        # Rust's Display: shortest round-trip digits written positionally, no fraction
+        return str(int(w)) if abs(w) < 2**53 else np.format_float_positional(w, unique=True, trim="-")
     return format_number(w)
 
 
