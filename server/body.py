@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from store.wire import has_lone_surrogate
 from store.errors import ApiError, malformed
 
 PREFIX = "Failed to deserialize the JSON body into the target type: "
@@ -26,6 +27,8 @@ def parse_json(raw: bytes) -> Any:
         text = raw.decode("utf-8")
         value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_json_int)
         _check_depth(value)
+        if has_lone_surrogate(raw, value):
+            raise ValueError("lone leading surrogate in hex escape")
         return value
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise malformed(f"Failed to parse the request body as JSON: {exc}", status=400) from None

@@ -21,6 +21,7 @@ from stages.model import (
 )
 from stages.wiring import evidence_graph
 from store.errors import ApiError, malformed, no_context, too_many_items
+from store.wire import has_lone_surrogate
 
 log = structlog.get_logger("taguru.evidence")
 
@@ -116,6 +117,8 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
         value = json.loads(call.body.decode("utf-8"), object_pairs_hook=_pairs_hook)
     except _Duplicate as dup:
         raise malformed(f"{PREFIX}duplicate field `{dup.args[0]}` at {Spans(call.body).position(None)}") from None
+    if has_lone_surrogate(call.body, value):
+        raise malformed("Failed to parse the request body as JSON: lone leading surrogate in hex escape", status=400)
     d = _Decoder(call.body, value)
     body = d.struct(value, (), "EvidenceRequest")
     if body.get("origins") is None:

@@ -13,7 +13,7 @@ from multidict import CIMultiDict
 from server.handlers import VERSION, Call, parse_query_string
 from server.reply import Raw, Reply
 from store.errors import ApiError
-from store.wire import dumps, dumps_bytes
+from store.wire import dumps, dumps_bytes, has_lone_surrogate
 
 SUPPORTED_PROTOCOLS = ("2024-11-05", "2025-03-26", "2025-06-18")
 LATEST_PROTOCOL = "2025-06-18"
@@ -276,6 +276,8 @@ async def mcp_endpoint(call: Call) -> Any:
 async def _handle(call: Call) -> Raw:
     try:
         message = json.loads(call.body.decode("utf-8"))
+        if has_lone_surrogate(call.body, message):
+            raise ValueError("lone surrogate")
     except (UnicodeDecodeError, ValueError):
         raise _RpcError(-32700, "body is not JSON", 400) from None
     if isinstance(message, list):

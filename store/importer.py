@@ -15,7 +15,7 @@ from store.context import CONCEPT, LABEL, Context, Meta
 from store.errors import ApiError, Issue
 from store.registry import Registry
 from store.text import WHITE_SPACE, split_paragraphs, utf8_len
-from store.wire import format_number
+from store.wire import format_number, has_lone_surrogate
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_PASSAGE_BYTES = 8 * 1024 * 1024
@@ -158,6 +158,8 @@ def parse_stream(data: bytes | str) -> list[Batch]:
             # json.loads(line, parse_constant=...) without building a decoder per line; a
             # leading BOM keeps json.loads' own refusal text
             rec = decode(line) if line[0] != "\ufeff" else json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
+            if "\\u" in line and has_lone_surrogate(line, rec):
+                raise ValueError("lone leading surrogate in hex escape")
         except (ValueError, RecursionError) as exc:
             raise ParseError(f"line {n}: not JSON: {exc}") from None
         if not isinstance(rec, dict):

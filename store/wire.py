@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -142,3 +143,27 @@ def _reject_constant(name: str) -> Any:
 def loads(data: str | bytes) -> Any:
     """Strict JSON parse: no NaN/Infinity literals."""
     return json.loads(data, parse_constant=_reject_constant)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def has_lone_surrogate(raw: bytes | str, value: Any) -> bool:
+    """Did a `\\uD8xx`-style escape decode to a lone surrogate (which UTF-8 cannot carry)?"""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if not _SURROGATE_ESCAPE.search(data):
+        return False
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
