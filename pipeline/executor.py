@@ -88,9 +88,12 @@ async def run_graph(
             if hooks is not None:
                 hooks.stage_finished(stage.name, outcome.status, outcome.reason, elapsed)
 
-        async with anyio.create_task_group() as tg:
-            for stage in level:
-                tg.start_soon(run_one, stage)
+        if len(level) == 1:
+            await run_one(level[0])  # nothing to overlap with: skip the task group
+        else:
+            async with anyio.create_task_group() as tg:
+                for stage in level:
+                    tg.start_soon(run_one, stage)
         for stage in level:
             outcome = outcomes[stage.name]
             if outcome.status == FAILED:

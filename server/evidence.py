@@ -180,8 +180,11 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
     return request, explain
 
 
-def render_package(run: RunResult, explain: bool) -> dict[str, Any]:
-    """The EvidencePackage in wire order, from the stage values and plan entries."""
+def render_package(run: RunResult, explain: bool, serialized: bool = False) -> dict[str, Any]:
+    """The EvidencePackage in wire order, from the stage values and plan entries.
+
+    With `serialized`, items and citations are the JSON texts the budget stage measured, so
+    the body is exactly what was counted and nothing is encoded twice."""
     v = run.values
     selection = v[SELECTION]
     listed, total, by_reason = omitted_summary(selection.omitted)
@@ -211,8 +214,8 @@ def render_package(run: RunResult, explain: bool) -> dict[str, Any]:
             stages.append(row)
         plan["stages"] = stages
     return {
-        "items": list(selection.items),
-        "citations": list(selection.citations),
+        "items": list(selection.items_json if serialized else selection.items),
+        "citations": list(selection.citations_json if serialized else selection.citations),
         "budget": selection.budget,
         "omitted": listed,
         "omitted_total": total,
@@ -248,7 +251,7 @@ async def evidence(call: Call) -> Any:
         log.error("evidence.stage_failed", stage=run.failed_stage, error_type=type(run.failure).__name__)
         raise ApiError("internal", f"evidence assembly failed in stage '{run.failed_stage}'; the server log has details")
     ctx.meta.reads += 1
-    package = render_package(run, explain)
+    package = render_package(run, explain, serialized=True)
     if not package["items"]:
         ctx.meta.empty_reads += 1
     return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})

@@ -9,7 +9,11 @@ from store.wire import dumps
 
 def cost(value: Any) -> tuple[int, int]:
     """(UTF-8 bytes, token quarters) of a value's compact wire JSON."""
-    text = dumps(value)
+    return measure(dumps(value))
+
+
+def measure(text: str) -> tuple[int, int]:
+    """(UTF-8 bytes, token quarters) of JSON text already serialized."""
     if text.isascii():
         return len(text), len(text)
     ascii_count = len(text.encode("ascii", "ignore"))

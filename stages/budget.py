@@ -7,7 +7,10 @@ from typing import Any, ClassVar
 import attrs
 
 from pipeline import Key, Outcome, StageContext
-from stages.accounting import cost, overhead, tokens
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+from stages.accounting import measure, overhead, tokens
+from store.wire import RawJSON, dumps, dumps_plain
 from stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, Fused, Omission, Selection, Unit
 
 MAX_LISTED_OMISSIONS = 20
@@ -36,13 +39,34 @@ def citation_entry(locator: tuple[str, int], citation: dict[str, Any]) -> dict[s
     return {"source": locator[0], "paragraph": locator[1], "citation": citation}
 
 
-def _measured(item: dict[str, Any], payload_key: str) -> tuple[dict[str, Any], int, int]:
-    size, quarters = cost(item)
-    out = {k: v for k, v in item.items() if k != payload_key}
+def citation_json(locator: tuple[str, int], citation: dict[str, Any]) -> str:
+    """`dumps(citation_entry(...))`, written out directly (it is built for every wanted locator)."""
+    enc = encode_basestring
+    section = citation["section"]
+    loc = citation["locator"]
+    loc_json = "null" if loc is None else f'{{"kind":{enc(loc["kind"])},"value":{enc(loc["value"])}}}'
+    return (
+        f'{{"source":{enc(locator[0])},"paragraph":{locator[1]},"citation":{{"text":{enc(citation["text"])},'
+        f'"source":{enc(citation["source"])},"section":{"null" if section is None else enc(section)},'
+        f'"locator":{loc_json}}}}}'
+    )
+
+
+def _measured(item: dict[str, Any], payload_key: str) -> tuple[dict[str, Any], RawJSON, int, int]:
+    """Measure the item without bytes/estimated_tokens, then set them; also its final JSON text."""
+    head = {k: v for k, v in item.items() if k != payload_key}
+    head_json = dumps_plain(head)[:-1]  # ids, ranks and locators: no f32 inside
+    payload = item[payload_key]
+    payload_json = dumps_plain(payload) if payload_key == "association" else dumps(payload)
+    key = encode_basestring(payload_key)
+    size, quarters = measure(f"{head_json},{key}:{payload_json}}}")
+    estimated = tokens(quarters)
+    out = dict(head)
     out["bytes"] = size
-    out["estimated_tokens"] = tokens(quarters)
-    out[payload_key] = item[payload_key]
-    return out, size, quarters
+    out["estimated_tokens"] = estimated
+    out[payload_key] = payload
+    raw = RawJSON(f'{head_json},"bytes":{size},"estimated_tokens":{estimated},{key}:{payload_json}}}')
+    return out, raw, size, quarters
 
 
 def admit(
@@ -55,8 +79,18 @@ def admit(
 ) -> Selection:
     """Walk the units once; a unit that does not fit is omitted whole and the walk goes on."""
     items: list[dict[str, Any]] = []
+    items_json: list[RawJSON] = []
     item_bytes = item_quarters = 0
     committed: dict[tuple[str, int], tuple[int, int]] = {}
+    cite_costs: dict[tuple[str, int], tuple[int, int]] = {}
+    cite_json: dict[tuple[str, int], RawJSON] = {}
+
+    def cite_cost(loc: tuple[str, int]) -> tuple[int, int]:
+        if loc not in cite_costs:
+            text = citation_json(loc, found[loc])
+            cite_json[loc] = RawJSON(text)
+            cite_costs[loc] = measure(text)
+        return cite_costs[loc]
     cite_bytes = cite_quarters = 0
     omitted: list[Omission] = list(near_dups)
     for unit in tiered:
@@ -67,17 +101,19 @@ def admit(
             continue
         ids = [m.candidate_id for m in unit.members]
         built = []
+        built_json = []
         u_bytes = u_quarters = 0
         new_cites: dict[tuple[str, int], tuple[int, int]] = {}
         for member in unit.members:
             others = sorted(i for i in ids if i != member.candidate_id) if len(ids) > 1 else []
-            item, b, q = _measured(build_item(member, found, others), member.candidate.kind)
+            item, raw, b, q = _measured(build_item(member, found, others), member.candidate.kind)
             built.append(item)
+            built_json.append(raw)
             u_bytes += b
             u_quarters += q
             for loc in member.locators:
                 if loc in found and loc not in committed and loc not in new_cites:
-                    new_cites[loc] = cost(citation_entry(loc, found[loc]))
+                    new_cites[loc] = cite_cost(loc)
         n_items = len(items) + len(built)
         n_cites = len(committed) + len(new_cites)
         c_bytes = cite_bytes + sum(b for b, _q in new_cites.values())
@@ -86,6 +122,7 @@ def admit(
         total_quarters = overhead(n_items) + item_quarters + u_quarters + overhead(n_cites) + c_quarters
         if n_items <= max_items and total_bytes <= max_bytes and tokens(total_quarters) <= max_tokens:
             items.extend(built)
+            items_json.extend(built_json)
             item_bytes += u_bytes
             item_quarters += u_quarters
             committed.update(new_cites)
@@ -103,7 +140,8 @@ def admit(
         "tokens_used": tokens(used_quarters),
         "limits": {"max_items": max_items, "max_bytes": max_bytes, "max_tokens": max_tokens},
     }
-    return Selection(tuple(items), citations, budget, tuple(omitted))
+    return Selection(tuple(items), citations, budget, tuple(omitted), tuple(items_json),
+                     tuple(cite_json[loc] for loc in sorted(committed)))
 
 
 @attrs.frozen

@@ -161,6 +161,8 @@ class Selection:
     citations: tuple[dict[str, Any], ...]
     budget: dict[str, Any]
     omitted: tuple[Omission, ...]
+    items_json: tuple[str, ...] = ()  # the same items, serialized once while measuring
+    citations_json: tuple[str, ...] = ()
 
 
 # Inputs

@@ -62,6 +62,9 @@ async def _run(ctx, req):
 def check_invariants(run, req) -> None:
     package = render_package(run, explain=False)
     items, citations, budget = package["items"], package["citations"], package["budget"]
+    served = render_package(run, explain=False, serialized=True)
+    assert dumps(served) == dumps(package)  # the measured texts are exactly the served body
+    assert list(served["items"]) == [dumps(i) for i in items]
     cited = {(c["source"], c["paragraph"]) for c in citations}
     refs = {(r["source"], r["paragraph"]) for i in items for r in i["citation_refs"]}
     assert refs == cited  # I1, both directions

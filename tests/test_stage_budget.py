@@ -64,3 +64,12 @@ def test_contradiction_group_is_omitted_whole() -> None:
     sel = admit((group,), CITE, (), 2, 65536, 4000)
     assert [i["contradicts"] for i in sel.items] == [["association\x00猫\x00is_a\x00爬虫類"],
                                                     ["association\x00猫\x00is_a\x00哺乳類"]]
+
+
+def test_citation_json_is_the_wire_serialization() -> None:
+    from stages.budget import citation_entry, citation_json
+    from store.wire import dumps
+
+    for citation in (CITE[("s.md", 0)], {"text": 'q"\\\n\x01é', "source": "s", "section": "章",
+                                          "locator": {"kind": "page", "value": "3"}}):
+        assert citation_json(("s.md", 7), citation) == dumps(citation_entry(("s.md", 7), citation))
