@@ -10,7 +10,7 @@ from pipeline import Key, Outcome, StageContext
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from stages.accounting import measure, overhead, tokens
-from store.wire import RawJSON, dumps, dumps_plain
+from store.wire import RawJSON, dumps
 from stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, Fused, Omission, Selection, Unit
 
 MAX_LISTED_OMISSIONS = 20
@@ -55,9 +55,9 @@ def citation_json(locator: tuple[str, int], citation: dict[str, Any]) -> str:
 def _measured(item: dict[str, Any], payload_key: str) -> tuple[dict[str, Any], RawJSON, int, int]:
     """Measure the item without bytes/estimated_tokens, then set them; also its final JSON text."""
     head = {k: v for k, v in item.items() if k != payload_key}
-    head_json = dumps_plain(head)[:-1]  # ids, ranks and locators: no f32 inside
+    head_json = dumps(head)[:-1]
     payload = item[payload_key]
-    payload_json = dumps_plain(payload) if payload_key == "association" else dumps(payload)
+    payload_json = dumps(payload)
     key = encode_basestring(payload_key)
     size, quarters = measure(f"{head_json},{key}:{payload_json}}}")
     estimated = tokens(quarters)

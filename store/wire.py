@@ -72,18 +72,6 @@ class RawJSON(str):
     __slots__ = ()
 
 
-_PLAIN_UNSAFE = re.compile(r"\d[eE]|Infinity|NaN")
-
-
-def dumps_plain(value: Any) -> str:
-    """`dumps` for a value holding no F32 (nor RawJSON): the C encoder, whose output is ours
-    whenever no float needed an exponent (checked on the text; otherwise the slow path runs)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if _PLAIN_UNSAFE.search(text):
-        return dumps(value)
-    return text
-
-
 def _enc(o: Any, out: list[str]) -> None:
     t = type(o)
     if t is str:
