@@ -33,16 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-
-def _rss_mb() -> tuple[float, float]:
-    rss = hwm = 0.0
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) / 1024
-            elif line.startswith("VmHWM:"):
-                hwm = int(line.split()[1]) / 1024
-    return rss, hwm
+from run import _rss_mb  # noqa: E402  (the store benchmark's reading of VmRSS/VmHWM)
 
 
 def _reset_peak() -> bool:
