@@ -256,6 +256,20 @@ class FramedStdin:
         self.raw = raw
         self.cap = cap
         self.refusals = refusals
+        self.sent = 0  # refusals queued ...
+        self.written = 0  # ... and relayed to stdout (counted by the relay)
+
+    async def _refuse(self, frame: Any) -> None:
+        self.sent += 1
+        await self.refusals.send(frame)
+
+    async def drained(self, limit_secs: float = 5.0) -> None:
+        """Wait (bounded) until every queued refusal reached stdout, so EOF loses none."""
+        import anyio
+
+        with anyio.move_on_after(limit_secs):
+            while self.written < self.sent:
+                await anyio.sleep(0.005)
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
@@ -269,31 +283,32 @@ class FramedStdin:
         while True:
             line = await readline(self.cap + 2)
             if not line:
+                await self.drained()
                 return
             if len(line.rstrip(b"\r\n")) > self.cap:
                 while line and not line.endswith(b"\n"):  # drop the rest of the oversized frame
                     line = await readline(1024 * 1024)
-                await self.refusals.send(_error_frame(PARSE_ERROR, f"line exceeds the {self.cap}-byte frame cap"))
+                await self._refuse(_error_frame(PARSE_ERROR, f"line exceeds the {self.cap}-byte frame cap"))
                 continue
             if not line.strip():
                 continue
             try:
                 text = line.decode("utf-8")
             except UnicodeDecodeError:
-                await self.refusals.send(_error_frame(PARSE_ERROR, "line is not UTF-8"))
+                await self._refuse(_error_frame(PARSE_ERROR, "line is not UTF-8"))
                 continue
             try:
                 value = json.loads(text)
             except ValueError:
-                await self.refusals.send(_error_frame(PARSE_ERROR, "line is not JSON"))
+                await self._refuse(_error_frame(PARSE_ERROR, "line is not JSON"))
                 continue
             if isinstance(value, list):
-                await self.refusals.send(_error_frame(
+                await self._refuse(_error_frame(
                     INVALID_REQUEST, "batch messages are not part of MCP; send one message per line"))
                 continue
             problem = shape_problem(value)
             if problem is not None:
-                await self.refusals.send(_error_frame(INVALID_REQUEST, *problem))
+                await self._refuse(_error_frame(INVALID_REQUEST, *problem))
                 continue
             yield text
 
@@ -345,6 +360,7 @@ async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None) -> None
                                 await write_stream.send(frame)
                             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                                 return
+                            framed.written += 1
 
                 tg.start_soon(relay_refusals)
                 await server.run(read_stream, write_stream, server.create_initialization_options())
