@@ -285,7 +285,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         rc = subprocess.call(exe + ["import", str(demo_stream_path())], env=env)
         if rc:
             return rc
-    server = subprocess.Popen(exe + ["serve"], env=env)
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    log_path = Path(data_dir) / "server.log"
+    server_log = open(log_path, "ab")  # the server's own log lines stay out of the demo's output
+    server = subprocess.Popen(exe + ["serve"], env=env, stdout=subprocess.DEVNULL, stderr=server_log)
     base = f"http://{args.addr}"
     try:
         for _ in range(100):
@@ -301,8 +304,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 doc = json.loads(resp.read())
             print(f"\n== {label}: POST {path}\n{json.dumps(body, ensure_ascii=False)}")
             print(json.dumps(doc["result"], ensure_ascii=False, indent=2))
-        print(f"\ntaguru demo: the server is running on {base} (data in {data_dir}); Ctrl-C stops it.",
-              file=sys.stderr, flush=True)
+        print(f"\ntaguru demo: the server is running on {base} (data in {data_dir}, log in {log_path}); "
+              "Ctrl-C stops it.", file=sys.stderr, flush=True)
         if args.exit:
             return EXIT_OK
         server.wait()
@@ -311,6 +314,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         server.terminate()
         server.wait()
+        server_log.close()
     return EXIT_OK
 
 
