@@ -188,9 +188,22 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     request_id = _request_id(request.headers.get("X-Request-Id"))
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(request_id=request_id)
+    state = request.app[STATE_KEY]
     response: web.StreamResponse
     try:
-        response, template = await _handle(request, settings, started)
+        ceiling = settings.max_concurrent_requests
+        if ceiling and state["inflight"] >= ceiling:
+            raise ApiError(
+                "overloaded",
+                f"server is at its in-flight ceiling ({ceiling} requests) — retry shortly "
+                "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)",
+                headers={"Retry-After": "1"},
+            )
+        state["inflight"] += 1
+        try:
+            response, template = await _handle(request, settings, started)
+        finally:
+            state["inflight"] -= 1
         request.setdefault(ROUTE_KEY, template)
     except ApiError as err:
         response = error_response(err, started)
@@ -297,7 +310,7 @@ def build_app(
     metrics = Metrics()
     app[METRICS_KEY] = metrics
     rerank_metrics = RerankMetrics(metrics.registry, configured=rerank is not None)
-    state: dict[str, Any] = {"metrics": metrics, "observe_rerank": rerank_metrics.observe}
+    state: dict[str, Any] = {"metrics": metrics, "observe_rerank": rerank_metrics.observe, "inflight": 0}
     app[STATE_KEY] = state
 
     async def reranker_ctx(app: web.Application) -> Any:

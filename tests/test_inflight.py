@@ -1,0 +1,44 @@
+"""TAGURU_MAX_CONCURRENT_REQUESTS: past the ceiling a request gets 503 overloaded with Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import start_client
+from server.app import STATE_KEY
+
+
+@pytest.mark.anyio
+async def test_in_flight_ceiling(settings_factory) -> None:
+    server, client, session = await start_client(settings_factory(TAGURU_MAX_CONCURRENT_REQUESTS="2"))
+    try:
+        state = server.app[STATE_KEY]
+        state["inflight"] = 2  # two requests are being served
+        status, body, headers = await client.call("GET", "/contexts")
+        assert (status, body["code"]) == (503, "overloaded")
+        assert body["error"] == ("server is at its in-flight ceiling (2 requests) — retry shortly "
+                                 "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)")
+        assert headers["Retry-After"] == "1"
+        state["inflight"] = 1
+        status, _body, _h = await client.call("GET", "/contexts")
+        assert status == 200 and state["inflight"] == 1  # released after the call
+        results = await asyncio.gather(*(client.call("GET", "/contexts") for _ in range(5)))
+        assert all(r[0] in (200, 503) for r in results)
+        assert state["inflight"] == 1
+    finally:
+        await session.close()
+        await server.close()
+
+
+@pytest.mark.anyio
+async def test_zero_disables_the_ceiling(settings_factory) -> None:
+    server, client, session = await start_client(settings_factory(TAGURU_MAX_CONCURRENT_REQUESTS="0"))
+    try:
+        server.app[STATE_KEY]["inflight"] = 10_000
+        status, _body, _h = await client.call("GET", "/contexts")
+        assert status == 200
+    finally:
+        await session.close()
+        await server.close()
