@@ -40,7 +40,7 @@ async def search_communities(call: Call) -> Any:
         raise ApiError("no_context", str(exc)) from None
     recorded = recorded_graph_revision(manifest)
     lane_plan, hits = community_hits(derived_ctx, manifest, query, limit)
-    ctx.meta.reads += 1
+    ctx.meta.record_read(not hits)
     return {
         "derived": derived,
         "algorithm": manifest.get("algorithm"),

@@ -250,8 +250,6 @@ async def evidence(call: Call) -> Any:
             raise run.failure
         log.error("evidence.stage_failed", stage=run.failed_stage, error_type=type(run.failure).__name__)
         raise ApiError("internal", f"evidence assembly failed in stage '{run.failed_stage}'; the server log has details")
-    ctx.meta.reads += 1
     package = render_package(run, explain, serialized=True)
-    if not package["items"]:
-        ctx.meta.empty_reads += 1
+    ctx.meta.record_read(not package["items"])
     return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})

@@ -83,9 +83,7 @@ def _limit(value: int | None, default: int, ceiling: int = MAX_MATCH_LIMIT) -> i
 
 
 def _count_read(ctx: Context, empty: bool) -> None:
-    ctx.meta.reads += 1
-    if empty:
-        ctx.meta.empty_reads += 1
+    ctx.meta.record_read(empty)
 
 
 # ----- probes --------------------------------------------------------------------
@@ -198,7 +196,7 @@ def directory_entry(ctx: Context) -> dict[str, Any]:
         "semantic_floor": _f32_or_none(m.semantic_floor),
         "stats": ctx.stats(),
         "usage": {"reads": m.reads, "empty_reads": m.empty_reads, "writes": m.writes,
-                  "last_read_epoch": 0, "last_write_epoch": 0},
+                  "last_read_epoch": m.last_read_epoch, "last_write_epoch": m.last_write_epoch},
         "revision": revision(ctx),
         "schema_mode": None,
     }
@@ -340,7 +338,7 @@ async def post_associations(call: Call) -> Any:
     for s, lab, o, w, src, p in items:
         ctx.assert_association(s, lab, o, w, src, p if src is not None else None)
     if items:
-        ctx.meta.writes += 1
+        ctx.meta.record_write()
     call.commit(ctx)
     return len(items)
 
@@ -357,7 +355,7 @@ async def retract_association(call: Call) -> Any:
     ctx = call.context()
     retracted, removed = ctx.retract_association(s, lab, o)
     if retracted:
-        ctx.meta.writes += 1
+        ctx.meta.record_write()
         call.commit(ctx)
     return {"retracted": retracted, "attributions_removed": removed}
 
@@ -407,7 +405,7 @@ async def post_aliases(call: Call) -> Any:
                 applied += 1
     finally:
         if applied:
-            ctx.meta.writes += 1
+            ctx.meta.record_write()
         call.commit(ctx)
     return applied
 
@@ -444,7 +442,7 @@ async def delete_aliases(call: Call) -> Any:
                 removed += 1
     finally:
         if removed:
-            ctx.meta.writes += 1
+            ctx.meta.record_write()
         call.commit(ctx)
     return removed
 
@@ -678,7 +676,7 @@ async def post_sources(call: Call) -> Any:
         for key, value in attrs.asdict(counts).items():
             totals[key] += value
     if texts:
-        ctx.meta.writes += 1
+        ctx.meta.record_write()
     call.commit(ctx)
     return totals
 
@@ -729,7 +727,7 @@ async def retract_source(call: Call) -> Any:
     ctx = call.context()
     touched, removed = ctx.retract_source(source, dry_run=dry_run)
     if not dry_run and (touched or removed):
-        ctx.meta.writes += 1
+        ctx.meta.record_write()
         call.commit(ctx)
     return {"associations_touched": touched, "passage_removed": removed}
 

@@ -8,6 +8,7 @@ whenever a commit fails, so memory never runs ahead of what is durable.
 from __future__ import annotations
 
 import bisect
+import time
 import sys
 from typing import Any
 
@@ -37,6 +38,20 @@ class Meta:
     empty_reads: int = 0
     writes: int = 0
     dead_attributions: int = 0
+    last_read_epoch: int = 0
+    last_write_epoch: int = 0
+
+    def record_read(self, empty: bool = False) -> None:
+        """Advisory usage: one retrieval (and whether it found nothing)."""
+        self.reads += 1
+        if empty:
+            self.empty_reads += 1
+        self.last_read_epoch = int(time.time())
+
+    def record_write(self) -> None:
+        """Advisory usage: one mutation."""
+        self.writes += 1
+        self.last_write_epoch = int(time.time())
 
 
 @attrs.define

@@ -499,7 +499,7 @@ def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> dict[str
             ctx.add_alias(kind, alias, canonical)
     out["aliases"] = len(batch.aliases)
     if batch.associations or batch.aliases or batch.passage is not None or out["retracted"] or out["passage_dropped"]:
-        ctx.meta.writes += 1
+        ctx.meta.record_write()
     return out
 
 

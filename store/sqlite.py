@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS passages(
 
 _META_FIELDS = (
     "description", "pinned", "dice_floor", "semantic_floor", "rev_graph", "rev_passages", "rev_config",
-    "reads", "empty_reads", "writes", "dead_attributions",
+    "reads", "empty_reads", "writes", "dead_attributions", "last_read_epoch", "last_write_epoch",
 )
 
 

@@ -88,3 +88,18 @@ async def test_writes_survive_a_restart(settings_factory) -> None:
     finally:
         await session.close()
         await server.close()
+
+
+@pytest.mark.anyio
+async def test_usage_epochs_are_recorded(client) -> None:
+    import time
+
+    before = int(time.time())
+    await client.ok("PUT", "/contexts/u", content_type=None)
+    entry = (await client.ok("GET", "/contexts/u"))["result"]
+    assert entry["usage"]["last_write_epoch"] == 0 and entry["usage"]["last_read_epoch"] == 0
+    await client.ok("POST", "/contexts/u/associations", [{"subject": "a", "label": "r", "object": "b", "weight": 1.0}])
+    await client.ok("POST", "/contexts/u/recall", {"cue": "a"})
+    usage = (await client.ok("GET", "/contexts/u"))["result"]["usage"]
+    assert usage["writes"] == 1 and usage["reads"] == 1
+    assert usage["last_write_epoch"] >= before and usage["last_read_epoch"] >= before
