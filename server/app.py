@@ -20,7 +20,7 @@ from server import communities as cm
 from server import evidence as ev
 from server import mcp
 from server import handlers as h
-from server.auth import EXEMPT_PATHS, authenticate
+from server.auth import EXEMPT_PATHS, FailedAuthLimiter, authenticate
 from server.config import Settings
 from server.handlers import Call, Handler
 from server.reply import Raw, Reply
@@ -248,7 +248,15 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
         # the probes are GET-only (and exempt from auth): any other method is a 405, never a 500
         request[ROUTE_KEY] = raw_path
         raise ApiError("method_not_allowed", f"{method} is not supported on {uri}; GET /protocol lists the API")
-    principal = authenticate(settings, request.headers.getall("Authorization", []))
+    limiter = request.app[STATE_KEY]["auth_limiter"]
+    address = request.remote or "-"
+    try:
+        principal = authenticate(settings, request.headers.getall("Authorization", []))
+    except ApiError as err:
+        if err.code == "unauthorized":
+            limiter.check(address)
+            limiter.failed(address)
+        raise
     try:
         segments = _segments(raw_path)
     except UnicodeDecodeError:
@@ -310,7 +318,8 @@ def build_app(
     metrics = Metrics()
     app[METRICS_KEY] = metrics
     rerank_metrics = RerankMetrics(metrics.registry, configured=rerank is not None)
-    state: dict[str, Any] = {"metrics": metrics, "observe_rerank": rerank_metrics.observe, "inflight": 0}
+    state: dict[str, Any] = {"metrics": metrics, "observe_rerank": rerank_metrics.observe, "inflight": 0,
+                             "auth_limiter": FailedAuthLimiter(settings.auth_fail_limit_per_min, clock)}
     app[STATE_KEY] = state
 
     async def reranker_ctx(app: web.Application) -> Any:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hmac
+import math
+import time
+from collections import deque
+from typing import Callable
 
 from server.config import ROLES, Settings
 from store.errors import ApiError
@@ -62,3 +66,38 @@ def authenticate(settings: Settings, headers: list[str]) -> Principal:
 
 def unauthorized() -> ApiError:
     return ApiError("unauthorized", UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+
+
+class FailedAuthLimiter:
+    """Per client address: past `limit` failed authentications in a minute, answer 429."""
+
+    WINDOW_SECS = 60.0
+
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.clock = clock
+        self.failures: dict[str, deque[float]] = {}
+
+    def _recent(self, address: str) -> deque[float]:
+        now = self.clock()
+        times = self.failures.setdefault(address, deque())
+        while times and now - times[0] >= self.WINDOW_SECS:
+            times.popleft()
+        return times
+
+    def check(self, address: str) -> None:
+        """Refuse an address that already used up its failures for this minute."""
+        if not self.limit:
+            return
+        times = self._recent(address)
+        if len(times) >= self.limit:
+            wait = max(1, math.ceil(self.WINDOW_SECS - (self.clock() - times[0])))
+            raise ApiError("rate_limited", f"too many failed authentication attempts — retry in {wait}s",
+                           headers={"Retry-After": str(wait)})
+
+    def failed(self, address: str) -> None:
+        if self.limit:
+            self._recent(address).append(self.clock())
+            if len(self.failures) > 10_000:  # forget idle addresses
+                for key in [k for k, v in self.failures.items() if not v][:5_000]:
+                    del self.failures[key]

@@ -70,6 +70,7 @@ async def auth_client(settings_factory) -> AsyncIterator[Client]:
     settings = settings_factory(
         TAGURU_API_TOKENS=", ".join(f"{k}:{v}" for k, v in TOKENS.items()) + ",",
         TAGURU_KEY_SCOPES=json.dumps(SCOPES),
+        TAGURU_AUTH_FAIL_LIMIT_PER_MIN="0",  # these tests fail auth on purpose, many times over
     )
     server, client, session = await start_client(settings)
     try:
