@@ -20,7 +20,7 @@ from server import communities as cm
 from server import evidence as ev
 from server import mcp
 from server import handlers as h
-from server.auth import EXEMPT_PATHS, FailedAuthLimiter, authenticate
+from server.auth import EXEMPT_PATHS, FailedAuthLimiter, KeyRateLimiter, authenticate
 from server.config import Settings
 from server.handlers import Call, Handler
 from server.reply import Raw, Reply
@@ -257,6 +257,7 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
             limiter.check(address)
             limiter.failed(address)
         raise
+    request.app[STATE_KEY]["key_limiter"].admit(principal.key)
     try:
         segments = _segments(raw_path)
     except UnicodeDecodeError:
@@ -319,7 +320,8 @@ def build_app(
     app[METRICS_KEY] = metrics
     rerank_metrics = RerankMetrics(metrics.registry, configured=rerank is not None)
     state: dict[str, Any] = {"metrics": metrics, "observe_rerank": rerank_metrics.observe, "inflight": 0,
-                             "auth_limiter": FailedAuthLimiter(settings.auth_fail_limit_per_min, clock)}
+                             "auth_limiter": FailedAuthLimiter(settings.auth_fail_limit_per_min, clock),
+                             "key_limiter": KeyRateLimiter(settings.rate_limit_per_min, clock)}
     app[STATE_KEY] = state
 
     async def reranker_ctx(app: web.Application) -> Any:

@@ -68,22 +68,29 @@ def unauthorized() -> ApiError:
     return ApiError("unauthorized", UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
 
-class FailedAuthLimiter:
-    """Per client address: past `limit` failed authentications in a minute, answer 429."""
+class SlidingWindow:
+    """Events per key over the last minute."""
 
     WINDOW_SECS = 60.0
 
     def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = limit
         self.clock = clock
-        self.failures: dict[str, deque[float]] = {}
+        self.events: dict[str, deque[float]] = {}
 
-    def _recent(self, address: str) -> deque[float]:
+    def wait_secs(self, times: deque[float]) -> int:
+        return max(1, math.ceil(self.WINDOW_SECS - (self.clock() - times[0])))
+
+    def _recent(self, key: str) -> deque[float]:
         now = self.clock()
-        times = self.failures.setdefault(address, deque())
+        times = self.events.setdefault(key, deque())
         while times and now - times[0] >= self.WINDOW_SECS:
             times.popleft()
         return times
+
+
+class FailedAuthLimiter(SlidingWindow):
+    """Per client address: past `limit` failed authentications in a minute, answer 429."""
 
     def check(self, address: str) -> None:
         """Refuse an address that already used up its failures for this minute."""
@@ -91,13 +98,29 @@ class FailedAuthLimiter:
             return
         times = self._recent(address)
         if len(times) >= self.limit:
-            wait = max(1, math.ceil(self.WINDOW_SECS - (self.clock() - times[0])))
+            wait = self.wait_secs(times)
             raise ApiError("rate_limited", f"too many failed authentication attempts — retry in {wait}s",
                            headers={"Retry-After": str(wait)})
 
     def failed(self, address: str) -> None:
         if self.limit:
             self._recent(address).append(self.clock())
-            if len(self.failures) > 10_000:  # forget idle addresses
-                for key in [k for k, v in self.failures.items() if not v][:5_000]:
-                    del self.failures[key]
+            if len(self.events) > 10_000:  # forget addresses idle for a minute
+                now = self.clock()
+                for key in [k for k, v in self.events.items() if not v or now - v[-1] >= self.WINDOW_SECS]:
+                    del self.events[key]
+
+
+class KeyRateLimiter(SlidingWindow):
+    """Per named key: at most `limit` requests a minute (TAGURU_RATE_LIMIT_PER_MIN; 0 is off)."""
+
+    def admit(self, key: str | None) -> None:
+        if not self.limit or key is None:
+            return
+        times = self._recent(key)
+        if len(times) >= self.limit:
+            wait = self.wait_secs(times)
+            raise ApiError("rate_limited",
+                           f"key '{key}' is over its request budget ({self.limit} per minute) — retry in {wait}s",
+                           headers={"Retry-After": str(wait)})
+        times.append(self.clock())

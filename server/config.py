@@ -30,6 +30,7 @@ class Settings:
     request_timeout_secs: int = 30
     max_concurrent_requests: int = 256
     auth_fail_limit_per_min: int = 10
+    rate_limit_per_min: int = 0
     tokens: dict[str, str] = attrs.field(factory=dict)  # token -> key name
     scopes: dict[str, KeyScope] = attrs.field(factory=dict)
 
@@ -87,6 +88,7 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         request_timeout_secs=_int(env, "TAGURU_REQUEST_TIMEOUT_SECS", 30, zero_means=1),
         max_concurrent_requests=_int(env, "TAGURU_MAX_CONCURRENT_REQUESTS", 256),
         auth_fail_limit_per_min=_int(env, "TAGURU_AUTH_FAIL_LIMIT_PER_MIN", 10),
+        rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN", 0),
         tokens=tokens,
         scopes=scopes,
     )

@@ -44,3 +44,22 @@ def test_the_window_slides() -> None:
     now[0] = 60.0
     limiter.check("a")  # the first failure left the window
     assert FailedAuthLimiter(0).check("a") is None  # 0 disables
+
+
+@pytest.mark.anyio
+async def test_per_key_request_budget(settings_factory) -> None:
+    server, client, session = await start_client(
+        settings_factory(TAGURU_API_TOKENS="a:ta,b:tb", TAGURU_RATE_LIMIT_PER_MIN="2"))
+    try:
+        for _ in range(2):
+            status, _b, _h = await client.call("GET", "/contexts", token="ta")
+            assert status == 200
+        status, body, headers = await client.call("GET", "/contexts", token="ta")
+        assert (status, body["code"]) == (429, "rate_limited")
+        assert body["error"].startswith("key 'a' is over its request budget (2 per minute) — retry in ")
+        assert int(headers["Retry-After"]) >= 1
+        status, _b, _h = await client.call("GET", "/contexts", token="tb")  # per key
+        assert status == 200
+    finally:
+        await session.close()
+        await server.close()
