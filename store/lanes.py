@@ -335,6 +335,24 @@ def _ragged(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lens)
 
 
+def _outflows(g: _ActivationGraph, nodes: np.ndarray, ad: np.ndarray, reach: float) -> tuple[np.ndarray, np.ndarray]:
+    """(neighbour, flow) for every entry of `nodes` whose flow can reach the floor.
+
+    A node whose strongest edge carries no flow to the floor propagates nothing (flow grows with
+    |sum|), and only its entries with |sum| >= floor·total/(a·decay) can; the flow is computed
+    with the heap walk's operations in its order.
+    """
+    carries = (ad * g.maxabs[nodes]) / g.total_nz[nodes] >= FLOW_FLOOR
+    if not carries.all():
+        nodes, ad = nodes[carries], ad[carries]
+    lvl = g.levels.searchsorted(reach * g.total[nodes] / ad)
+    starts = g.ptr[nodes]
+    lens = g.key.searchsorted(nodes * g.n_levels + (g.n_levels - 1 - lvl), side="right") - starts
+    idx = _ragged(starts, lens)
+    flow = (np.repeat(ad, lens) * g.abs[idx]) / np.repeat(g.total[nodes], lens)
+    return g.other[idx], flow
+
+
 def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
     """§8.3 with identical results, settling a whole band of final activations at a time.
 
@@ -367,7 +385,6 @@ def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int)
     best[frontier] = 1.0
     queued[frontier] = True
     ptr, adj_other, adj_abs, adj_edge, total = g.ptr, g.other, g.abs, g.edge, g.total
-    key, levels, n_levels = g.key, g.levels, g.n_levels
     reach = FLOW_FLOOR * (1.0 - 1e-9)  # |sum| cut-off margin, far above rounding error
     scoring = limit > 0
     cand_e: list[np.ndarray] = []
@@ -405,18 +422,7 @@ def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int)
                 cand_p.append(nodes[mine][keep])
                 flow = prod / np.repeat(total[band], lens)
             else:
-                # a node whose strongest edge carries no flow to the floor propagates nothing
-                # (flow grows with |sum|; the same operations in the same order as below)
-                carries = (ad * g.maxabs[band]) / g.total_nz[band] >= FLOW_FLOOR
-                if not carries.all():
-                    band, ad = band[carries], ad[carries]
-                # and only its entries with |sum| >= floor·total/(a·decay) can
-                lvl = levels.searchsorted(reach * total[band] / ad)
-                starts = ptr[band]
-                lens = key.searchsorted(band * n_levels + (n_levels - 1 - lvl), side="right") - starts
-                idx = _ragged(starts, lens)
-                other = adj_other[idx]
-                flow = (np.repeat(ad, lens) * adj_abs[idx]) / np.repeat(total[band], lens)
+                other, flow = _outflows(g, band, ad, reach)
             ok = (flow >= FLOW_FLOOR) & (round_of[other] < 0)
             other, flow = other[ok], flow[ok]
             ok = flow > best[other]
@@ -465,16 +471,7 @@ def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int)
         # fewer rounds than bands.
         active = frontier
         while active.size:
-            ad = best[active] * decay
-            carries = (ad * g.maxabs[active]) / g.total_nz[active] >= FLOW_FLOOR
-            if not carries.all():
-                active, ad = active[carries], ad[carries]
-            lvl = levels.searchsorted(reach * total[active] / ad)
-            starts = ptr[active]
-            lens = key.searchsorted(active * n_levels + (n_levels - 1 - lvl), side="right") - starts
-            idx = _ragged(starts, lens)
-            other = adj_other[idx]
-            flow = (np.repeat(ad, lens) * adj_abs[idx]) / np.repeat(total[active], lens)
+            other, flow = _outflows(g, active, best[active] * decay, reach)
             ok = (flow >= FLOW_FLOOR) & (flow > best[other])
             other, flow = other[ok], flow[ok]
             if not other.size:
