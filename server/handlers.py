@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 import attrs
 
 from server.auth import Principal
-from server.body import MAX_U32, MAX_U64, Typed, check_name, is_json_content_type, parse_json, require_json
+from server.body import MAX_U32, MAX_U64, Typed, check_name, describe_value, parse_json, require_json
 from server import schemas as S
 from server.config import Settings
 from server.schemas import Fields, Spec
@@ -19,7 +19,7 @@ from store.errors import ApiError, Issue, collected, malformed, no_context, too_
 from store.importer import ParseError, parse_stream, run_import
 from store.registry import CommitFailed, Registry
 from store.text import utf8_len
-from store.wire import format_number
+from store.wire import F32, format_number
 
 VERSION = "0.1.0"
 MAX_NAME_BYTES = 1024
@@ -180,8 +180,6 @@ async def patch_context(call: Call) -> Any:
 
 
 def _f32_or_none(v: float | None) -> Any:
-    from store.wire import F32
-
     return None if v is None else F32(v)
 
 
@@ -372,7 +370,7 @@ async def post_aliases(call: Call) -> Any:
             maps.append((kind, {}))
             continue
         if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-            raise typed.reject(key, f"invalid type: {_serde_kind(v)}, expected a map")
+            raise typed.reject(key, f"invalid type: {describe_value(v)}, expected a map")
         maps.append((kind, v))
     n = sum(len(m) for _k, m in maps)
     if n > MAX_ASSOCIATIONS:
@@ -408,12 +406,6 @@ async def post_aliases(call: Call) -> Any:
             ctx.meta.record_write()
         call.commit(ctx)
     return applied
-
-
-def _serde_kind(v: Any) -> str:
-    from server.body import describe_value
-
-    return describe_value(v)
 
 
 async def delete_aliases(call: Call) -> Any:
@@ -879,5 +871,3 @@ async def import_stream(call: Call) -> Any:
 def parse_query_string(raw: str) -> dict[str, str]:
     return dict(parse_qsl(raw, keep_blank_values=True))
 
-
-__all__ = ["is_json_content_type"]

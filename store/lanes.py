@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from store.context import CONCEPT, LABEL, Context
-from store.text import query_terms
+from store.context import CONCEPT, Context
+from store.text import normalize, query_terms
 from store.wire import F32
 
 NO_EMBEDDINGS = "no embedding provider is configured"
@@ -35,8 +35,6 @@ def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) ->
     found = lexicon.lookup(cue, dice_floor)
     if not found:
         return []
-    from store.text import normalize
-
     q = normalize(cue)
     rows = []
     for record, score, hit_kind in found:
@@ -640,5 +638,3 @@ def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
         "locator": passage.locator_for(paragraph),
     }
 
-
-__all__ = ["LABEL", "CONCEPT"]
