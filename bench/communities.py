@@ -47,8 +47,8 @@ def _reset_peak() -> bool:
 
 
 def _corpus_context(size: str, seed: int) -> tuple[Any, dict[str, Any]]:
-    from store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
-    from store.importer import parse_stream
+    from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
+    from taguru_server.store.importer import parse_stream
 
     try:
         from generate import generate  # bench/generate.py, another benchmark's corpus generator
@@ -73,7 +73,7 @@ def _corpus_context(size: str, seed: int) -> tuple[Any, dict[str, Any]]:
 
 
 def _planted_context(edges: int, seed: int) -> Any:
-    from store.context import Context, Meta
+    from taguru_server.store.context import Context, Meta
 
     rng = random.Random(seed)
     ctx = Context(1, "stress", Meta())
@@ -93,8 +93,8 @@ def _planted_context(edges: int, seed: int) -> Any:
 
 def measure(kind: str, size: str, seed: int) -> dict[str, Any]:
     """One measurement, in this process: load the graph, then time and watch the build."""
-    from store.louvain import GraphSnapshot, analyze
-    from store.summaries import extractive_summaries
+    from taguru_server.store.louvain import GraphSnapshot, analyze
+    from taguru_server.store.summaries import extractive_summaries
 
     t0 = time.perf_counter()
     if kind == "corpus":

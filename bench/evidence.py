@@ -42,9 +42,9 @@ def pct(samples: list[float], q: float) -> float:
 def build_store(size: str, data_dir: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     from generate import CONTEXT, generate, queries
 
-    from store.importer import parse_stream, run_import
-    from store.registry import Registry
-    from store.sqlite import SqlitePersistence
+    from taguru_server.store.importer import parse_stream, run_import
+    from taguru_server.store.registry import Registry
+    from taguru_server.store.sqlite import SqlitePersistence
 
     corpus = generate(size, 7)
     qs = queries(corpus)
@@ -138,7 +138,7 @@ def main() -> int:
         data = Path(tmp) / "data"
         facts, q = build_store(args.size, data)
         env = dict(os.environ, TAGURU_DATA_DIR=str(data), TAGURU_ADDR=f"127.0.0.1:{args.port}")
-        server = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env, cwd=ROOT,
+        server = subprocess.Popen([sys.executable, "-m", "taguru_server.cli", "serve"], env=env, cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{args.port}"
         try:

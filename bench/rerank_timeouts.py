@@ -52,7 +52,7 @@ async def run(requests: int, timeout: int, mode: str, with_rerank: bool) -> dict
         env = dict(os.environ, TAGURU_DATA_DIR=tmp, TAGURU_ADDR="127.0.0.1:0",
                    TAGURU_RERANK_URL=f"http://127.0.0.1:{port}/rerank", TAGURU_RERANK_MODEL="fake",
                    TAGURU_RERANK_TIMEOUT_SECS=str(timeout))
-        server = subprocess.Popen([sys.executable, "-m", "server.cli", "serve"], env=env, cwd=ROOT,
+        server = subprocess.Popen([sys.executable, "-m", "taguru_server.cli", "serve"], env=env, cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             line = server.stdout.readline() if server.stdout else ""

@@ -87,9 +87,9 @@ def _time_each(fn: Callable[[Any], Any], items: list[Any], warmup: int = 20) -> 
 def run_import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
     from generate import CONTEXT, generate, queries
 
-    from store.importer import parse_stream, run_import
-    from store.registry import Registry
-    from store.sqlite import SqlitePersistence
+    from taguru_server.store.importer import parse_stream, run_import
+    from taguru_server.store.registry import Registry
+    from taguru_server.store.sqlite import SqlitePersistence
 
     t0 = time.perf_counter()
     corpus = generate(size, seed)
@@ -139,11 +139,11 @@ def run_import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
 
 
 def run_query_phase(data_dir: Path, context: str, skip_baselines: bool) -> dict[str, Any]:
-    from store import lanes
-    from store.context import CONCEPT
-    from store.registry import Registry
-    from store.sqlite import SqlitePersistence
-    from store.text import query_terms
+    from taguru_server.store import lanes
+    from taguru_server.store.context import CONCEPT
+    from taguru_server.store.registry import Registry
+    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.text import query_terms
 
     out: dict[str, Any] = {}
     rss0, _ = _rss_mb()
@@ -183,7 +183,7 @@ def run_query_phase(data_dir: Path, context: str, skip_baselines: bool) -> dict[
 
 def _document_terms(ctx: Any) -> list[list[str]]:
     """Each live BM25 document's terms, in our document-id order (paragraph plus its questions)."""
-    from store.text import terms
+    from taguru_server.store.text import terms
 
     bm = ctx.bm25
     questions: dict[tuple[int, int], list[str]] = {}

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from evaluate import html as html_report
-from evaluate.metrics import CLASSIFICATION, case_value
-from evaluate.runner import EXIT_FAIL, EXIT_OK, EXIT_USAGE, _budget_text, warn, write_atomic
+from taguru_server.evaluate import html as html_report
+from taguru_server.evaluate.metrics import CLASSIFICATION, case_value
+from taguru_server.evaluate.runner import EXIT_FAIL, EXIT_OK, EXIT_USAGE, _budget_text, warn, write_atomic
 
 EPS = 1e-9
 KNOWN_STATISTICS = ("distribution", "ratio", "count")

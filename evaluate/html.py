@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from evaluate.metrics import CLASSIFICATION, METRIC_NAMES, case_value
+from taguru_server.evaluate.metrics import CLASSIFICATION, METRIC_NAMES, case_value
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK JP",sans-serif;margin:24px;color:#1d2330;background:#fff}

@@ -11,7 +11,7 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 from yarl import URL
 
-from server.config import read_config_file
+from taguru_server.server.config import read_config_file
 
 TIMEOUT_SECS = 35
 RESPONSE_CAP = 256 * 1024 * 1024

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from evaluate.evalfile import Case, normalize_entry
+from taguru_server.evaluate.evalfile import Case, normalize_entry
 
 MATCHING = {
     "normalization": "taguru::context::normalize_entry",

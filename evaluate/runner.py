@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any, Awaitable, TextIO
 from urllib.parse import quote
 
-from evaluate import html as html_report
-from evaluate.evalfile import UNSET, Case, EvalError, EvalSet, load_eval, normalize_entry
-from evaluate.http import (
+from taguru_server.evaluate import html as html_report
+from taguru_server.evaluate.evalfile import UNSET, Case, EvalError, EvalSet, load_eval, normalize_entry
+from taguru_server.evaluate.http import (
     Api, CallError, SetupError, base_url, bearer_token, cut, environment, mask_url, new_session,
 )
-from evaluate.metrics import (
+from taguru_server.evaluate.metrics import (
     MATCHING, aggregate, citations_block, coverage_block, definitions, missed_list, recall_block, scalar,
 )
-from evaluate.thresholds import Thresholds, gate, load_thresholds
-from evaluate.truncate import Limits, truncate
+from taguru_server.evaluate.thresholds import Thresholds, gate, load_thresholds
+from taguru_server.evaluate.truncate import Limits, truncate
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_THRESHOLDS = 0, 1, 2, 3
 DEFAULT_LIMIT = 10

@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluate.evalfile import EvalError
-from evaluate.metrics import CASE_SCOPED, METRIC_NAMES, case_value, scalar
+from taguru_server.evaluate.evalfile import EvalError
+from taguru_server.evaluate.metrics import CASE_SCOPED, METRIC_NAMES, case_value, scalar
 
 UNSTABLE_REASON = ("the context's revision changed during this run (corpus.revision_before != corpus.revision_after) "
                    "and allow_unstable_corpus is false")

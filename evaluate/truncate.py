@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stages.accounting import cost, overhead, tokens
-from store.wire import F32
+from taguru_server.stages.accounting import cost, overhead, tokens
+from taguru_server.store.wire import F32
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The stage-graph engine: typed keys, stages, outcomes, validation and execution."""
 
-from pipeline.core import DEGRADED, FAILED, RAN, SKIPPED, Key, Outcome, Stage, StageContext
-from pipeline.executor import PlanEntry, RunResult, StageHooks, run_graph
-from pipeline.graph import Graph, GraphError
+from taguru_server.pipeline.core import DEGRADED, FAILED, RAN, SKIPPED, Key, Outcome, Stage, StageContext
+from taguru_server.pipeline.executor import PlanEntry, RunResult, StageHooks, run_graph
+from taguru_server.pipeline.graph import Graph, GraphError
 
 __all__ = [
     "DEGRADED", "FAILED", "RAN", "SKIPPED", "Graph", "GraphError", "Key", "Outcome", "PlanEntry", "RunResult",

@@ -9,8 +9,8 @@ import anyio
 import attrs
 import structlog
 
-from pipeline.core import FAILED, SKIPPED, Key, Outcome, StageContext
-from pipeline.graph import Graph
+from taguru_server.pipeline.core import FAILED, SKIPPED, Key, Outcome, StageContext
+from taguru_server.pipeline.graph import Graph
 
 log = structlog.get_logger("taguru.pipeline")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Sequence
 
-from pipeline.core import Key, Stage
+from taguru_server.pipeline.core import Key, Stage
 
 
 class GraphError(ValueError):

@@ -16,20 +16,20 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from server import communities as cm
-from server import evidence as ev
-from server import mcp
-from server import handlers as h
-from server.auth import EXEMPT_PATHS, FailedAuthLimiter, KeyRateLimiter, authenticate
-from server.config import Settings
-from server.handlers import Call, Handler
-from server.reply import Raw, Reply
-from server.schemas import openapi_document
-from server.reranker import Breaker, HttpReranker, RerankMetrics, RerankSettings
-from store.errors import ApiError
-from store.registry import Registry
-from store.sqlite import SqlitePersistence
-from store.wire import dumps_bytes
+from taguru_server.server import communities as cm
+from taguru_server.server import evidence as ev
+from taguru_server.server import mcp
+from taguru_server.server import handlers as h
+from taguru_server.server.auth import EXEMPT_PATHS, FailedAuthLimiter, KeyRateLimiter, authenticate
+from taguru_server.server.config import Settings
+from taguru_server.server.handlers import Call, Handler
+from taguru_server.server.reply import Raw, Reply
+from taguru_server.server.schemas import openapi_document
+from taguru_server.server.reranker import Breaker, HttpReranker, RerankMetrics, RerankSettings
+from taguru_server.store.errors import ApiError
+from taguru_server.store.registry import Registry
+from taguru_server.store.sqlite import SqlitePersistence
+from taguru_server.store.wire import dumps_bytes
 
 log = structlog.get_logger("taguru.http")
 

@@ -8,8 +8,8 @@ import time
 from collections import deque
 from typing import Callable
 
-from server.config import ROLES, Settings
-from store.errors import ApiError
+from taguru_server.server.config import ROLES, Settings
+from taguru_server.store.errors import ApiError
 
 UNAUTHORIZED = "missing or invalid bearer token (send Authorization: Bearer <token>)"
 EXEMPT_PATHS = frozenset({"/health", "/live", "/metrics", "/version", "/openapi.json"})

@@ -9,19 +9,19 @@ from typing import Any
 
 import structlog
 
-from pipeline import Graph, RunResult, run_graph
-from server.body import PREFIX, Spans, describe_value, require_json
-from server.handlers import Call
-from server.reply import Reply
-from server.schemas import BUDGET, EVIDENCE, RERANK
-from stages.budget import omitted_summary
-from stages.model import (
+from taguru_server.pipeline import Graph, RunResult, run_graph
+from taguru_server.server.body import PREFIX, Spans, describe_value, require_json
+from taguru_server.server.handlers import Call
+from taguru_server.server.reply import Reply
+from taguru_server.server.schemas import BUDGET, EVIDENCE, RERANK
+from taguru_server.stages.budget import omitted_summary
+from taguru_server.stages.model import (
     ACTIVATE_HITS, ANCHORS, CITATIONS, COMMUNITY_HITS, CONTEXT, CONTRADICTION_GROUPS, DEDUP_DROPPED, PASSAGE_HITS,
     QUERY_HITS, REQUEST, RERANK_PLAN, SELECTION, SERVICES, TIER_WIDTH, EvidenceRequest, NoReranker, Services, gate,
 )
-from stages.wiring import evidence_graph
-from store.errors import ApiError, malformed, no_context, too_many_items
-from store.wire import has_lone_surrogate
+from taguru_server.stages.wiring import evidence_graph
+from taguru_server.store.errors import ApiError, malformed, no_context, too_many_items
+from taguru_server.store.wire import has_lone_surrogate
 
 log = structlog.get_logger("taguru.evidence")
 

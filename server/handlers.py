@@ -8,18 +8,18 @@ from urllib.parse import parse_qsl
 
 import attrs
 
-from server.auth import Principal
-from server.body import MAX_U32, MAX_U64, Typed, check_name, describe_value, parse_json, require_json
-from server import schemas as S
-from server.config import Settings
-from server.schemas import Fields, Spec
-from store import lanes
-from store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
-from store.errors import ApiError, Issue, collected, malformed, no_context, too_many_items
-from store.importer import ParseError, parse_stream, run_import
-from store.registry import CommitFailed, Registry
-from store.text import utf8_len
-from store.wire import F32, format_number
+from taguru_server.server.auth import Principal
+from taguru_server.server.body import MAX_U32, MAX_U64, Typed, check_name, describe_value, parse_json, require_json
+from taguru_server.server import schemas as S
+from taguru_server.server.config import Settings
+from taguru_server.server.schemas import Fields, Spec
+from taguru_server.store import lanes
+from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
+from taguru_server.store.errors import ApiError, Issue, collected, malformed, no_context, too_many_items
+from taguru_server.store.importer import ParseError, parse_stream, run_import
+from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.text import utf8_len
+from taguru_server.store.wire import F32, format_number
 
 VERSION = "0.1.0"
 MAX_NAME_BYTES = 1024

@@ -10,10 +10,10 @@ from urllib.parse import quote, urlencode
 import attrs
 from multidict import CIMultiDict
 
-from server.handlers import VERSION, Call, parse_query_string
-from server.reply import Raw, Reply
-from store.errors import ApiError
-from store.wire import dumps, dumps_bytes, has_lone_surrogate
+from taguru_server.server.handlers import VERSION, Call, parse_query_string
+from taguru_server.server.reply import Raw, Reply
+from taguru_server.store.errors import ApiError
+from taguru_server.store.wire import dumps, dumps_bytes, has_lone_surrogate
 
 SUPPORTED_PROTOCOLS = ("2024-11-05", "2025-03-26", "2025-06-18")
 LATEST_PROTOCOL = "2025-06-18"
@@ -37,7 +37,7 @@ search_passages, cite_passage, search_communities) expose each lane on its own."
 
 def protocol_text() -> str:
     """`GET /protocol` (text/markdown) and `initialize.instructions`: the manual, then this server's trailer."""
-    from server.handlers import version_body
+    from taguru_server.server.handlers import version_body
 
     return (
         INSTRUCTIONS.rstrip("\n") + "\n"
@@ -365,7 +365,7 @@ def _query_value(v: Any) -> str:
 
 async def route(call: Call, method: str, path: str, body: bytes | None, query: dict[str, str]) -> tuple[int, bytes]:
     """Run one API call in process under the caller's key and deadline; returns (status, body)."""
-    from server.app import ROUTER, _segments
+    from taguru_server.server.app import ROUTER, _segments
 
     started = time.perf_counter()
     try:

@@ -145,8 +145,8 @@ class Forwarder:
         """The server's own `initialize.instructions`, else the bundled copy (with a warning)."""
         import aiohttp
 
-        from server.handlers import VERSION
-        from server.mcp import LATEST_PROTOCOL, protocol_text
+        from taguru_server.server.handlers import VERSION
+        from taguru_server.server.mcp import LATEST_PROTOCOL, protocol_text
 
         try:
             status, raw = await self.post("initialize", {"protocolVersion": LATEST_PROTOCOL, "capabilities": {},
@@ -201,7 +201,7 @@ def tool_list() -> list[types.Tool]:
     """The HTTP endpoint's own tool definitions (`server.mcp.TOOLS`), as SDK models."""
     import mcp_types as types
 
-    from server.mcp import TOOLS
+    from taguru_server.server.mcp import TOOLS
 
     return [types.Tool.model_validate(t.definition()) for t in TOOLS]
 
@@ -213,7 +213,7 @@ def build_server(forwarder: Forwarder, instructions: str) -> Server[Any]:
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
 
-    from server.handlers import VERSION
+    from taguru_server.server.handlers import VERSION
 
     tools = tool_list()
     limit = forwarder.settings.max_concurrent
@@ -370,7 +370,7 @@ async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None) -> None
 def cmd_mcp(args: argparse.Namespace) -> int:
     import anyio
 
-    from server.logging import configure_logging
+    from taguru_server.server.logging import configure_logging
 
     configure_logging(logging.INFO)
     env = dict(os.environ)

@@ -16,7 +16,7 @@ import attrs
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from stages.model import RerankVerdict
+from taguru_server.stages.model import RerankVerdict
 
 log = structlog.get_logger("taguru.rerank")
 

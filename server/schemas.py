@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from server.body import MAX_U32, MAX_U64, Typed
+from taguru_server.server.body import MAX_U32, MAX_U64, Typed
 
 # ----- typed request bodies ----------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.wire import dumps
+from taguru_server.store.wire import dumps
 
 
 def cost(value: Any) -> tuple[int, int]:

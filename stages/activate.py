@@ -6,12 +6,12 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.candidates import candidate_from_association
-from stages.model import ACTIVATE_HITS, ANCHORS, CONTEXT, REQUEST, Candidate, LaneResult, gate
-from stages.query import NO_ANCHORS
-from store import lanes
-from store.context import Context
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.candidates import candidate_from_association
+from taguru_server.stages.model import ACTIVATE_HITS, ANCHORS, CONTEXT, REQUEST, Candidate, LaneResult, gate
+from taguru_server.stages.query import NO_ANCHORS
+from taguru_server.store import lanes
+from taguru_server.store.context import Context
 
 
 def activate_candidates(ctx: Context, anchors: tuple[str, ...], decay: float, limit: int) -> tuple[Candidate, ...]:

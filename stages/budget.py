@@ -6,12 +6,12 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
+from taguru_server.pipeline import Key, Outcome, StageContext
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
-from stages.accounting import measure, overhead, tokens
-from store.wire import RawJSON, dumps
-from stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, Fused, Omission, Selection, Unit
+from taguru_server.stages.accounting import measure, overhead, tokens
+from taguru_server.store.wire import RawJSON, dumps
+from taguru_server.stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, Fused, Omission, Selection, Unit
 
 MAX_LISTED_OMISSIONS = 20
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.model import Candidate
-from store.context import Context
+from taguru_server.stages.model import Candidate
+from taguru_server.store.context import Context
 
 
 def primary_source(attributions: list[dict[str, Any]]) -> str | None:

@@ -6,10 +6,10 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import ACTIVATE_HITS, CITATIONS, CONTEXT, QUERY_HITS, Candidate, LaneResult, gate
-from store import lanes
-from store.context import Context
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import ACTIVATE_HITS, CITATIONS, CONTEXT, QUERY_HITS, Candidate, LaneResult, gate
+from taguru_server.store import lanes
+from taguru_server.store.context import Context
 
 
 def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[tuple[str, int], dict[str, Any]]:

@@ -6,11 +6,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.candidates import community_candidate
-from stages.model import COMMUNITY_HITS, CONTEXT, REQUEST, SERVICES, LaneResult, gate
-from store.communities import NoArtifact, artifact_name, community_hits, load_manifest
-from store.errors import ApiError
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.candidates import community_candidate
+from taguru_server.stages.model import COMMUNITY_HITS, CONTEXT, REQUEST, SERVICES, LaneResult, gate
+from taguru_server.store.communities import NoArtifact, artifact_name, community_hits, load_manifest
+from taguru_server.store.errors import ApiError
 
 
 @attrs.frozen

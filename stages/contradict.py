@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import CONTRADICTION_GROUPS, REORDERED, UNITS, Fused, Unit
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import CONTRADICTION_GROUPS, REORDERED, UNITS, Fused, Unit
 
 
 def admission_units(survivors: tuple[Fused, ...]) -> tuple[Unit, ...]:

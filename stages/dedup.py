@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import (
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import (
     ACTIVATE_HITS, COMMUNITY_HITS, DEDUP_DROPPED, GROUPS, PASSAGE_HITS, QUERY_HITS, Candidate, Fused,
 )
 

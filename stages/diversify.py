@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import REQUEST, TIER_WIDTH, TIERED, UNITS, Unit
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import REQUEST, TIER_WIDTH, TIERED, UNITS, Unit
 
 
 def tier_width(max_items: int) -> int:

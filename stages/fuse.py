@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import GROUPS, RANKED, Fused
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import GROUPS, RANKED, Fused
 
 
 def rrf_order(groups: tuple[Fused, ...]) -> tuple[Fused, ...]:

@@ -6,10 +6,10 @@ from typing import Any, Callable, Generic, Protocol, TypeVar
 
 import attrs
 
-from pipeline import Key
-from store.context import Context
-from store.errors import ApiError
-from store.registry import Registry
+from taguru_server.pipeline import Key
+from taguru_server.store.context import Context
+from taguru_server.store.errors import ApiError
+from taguru_server.store.registry import Registry
 
 T = TypeVar("T")
 

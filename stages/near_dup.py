@@ -6,9 +6,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import NEAR_DUP_OMITTED, RANKED, SURVIVORS, Fused, Omission
-from store.text import normalize
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import NEAR_DUP_OMITTED, RANKED, SURVIVORS, Fused, Omission
+from taguru_server.store.text import normalize
 
 THRESHOLD = 0.9
 

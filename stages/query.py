@@ -6,11 +6,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.candidates import association_candidate
-from stages.model import ANCHORS, CONTEXT, QUERY_HITS, REQUEST, Candidate, LaneResult, gate
-from store import lanes
-from store.context import Context
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.candidates import association_candidate
+from taguru_server.stages.model import ANCHORS, CONTEXT, QUERY_HITS, REQUEST, Candidate, LaneResult, gate
+from taguru_server.store import lanes
+from taguru_server.store.context import Context
 
 QUERY_LIMIT = 100
 NO_ANCHORS = "no anchors resolved from 'origins'"

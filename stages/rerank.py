@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import REORDERED, REQUEST, RERANK_PLAN, SERVICES, SURVIVORS, EvidenceRequest, Fused, Reranker
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import REORDERED, REQUEST, RERANK_PLAN, SERVICES, SURVIVORS, EvidenceRequest, Fused, Reranker
 
 
 # Time kept back from the provider so the stages after it finish inside the request deadline.

@@ -6,10 +6,10 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import ANCHORS, CONTEXT, REQUEST, EvidenceRequest, LaneResult, gate
-from store import lanes
-from store.context import CONCEPT, Context
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import ANCHORS, CONTEXT, REQUEST, EvidenceRequest, LaneResult, gate
+from taguru_server.store import lanes
+from taguru_server.store.context import CONCEPT, Context
 
 
 def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Any = None) -> tuple[str, ...]:

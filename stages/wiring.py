@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from pipeline import Graph, Stage
-from stages.activate import Activate
-from stages.budget import Budget
-from stages.cite import Cite
-from stages.communities import Communities
-from stages.contradict import Contradict
-from stages.dedup import Dedup
-from stages.diversify import Diversify
-from stages.fuse import Fuse
-from stages.model import INPUTS
-from stages.near_dup import NearDup
-from stages.passages import Passages
-from stages.query import Query
-from stages.rerank import Rerank
-from stages.resolve import Resolve
+from taguru_server.pipeline import Graph, Stage
+from taguru_server.stages.activate import Activate
+from taguru_server.stages.budget import Budget
+from taguru_server.stages.cite import Cite
+from taguru_server.stages.communities import Communities
+from taguru_server.stages.contradict import Contradict
+from taguru_server.stages.dedup import Dedup
+from taguru_server.stages.diversify import Diversify
+from taguru_server.stages.fuse import Fuse
+from taguru_server.stages.model import INPUTS
+from taguru_server.stages.near_dup import NearDup
+from taguru_server.stages.passages import Passages
+from taguru_server.stages.query import Query
+from taguru_server.stages.rerank import Rerank
+from taguru_server.stages.resolve import Resolve
 
 # Declaration order is the order of error precedence (§14.6): when several stages fail,
 # the client gets the error of the first one listed here.

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from store.text import bulk_term_counts, terms
+from taguru_server.store.text import bulk_term_counts, terms
 
 F = np.float32
 K1 = F(1.2)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from store import lanes
-from store.context import Context
-from store.errors import ApiError
-from store.registry import Registry
+from taguru_server.store import lanes
+from taguru_server.store.context import Context
+from taguru_server.store.errors import ApiError
+from taguru_server.store.registry import Registry
 
 MANIFEST_SOURCE = "communities:manifest"
 COMMUNITY_PREFIX = "community:"

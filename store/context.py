@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 
-from store.bm25 import Bm25Index
-from store.lexicon import Lexicon
-from store.text import split_paragraphs
+from taguru_server.store.bm25 import Bm25Index
+from taguru_server.store.lexicon import Lexicon
+from taguru_server.store.text import split_paragraphs
 
 F64_MAX = sys.float_info.max
 CONCEPT, LABEL = 0, 1

@@ -11,11 +11,11 @@ from typing import Any, Callable
 import attrs
 import numpy as np
 
-from store.context import CONCEPT, LABEL, Context, Meta
-from store.errors import ApiError, Issue
-from store.registry import Registry
-from store.text import WHITE_SPACE, split_paragraphs, utf8_len
-from store.wire import format_number, has_lone_surrogate
+from taguru_server.store.context import CONCEPT, LABEL, Context, Meta
+from taguru_server.store.errors import ApiError, Issue
+from taguru_server.store.registry import Registry
+from taguru_server.store.text import WHITE_SPACE, split_paragraphs, utf8_len
+from taguru_server.store.wire import format_number, has_lone_surrogate
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_PASSAGE_BYTES = 8 * 1024 * 1024

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from store.context import CONCEPT, Context
-from store.text import normalize, query_terms
-from store.wire import F32
+from taguru_server.store.context import CONCEPT, Context
+from taguru_server.store.text import normalize, query_terms
+from taguru_server.store.wire import F32
 
 NO_EMBEDDINGS = "no embedding provider is configured"
 GLOSSED_CANDIDATES = 8

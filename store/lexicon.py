@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from store.text import bigrams, normalize
+from taguru_server.store.text import bigrams, normalize
 
 # Substring enumeration of the cue is exact and cheap for ordinary cues; past this
 # length the containment pass scans the candidate spellings instead.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol
 
-from store.context import Context, Meta
+from taguru_server.store.context import Context, Meta
 
 
 class Persistence(Protocol):

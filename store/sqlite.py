@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable
 
-from store.context import CONCEPT, LABEL, Context, Dirty, Meta, Passage
+from taguru_server.store.context import CONCEPT, LABEL, Context, Dirty, Meta, Passage
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS contexts(
@@ -207,7 +207,7 @@ class SqlitePersistence:
             ctx.passages[sid] = passage
             ctx._index_passage(sid, passage)
         ctx.dirty = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources))
-        from store.lanes import warm
+        from taguru_server.store.lanes import warm
 
         warm(ctx)  # build the read indexes now rather than in the first request
         return ctx

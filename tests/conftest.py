@@ -10,8 +10,8 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
-from server.app import build_app
-from server.config import Settings, load_settings
+from taguru_server.server.app import build_app
+from taguru_server.server.config import Settings, load_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reference"
 PROBES = {"/version", "/health", "/live", "/metrics", "/openapi.json"}
@@ -22,7 +22,7 @@ def response_validator(schema: dict[str, Any]) -> Any:
     """A JSON Schema validator for one response schema, resolving the published components."""
     from jsonschema import Draft202012Validator
 
-    from server.schemas import COMPONENTS
+    from taguru_server.server.schemas import COMPONENTS
 
     key = json.dumps(schema, sort_keys=True)
     if key not in _VALIDATORS:
@@ -32,8 +32,8 @@ def response_validator(schema: dict[str, Any]) -> Any:
 
 def check_against_openapi(method: str, path: str, status: int, parsed: Any) -> None:
     """Every JSON response the suite sees must match the schema `/openapi.json` publishes for it."""
-    from server.app import ROUTER, _segments
-    from server.schemas import ROUTE_SHAPES, ref, result_schema
+    from taguru_server.server.app import ROUTER, _segments
+    from taguru_server.server.schemas import ROUTE_SHAPES, ref, result_schema
 
     path = path.split("?", 1)[0]
     if path in PROBES:

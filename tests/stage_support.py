@@ -6,11 +6,11 @@ from typing import Any
 
 import attrs
 
-from pipeline import Key, Outcome, StageContext
-from stages.model import Candidate, EvidenceRequest, Fused, LaneResult, Services, Unit
-from store.context import Context, Meta
-from store.registry import Registry
-from store.wire import F32, format_f32, format_f64
+from taguru_server.pipeline import Key, Outcome, StageContext
+from taguru_server.stages.model import Candidate, EvidenceRequest, Fused, LaneResult, Services, Unit
+from taguru_server.store.context import Context, Meta
+from taguru_server.store.registry import Registry
+from taguru_server.store.wire import F32, format_f32, format_f64
 
 
 class MemoryPersistence:

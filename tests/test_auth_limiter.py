@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import start_client
-from server.auth import FailedAuthLimiter
-from store.errors import ApiError
+from taguru_server.server.auth import FailedAuthLimiter
+from taguru_server.store.errors import ApiError
 
 
 @pytest.mark.anyio

@@ -14,10 +14,10 @@ from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 from conftest import Client
 
-from server.cli import main as taguru_main
-from server.communities_cli import BuildFailed, ChatProvider, ProviderConfig, Server, derive
-from server.demo import demo_stream_path
-from store.summaries import Hierarchy, first_sentence, leaf_summary, parent_summary
+from taguru_server.cli.main import main as taguru_main
+from taguru_server.cli.communities import BuildFailed, ChatProvider, ProviderConfig, Server, derive
+from taguru_server.cli.demo import demo_stream_path
+from taguru_server.store.summaries import Hierarchy, first_sentence, leaf_summary, parent_summary
 
 NO_ARTIFACT = ("no communities artifact for 'demo': context 'demo::communities' does not exist — run "
                "`taguru communities` to build it")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.evalfile import EvalError, load_eval, normalize_entry
-from evaluate.http import SetupError, base_url, bearer_token, check_url, cut, mask_url
-from evaluate.metrics import CASE_SCOPED, METRIC_NAMES, definitions, distribution, ratio, recall_block
-from evaluate.evalfile import Case, ExpectedSource
-from evaluate.truncate import Limits, measure, truncate
-from server.cli import main as taguru_main
+from taguru_server.evaluate.evalfile import EvalError, load_eval, normalize_entry
+from taguru_server.evaluate.http import SetupError, base_url, bearer_token, check_url, cut, mask_url
+from taguru_server.evaluate.metrics import CASE_SCOPED, METRIC_NAMES, definitions, distribution, ratio, recall_block
+from taguru_server.evaluate.evalfile import Case, ExpectedSource
+from taguru_server.evaluate.truncate import Limits, measure, truncate
+from taguru_server.cli.main import main as taguru_main
 from test_evaluate_support import evaluate, write_eval
 
 pytestmark = pytest.mark.anyio
@@ -198,7 +198,7 @@ def test_eval_file_reads_defaults_and_nulls(tmp_path: Path) -> None:
     a, b = es.cases
     assert a.limit == 10 and a.effective_cues == ["q"] and a.expected_labels == []
     assert a.expected_citations[0].section is None and a.expected_citations[0].quote is None
-    from evaluate.evalfile import UNSET
+    from taguru_server.evaluate.evalfile import UNSET
     assert a.expected_citations[1].section is UNSET
     assert b.limit == 3 and b.effective_cues == ["x"] and b.expected_sources[0].relevance == 1
     assert b.expected_sources[0].paragraphs == [2] and b.options.floor == 0.5
@@ -404,7 +404,7 @@ def test_truncation_vectors() -> None:
     _kept, empty = truncate("sake", [big], Limits(40, 10, 4000))
     assert (empty["items_used"], empty["bytes_used"], empty["tokens_used"], empty["omitted_total"]) == (0, 4, 1, 1)
     # a vector-only hit is a passage_vector item and both lanes make it passage_fused
-    from evaluate.truncate import envelope
+    from taguru_server.evaluate.truncate import envelope
     v = dict(a, lanes={"vector": {"rank": 1, "score": 0.5}})
     assert envelope("sake", 1, v)["lane_ranks"] == [{"lane": "passage_vector", "rank": 1}]
     f = dict(a, lanes={"vector": {"rank": 2, "score": 0.5}, "bm25": {"rank": 1, "score": 0.25}})
@@ -413,15 +413,15 @@ def test_truncation_vectors() -> None:
 
 
 def test_truncation_reuses_the_servers_accounting() -> None:
-    import evaluate.truncate as t
-    import stages.accounting as acc
+    import taguru_server.evaluate.truncate as t
+    import taguru_server.stages.accounting as acc
     assert t.cost is acc.cost and t.tokens is acc.tokens and t.overhead is acc.overhead
 
 
 def test_progress_only_on_a_tty() -> None:
     import io
 
-    from evaluate.runner import Progress
+    from taguru_server.evaluate.runner import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

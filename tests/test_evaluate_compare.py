@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evaluate.metrics import definitions
+from taguru_server.evaluate.metrics import definitions
 from test_evaluate_support import evaluate
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluate.evalfile import load_eval
+from taguru_server.evaluate.evalfile import load_eval
 from test_evaluate_support import EXAMPLE, FORBIDDEN, evaluate, import_example, load, start
 
 pytestmark = pytest.mark.anyio

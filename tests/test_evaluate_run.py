@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from server.reranker import RerankSettings
+from taguru_server.server.reranker import RerankSettings
 from test_evaluate_support import FORBIDDEN, Live, evaluate, load, seed, start, write_eval
 
 pytestmark = pytest.mark.anyio

@@ -11,10 +11,10 @@ from typing import Any
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 
-from evaluate.cli import main_async
-from server.app import build_app
-from server.config import load_settings
-from server.reranker import RerankSettings
+from taguru_server.cli.evaluate import main_async
+from taguru_server.server.app import build_app
+from taguru_server.server.config import load_settings
+from taguru_server.server.reranker import RerankSettings
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sake"
 FORBIDDEN = ("/recall", "/activate", "/explore", "/describe", "/explain")

@@ -10,14 +10,14 @@ import pytest
 import structlog
 from multidict import CIMultiDict
 
-import server.evidence as evidence_module
+import taguru_server.server.evidence as evidence_module
 from conftest import Client
-from pipeline import Graph, Key, Outcome, StageContext
-from server.auth import OPEN
-from server.handlers import Call
-from stages.model import GROUPS, INPUTS, RANKED
-from stages.wiring import STAGES
-from store.errors import ApiError
+from taguru_server.pipeline import Graph, Key, Outcome, StageContext
+from taguru_server.server.auth import OPEN
+from taguru_server.server.handlers import Call
+from taguru_server.stages.model import GROUPS, INPUTS, RANKED
+from taguru_server.stages.wiring import STAGES
+from taguru_server.store.errors import ApiError
 
 KURA = "青嶺酒造は雲居県霧沢町の蔵元である。杜氏は高瀬である。"
 

@@ -9,12 +9,12 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import run_graph
-from server.evidence import GRAPH, render_package
+from taguru_server.pipeline import run_graph
+from taguru_server.server.evidence import GRAPH, render_package
 from stage_support import make_context, memory_registry, request, services
-from stages.accounting import cost, overhead, tokens
-from stages.model import CONTEXT, RANKED, REQUEST, SERVICES
-from store.wire import dumps
+from taguru_server.stages.accounting import cost, overhead, tokens
+from taguru_server.stages.model import CONTEXT, RANKED, REQUEST, SERVICES
+from taguru_server.store.wire import dumps
 
 WORDS = ["青嶺", "酒造", "杜氏", "高瀬", "霧沢", "rice", "water", "brewery", "toji", "soft", "猫", "犬"]
 CONCEPTS = ["a", "b", "c", "d", "猫", "犬", "青嶺酒造", "高瀬"]

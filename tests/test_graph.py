@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
-from pipeline import Graph, GraphError, Key, Outcome, StageContext, run_graph
-from stages.wiring import evidence_graph
+from taguru_server.pipeline import Graph, GraphError, Key, Outcome, StageContext, run_graph
+from taguru_server.stages.wiring import evidence_graph
 
 A: Key[int] = Key("a")
 B: Key[int] = Key("b")

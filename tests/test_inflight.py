@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from conftest import start_client
-from server.app import STATE_KEY
+from taguru_server.server.app import STATE_KEY
 
 
 @pytest.mark.anyio

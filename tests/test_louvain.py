@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from conftest import Client
 
-from store import louvain as lv
-from store.context import Context, Meta
+from taguru_server.store import louvain as lv
+from taguru_server.store.context import Context, Meta
 
 # ----- a straightforward transcription of §10.1, the oracle for the optimized module -----------
 
@@ -460,10 +460,10 @@ async def test_analysis_stream_errors_use_the_envelope(client: Client) -> None:
 async def test_heavy_operation_ceiling_and_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     from stage_support import make_context, memory_registry
 
-    from server.communities import HEAVY_OPS_KEY, stream_communities
-    from server.config import Settings
-    from server.handlers import Call
-    from store.errors import ApiError
+    from taguru_server.server.communities import HEAVY_OPS_KEY, stream_communities
+    from taguru_server.server.config import Settings
+    from taguru_server.server.handlers import Call
+    from taguru_server.store.errors import ApiError
 
     registry = memory_registry()
     make_context("g", associations=[("a", "r", "b", 1.0, None, None)], registry=registry)

@@ -25,12 +25,12 @@ pytestmark = pytest.mark.slow
 
 
 class RunningServer:
-    """`python -m server.cli serve` on a free port (TAGURU_ADDR=127.0.0.1:0), address read from stdout."""
+    """`python -m taguru_server.cli serve` on a free port (TAGURU_ADDR=127.0.0.1:0), address read from stdout."""
 
     def __init__(self, data_dir: Path, **env: str) -> None:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
         clean.update({"TAGURU_ADDR": "127.0.0.1:0", "TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}, **env)
-        self.proc = subprocess.Popen([PYTHON, "-m", "server.cli", "serve"], cwd=ROOT, env=clean, text=True,
+        self.proc = subprocess.Popen([PYTHON, "-m", "taguru_server.cli", "serve"], cwd=ROOT, env=clean, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
@@ -91,7 +91,7 @@ def bridge(url: str, token: str | None = None, **env: str) -> Any:
     extra = {"TAGURU_URL": url, "PYTHONPATH": str(ROOT), **env}
     if token is not None:
         extra["TAGURU_API_TOKEN"] = token
-    return StdioServerParameters(command=PYTHON, args=["-m", "server.cli", "mcp"], env=extra, cwd=str(ROOT))
+    return StdioServerParameters(command=PYTHON, args=["-m", "taguru_server.cli", "mcp"], env=extra, cwd=str(ROOT))
 
 
 def without_time(text: str) -> Any:
@@ -208,7 +208,7 @@ def test_raw_framing(server: RunningServer) -> None:
                        for line in lines)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
     env.update(TAGURU_URL=server.url, PYTHONPATH=str(ROOT), TAGURU_MCP_MAX_LINE_BYTES="256")
-    proc = subprocess.Popen([PYTHON, "-m", "server.cli", "mcp"], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+    proc = subprocess.Popen([PYTHON, "-m", "taguru_server.cli", "mcp"], cwd=ROOT, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(payload)

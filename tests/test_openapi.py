@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import Client
-from server.app import ROUTES
-from server.schemas import EVIDENCE, ROUTE_SHAPES
+from taguru_server.server.app import ROUTES
+from taguru_server.server.schemas import EVIDENCE, ROUTE_SHAPES
 
 
 @pytest.mark.anyio
@@ -25,7 +25,7 @@ async def test_document_covers_every_route(client: Client) -> None:
 def test_openapi_document_is_valid() -> None:
     from jsonschema import Draft202012Validator
 
-    from server.schemas import COMPONENTS, openapi_document
+    from taguru_server.server.schemas import COMPONENTS, openapi_document
 
     doc = openapi_document(ROUTES, "0")
     for schema in COMPONENTS.values():
@@ -34,7 +34,7 @@ def test_openapi_document_is_valid() -> None:
 
 
 def test_request_spec_is_the_decoder() -> None:
-    from store.errors import ApiError
+    from taguru_server.store.errors import ApiError
 
     decoded = EVIDENCE.decode({"origins": "x", "budget": {"max_items": 3}}, b'{"origins":"x","budget":{"max_items":3}}')
     assert decoded["origins"] == ["x"] and decoded["budget"]["max_items"] == 3

@@ -14,9 +14,9 @@ from aiohttp.test_utils import TestServer
 
 from conftest import Client
 from fake_reranker import FakeReranker
-from server.app import build_app
-from server.reranker import RerankSettings
-from stages.model import RerankVerdict
+from taguru_server.server.app import build_app
+from taguru_server.server.reranker import RerankSettings
+from taguru_server.stages.model import RerankVerdict
 
 KEY = "sekrit-rerank-key-should-never-leak"
 PASSAGES = {
@@ -45,7 +45,7 @@ async def _seed(client: Client) -> None:
 
 async def _start(tmp_path, fake: FakeReranker | None, clock: Any = None, timeout: int = 5, url: str | None = None,
                  **env: str):
-    from server.config import load_settings
+    from taguru_server.server.config import load_settings
 
     provider = None
     if fake is not None:
@@ -273,10 +273,10 @@ class RandomPermutations:
 def test_invariants_hold_with_random_permutations() -> None:
     from test_evidence_properties import check_invariants, random_corpus, random_request
 
-    from pipeline import run_graph
-    from server.evidence import GRAPH
+    from taguru_server.pipeline import run_graph
+    from taguru_server.server.evidence import GRAPH
     from stage_support import memory_registry, services
-    from stages.model import CONTEXT, REQUEST, SERVICES
+    from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES
 
     for seed in range(120):
         rng = random.Random(seed)

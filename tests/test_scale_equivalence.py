@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import lanes
-from store.context import CONCEPT, LABEL, Context, Meta
-from store.text import bigrams, bulk_term_counts, normalize, query_terms, split_paragraphs, terms
+from taguru_server.store import lanes
+from taguru_server.store.context import CONCEPT, LABEL, Context, Meta
+from taguru_server.store.text import bigrams, bulk_term_counts, normalize, query_terms, split_paragraphs, terms
 
 # ----- alphabets for random text ----------------------------------------------------------
 
@@ -273,7 +273,7 @@ def _spelling(rng: random.Random) -> str:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_lexicon_matches_linear_scan(seed: int) -> None:
-    from store.lexicon import Lexicon
+    from taguru_server.store.lexicon import Lexicon
 
     rng = random.Random(seed)
     ours, plain = Lexicon(), PlainLexicon()
@@ -302,7 +302,7 @@ def test_lexicon_matches_linear_scan(seed: int) -> None:
 
 def test_lexicon_stop_grams_with_many_spellings() -> None:
     """Past 64·20 spellings the stop threshold moves; common grams must stop counting."""
-    from store.lexicon import Lexicon
+    from taguru_server.store.lexicon import Lexicon
 
     rng = random.Random(3)
     ours, plain = Lexicon(), PlainLexicon()
@@ -321,7 +321,7 @@ def test_lexicon_stop_grams_with_many_spellings() -> None:
 @pytest.mark.parametrize("extra", [0, 1, 2])
 def test_lexicon_stop_threshold_boundary(extra: int) -> None:
     """Grams posted by exactly the threshold count, and by one more, around the stop rule."""
-    from store.lexicon import Lexicon
+    from taguru_server.store.lexicon import Lexicon
 
     ours, plain = Lexicon(), PlainLexicon()
     n = 1300 + 20 * extra  # threshold max(n // 20, 64)
@@ -510,7 +510,7 @@ def test_activate_scores_that_underflow(decay: float) -> None:
 
 
 def _parse_outcome(text: str, fast: bool) -> Any:
-    from store import importer
+    from taguru_server.store import importer
 
     saved = importer.FAST_PATHS
     importer.FAST_PATHS = fast
@@ -667,6 +667,6 @@ def plain_camel(raw: str) -> list[str]:
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(list("aAbBzZ09 -_éＡｂ１") + ["HTTP", "Server", "U64", "Max"]), max_size=14).map("".join))
 def test_camel_pieces(raw: str) -> None:
-    from store.text import camel_terms
+    from taguru_server.store.text import camel_terms
 
     assert camel_terms(raw) == plain_camel(raw)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stage_support import make_context, plain, request, run_stage
-from stages.activate import Activate
-from stages.model import ACTIVATE_HITS, ANCHORS, CONTEXT, REQUEST, LaneResult
+from taguru_server.stages.activate import Activate
+from taguru_server.stages.model import ACTIVATE_HITS, ANCHORS, CONTEXT, REQUEST, LaneResult
 
 CTX = [("a", "r", "b", 2.0, "x.md", 0), ("b", "r", "c", 1.0, "y.md", 1), ("c", "r", "d", 1.0, None, None),
        ("a", "q", "e", -1.0, "x.md", 0)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from stage_support import cand, fused, plain, request, run_stage
-from stages.accounting import cost, overhead, tokens
-from stages.budget import Budget, admit
-from stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, LaneResult, Unit
+from taguru_server.stages.accounting import cost, overhead, tokens
+from taguru_server.stages.budget import Budget, admit
+from taguru_server.stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, LaneResult, Unit
 
 CITE = {("s.md", 0): {"text": "猫は哺乳類である。", "source": "s.md", "section": None, "locator": None}}
 
@@ -67,8 +67,8 @@ def test_contradiction_group_is_omitted_whole() -> None:
 
 
 def test_citation_json_is_the_wire_serialization() -> None:
-    from stages.budget import citation_entry, citation_json
-    from store.wire import dumps
+    from taguru_server.stages.budget import citation_entry, citation_json
+    from taguru_server.store.wire import dumps
 
     for citation in (CITE[("s.md", 0)], {"text": 'q"\\\n\x01é', "source": "s", "section": "章",
                                           "locator": {"kind": "page", "value": "3"}}):

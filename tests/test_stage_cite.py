@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from stage_support import make_context, plain, run_stage
-from stages.candidates import association_candidate
-from stages.cite import Cite
-from stages.model import ACTIVATE_HITS, CITATIONS, CONTEXT, QUERY_HITS, LaneResult
+from taguru_server.stages.candidates import association_candidate
+from taguru_server.stages.cite import Cite
+from taguru_server.stages.model import ACTIVATE_HITS, CITATIONS, CONTEXT, QUERY_HITS, LaneResult
 
 
 @pytest.mark.anyio

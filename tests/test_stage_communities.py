@@ -7,9 +7,9 @@ import json
 import pytest
 
 from stage_support import make_context, memory_registry, plain, request, run_stage, services
-from stages.communities import Communities
-from stages.model import COMMUNITY_HITS, CONTEXT, REQUEST, SERVICES
-from store.errors import ApiError
+from taguru_server.stages.communities import Communities
+from taguru_server.stages.model import COMMUNITY_HITS, CONTEXT, REQUEST, SERVICES
+from taguru_server.store.errors import ApiError
 
 
 def _artifact(registry):

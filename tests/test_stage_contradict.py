@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stage_support import cand, fused, plain, run_stage
-from stages.contradict import Contradict
-from stages.model import CONTRADICTION_GROUPS, REORDERED, UNITS
+from taguru_server.stages.contradict import Contradict
+from taguru_server.stages.model import CONTRADICTION_GROUPS, REORDERED, UNITS
 
 
 def _assoc(s, lab, o, rank):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stage_support import cand, plain, run_stage
-from stages.dedup import Dedup
-from stages.model import ACTIVATE_HITS, COMMUNITY_HITS, DEDUP_DROPPED, GROUPS, PASSAGE_HITS, QUERY_HITS, LaneResult
+from taguru_server.stages.dedup import Dedup
+from taguru_server.stages.model import ACTIVATE_HITS, COMMUNITY_HITS, DEDUP_DROPPED, GROUPS, PASSAGE_HITS, QUERY_HITS, LaneResult
 
 
 @pytest.mark.anyio

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stage_support import cand, fused, plain, request, run_stage
-from stages.diversify import Diversify
-from stages.model import REQUEST, TIER_WIDTH, TIERED, UNITS, Unit
+from taguru_server.stages.diversify import Diversify
+from taguru_server.stages.model import REQUEST, TIER_WIDTH, TIERED, UNITS, Unit
 
 
 def _units(*sources):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from stage_support import cand, plain, run_stage
-from stages.dedup import merge_duplicates
-from stages.fuse import Fuse
-from stages.model import GROUPS, RANKED
+from taguru_server.stages.dedup import merge_duplicates
+from taguru_server.stages.fuse import Fuse
+from taguru_server.stages.model import GROUPS, RANKED
 
 
 @pytest.mark.anyio

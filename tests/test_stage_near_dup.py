@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stage_support import cand, fused, plain, run_stage
-from stages.model import NEAR_DUP_OMITTED, RANKED, SURVIVORS
-from stages.near_dup import NearDup, bigram_set, dice
+from taguru_server.stages.model import NEAR_DUP_OMITTED, RANKED, SURVIVORS
+from taguru_server.stages.near_dup import NearDup, bigram_set, dice
 
 
 def test_dice_examples() -> None:
@@ -37,7 +37,7 @@ async def test_near_dup_keeps_the_better_ranked(snapshot) -> None:
 def test_size_bound_never_hides_a_match() -> None:
     import random
 
-    from stages.near_dup import could_match
+    from taguru_server.stages.near_dup import could_match
 
     rng = random.Random(3)
     alphabet = "abcdefg"
@@ -51,7 +51,7 @@ def test_size_bound_never_hides_a_match() -> None:
 def test_bitset_path_equals_the_plain_rule() -> None:
     import random
 
-    from stages.near_dup import suppress_near_duplicates
+    from taguru_server.stages.near_dup import suppress_near_duplicates
 
     rng = random.Random(9)
     for _ in range(200):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stage_support import make_context, plain, request, run_stage
-from stages.model import ANCHORS, CONTEXT, QUERY_HITS, REQUEST, LaneResult
-from stages.query import Query
+from taguru_server.stages.model import ANCHORS, CONTEXT, QUERY_HITS, REQUEST, LaneResult
+from taguru_server.stages.query import Query
 
 CTX = [("猫", "is_a", "哺乳類", 2.0, "s1.md", 0), ("猫", "is_a", "動物", -3.0, None, None),
        ("猫", "likes", "魚", 1.0, "s2.md", None), ("犬", "is_a", "哺乳類", 1.0, None, None)]

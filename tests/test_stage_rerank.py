@@ -6,8 +6,8 @@ import attrs
 import pytest
 
 from stage_support import cand, fused, plain, request, run_stage, services
-from stages.model import REORDERED, REQUEST, RERANK_PLAN, SERVICES, SURVIVORS, RerankVerdict
-from stages.rerank import Rerank
+from taguru_server.stages.model import REORDERED, REQUEST, RERANK_PLAN, SERVICES, SURVIVORS, RerankVerdict
+from taguru_server.stages.rerank import Rerank
 
 POOL = tuple(fused(cand("passage", f"t\x00{i}.md\x000", "passage_bm25", i + 1, text=f"text {i}"), i + 1) for i in range(3))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from stage_support import make_context, plain, request, run_stage
-from stages.model import ANCHORS, CONTEXT, REQUEST
-from stages.resolve import Resolve
-from store.errors import ApiError
+from taguru_server.stages.model import ANCHORS, CONTEXT, REQUEST
+from taguru_server.stages.resolve import Resolve
+from taguru_server.store.errors import ApiError
 
 CTX = [("青嶺酒造", "杜氏", "高瀬", 1.0, "kura.md", 0), ("高瀬", "出身", "霧沢町", 1.0, None, None)]
 

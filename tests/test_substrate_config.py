@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from server.auth import authenticate
-from server.config import ConfigError, load_settings
+from taguru_server.server.auth import authenticate
+from taguru_server.server.config import ConfigError, load_settings
 
 
 @pytest.mark.parametrize("env", [

@@ -38,19 +38,19 @@ def base_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def cli(*args: str, env: dict[str, str], **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "server.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([PYTHON, "-m", "taguru_server.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=120, **kw)
 
 
 class Server:
-    """`python -m server.cli serve` as a child process on a free port."""
+    """`python -m taguru_server.cli serve` as a child process on a free port."""
 
     def __init__(self, data_dir: Path, log: Path, **env: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "ab")
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "server.cli", "serve"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+            [PYTHON, "-m", "taguru_server.cli", "serve"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
             env=base_env(data_dir, TAGURU_ADDR=f"127.0.0.1:{self.port}", **env))
         self._wait_ready()
 
@@ -209,7 +209,7 @@ def test_sigkill_mid_import_keeps_whole_acknowledged_batches(tmp_path: Path, ser
     # a small body cap forces the CLI to halve its 4 MiB budget and send many chunks
     first = Server(data, tmp_path / "server1.log", TAGURU_MAX_BODY_BYTES="32768")
     servers.append(first)
-    proc = subprocess.Popen([PYTHON, "-m", "server.cli", "import", "--url", first.url, str(stream)], cwd=ROOT,
+    proc = subprocess.Popen([PYTHON, "-m", "taguru_server.cli", "import", "--url", first.url, str(stream)], cwd=ROOT,
                             env=base_env(data), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     lines: list[str] = []
@@ -235,7 +235,7 @@ def test_sigkill_mid_import_keeps_whole_acknowledged_batches(tmp_path: Path, ser
     landed = check_whole_batches(second, must_have=acked)
     assert landed < N_BATCHES
     # re-sending the whole stream is exact: every batch replaces its own source
-    done = subprocess.run([PYTHON, "-m", "server.cli", "import", "--url", second.url, str(stream)], cwd=ROOT,
+    done = subprocess.run([PYTHON, "-m", "taguru_server.cli", "import", "--url", second.url, str(stream)], cwd=ROOT,
                           env=base_env(data), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert check_whole_batches(second, must_have=N_BATCHES, reimported=landed) == N_BATCHES
@@ -314,8 +314,8 @@ def edge(s: str, o: str, w: float = 1.0) -> dict[str, Any]:
 
 def read_store(data: Path) -> dict[str, dict[str, Any]]:
     """The landed contexts, read straight from the data dir while no server holds it."""
-    from store.registry import Registry
-    from store.sqlite import SqlitePersistence
+    from taguru_server.store.registry import Registry
+    from taguru_server.store.sqlite import SqlitePersistence
 
     registry = Registry(SqlitePersistence(data))
     try:

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_reranker import FakeReranker  # noqa: E402
 
-from server.app import build_app  # noqa: E402
-from server.config import load_settings  # noqa: E402
-from server.reranker import RerankSettings  # noqa: E402
+from taguru_server.server.app import build_app  # noqa: E402
+from taguru_server.server.config import load_settings  # noqa: E402
+from taguru_server.server.reranker import RerankSettings  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent
 BUDGET = ["--max-items", "40", "--max-bytes", "65536", "--max-tokens", "4000"]
@@ -60,7 +60,7 @@ async def _import(url: str) -> None:
 
 async def _taguru(out_dir: Path, ports: dict[str, str], *argv: str) -> int:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "server.cli", *argv, cwd=out_dir, stdout=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "taguru_server.cli", *argv, cwd=out_dir, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     output, _ = await proc.communicate()
     text = output.decode("utf-8")

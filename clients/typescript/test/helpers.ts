@@ -44,7 +44,7 @@ export async function startServer(extraEnv: Record<string, string> = {}): Promis
   let lastErr = "";
   for (let tryNo = 0; tryNo < 3; tryNo++) {
     const port = await freePort();
-    const child: ChildProcess = spawn(python, ["-m", "server.cli", "serve"], {
+    const child: ChildProcess = spawn(python, ["-m", "taguru_server.cli", "serve"], {
       cwd: REPO_ROOT,
       env: { ...env, TAGURU_ADDR: `127.0.0.1:${port}`, TAGURU_DATA_DIR: dataDir, TAGURU_FLUSH_SECS: "1", ...extraEnv },
       stdio: ["ignore", "ignore", "pipe"],

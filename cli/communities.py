@@ -23,8 +23,8 @@ from urllib.parse import quote, urlencode
 
 import aiohttp
 
-from store.communities import COMMUNITY_PREFIX, MANIFEST_SOURCE, artifact_name
-from store.summaries import (
+from taguru_server.store.communities import COMMUNITY_PREFIX, MANIFEST_SOURCE, artifact_name
+from taguru_server.store.summaries import (
     EXTRACTIVE,
     Hierarchy,
     chat_answer,
@@ -61,7 +61,7 @@ class UsageError(Exception):
 
 def _environment(config: str | None) -> dict[str, str]:
     """TAGURU_* settings: the config file's KEY=VALUE lines, overridden by the real environment."""
-    from server.config import read_config_file
+    from taguru_server.server.config import read_config_file
 
     env = dict(os.environ)
     path = config or env.get("TAGURU_CONFIG")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import importlib.metadata
 import http.client
 import json
 import os
@@ -54,7 +55,7 @@ class DataDirLock:
 
 
 def _settings(config: str | None) -> Any:
-    from server.config import ConfigError, load_settings
+    from taguru_server.server.config import ConfigError, load_settings
 
     try:
         return load_settings(config_file=config)
@@ -69,10 +70,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from aiohttp import web
 
-    from server.app import build_app
-    from server.config import read_config_file
-    from server.logging import configure_logging
-    from server.reranker import rerank_settings
+    from taguru_server.server.app import build_app
+    from taguru_server.server.config import read_config_file
+    from taguru_server.server.logging import configure_logging
+    from taguru_server.server.reranker import rerank_settings
 
     settings = _settings(args.config)
     configure_logging()
@@ -119,7 +120,7 @@ def _input_files(paths: list[str]) -> list[Path]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from store.importer import ParseError, parse_stream
+    from taguru_server.store.importer import ParseError, parse_stream
 
     if args.no_embed and args.url:
         print("taguru import: --no-embed cannot be combined with --url", file=sys.stderr)
@@ -163,10 +164,10 @@ def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> 
 
 
 def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
-    from store.errors import ApiError
-    from store.importer import run_import
-    from store.registry import Registry
-    from store.sqlite import SqlitePersistence
+    from taguru_server.store.errors import ApiError
+    from taguru_server.store.importer import run_import
+    from taguru_server.store.registry import Registry
+    from taguru_server.store.sqlite import SqlitePersistence
 
     settings = _settings(args.config)
     outcomes: list[Any] = []
@@ -245,7 +246,7 @@ def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[
 
 
 def _reparse(chunk: str) -> list[Any]:
-    from store.importer import parse_stream
+    from taguru_server.store.importer import parse_stream
 
     return parse_stream(chunk)
 
@@ -275,11 +276,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Import the bundled demo corpus into a local store, start the server, show real answers."""
     import subprocess
 
-    from server.demo import demo_requests, demo_stream_path
+    from taguru_server.cli.demo import demo_requests, demo_stream_path
 
     data_dir = args.data_dir
     env = dict(os.environ, TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=args.addr)
-    exe = [sys.executable, "-m", "server.cli"]
+    exe = [sys.executable, "-m", "taguru_server.cli"]
     first = not (Path(data_dir) / "taguru.sqlite3").exists()
     if first:
         rc = subprocess.call(exe + ["import", str(demo_stream_path())], env=env)
@@ -318,8 +319,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def installed_version() -> str:
+    """The installed distribution's version (the one `/health` and `/version` report)."""
+    try:
+        return importlib.metadata.version("taguru-server")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="taguru", description="Taguru knowledge contexts and evidence assembly")
+    parser.add_argument("--version", action="version", version=f"taguru {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the HTTP server")
     p.add_argument("--config")
@@ -337,18 +347,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--addr", default="127.0.0.1:8248")
     p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
     p.set_defaults(func=cmd_demo)
-    from evaluate.cli import add_parser as add_evaluate
+    from taguru_server.cli.evaluate import add_parser as add_evaluate
     add_evaluate(sub)
-    from server.mcp_stdio import add_parser as add_mcp
+    from taguru_server.server.mcp_stdio import add_parser as add_mcp
     add_mcp(sub)
-    from server.communities_cli import add_parser as add_communities
+    from taguru_server.cli.communities import add_parser as add_communities
     add_communities(sub)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,8 +8,8 @@ import re
 import sys
 from typing import Any, TextIO
 
-from evaluate.compare import run_compare
-from evaluate.runner import EXIT_OK, EXIT_USAGE, RunArgs, run
+from taguru_server.evaluate.compare import run_compare
+from taguru_server.evaluate.runner import EXIT_OK, EXIT_USAGE, RunArgs, run
 
 USAGE = """\
 usage: taguru evaluate --eval FILE --context NAME [options]

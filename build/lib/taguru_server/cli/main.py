@@ -1,0 +1,360 @@
+"""The `taguru` command: serve, import, demo."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import importlib.metadata
+import http.client
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO, Any
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+CHUNK_BUDGET = 4 * 1024 * 1024
+
+
+LOCKED = "the data dir is in use by another process (a running server?); stop it or use --url"
+
+
+class DataDirBusy(SystemExit):
+    """The data dir lock is held elsewhere; exits 1 with the reason when not caught."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"taguru: {reason}")
+        self.reason = reason
+
+
+class DataDirLock:
+    """An exclusive lock on the data dir, so an offline import never races a server."""
+
+    def __init__(self, data_dir: str) -> None:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+        self.path = Path(data_dir) / "LOCK"
+        self.handle: IO[str] | None = None
+
+    def __enter__(self) -> DataDirLock:
+        self.handle = open(self.path, "w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.close()
+            self.handle = None
+            raise DataDirBusy(LOCKED) from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.handle is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+            self.handle.close()
+
+
+def _settings(config: str | None) -> Any:
+    from taguru_server.server.config import ConfigError, load_settings
+
+    try:
+        return load_settings(config_file=config)
+    except ConfigError as exc:
+        print(f"taguru: configuration refused: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from aiohttp import web
+
+    from taguru_server.server.app import build_app
+    from taguru_server.server.config import read_config_file
+    from taguru_server.server.logging import configure_logging
+    from taguru_server.server.reranker import rerank_settings
+
+    settings = _settings(args.config)
+    configure_logging()
+    env = dict(os.environ)
+    config_file = args.config or env.get("TAGURU_CONFIG")
+    if config_file:
+        merged = read_config_file(config_file)
+        merged.update(env)
+        env = merged
+    host, port = settings.host_port
+
+    async def run() -> None:
+        app = build_app(settings, rerank=rerank_settings(env))
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = runner.addresses[0] if runner.addresses else (host, port)
+        print(f"listening on {bound[0]}:{bound[1]}", flush=True)
+        print(f"taguru: serving {settings.data_dir} on http://{bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    with DataDirLock(settings.data_dir):
+        asyncio.run(run())
+    return EXIT_OK
+
+
+def _input_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.jsonl")))
+        else:
+            files.append(path)
+    return files
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from taguru_server.store.importer import ParseError, parse_stream
+
+    if args.no_embed and args.url:
+        print("taguru import: --no-embed cannot be combined with --url", file=sys.stderr)
+        return EXIT_USAGE
+    files = _input_files(args.paths)
+    if not files:
+        print("taguru import: no input files", file=sys.stderr)
+        return EXIT_USAGE
+    parsed: list[tuple[Path, str, list[Any]]] = []
+    refused = 0
+    for f in files:
+        try:
+            text = f.read_bytes().decode("utf-8")  # bytes: a lone \r must not become a line break
+            parsed.append((f, text, parse_stream(text)))
+        except (OSError, UnicodeDecodeError, ParseError) as exc:
+            refused += 1
+            print(f"taguru import: {f.name}: {exc}", file=sys.stderr)
+        except (ArithmeticError, ValueError, RecursionError):
+            refused += 1
+            print(f"taguru import: {f.name}: a line holds a value the importer cannot read", file=sys.stderr)
+    if refused:
+        msg = f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
+        return _finish(args, [], msg)
+    if args.url:
+        return _import_remote(args, parsed)
+    return _import_offline(args, parsed)
+
+
+def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> int:
+    if args.json:
+        doc: dict[str, Any] = {"dry_run": bool(args.dry_run), "batches": batches}
+        if error:
+            doc["error"] = error
+        print(json.dumps(doc, ensure_ascii=False))
+    elif error:
+        print(f"taguru import: {error}", file=sys.stderr)
+    else:
+        verb = "previewed" if args.dry_run else "imported"
+        print(f"taguru import: {verb} {len(batches)} batch(es)", file=sys.stderr)
+    return EXIT_FAIL if error else EXIT_OK
+
+
+def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
+    from taguru_server.store.errors import ApiError
+    from taguru_server.store.importer import run_import
+    from taguru_server.store.registry import Registry
+    from taguru_server.store.sqlite import SqlitePersistence
+
+    settings = _settings(args.config)
+    outcomes: list[Any] = []
+    try:
+        lock = DataDirLock(settings.data_dir).__enter__()
+    except DataDirBusy as exc:
+        return _finish(args, outcomes, exc.reason)
+    try:
+        registry = Registry(SqlitePersistence(settings.data_dir))
+        try:
+            # a preview runs every file as one stream, so contexts an earlier file creates count as existing
+            streams = [[b for _f, _t, bs in parsed for b in bs]] if args.dry_run else [bs for _f, _t, bs in parsed]
+            for batches in streams:
+                try:
+                    outcomes.extend(run_import(registry, batches, dry_run=args.dry_run, commit_every=2000))
+                except ApiError as exc:
+                    return _finish(args, outcomes, exc.message)
+        finally:
+            registry.close()
+    finally:
+        lock.__exit__(None, None, None)
+    return _finish(args, outcomes, None)
+
+
+def _batch_chunks(text: str, batches: list[Any], budget: int) -> list[str]:
+    lines = text.split("\n")
+    pieces = []
+    starts = [b.first_line for b in batches] + [len(lines) + 1]
+    for a, b in zip(starts, starts[1:]):
+        pieces.append("\n".join(lines[a - 1 : b - 1]).rstrip("\n") + "\n")
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for piece in pieces:
+        n = len(piece.encode())
+        if current and size + n > budget:
+            chunks.append("".join(current))
+            current, size = [], 0
+        current.append(piece)
+        size += n
+    if current:
+        chunks.append("".join(current))
+    return chunks
+
+
+def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
+    token = os.environ.get("TAGURU_API_TOKEN", "").strip()
+    if not token:
+        first = os.environ.get("TAGURU_API_TOKENS", "").split(",")[0].strip()
+        token = first.partition(":")[2].strip()
+    url = args.url.rstrip("/") + "/import" + ("?dry_run=true" if args.dry_run else "")
+    outcomes: list[Any] = []
+    budget = CHUNK_BUDGET
+    for _f, text, batches in parsed:
+        pending = _batch_chunks(text, batches, budget)
+        while pending:
+            chunk = pending[0]
+            status, body = _post(url, chunk.encode(), token)
+            if status == 413:
+                chunk_batches = _reparse(chunk)
+                if len(chunk_batches) <= 1:
+                    b = chunk_batches[0]
+                    return _finish(args, outcomes, f"the batch for source '{b.source}' (context '{b.context}') "
+                                   "is larger than the server's body cap (TAGURU_MAX_BODY_BYTES); it cannot be sent")
+                budget = max(budget // 2, 1)
+                rest = "".join(pending)
+                pending = _batch_chunks(rest, _reparse(rest), budget)
+                continue
+            if status != 200:
+                return _finish(args, outcomes, body.get("error", f"HTTP {status}"))
+            outcomes.extend(body["result"]["batches"])
+            if not args.json:
+                print(f"taguru import: {len(outcomes)} batch(es) acknowledged", file=sys.stderr, flush=True)
+            pending.pop(0)
+    return _finish(args, outcomes, None)
+
+
+def _reparse(chunk: str) -> list[Any]:
+    from taguru_server.store.importer import parse_stream
+
+    return parse_stream(chunk)
+
+
+def _post(url: str, data: bytes, token: str) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/x-ndjson"})
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=600) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw)
+        except ValueError:
+            return exc.code, {"error": f"HTTP {exc.code}"}
+    except urllib.error.URLError as exc:
+        return 0, {"error": f"cannot reach the server: {exc.reason}"}
+    except (OSError, http.client.HTTPException) as exc:
+        return 0, {"error": f"the server connection failed: {type(exc).__name__}"}
+    except ValueError:
+        return 0, {"error": "the server answered with something that is not JSON"}
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Import the bundled demo corpus into a local store, start the server, show real answers."""
+    import subprocess
+
+    from taguru_server.cli.demo import demo_requests, demo_stream_path
+
+    data_dir = args.data_dir
+    env = dict(os.environ, TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=args.addr)
+    exe = [sys.executable, "-m", "taguru_server.cli"]
+    first = not (Path(data_dir) / "taguru.sqlite3").exists()
+    if first:
+        rc = subprocess.call(exe + ["import", str(demo_stream_path())], env=env)
+        if rc:
+            return rc
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    log_path = Path(data_dir) / "server.log"
+    server_log = open(log_path, "ab")  # the server's own log lines stay out of the demo's output
+    server = subprocess.Popen(exe + ["serve"], env=env, stdout=subprocess.DEVNULL, stderr=server_log)
+    base = f"http://{args.addr}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/live", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        for label, path, body in demo_requests():
+            req = urllib.request.Request(base + path, data=json.dumps(body, ensure_ascii=False).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                doc = json.loads(resp.read())
+            print(f"\n== {label}: POST {path}\n{json.dumps(body, ensure_ascii=False)}")
+            print(json.dumps(doc["result"], ensure_ascii=False, indent=2))
+        print(f"\ntaguru demo: the server is running on {base} (data in {data_dir}, log in {log_path}); "
+              "Ctrl-C stops it.", file=sys.stderr, flush=True)
+        if args.exit:
+            return EXIT_OK
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.terminate()
+        server.wait()
+        server_log.close()
+    return EXIT_OK
+
+
+def installed_version() -> str:
+    """The installed distribution's version (the one `/health` and `/version` report)."""
+    try:
+        return importlib.metadata.version("taguru-server")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="taguru", description="Taguru knowledge contexts and evidence assembly")
+    parser.add_argument("--version", action="version", version=f"taguru {installed_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="run the HTTP server")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("import", help="import JSONL batches")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--no-embed", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--config")
+    p.add_argument("--url")
+    p.set_defaults(func=cmd_import)
+    p = sub.add_parser("demo", help="serve the bundled demo corpus and show real answers")
+    p.add_argument("--data-dir", default="data/demo")
+    p.add_argument("--addr", default="127.0.0.1:8248")
+    p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
+    p.set_defaults(func=cmd_demo)
+    from taguru_server.cli.evaluate import add_parser as add_evaluate
+    add_evaluate(sub)
+    from taguru_server.server.mcp_stdio import add_parser as add_mcp
+    add_mcp(sub)
+    from taguru_server.cli.communities import add_parser as add_communities
+    add_communities(sub)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_OK
+    return int(args.func(args))

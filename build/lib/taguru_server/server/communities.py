@@ -1,0 +1,104 @@
+"""The communities routes: GET …/communities, the analysis stream (§10.2), and POST …/communities/search (§10.5)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from taguru_server.server.body import check_name
+from taguru_server.server.handlers import Call, _count_read, revision
+from taguru_server.server.reply import Raw
+from taguru_server.store.communities import NoArtifact, artifact_name, community_hits, load_manifest, recorded_graph_revision
+from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
+from taguru_server.store.wire import dumps
+
+
+async def search_communities(call: Call) -> Any:
+    typed = call.typed("CommunitySearchRequest")
+    query = typed.string("query", required=True)
+    assert query is not None
+    requested = typed.uint("limit", name="usize")
+    limit = min(5 if requested is None else requested, 1000)
+    typed.number("semantic_floor", "f32")
+    assert call.name is not None
+    name = call.name
+    derived = typed.string("derived") or artifact_name(name)
+    check_name(derived, "derived")
+    if not call.principal.may_access(derived):
+        raise ApiError(
+            "forbidden",
+            f"this key's scope does not extend to the artifact context '{derived}' — grant it alongside '{name}'",
+        )
+    ctx = call.registry.get(name)
+    if ctx is None:
+        raise no_context(name)
+    try:
+        derived_ctx, manifest = load_manifest(call.registry, name, derived)
+    except NoArtifact as exc:
+        raise ApiError("no_context", str(exc)) from None
+    recorded = recorded_graph_revision(manifest)
+    lane_plan, hits = community_hits(derived_ctx, manifest, query, limit)
+    ctx.meta.record_read(not hits)
+    return {
+        "derived": derived,
+        "algorithm": manifest.get("algorithm"),
+        "stale": recorded != ctx.meta.rev_graph,
+        "revision": {"recorded_graph": recorded, "current_graph": ctx.meta.rev_graph},
+        "plan": {"contexts": [{"context": name, "lanes": lane_plan}]},
+        "hits": hits,
+    }
+
+
+HEAVY_OPS_KEY = "communities_heavy_ops"
+DEFAULT_HEAVY_OPS = 2
+NDJSON = "application/x-ndjson; charset=utf-8"
+
+
+def _heavy_limit() -> int:
+    raw = os.environ.get("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "").strip()
+    try:
+        value = int(raw) if raw else DEFAULT_HEAVY_OPS
+    except ValueError:
+        value = DEFAULT_HEAVY_OPS
+    return max(value, 0)
+
+
+async def stream_communities(call: Call) -> Raw:
+    """GET /contexts/{name}/communities: the `louvain-cc/1` analysis as NDJSON, header line first (§10.2)."""
+    ctx = call.context()
+    limit = _heavy_limit()
+    running = call.app_state.get(HEAVY_OPS_KEY, 0)
+    if limit and running >= limit:
+        raise ApiError(
+            "overloaded",
+            f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
+            "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
+            headers={"Retry-After": "1"},
+        )
+    call.app_state[HEAVY_OPS_KEY] = running + 1
+    try:
+        rev = revision(ctx)  # read before the analysis
+        snapshot = GraphSnapshot.of(ctx)
+        try:
+            analysis = await asyncio.to_thread(analyze, snapshot, call.deadline)
+        except DeadlineExceeded:
+            raise ApiError(
+                "timeout", "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
+            ) from None
+    finally:
+        call.app_state[HEAVY_OPS_KEY] = call.app_state.get(HEAVY_OPS_KEY, 1) - 1
+    _count_read(ctx, not analysis["communities"])
+    header = {
+        "taguru_communities": 1,
+        "context": ctx.name,
+        "algorithm": analysis["algorithm"],
+        "revision": rev,
+        "concept_count": analysis["concept_count"],
+        "edge_count": analysis["edge_count"],
+        "levels": analysis["levels"],
+        "communities": len(analysis["communities"]),
+    }
+    lines = [dumps(header)] + [dumps(c) for c in analysis["communities"]]
+    return Raw(200, ("\n".join(lines) + "\n").encode("utf-8"), NDJSON)

@@ -1,0 +1,405 @@
+"""`taguru mcp`: the stdio MCP bridge (surfaces §6.7), built on the official `mcp` SDK's server side.
+
+It is an HTTP client of a running server: each `tools/call` is forwarded as one JSON-RPC
+`tools/call` to `POST {TAGURU_URL}/mcp`, where the server routes it in process exactly as it does
+for its own MCP clients, so the texts are the server's: a 2xx routed call gives the raw body, a
+failed one `HTTP <code>: <body>` plus `structuredContent`. A non-2xx answer from `/mcp` itself
+(a wrong token, say) is shaped the same way; no answer at all is `failed to reach the taguru
+server`. The tool list is the server's own (`server.mcp.TOOLS`). stdout carries only JSON-RPC
+frames; every log line goes to stderr.
+
+Environment: `TAGURU_URL` (http://127.0.0.1:8248), `TAGURU_API_TOKEN` (sent as Bearer),
+`TAGURU_MCP_TIMEOUT_SECS` (75), `TAGURU_MCP_MAX_LINE_BYTES` (64 MiB),
+`TAGURU_MCP_MAX_CONCURRENT_TOOLS` (8; up to 4× that many more wait in the queue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO
+from urllib.parse import urlsplit
+
+import attrs
+import structlog
+
+# The CLI imports this module to register `taguru mcp`, so the MCP SDK, aiohttp and the tool
+# table are imported only when the bridge actually runs (they cost seconds on a cold start).
+if TYPE_CHECKING:
+    import aiohttp
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.message import SessionMessage
+
+log = structlog.get_logger("taguru.mcp_stdio")
+
+DEFAULT_URL = "http://127.0.0.1:8248"
+DEFAULT_TIMEOUT_SECS = 75.0
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_CONCURRENT_TOOLS = 8
+QUEUE_FACTOR = 4
+INSTRUCTIONS_TIMEOUT_CAP = 5.0
+UNREACHABLE = "failed to reach the taguru server"
+QUEUE_FULL = "tool queue is full; retry the call"
+PARSE_ERROR, INVALID_REQUEST, SERVER_ERROR = -32700, -32600, -32000
+
+
+@attrs.frozen
+class BridgeSettings:
+    """The bridge's configuration, read once from the environment."""
+
+    url: str = DEFAULT_URL
+    token: str | None = None
+    timeout: float = DEFAULT_TIMEOUT_SECS
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT_TOOLS
+
+
+def _positive(env: Mapping[str, str], key: str, default: float, kind: type = int) -> Any:
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        log.warning("bridge.config_ignored", variable=key, reason="not a number; using the default")
+        return default
+    if not 0 < value < float("inf"):
+        log.warning("bridge.config_ignored", variable=key, reason="must be positive; using the default")
+        return default
+    return value
+
+
+def bridge_settings(env: Mapping[str, str] | None = None) -> BridgeSettings:
+    env = os.environ if env is None else env
+    token = env.get("TAGURU_API_TOKEN", "").strip() or None
+    return BridgeSettings(
+        url=(env.get("TAGURU_URL", "").strip() or DEFAULT_URL).rstrip("/"),
+        token=token,
+        timeout=float(_positive(env, "TAGURU_MCP_TIMEOUT_SECS", DEFAULT_TIMEOUT_SECS, float)),
+        max_line_bytes=int(_positive(env, "TAGURU_MCP_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES)),
+        max_concurrent=int(_positive(env, "TAGURU_MCP_MAX_CONCURRENT_TOOLS", DEFAULT_MAX_CONCURRENT_TOOLS)),
+    )
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def startup_warnings(settings: BridgeSettings) -> None:
+    if settings.token is None:
+        log.warning("bridge.no_token", message="TAGURU_API_TOKEN is not set; calls go out unauthenticated "
+                                               "(fine for a server with auth off)")
+        return
+    parts = urlsplit(settings.url)
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        log.warning("bridge.token_over_plain_http", message="TAGURU_API_TOKEN is sent over plain http to a "
+                                                            "non-loopback host; use https")
+
+
+def _tool_error(text: str, structured: Any = None) -> types.CallToolResult:
+    import mcp_types as types
+
+    fields: dict[str, Any] = {"content": [types.TextContent(type="text", text=text)], "is_error": True}
+    if isinstance(structured, dict):
+        fields["structured_content"] = structured
+    return types.CallToolResult(**fields)
+
+
+class Forwarder:
+    """The HTTP side: one JSON-RPC message per `POST {url}/mcp`."""
+
+    def __init__(self, settings: BridgeSettings, session: aiohttp.ClientSession) -> None:
+        self.settings = settings
+        self.session = session
+        self.ids = 0
+
+    async def post(self, method: str, params: dict[str, Any], timeout: float,
+                   traceparent: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+        import aiohttp
+
+        self.ids += 1
+        headers = {"Content-Type": "application/json"}
+        if self.settings.token:
+            headers["Authorization"] = f"Bearer {self.settings.token}"
+        headers.update(traceparent or {})
+        body = json.dumps({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params},
+                          ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        async with self.session.post(self.settings.url + "/mcp", data=body, headers=headers,
+                                     timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            return response.status, await response.read()
+
+    async def instructions(self) -> str:
+        """The server's own `initialize.instructions`, else the bundled copy (with a warning)."""
+        import aiohttp
+
+        from taguru_server.server.handlers import VERSION
+        from taguru_server.server.mcp import LATEST_PROTOCOL, protocol_text
+
+        try:
+            status, raw = await self.post("initialize", {"protocolVersion": LATEST_PROTOCOL, "capabilities": {},
+                                                         "clientInfo": {"name": "taguru-mcp-bridge",
+                                                                        "version": VERSION}},
+                                          min(self.settings.timeout, INSTRUCTIONS_TIMEOUT_CAP))
+            text = json.loads(raw)["result"]["instructions"] if status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError, KeyError, TypeError):
+            text = None
+        if isinstance(text, str):
+            return text
+        log.warning("bridge.instructions_fallback", url=self.settings.url,
+                    message="could not read the server's instructions; using the bundled copy")
+        return protocol_text()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None,
+                        meta: Mapping[str, Any] | None = None) -> types.CallToolResult:
+        import aiohttp
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
+        trace = {k: v for k, v in (meta or {}).items() if k in ("traceparent", "tracestate") and isinstance(v, str)}
+        try:
+            status, raw = await self.post("tools/call", {"name": name, "arguments": arguments or {}},
+                                          self.settings.timeout, trace)
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            log.warning("taguru.degrade", reason="bridge_unreachable", tool=name)
+            return _tool_error(UNREACHABLE)
+        text = raw.decode("utf-8", "replace")
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            reply = None
+        if status >= 300 or not isinstance(reply, dict):
+            return _tool_error(f"HTTP {status}: {text}", reply)
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+            raise MCPError(code=int(error.get("code", SERVER_ERROR)), message=str(error.get("message", text)),
+                           data=error.get("data"))
+        content = [types.TextContent(type="text", text=str(c.get("text", "")))
+                   for c in result.get("content", []) if isinstance(c, dict)]
+        fields: dict[str, Any] = {"content": content}
+        if result.get("isError"):
+            fields["is_error"] = True
+        if isinstance(result.get("structuredContent"), dict):
+            fields["structured_content"] = result["structuredContent"]
+        return types.CallToolResult(**fields)
+
+
+def tool_list() -> list[types.Tool]:
+    """The HTTP endpoint's own tool definitions (`server.mcp.TOOLS`), as SDK models."""
+    import mcp_types as types
+
+    from taguru_server.server.mcp import TOOLS
+
+    return [types.Tool.model_validate(t.definition()) for t in TOOLS]
+
+
+def build_server(forwarder: Forwarder, instructions: str) -> Server[Any]:
+    """The official SDK's low-level server with the HTTP endpoint's tools, forwarding every call."""
+    import anyio
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+
+    from taguru_server.server.handlers import VERSION
+
+    tools = tool_list()
+    limit = forwarder.settings.max_concurrent
+    running = anyio.Semaphore(limit)
+    admitted = 0
+
+    async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        nonlocal admitted
+        if admitted >= limit * (1 + QUEUE_FACTOR):
+            raise MCPError(code=SERVER_ERROR, message=QUEUE_FULL)
+        admitted += 1
+        try:
+            async with running:
+                return await forwarder.call_tool(params.name, params.arguments, params.meta)
+        finally:
+            admitted -= 1
+
+    return Server("taguru", version=VERSION, instructions=instructions, on_list_tools=list_tools,
+                  on_call_tool=call_tool)
+
+
+def _error_frame(code: int, message: str, rid: str | int | None = None) -> SessionMessage:
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message)))
+
+
+class FramedStdin:
+    """Newline-delimited frames from a binary stream, with the bridge's own framing refusals.
+
+    Blank lines are skipped; a line past the frame cap, not UTF-8, not JSON or a batch array is
+    answered on `refusals` and never reaches the SDK (which would drop it silently).
+    """
+
+    def __init__(self, raw: BinaryIO, cap: int, refusals: Any) -> None:
+        self.raw = raw
+        self.cap = cap
+        self.refusals = refusals
+        self.sent = 0  # refusals queued ...
+        self.written = 0  # ... and relayed to stdout (counted by the relay)
+
+    async def _refuse(self, frame: Any) -> None:
+        self.sent += 1
+        await self.refusals.send(frame)
+
+    async def drained(self, limit_secs: float = 5.0) -> None:
+        """Wait (bounded) until every queued refusal reached stdout, so EOF loses none."""
+        import anyio
+
+        with anyio.move_on_after(limit_secs):
+            while self.written < self.sent:
+                await anyio.sleep(0.005)
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        import anyio.to_thread
+
+        def readline(size: int) -> Any:
+            return anyio.to_thread.run_sync(self.raw.readline, size, abandon_on_cancel=True)
+
+        while True:
+            line = await readline(self.cap + 2)
+            if not line:
+                await self.drained()
+                return
+            if len(line.rstrip(b"\r\n")) > self.cap:
+                while line and not line.endswith(b"\n"):  # drop the rest of the oversized frame
+                    line = await readline(1024 * 1024)
+                await self._refuse(_error_frame(PARSE_ERROR, f"line exceeds the {self.cap}-byte frame cap"))
+                continue
+            if not line.strip():
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                await self._refuse(_error_frame(PARSE_ERROR, "line is not UTF-8"))
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError:
+                await self._refuse(_error_frame(PARSE_ERROR, "line is not JSON"))
+                continue
+            if isinstance(value, list):
+                await self._refuse(_error_frame(
+                    INVALID_REQUEST, "batch messages are not part of MCP; send one message per line"))
+                continue
+            problem = shape_problem(value)
+            if problem is not None:
+                await self._refuse(_error_frame(INVALID_REQUEST, *problem))
+                continue
+            yield text
+
+
+def _valid_id(rid: Any) -> bool:
+    return rid is None or isinstance(rid, str) or (isinstance(rid, (int, float)) and not isinstance(rid, bool))
+
+
+def shape_problem(value: Any) -> tuple[str, Any] | None:
+    """The HTTP endpoint's JSON-RPC shape checks (surfaces §6.2), in its order: (message, id) or None.
+
+    Replies (`result`/`error` with an id) pass: the SDK matches them to its own requests.
+    """
+    if not isinstance(value, dict):
+        return "not a JSON-RPC message (no method)", None
+    rid = value.get("id")
+    if not _valid_id(rid):
+        return "id must be a string, a number, or null", None
+    rid = rid if isinstance(rid, (str, int)) else None
+    if value.get("jsonrpc") != "2.0":
+        return 'not a JSON-RPC 2.0 message (jsonrpc must be "2.0")', rid
+    if not isinstance(value.get("method"), str) and not ("result" in value or "error" in value):
+        return "not a JSON-RPC message (no method)", rid
+    return None
+
+
+async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None) -> None:
+    """Run the bridge until stdin closes."""
+    import aiohttp
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    startup_warnings(settings)
+    async with aiohttp.ClientSession() as session:
+        forwarder = Forwarder(settings, session)
+        server = build_server(forwarder, await forwarder.instructions())
+        send_refusal, receive_refusal = anyio.create_memory_object_stream[SessionMessage](64)
+        framed = FramedStdin(stdin if stdin is not None else sys.stdin.buffer, settings.max_line_bytes, send_refusal)
+        log.info("bridge.ready", url=settings.url)
+        # the SDK only iterates `stdin`; it still claims fd 1, so stray output can never reach the wire
+        async with stdio_server(stdin=framed) as (read_stream, write_stream):  # type: ignore[arg-type]
+            async with anyio.create_task_group() as tg:
+
+                async def relay_refusals() -> None:
+                    async with receive_refusal:
+                        async for frame in receive_refusal:
+                            try:
+                                await write_stream.send(frame)
+                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                                return
+                            framed.written += 1
+
+                tg.start_soon(relay_refusals)
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+                tg.cancel_scope.cancel()
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    import anyio
+
+    from taguru_server.server.logging import configure_logging
+
+    configure_logging(logging.INFO)
+    env = dict(os.environ)
+    if getattr(args, "url", None):
+        env["TAGURU_URL"] = args.url
+    try:
+        anyio.run(serve, bridge_settings(env))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--url", help="the server's base URL (default $TAGURU_URL, else http://127.0.0.1:8248)")
+    p.set_defaults(func=cmd_mcp)
+    return p
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `taguru mcp` on the CLI's subparsers."""
+    return _options(subparsers.add_parser(
+        "mcp", help="stdio MCP bridge to a running server (TAGURU_URL, TAGURU_API_TOKEN)"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m server.mcp_stdio [--url URL]`: the bridge on its own."""
+    args = _options(argparse.ArgumentParser(prog="taguru mcp", description=__doc__.splitlines()[0])).parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The optional HTTP reranker: Cohere/Jina/TEI-style protocol, bounded retries, a circuit breaker.
+
+The provider only ever returns a verdict (a permutation, or a reason token); it never raises
+into the request. Candidate text goes to the provider and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Callable, Mapping
+
+import aiohttp
+import attrs
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from taguru_server.stages.model import RerankVerdict
+
+log = structlog.get_logger("taguru.rerank")
+
+OUTCOMES = ("ok", "not_configured", "model_mismatch", "empty_pool", "invalid_permutation", "circuit_open",
+            "timeout", "provider_error")
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+RETRY_PAUSE_SECS = 0.1
+FAILURE_THRESHOLD = 3
+COOLDOWN_SECS = 30.0
+BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
+
+
+@attrs.frozen
+class RerankSettings:
+    url: str
+    model: str
+    api_key: str | None
+    timeout_secs: int
+
+
+def rerank_settings(env: Mapping[str, str]) -> RerankSettings | None:
+    """Read TAGURU_RERANK_*; both URL and MODEL are needed, else it stays off (with a warning)."""
+    url = env.get("TAGURU_RERANK_URL", "").strip()
+    model = env.get("TAGURU_RERANK_MODEL", "").strip()
+    if not url or not model:
+        if url or model:
+            log.warning(
+                f"TAGURU_RERANK_URL and TAGURU_RERANK_MODEL must both be set (url set: {str(bool(url)).lower()}, "
+                f"model set: {str(bool(model)).lower()}); the reranker stays off"
+            )
+        return None
+    raw = env.get("TAGURU_RERANK_TIMEOUT_SECS", "").strip()
+    timeout = 5
+    if raw:
+        try:
+            timeout = max(1, int(raw))
+        except ValueError:
+            log.warning("TAGURU_RERANK_TIMEOUT_SECS is not an integer; using the default of 5 seconds")
+    key = env.get("TAGURU_RERANK_API_KEY")
+    log.info("evidence reranker enabled", model=model)
+    return RerankSettings(url, model, key, timeout)
+
+
+class RerankMetrics:
+    """The taguru_rerank_* families (breaker ones only when a provider is configured)."""
+
+    def __init__(self, registry: CollectorRegistry, configured: bool) -> None:
+        self.duration = Histogram("taguru_rerank_duration_seconds", "Reranker decision time per requested rerank",
+                                  buckets=BUCKETS, registry=registry)
+        self.outcomes = Counter("taguru_rerank_outcomes", "Reranker outcomes per requested rerank", ["outcome"],
+                                registry=registry)
+        for outcome in OUTCOMES:
+            self.outcomes.labels(outcome)
+        self.configured = configured
+        if configured:
+            self.state = Gauge("taguru_rerank_breaker_state", "0 closed, 1 open, 2 half-open", registry=registry)
+            self.failures = Gauge("taguru_rerank_breaker_consecutive_failures", "Failures toward opening",
+                                  registry=registry)
+            self.opened = Counter("taguru_rerank_breaker_opened", "Breaker openings", registry=registry)
+            self.short_circuits = Counter("taguru_rerank_breaker_short_circuits", "Calls refused while open",
+                                          registry=registry)
+
+    def observe(self, outcome: str, seconds: float) -> None:
+        self.duration.observe(seconds)
+        self.outcomes.labels(outcome).inc()
+
+
+CLOSED, OPEN, HALF_OPEN = 0, 1, 2
+
+
+class Breaker:
+    """Opens after 3 consecutive failed attempts; 30 s cooldown; one half-open probe at a time."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, metrics: RerankMetrics | None = None,
+                 threshold: int = FAILURE_THRESHOLD, cooldown: float = COOLDOWN_SECS) -> None:
+        self.clock = clock
+        self.metrics = metrics
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self.state = CLOSED
+        self.failures = 0
+        self.opened_at = 0.0
+        self.probe_started: float | None = None
+        self._publish()
+
+    def allow(self) -> bool:
+        """May an attempt go out now? (A refusal counts as a short circuit.)"""
+        now = self.clock()
+        if self.state == CLOSED:
+            return True
+        if self.state == OPEN and now - self.opened_at >= self.cooldown:
+            self.state = HALF_OPEN
+            self.probe_started = None
+        if self.state == HALF_OPEN:
+            if self.probe_started is None or now - self.probe_started >= self.cooldown:
+                self.probe_started = now
+                self._publish()
+                return True
+        if self.metrics is not None and self.metrics.configured:
+            self.metrics.short_circuits.inc()
+        self._publish()
+        return False
+
+    def success(self) -> None:
+        self.state = CLOSED
+        self.failures = 0
+        self.probe_started = None
+        self._publish()
+
+    def failure(self) -> None:
+        if self.state == HALF_OPEN:
+            self._open()
+            return
+        self.failures += 1
+        if self.failures >= self.threshold:
+            self._open()
+        self._publish()
+
+    def _open(self) -> None:
+        self.state = OPEN
+        self.failures = self.threshold
+        self.opened_at = self.clock()
+        self.probe_started = None
+        if self.metrics is not None and self.metrics.configured:
+            self.metrics.opened.inc()
+        self._publish()
+
+    def _publish(self) -> None:
+        if self.metrics is not None and self.metrics.configured:
+            self.metrics.state.set(self.state)
+            self.metrics.failures.set(self.failures)
+
+
+class _Failure(Exception):
+    def __init__(self, token: str, retryable: bool) -> None:
+        super().__init__(token)
+        self.token = token
+        self.retryable = retryable
+
+
+class HttpReranker:
+    """A reorder-only provider over HTTP; one shared aiohttp session; never raises."""
+
+    configured = True
+
+    def __init__(
+        self,
+        settings: RerankSettings,
+        session: aiohttp.ClientSession,
+        breaker: Breaker,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        self.settings = settings
+        self.model: str | None = settings.model
+        self.session = session
+        self.breaker = breaker
+        self.sleep = sleep
+
+    async def rerank(self, query: str, documents: list[str], remaining: Callable[[], float | None]) -> RerankVerdict:
+        body = json.dumps({"model": self.settings.model, "query": query, "documents": documents,
+                           "top_n": len(documents)}, ensure_ascii=False).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        if self.settings.api_key is not None:
+            headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        for attempt in (1, 2):
+            left = remaining()
+            if left is not None and left <= 0:
+                return RerankVerdict(None, "timeout")
+            if not self.breaker.allow():
+                return RerankVerdict(None, "circuit_open")
+            try:
+                order = await self._attempt(body, headers, left)
+            except _Failure as failure:
+                self.breaker.failure()
+                left = remaining()
+                if attempt == 1 and failure.retryable and (left is None or left > 0):
+                    log.warning("transient reranker failure; retrying", attempt=attempt, reason=failure.token)
+                    await self.sleep(RETRY_PAUSE_SECS if left is None else min(RETRY_PAUSE_SECS, left))
+                    continue
+                return RerankVerdict(None, failure.token)
+            self.breaker.success()
+            n = len(documents)
+            if len(order) != n or sorted(order) != list(range(n)):
+                return RerankVerdict(None, "invalid_permutation")
+            return RerankVerdict(tuple(order), None)
+        return RerankVerdict(None, "provider_error")  # not reached: the loop always returns
+
+    async def _attempt(self, body: bytes, headers: dict[str, str], left: float | None) -> list[int]:
+        timeout = float(self.settings.timeout_secs) if left is None else min(float(self.settings.timeout_secs), left)
+        deadline_bound = left is not None and left <= self.settings.timeout_secs
+        try:
+            async with self.session.post(
+                self.settings.url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
+                allow_redirects=False,
+            ) as resp:
+                if resp.status == 429 or resp.status >= 500:
+                    raise _Failure("provider_error", True)
+                if not 200 <= resp.status < 300:
+                    raise _Failure("provider_error", False)
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in resp.content.iter_chunked(65536):
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > MAX_RESPONSE_BYTES:
+                        raise _Failure("provider_error", False)
+                raw = b"".join(chunks)
+        except asyncio.TimeoutError:
+            raise _Failure("timeout" if deadline_bound else "provider_error", not deadline_bound) from None
+        except aiohttp.ClientError:
+            raise _Failure("provider_error", True) from None
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise _Failure("provider_error", False) from None
+        results = doc.get("results") if isinstance(doc, dict) else None
+        if not isinstance(results, list):
+            raise _Failure("provider_error", False)
+        order = []
+        for entry in results:
+            index = entry.get("index") if isinstance(entry, dict) else None
+            if type(index) is not int or index < 0:
+                raise _Failure("provider_error", False)
+            order.append(index)
+        return order

@@ -1,0 +1,174 @@
+"""The budget stage: item accounting and greedy skip-not-stop admission (§7.5-7.7)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+
+from taguru_server.pipeline import Key, Outcome, StageContext
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+from taguru_server.stages.accounting import measure, overhead, tokens
+from taguru_server.store.wire import RawJSON, dumps
+from taguru_server.stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, Fused, Omission, Selection, Unit
+
+MAX_LISTED_OMISSIONS = 20
+
+
+def build_item(fused: Fused, found: dict[tuple[str, int], dict[str, Any]], contradicts: list[str]) -> dict[str, Any]:
+    """The item in wire order, without bytes/estimated_tokens (they are measured on this)."""
+    cand = fused.candidate
+    refs = [{"source": s, "paragraph": p} for s, p in fused.locators if (s, p) in found]
+    item: dict[str, Any] = {
+        "candidate_id": cand.candidate_id,
+        "kind": cand.kind,
+        "fused_rank": fused.fused_rank,
+        "lane_ranks": [{"lane": lane, "rank": rank} for lane, rank in fused.lane_ranks],
+        "citation_refs": refs,
+    }
+    if cand.kind == "association" and cand.corroborating:
+        item["corroboration"] = {"sources": list(cand.corroborating), "attributions": [dict(r) for r in refs]}
+    if contradicts:
+        item["contradicts"] = contradicts
+    item[cand.kind] = cand.payload
+    return item
+
+
+def citation_entry(locator: tuple[str, int], citation: dict[str, Any]) -> dict[str, Any]:
+    return {"source": locator[0], "paragraph": locator[1], "citation": citation}
+
+
+def citation_json(locator: tuple[str, int], citation: dict[str, Any]) -> str:
+    """`dumps(citation_entry(...))`, written out directly (it is built for every wanted locator)."""
+    enc = encode_basestring
+    section = citation["section"]
+    loc = citation["locator"]
+    loc_json = "null" if loc is None else f'{{"kind":{enc(loc["kind"])},"value":{enc(loc["value"])}}}'
+    return (
+        f'{{"source":{enc(locator[0])},"paragraph":{locator[1]},"citation":{{"text":{enc(citation["text"])},'
+        f'"source":{enc(citation["source"])},"section":{"null" if section is None else enc(section)},'
+        f'"locator":{loc_json}}}}}'
+    )
+
+
+def _measured(item: dict[str, Any], payload_key: str) -> tuple[dict[str, Any], RawJSON, int, int]:
+    """Measure the item without bytes/estimated_tokens, then set them; also its final JSON text."""
+    head = {k: v for k, v in item.items() if k != payload_key}
+    head_json = dumps(head)[:-1]
+    payload = item[payload_key]
+    payload_json = dumps(payload)
+    key = encode_basestring(payload_key)
+    size, quarters = measure(f"{head_json},{key}:{payload_json}}}")
+    estimated = tokens(quarters)
+    out = dict(head)
+    out["bytes"] = size
+    out["estimated_tokens"] = estimated
+    out[payload_key] = payload
+    raw = RawJSON(f'{head_json},"bytes":{size},"estimated_tokens":{estimated},{key}:{payload_json}}}')
+    return out, raw, size, quarters
+
+
+def admit(
+    tiered: tuple[Unit, ...],
+    found: dict[tuple[str, int], dict[str, Any]],
+    near_dups: tuple[Omission, ...],
+    max_items: int,
+    max_bytes: int,
+    max_tokens: int,
+) -> Selection:
+    """Walk the units once; a unit that does not fit is omitted whole and the walk goes on."""
+    items: list[dict[str, Any]] = []
+    items_json: list[RawJSON] = []
+    item_bytes = item_quarters = 0
+    committed: dict[tuple[str, int], tuple[int, int]] = {}
+    cite_costs: dict[tuple[str, int], tuple[int, int]] = {}
+    cite_json: dict[tuple[str, int], RawJSON] = {}
+
+    def cite_cost(loc: tuple[str, int]) -> tuple[int, int]:
+        if loc not in cite_costs:
+            text = citation_json(loc, found[loc])
+            cite_json[loc] = RawJSON(text)
+            cite_costs[loc] = measure(text)
+        return cite_costs[loc]
+    cite_bytes = cite_quarters = 0
+    omitted: list[Omission] = list(near_dups)
+    for unit in tiered:
+        if len(items) + len(unit.members) > max_items:
+            # cannot fit whatever it costs: omitted without measuring (same outcome, less work)
+            reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
+            omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
+            continue
+        ids = [m.candidate_id for m in unit.members]
+        built = []
+        built_json = []
+        u_bytes = u_quarters = 0
+        new_cites: dict[tuple[str, int], tuple[int, int]] = {}
+        for member in unit.members:
+            others = sorted(i for i in ids if i != member.candidate_id) if len(ids) > 1 else []
+            item, raw, b, q = _measured(build_item(member, found, others), member.candidate.kind)
+            built.append(item)
+            built_json.append(raw)
+            u_bytes += b
+            u_quarters += q
+            for loc in member.locators:
+                if loc in found and loc not in committed and loc not in new_cites:
+                    new_cites[loc] = cite_cost(loc)
+        n_items = len(items) + len(built)
+        n_cites = len(committed) + len(new_cites)
+        c_bytes = cite_bytes + sum(b for b, _q in new_cites.values())
+        c_quarters = cite_quarters + sum(q for _b, q in new_cites.values())
+        total_bytes = overhead(n_items) + item_bytes + u_bytes + overhead(n_cites) + c_bytes
+        total_quarters = overhead(n_items) + item_quarters + u_quarters + overhead(n_cites) + c_quarters
+        if n_items <= max_items and total_bytes <= max_bytes and tokens(total_quarters) <= max_tokens:
+            items.extend(built)
+            items_json.extend(built_json)
+            item_bytes += u_bytes
+            item_quarters += u_quarters
+            committed.update(new_cites)
+            cite_bytes, cite_quarters = c_bytes, c_quarters
+        else:
+            reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
+            omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
+    citations = tuple(citation_entry(loc, found[loc]) for loc in sorted(committed))
+    n_items, n_cites = len(items), len(committed)
+    used_bytes = overhead(n_items) + item_bytes + overhead(n_cites) + cite_bytes
+    used_quarters = overhead(n_items) + item_quarters + overhead(n_cites) + cite_quarters
+    budget = {
+        "items_used": n_items,
+        "bytes_used": used_bytes,
+        "tokens_used": tokens(used_quarters),
+        "limits": {"max_items": max_items, "max_bytes": max_bytes, "max_tokens": max_tokens},
+    }
+    return Selection(tuple(items), citations, budget, tuple(omitted), tuple(items_json),
+                     tuple(cite_json[loc] for loc in sorted(committed)))
+
+
+@attrs.frozen
+class Budget:
+    """Admit units greedily under three hard ceilings: items, bytes, tokens."""
+
+    name: ClassVar[str] = "budget"
+    requires: ClassVar[tuple[Key[Any], ...]] = (REQUEST, TIERED, CITATIONS, NEAR_DUP_OMITTED)
+    provides: ClassVar[tuple[Key[Any], ...]] = (SELECTION,)
+
+    async def run(self, ctx: StageContext) -> Outcome:
+        request = ctx[REQUEST]
+        selection = admit(
+            ctx[TIERED], ctx[CITATIONS].value, ctx[NEAR_DUP_OMITTED],
+            request.max_items, request.max_bytes, request.max_tokens,
+        )
+        admitted = len(selection.items)
+        return Outcome.ran(
+            {SELECTION: selection},
+            detail={"in": admitted + len(selection.omitted), "out": admitted,
+                    "dropped": len(selection.omitted) - len(ctx[NEAR_DUP_OMITTED])},
+        )
+
+
+def omitted_summary(omitted: tuple[Omission, ...]) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
+    """The listed omissions (first 20), the true total, and counts per reason (keys sorted)."""
+    counts: dict[str, int] = {}
+    for o in omitted:
+        counts[o.reason] = counts.get(o.reason, 0) + 1
+    return [o.to_wire() for o in omitted[:MAX_LISTED_OMISSIONS]], len(omitted), dict(sorted(counts.items()))

@@ -1,0 +1,199 @@
+"""The evidence request, candidates, lane results and the typed keys the stages exchange."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, Protocol, TypeVar
+
+import attrs
+
+from taguru_server.pipeline import Key
+from taguru_server.store.context import Context
+from taguru_server.store.errors import ApiError
+from taguru_server.store.registry import Registry
+
+T = TypeVar("T")
+
+GATE_MESSAGE = (
+    "request exceeded its budget before this operation could start; narrow the query or raise "
+    "TAGURU_REQUEST_TIMEOUT_SECS"
+)
+
+
+@attrs.frozen
+class EvidenceRequest:
+    """A validated request with every default and ceiling applied."""
+
+    origins: tuple[str, ...]
+    labels: tuple[str, ...] = ()
+    dice_floor: float | None = None
+    semantic_floor: float | None = None
+    resolve_limit: int = 1000
+    activate_decay: float = 0.5
+    activate_limit: int = 20
+    query: str = ""
+    search_limit: int = 5
+    include_communities: bool = False
+    max_items: int = 40
+    max_bytes: int = 65536
+    max_tokens: int = 4000
+    rerank_requested: bool = False
+    rerank_model: str | None = None
+
+
+@attrs.frozen
+class RerankVerdict:
+    """What the reranker did: a permutation to apply (or None) and the reason token."""
+
+    permutation: tuple[int, ...] | None
+    reason: str | None
+
+
+class Reranker(Protocol):
+    """A reorder-only provider; it never raises, it answers a verdict."""
+
+    configured: bool
+    model: str | None
+
+    async def rerank(self, query: str, documents: list[str], remaining: Callable[[], float | None]) -> RerankVerdict: ...
+
+
+@attrs.frozen
+class NoReranker:
+    """The default: no provider configured."""
+
+    configured: bool = False
+    model: str | None = None
+
+    async def rerank(self, query: str, documents: list[str], remaining: Callable[[], float | None]) -> RerankVerdict:
+        return RerankVerdict(None, "not_configured")
+
+
+@attrs.frozen
+class Services:
+    """What the stages may reach beyond the request: other contexts (scoped) and the reranker."""
+
+    registry: Registry
+    may_access: Callable[[str], bool]
+    reranker: Reranker = attrs.field(factory=NoReranker)
+    observe_rerank: Callable[[str, float], None] | None = None
+
+
+@attrs.frozen
+class Candidate:
+    """One lane result: its identity, its rank in that lane, its payload and selection facts."""
+
+    kind: str
+    canonical_key: str
+    lane: str
+    rank: int
+    payload: Any = attrs.field(eq=False, repr=False)
+    source: str | None = None
+    locators: tuple[tuple[str, int], ...] = ()
+    corroborating: tuple[str, ...] = ()
+    relation: tuple[str, str] | None = None
+    text: str = ""
+
+    @property
+    def candidate_id(self) -> str:
+        return f"{self.kind}\u0000{self.canonical_key}"
+
+
+@attrs.frozen
+class Fused:
+    """A fused candidate: the representative, its best rank per lane, merged locators, RRF order."""
+
+    candidate: Candidate
+    lane_ranks: tuple[tuple[str, int], ...]
+    locators: tuple[tuple[str, int], ...]
+    score: float
+    fused_rank: int = 0
+
+    @property
+    def candidate_id(self) -> str:
+        return self.candidate.candidate_id
+
+
+@attrs.frozen
+class LaneResult(Generic[T]):
+    """A lane's output and its wire plan entry ({ran, reason?})."""
+
+    value: T
+    ran: bool
+    reason: str | None = None
+
+    def plan(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ran": self.ran}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+@attrs.frozen
+class Unit:
+    """An admission unit: one candidate, or a whole contradiction group."""
+
+    members: tuple[Fused, ...]
+
+    @property
+    def representative(self) -> Fused:
+        return self.members[0]
+
+
+@attrs.frozen
+class Omission:
+    candidate_id: str
+    kind: str
+    reason: str
+    duplicate_of: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"candidate_id": self.candidate_id, "kind": self.kind, "reason": self.reason}
+        if self.duplicate_of is not None:
+            out["duplicate_of"] = self.duplicate_of
+        return out
+
+
+@attrs.frozen
+class Selection:
+    """The budget stage's result: the package body minus the plan."""
+
+    items: tuple[dict[str, Any], ...]
+    citations: tuple[dict[str, Any], ...]
+    budget: dict[str, Any]
+    omitted: tuple[Omission, ...]
+    items_json: tuple[str, ...] = ()  # the same items, serialized once while measuring
+    citations_json: tuple[str, ...] = ()
+
+
+# Inputs
+REQUEST: Key[EvidenceRequest] = Key("request")
+CONTEXT: Key[Context] = Key("context")
+SERVICES: Key[Services] = Key("services")
+# Lanes
+ANCHORS: Key[LaneResult[tuple[str, ...]]] = Key("anchors")
+QUERY_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("query_hits")
+ACTIVATE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("activate_hits")
+PASSAGE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("passage_hits")
+COMMUNITY_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("community_hits")
+CITATIONS: Key[LaneResult[dict[tuple[str, int], dict[str, Any]]]] = Key("citations")
+# Selection
+GROUPS: Key[tuple[Fused, ...]] = Key("groups")
+DEDUP_DROPPED: Key[int] = Key("dedup_dropped")
+RANKED: Key[tuple[Fused, ...]] = Key("ranked")
+SURVIVORS: Key[tuple[Fused, ...]] = Key("survivors")
+NEAR_DUP_OMITTED: Key[tuple[Omission, ...]] = Key("near_dup_omitted")
+REORDERED: Key[tuple[Fused, ...]] = Key("reordered")
+RERANK_PLAN: Key[dict[str, Any]] = Key("rerank_plan")
+UNITS: Key[tuple[Unit, ...]] = Key("units")
+CONTRADICTION_GROUPS: Key[int] = Key("contradiction_groups")
+TIERED: Key[tuple[Unit, ...]] = Key("tiered")
+TIER_WIDTH: Key[int] = Key("tier_width")
+SELECTION: Key[Selection] = Key("selection")
+
+INPUTS = (REQUEST, CONTEXT, SERVICES)
+
+
+def gate(remaining: float | None) -> None:
+    """A handler deadline gate: refuse to start an operation once the budget is spent."""
+    if remaining is not None and remaining <= 0:
+        raise ApiError("timeout", GATE_MESSAGE)

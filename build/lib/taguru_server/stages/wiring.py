@@ -1,0 +1,42 @@
+"""The one wiring list: every evidence stage, in the contract's order of precedence."""
+
+from __future__ import annotations
+
+from taguru_server.pipeline import Graph, Stage
+from taguru_server.stages.activate import Activate
+from taguru_server.stages.budget import Budget
+from taguru_server.stages.cite import Cite
+from taguru_server.stages.communities import Communities
+from taguru_server.stages.contradict import Contradict
+from taguru_server.stages.dedup import Dedup
+from taguru_server.stages.diversify import Diversify
+from taguru_server.stages.fuse import Fuse
+from taguru_server.stages.model import INPUTS
+from taguru_server.stages.near_dup import NearDup
+from taguru_server.stages.passages import Passages
+from taguru_server.stages.query import Query
+from taguru_server.stages.rerank import Rerank
+from taguru_server.stages.resolve import Resolve
+
+# Declaration order is the order of error precedence (§14.6): when several stages fail,
+# the client gets the error of the first one listed here.
+STAGES: tuple[Stage, ...] = (
+    Resolve(),
+    Query(),
+    Activate(),
+    Passages(),
+    Communities(),
+    Cite(),
+    Dedup(),
+    Fuse(),
+    NearDup(),
+    Rerank(),
+    Contradict(),
+    Diversify(),
+    Budget(),
+)
+
+
+def evidence_graph() -> Graph:
+    """The validated evidence graph."""
+    return Graph(STAGES, INPUTS)

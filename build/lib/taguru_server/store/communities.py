@@ -1,0 +1,100 @@
+"""Reading the derived communities artifact: manifest checks and community search (§10.5-10.6)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from taguru_server.store import lanes
+from taguru_server.store.context import Context
+from taguru_server.store.errors import ApiError
+from taguru_server.store.registry import Registry
+
+MANIFEST_SOURCE = "communities:manifest"
+COMMUNITY_PREFIX = "community:"
+MAX_MEMBERS = 12
+
+
+class NoArtifact(Exception):
+    """The artifact context or its manifest is missing; the message is the wire reason."""
+
+
+def artifact_name(name: str) -> str:
+    return f"{name}::communities"
+
+
+def load_manifest(registry: Registry, name: str, derived: str) -> tuple[Context, dict[str, Any]]:
+    """The artifact context and its parsed manifest, or NoArtifact / a 409 conflict."""
+    ctx = registry.get(derived)
+    if ctx is None:
+        raise NoArtifact(
+            f"no communities artifact for '{name}': context '{derived}' does not exist — run `taguru communities` "
+            "to build it"
+        )
+    sid = ctx.find_source(MANIFEST_SOURCE)
+    passage = ctx.passages.get(sid) if sid is not None else None
+    if passage is None:
+        raise NoArtifact(
+            f"context '{derived}' holds no 'communities:manifest' record — run `taguru communities` to (re)build "
+            "the artifact"
+        )
+    try:
+        manifest = json.loads(passage.text)
+        if not isinstance(manifest, dict):
+            raise ValueError("the manifest is not a JSON object")
+    except ValueError as exc:
+        raise ApiError(
+            "conflict",
+            f"the 'communities:manifest' record in '{derived}' does not parse ({exc}) — rebuild the artifact with "
+            "`taguru communities`",
+        ) from None
+    source = manifest.get("source_context")
+    if source != name:
+        raise ApiError("conflict", f"artifact '{derived}' was derived from '{source}', not '{name}'")
+    return ctx, manifest
+
+
+def recorded_graph_revision(manifest: dict[str, Any]) -> int:
+    rev = manifest.get("revision")
+    if isinstance(rev, dict) and type(rev.get("graph")) is int:
+        return int(rev["graph"])
+    return 0
+
+
+def community_hits(
+    derived_ctx: Context, manifest: dict[str, Any], query: str, limit: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Search the artifact's passages; keep community records, with manifest facts and members."""
+    found = lanes.search_passages(derived_ctx, query, limit + 1)
+    lane_plan = found["plan"]["contexts"][0]["lanes"]
+    by_id: dict[str, dict[str, Any]] = {}
+    for entry in manifest.get("communities") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            by_id.setdefault(entry["id"], entry)
+    hits = []
+    for hit in found["hits"]:
+        if not hit["source"].startswith(COMMUNITY_PREFIX):
+            continue
+        if len(hits) >= limit:
+            break
+        cid = hit["source"][len(COMMUNITY_PREFIX):]
+        out: dict[str, Any] = {"community": cid, "score": hit["score"], "text": hit["text"], "paragraph": hit["paragraph"]}
+        facts = by_id.get(cid, {})
+        for key in ("level", "parent", "concept_count"):
+            if key in facts and facts[key] is not None:
+                out[key] = facts[key]
+        members, truncated = _members(derived_ctx, hit["source"])
+        if members:
+            out["members"] = members
+        if truncated:
+            out["members_truncated"] = True
+        hits.append(out)
+    return lane_plan, hits
+
+
+def _members(ctx: Context, subject: str) -> tuple[list[dict[str, Any]], bool]:
+    edges = lanes.query_edges(ctx, [subject], ["contains"], None)
+    rows = sorted(
+        ((ctx.concepts[ctx.e_o[e]], ctx.weight(e)) for e in edges), key=lambda r: (-abs(r[1]), r[0])
+    )
+    return [{"name": n, "strength": float(w)} for n, w in rows[:MAX_MEMBERS]], len(rows) > MAX_MEMBERS

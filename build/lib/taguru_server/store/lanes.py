@@ -1,0 +1,640 @@
+"""The read lanes over one context: resolve, describe, query/recall, activate, search, citations."""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+
+from taguru_server.store.context import CONCEPT, Context
+from taguru_server.store.text import normalize, query_terms
+from taguru_server.store.wire import F32
+
+NO_EMBEDDINGS = "no embedding provider is configured"
+GLOSSED_CANDIDATES = 8
+SEMANTIC_TIER_BELOW = 0.5
+FLOW_FLOOR = 1e-6
+
+
+def warm(ctx: Context) -> None:
+    """Build the read-side indexes (BM25 segments, activation graph, lexicon views) up front."""
+    ctx.bm25.seal()
+    _activation_graph(ctx)
+    for lexicon in ctx.lexicons:
+        lexicon._views()
+
+
+# ----- resolve -------------------------------------------------------------------
+
+
+def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) -> list[dict[str, Any]]:
+    """Lexical resolve of a cue to canonical concept (or label) names, best first."""
+    names = ctx.concepts if kind == CONCEPT else ctx.labels
+    lexicon = ctx.lexicons[kind]
+    found = lexicon.lookup(cue, dice_floor)
+    if not found:
+        return []
+    q = normalize(cue)
+    rows = []
+    for record, score, hit_kind in found:
+        name = names[record]
+        if hit_kind == "exact" and normalize(name) != q:
+            hit_kind = "alias"
+        rows.append((record, name, score, hit_kind))
+    rows.sort(key=lambda r: (-r[2], r[1]))
+    rows = rows[:limit]
+    out = []
+    for i, (record, name, score, hit_kind) in enumerate(rows):
+        item: dict[str, Any] = {"name": name, "score": float(score), "tier": "lexical", "kind": hit_kind}
+        if i < GLOSSED_CANDIDATES:
+            item["gloss"] = concept_gloss(ctx, record) if kind == CONCEPT else label_gloss(ctx, record)
+        out.append(item)
+    return out
+
+
+def _fact(ctx: Context, e: int, omit_subject: bool) -> str:
+    subject = "" if omit_subject else ctx.concepts[ctx.e_s[e]] + "の"
+    neg = "ではない" if ctx.e_sum[e] < 0 else ""
+    return f"{subject}{ctx.labels[ctx.e_l[e]]}は{ctx.concepts[ctx.e_o[e]]}{neg}。"
+
+
+def _strongest(ctx: Context, edges: list[int], n: int) -> list[int]:
+    live = [e for e in edges if ctx.e_cnt[e] > 0]
+    return heapq.nsmallest(n, live, key=lambda e: (-abs(ctx.e_sum[e]), e))
+
+
+def concept_gloss(ctx: Context, c: int) -> str:
+    """`{name}。` then up to four of the concept's strongest live facts."""
+    edges = ctx.out_edges[c] + [e for e in ctx.in_edges[c] if ctx.e_s[e] != ctx.e_o[e]]
+    parts = [ctx.concepts[c] + "。"]
+    prev: int | None = None
+    for e in _strongest(ctx, edges, 4):
+        s = ctx.e_s[e]
+        parts.append(_fact(ctx, e, s == c or s == prev))
+        prev = s
+    return "".join(parts)
+
+
+def label_gloss(ctx: Context, lab: int) -> str:
+    """`{label}。` then up to three of the label's strongest live facts."""
+    parts = [ctx.labels[lab] + "。"]
+    prev: int | None = None
+    for e in _strongest(ctx, ctx.label_edges[lab], 3):
+        s = ctx.e_s[e]
+        parts.append(_fact(ctx, e, s == prev))
+        prev = s
+    return "".join(parts)
+
+
+# ----- describe, query, recall ---------------------------------------------------
+
+
+def describe(ctx: Context, concept: str) -> dict[str, Any] | None:
+    c = ctx.find_concept(concept)
+    if c is None:
+        return None
+
+    def tally(edges: list[int]) -> list[dict[str, Any]]:
+        counts: dict[int, int] = {}
+        for e in edges:
+            if ctx.e_cnt[e] > 0:
+                counts[ctx.e_l[e]] = counts.get(ctx.e_l[e], 0) + 1
+        return [{"label": ctx.labels[lab], "count": n} for lab, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    as_object = ctx.in_edges[c] + [e for e in ctx.out_edges[c] if ctx.e_o[e] == c]
+    return {"concept": ctx.concepts[c], "as_subject": tally(ctx.out_edges[c]), "as_object": tally(as_object)}
+
+
+def _sort_key(ctx: Context, e: int) -> tuple[float, str, str, str]:
+    return (-abs(ctx.weight(e)), ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
+
+
+def page_matches(
+    ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Order matching edges, apply the cursor and limit, and shape the page."""
+    total = len(edges)
+    keyed = [(_sort_key(ctx, e), e) for e in edges]
+    if after is not None:
+        bound = (-abs(float(after["weight"])), after["subject"], after["label"], after["object"])
+        keyed = [ke for ke in keyed if ke[0] > bound]
+    page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
+    return {
+        "total": total,
+        "matches": [ctx.association_out(e) for _k, e in page],
+        "plan": {"contexts": [ctx.name]},
+    }
+
+
+def query_edges(
+    ctx: Context, subjects: list[str] | None, labels: list[str] | None, objects: list[str] | None
+) -> list[int]:
+    """Edges (dead ones included) whose positions match every pinned OR-set."""
+    sets: list[tuple[str, set[int]]] = []
+    if subjects is not None:
+        sets.append(("s", {c for c in map(ctx.find_concept, subjects) if c is not None}))
+    if labels is not None:
+        sets.append(("l", {lab for lab in map(ctx.find_label, labels) if lab is not None}))
+    if objects is not None:
+        sets.append(("o", {c for c in map(ctx.find_concept, objects) if c is not None}))
+    if any(not ids for _p, ids in sets):
+        return []
+
+    def candidates(pos: str, ids: set[int]) -> list[int]:
+        lists = (
+            ctx.out_edges if pos == "s" else ctx.label_edges if pos == "l" else ctx.in_edges
+        )
+        out: list[int] = []
+        for i in ids:
+            out.extend(lists[i])
+            if pos == "o":
+                out.extend(e for e in ctx.out_edges[i] if ctx.e_o[e] == i)
+        return out
+
+    sizes = []
+    for pos, ids in sets:
+        lists = ctx.out_edges if pos == "s" else ctx.label_edges if pos == "l" else ctx.in_edges
+        sizes.append((sum(len(lists[i]) for i in ids), pos, ids))
+    sizes.sort(key=lambda t: t[0])
+    _n, pos0, ids0 = sizes[0]
+    arrays = {"s": ctx.e_s, "l": ctx.e_l, "o": ctx.e_o}
+    result = []
+    for e in dict.fromkeys(candidates(pos0, ids0)):
+        if all(arrays[p][e] in ids for _n2, p, ids in sizes[1:]):
+            result.append(e)
+    return result
+
+
+def recall_edges(ctx: Context, cue: str) -> list[int]:
+    """Edges whose subject, object or label is the cue (exact spelling, alias-folded)."""
+    edges: list[int] = []
+    c = ctx.find_concept(cue)
+    if c is not None:
+        edges.extend(ctx.out_edges[c])
+        edges.extend(ctx.in_edges[c])
+    lab = ctx.find_label(cue)
+    if lab is not None:
+        edges.extend(ctx.label_edges[lab])
+    return list(dict.fromkeys(edges))
+
+
+# ----- activate ------------------------------------------------------------------
+
+
+# Banded activation is exact when a flow can never reach its producer's activation; with
+# decay this close to 1 rounding could break that, so the plain heap walk runs instead.
+BANDED_DECAY_MAX = 1.0 - 1e-9
+# Any flow out of a node with activation at most M is at most M·decay·(1 + 3·2⁻⁵³).
+BAND_SLACK = 1.0 + 1e-12
+
+
+def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """Spreading activation from the origins; edges ranked by the strength that reached them."""
+    if 0.0 < decay < BANDED_DECAY_MAX:
+        return _activate_banded(ctx, origins, decay, limit)
+    return activate_plain(ctx, origins, decay, limit)
+
+
+def activate_plain(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """§8.3 as written: a max-heap walk over every reachable concept."""
+    strength, source, parent, scored_total = spread(ctx, origins, decay)
+    ranked = heapq.nsmallest(limit, strength, key=lambda e: (-strength[e], e))
+    matches = []
+    for e in ranked:
+        path = [ctx.concepts[c] for c in _path(parent, source[e])]
+        matches.append({"strength": float(strength[e]), "path": path, "association": ctx.association_out(e)})
+    return {"total": scored_total, "matches": matches}
+
+
+def spread(ctx: Context, origins: list[str], decay: float) -> tuple[dict[int, float], dict[int, int], dict[int, int], int]:
+    """Run activation; returns per-edge strength, producing concept, parent links, scored count."""
+    best: dict[int, float] = {}
+    parent: dict[int, int] = {}
+    heap: list[tuple[float, int]] = []
+    for name in origins:
+        c = ctx.find_concept(name)
+        if c is not None and c not in best:
+            best[c] = 1.0
+            heap.append((-1.0, c))
+    heapq.heapify(heap)
+    settled: set[int] = set()
+    strength: dict[int, float] = {}
+    source: dict[int, int] = {}
+    e_sum, e_cnt, e_s, e_o = ctx.e_sum, ctx.e_cnt, ctx.e_s, ctx.e_o
+    while heap:
+        neg_a, c = heapq.heappop(heap)
+        if c in settled:
+            continue
+        settled.add(c)
+        a = -neg_a
+        edges = [e for e in ctx.out_edges[c] if e_cnt[e] > 0] + [e for e in ctx.in_edges[c] if e_cnt[e] > 0]
+        total = 0.0
+        for e in edges:
+            total += abs(e_sum[e])
+        if total == 0:
+            continue
+        ad = a * decay
+        for e in edges:
+            score = ad * abs(e_sum[e])
+            if score <= 0:
+                continue
+            if score > strength.get(e, 0.0):
+                strength[e] = score
+                source[e] = c
+            flow = score / total
+            if flow < FLOW_FLOOR:
+                continue
+            for n in (e_s[e], e_o[e]):
+                if n in settled:
+                    continue
+                if flow > best.get(n, 0.0):
+                    best[n] = flow
+                    parent[n] = c
+                    heapq.heappush(heap, (-flow, n))
+    return strength, source, parent, len(strength)
+
+
+class _ActivationGraph:
+    """Per graph version: each concept's live, non-zero edges, its total, and search keys.
+
+    A concept's entries are kept in |sum| descending order (propagation and scoring do not
+    depend on the visit order); only its total is summed in visit order, as §8.3 says.
+    """
+
+    __slots__ = ("ptr", "other", "abs", "edge", "total", "total_nz", "maxabs", "key", "levels", "n_levels",
+                 "use_s", "use_o", "use_abs", "min_abs", "heavy", "heavy_abs")
+
+    def __init__(self, ctx: Context) -> None:
+        n = len(ctx.concepts)
+        m = len(ctx.e_s)
+        e_s = np.array(ctx.e_s, dtype=np.int64) if m else np.zeros(0, np.int64)
+        e_o = np.array(ctx.e_o, dtype=np.int64) if m else np.zeros(0, np.int64)
+        cnt = np.array(ctx.e_cnt, dtype=np.int64) if m else np.zeros(0, np.int64)
+        absum = np.abs(np.array(ctx.e_sum, dtype=np.float64)) if m else np.zeros(0)
+        use = (cnt > 0) & (absum > 0)  # dead or zero-sum edges neither score nor carry flow
+        ids = np.flatnonzero(use)
+        inward = ids[e_s[ids] != e_o[ids]]  # a self-loop is visited once, as outgoing
+        node = np.concatenate((e_s[ids], e_o[inward]))
+        other = np.concatenate((e_o[ids], e_s[inward]))
+        edge = np.concatenate((ids, inward))
+        side = np.concatenate((np.zeros(len(ids), np.int64), np.ones(len(inward), np.int64)))
+        counts = np.bincount(node, minlength=n) if len(node) else np.zeros(n, np.int64)
+        self.ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.ptr[1:])
+        # step 3: the total of |sum| in visit order (outgoing then incoming, creation order)
+        visit = np.lexsort((edge, side, node))
+        vals = absum[edge[visit]].tolist()
+        ptr = self.ptr.tolist()
+        total = [0.0] * n
+        for c in np.flatnonzero(counts).tolist():
+            t = 0.0
+            for v in vals[ptr[c] : ptr[c + 1]]:
+                t += v
+            total[c] = t
+        self.total = np.array(total, dtype=np.float64)
+        self.total_nz = np.where(self.total > 0, self.total, 1.0)
+        # entries by concept, then |sum| descending: key = concept·L + (L−1−level(|sum|))
+        self.levels = np.unique(absum[ids]) if len(ids) else np.zeros(1)
+        self.n_levels = len(self.levels)
+        level = np.searchsorted(self.levels, absum[edge])
+        key = node * self.n_levels + (self.n_levels - 1 - level)
+        order = np.lexsort((edge, key))
+        self.key = key[order]
+        self.edge = edge[order]
+        self.other = other[order]
+        self.abs = absum[self.edge]
+        self.maxabs = np.zeros(n, dtype=np.float64)
+        has = counts > 0
+        self.maxabs[has] = self.abs[self.ptr[:-1][has]]
+        self.use_s = e_s[ids]
+        self.use_o = e_o[ids]
+        self.use_abs = absum[ids]
+        self.min_abs = float(absum[ids].min()) if len(ids) else 0.0
+        self.heavy = ids[np.argsort(-absum[ids], kind="stable")]  # edges by |sum| descending
+        self.heavy_abs = absum[self.heavy]
+
+
+def _activation_graph(ctx: Context) -> _ActivationGraph:
+    cached = ctx.read_cache.get("activation")
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts):
+        return cached[2]
+    graph = _ActivationGraph(ctx)
+    ctx.read_cache["activation"] = (ctx.graph_version, len(ctx.concepts), graph)
+    return graph
+
+
+def _ragged(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Concatenated ranges [starts[i], starts[i] + lens[i])."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(lens) - lens
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lens)
+
+
+def _outflows(g: _ActivationGraph, nodes: np.ndarray, ad: np.ndarray, reach: float) -> tuple[np.ndarray, np.ndarray]:
+    """(neighbour, flow) for every entry of `nodes` whose flow can reach the floor.
+
+    A node whose strongest edge carries no flow to the floor propagates nothing (flow grows with
+    |sum|), and only its entries with |sum| >= floor·total/(a·decay) can; the flow is computed
+    with the heap walk's operations in its order.
+    """
+    carries = (ad * g.maxabs[nodes]) / g.total_nz[nodes] >= FLOW_FLOOR
+    if not carries.all():
+        nodes, ad = nodes[carries], ad[carries]
+    lvl = g.levels.searchsorted(reach * g.total[nodes] / ad)
+    starts = g.ptr[nodes]
+    lens = g.key.searchsorted(nodes * g.n_levels + (g.n_levels - 1 - lvl), side="right") - starts
+    idx = _ragged(starts, lens)
+    flow = (np.repeat(ad, lens) * g.abs[idx]) / np.repeat(g.total[nodes], lens)
+    return g.other[idx], flow
+
+
+def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """§8.3 with identical results, settling a whole band of final activations at a time.
+
+    A node's activation is final once it exceeds every flow the unsettled nodes can still
+    send (at most max-unsettled·decay, plus rounding slack), so all such nodes are settled
+    together and relax their edges with array operations. Each node still propagates once,
+    with its final activation and the same f64 operations as the heap walk, so every
+    activation is bit-identical; only edges whose flow can reach the floor are visited
+    (found by |sum|, in which flow grows). Settle order is activation desc, concept id asc
+    (heap ties pop the lower id, and a flow is always below its producer), which fixes each
+    edge's producer (its first-settled endpoint) and each concept's parent (the first
+    settled neighbour whose flow equals its activation). Edges are scored band by band
+    until no later producer can reach the current `limit`-th strength; `total` is then the
+    count of live non-zero edges with a settled endpoint.
+    """
+    g = _activation_graph(ctx)
+    n = len(ctx.concepts)
+    seeds: list[int] = []
+    for name in origins:
+        c = ctx.find_concept(name)
+        if c is not None and c not in seeds:
+            seeds.append(c)
+    if not seeds:
+        return {"total": 0, "matches": []}
+    best = np.zeros(n, dtype=np.float64)
+    round_of = np.full(n, -1, dtype=np.int64)  # settle round, −1 while unsettled
+    queued = np.zeros(n, dtype=bool)  # ever reached
+    stamp = np.zeros(n, dtype=np.int64)
+    frontier = np.array(sorted(seeds), dtype=np.int64)  # reached, not settled
+    best[frontier] = 1.0
+    queued[frontier] = True
+    ptr, adj_other, adj_abs, adj_edge, total = g.ptr, g.other, g.abs, g.edge, g.total
+    reach = FLOW_FLOOR * (1.0 - 1e-9)  # |sum| cut-off margin, far above rounding error
+    scoring = limit > 0
+    cand_e: list[np.ndarray] = []
+    cand_s: list[np.ndarray] = []
+    cand_p: list[np.ndarray] = []
+    heavy_at = 0
+    rnd = 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while frontier.size:
+            vals = best[frontier]
+            tau = float(vals.max()) * decay * BAND_SLACK
+            in_band = vals > tau
+            if in_band.all():
+                band, a_band, frontier = frontier, vals, frontier[:0]
+            else:
+                band, a_band, frontier = frontier[in_band], vals[in_band], frontier[~in_band]
+            round_of[band] = rnd
+            ad = a_band * decay
+            if scoring:
+                # every edge of the band, scored where the band node is its first-settled endpoint
+                starts = ptr[band]
+                lens = ptr[band + 1] - starts
+                idx = _ragged(starts, lens)
+                nodes = np.repeat(band, lens)
+                other = adj_other[idx]
+                r_o = round_of[other]
+                a_c = np.repeat(a_band, lens)
+                a_o = best[other]
+                mine = (r_o < 0) | ((r_o == rnd) & ((a_c > a_o) | ((a_c == a_o) & (nodes <= other))))
+                prod = np.repeat(ad, lens) * adj_abs[idx]
+                sc = prod[mine]
+                keep = sc > 0
+                cand_e.append(adj_edge[idx][mine][keep])
+                cand_s.append(sc[keep])
+                cand_p.append(nodes[mine][keep])
+                flow = prod / np.repeat(total[band], lens)
+            else:
+                other, flow = _outflows(g, band, ad, reach)
+            ok = (flow >= FLOW_FLOOR) & (round_of[other] < 0)
+            other, flow = other[ok], flow[ok]
+            ok = flow > best[other]
+            other, flow = other[ok], flow[ok]
+            if other.size:
+                np.maximum.at(best, other, flow)
+                new = other[~queued[other]]
+                if new.size:
+                    order = np.arange(len(new))
+                    stamp[new] = order
+                    new = new[stamp[new] == order]  # one of each
+                    queued[new] = True
+                    frontier = np.concatenate((frontier, new))
+            rnd += 1
+            if scoring and frontier.size:
+                # close scoring once no later producer can reach the limit-th strength: later
+                # activations are at most the frontier's max; unscored edges have no settled end
+                sc_all = np.concatenate(cand_s) if len(cand_s) > 1 else cand_s[0]
+                if len(sc_all) >= limit:
+                    kth = float(np.partition(sc_all, len(sc_all) - limit)[len(sc_all) - limit])
+                    heavy = g.heavy
+                    while heavy_at < len(heavy):
+                        e = int(heavy[heavy_at])
+                        if round_of[ctx.e_s[e]] < 0 and round_of[ctx.e_o[e]] < 0:
+                            break
+                        heavy_at += 1
+                    top_abs = float(g.heavy_abs[heavy_at]) if heavy_at < len(heavy) else 0.0
+                    # a waiting node ends at most at max(its value, what others can still
+                    # send it); a node not reached yet at most at the latter
+                    later = float(best[frontier].max()) * decay * BAND_SLACK
+                    fv = best[frontier]
+                    bound = max(
+                        float(((np.maximum(fv, later) * decay) * g.maxabs[frontier]).max()),
+                        (later * decay) * top_abs,
+                    )
+                    if bound < kth:
+                        scoring = False
+                        break
+                    else:
+                        cand_e = [np.concatenate(cand_e)] if len(cand_e) > 1 else cand_e
+                        cand_p = [np.concatenate(cand_p)] if len(cand_p) > 1 else cand_p
+                        cand_s = [sc_all]
+        # Scoring is closed: only which nodes are reached still matters (for `total`). Flow
+        # never amplifies (decay < 1), so relaxing every waiting node with its current value
+        # and re-relaxing whatever improves reaches the same fixpoint as the heap walk, in
+        # fewer rounds than bands.
+        active = frontier
+        while active.size:
+            other, flow = _outflows(g, active, best[active] * decay, reach)
+            ok = (flow >= FLOW_FLOOR) & (flow > best[other])
+            other, flow = other[ok], flow[ok]
+            if not other.size:
+                break
+            np.maximum.at(best, other, flow)
+            order = np.arange(len(other))
+            stamp[other] = order
+            active = other[stamp[other] == order]  # each improved node once
+            queued[active] = True
+    settled = queued  # every reached node settles
+    if (FLOW_FLOOR * decay) * g.min_abs > 0:
+        scored_total = int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
+    else:  # scores may underflow to zero: count them one by one
+        s_in, o_in = settled[g.use_s], settled[g.use_o]
+        hit = s_in | o_in
+        es, eo = g.use_s[hit], g.use_o[hit]
+        a_hi = np.maximum(np.where(s_in[hit], best[es], -1.0), np.where(o_in[hit], best[eo], -1.0))
+        scored_total = int(np.count_nonzero((a_hi * decay) * g.use_abs[hit] > 0))
+    if limit <= 0 or not cand_e:
+        return {"total": scored_total, "matches": []}
+    edges = np.concatenate(cand_e)
+    score = np.concatenate(cand_s)
+    producer = np.concatenate(cand_p)
+    if len(edges) > limit:
+        cut = np.partition(-score, limit - 1)[limit - 1]
+        keep = -score <= cut
+        edges, producer, score = edges[keep], producer[keep], score[keep]
+    pick = np.lexsort((edges, -score))[:limit]
+    parents: dict[int, int] = {}
+    seed_set = set(seeds)
+
+    def parent_of(c: int) -> int:
+        p = parents.get(c)
+        if p is None:
+            lo, hi = int(ptr[c]), int(ptr[c + 1])
+            nb = adj_other[lo:hi]
+            ok = round_of[nb] >= 0
+            nb = nb[ok]
+            flows = ((best[nb] * decay) * adj_abs[lo:hi][ok]) / total[nb]
+            cands = nb[flows == best[c]]
+            top = best[cands].max()
+            p = int(cands[best[cands] == top].min())
+            parents[c] = p
+        return p
+
+    matches = []
+    concepts = ctx.concepts
+    for e, c, st in zip(edges[pick].tolist(), producer[pick].tolist(), score[pick].tolist()):
+        chain = [c]
+        while chain[-1] not in seed_set:
+            chain.append(parent_of(chain[-1]))
+        chain.reverse()
+        matches.append({"strength": float(st), "path": [concepts[x] for x in chain], "association": ctx.association_out(e)})
+    return {"total": scored_total, "matches": matches}
+
+
+def _path(parent: dict[int, int], c: int) -> list[int]:
+    chain = [c]
+    seen = {c}
+    while chain[-1] in parent:
+        p = parent[chain[-1]]
+        if p in seen:
+            break
+        chain.append(p)
+        seen.add(p)
+    chain.reverse()
+    return chain
+
+
+# ----- passage search ------------------------------------------------------------
+
+
+def search_passages(
+    ctx: Context,
+    query: str,
+    limit: int,
+    tags: list[str] | None = None,
+    since: int | None = None,
+    until: int | None = None,
+) -> dict[str, Any]:
+    """BM25 over paragraphs (the vector lane reports that no provider is configured)."""
+    filtered = tags is not None or since is not None or until is not None
+    entry: dict[str, Any] = {"context": ctx.name}
+    allowed = None
+    if filtered:
+        allowed, eligible = _eligible_sources(ctx, tags or [], since, until)
+    plan_filter = {"eligible_sources": eligible, "total_sources": len(ctx.passages)} if filtered else None
+
+    def skipped(reason: str) -> dict[str, Any]:
+        entry["lanes"] = {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
+        if plan_filter is not None:
+            entry["filter"] = plan_filter
+        return {"plan": {"contexts": [entry]}, "hits": []}
+
+    if limit == 0:
+        return skipped("the requested limit is 0")
+    q_terms = query_terms(query)
+    if not q_terms:
+        return skipped("the query yields no searchable terms")
+    entry["lanes"] = {"bm25": {"ran": True}, "vector": {"ran": False, "reason": NO_EMBEDDINGS}}
+    if plan_filter is not None:
+        entry["filter"] = plan_filter
+    hits = []
+    doc_source, doc_par = ctx.bm25.doc_source, ctx.bm25.doc_par
+    sources, passages = ctx.sources, ctx.passages
+    make = float.__new__
+    for rank, (doc, score) in enumerate(top_documents(ctx, q_terms, limit, allowed), start=1):
+        sid = doc_source[doc]
+        par = doc_par[doc]
+        s = make(F32, score)  # already an f32 value: F32() would round it to itself
+        hits.append(
+            {
+                "source": sources[sid],
+                "paragraph": par,
+                "score": s,
+                "text": passages[sid].paragraphs[par],
+                "lanes": {"bm25": {"rank": rank, "score": s}},
+            }
+        )
+    return {"plan": {"contexts": [entry]}, "hits": hits}
+
+
+def top_documents(
+    ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None
+) -> list[tuple[int, float]]:
+    """The best `limit` paragraphs by score desc, source name asc, paragraph asc."""
+    if limit <= 0:
+        return []
+    return ctx.bm25.top(q_terms, limit, allowed, ctx.source_rank())
+
+
+def _eligible_sources(
+    ctx: Context, tags: list[str], since: int | None, until: int | None
+) -> tuple[np.ndarray, int]:
+    wanted = set(tags)
+    allowed = np.zeros(max(len(ctx.sources), 1), dtype=bool)
+    eligible = 0
+    for sid, passage in ctx.passages.items():
+        if wanted and not wanted.intersection(passage.tags):
+            continue
+        when = passage.date if passage.date is not None else passage.stored_at
+        if since is not None and (when is None or when < since):
+            continue
+        if until is not None and (when is None or when >= until):
+            continue
+        allowed[sid] = True
+        eligible += 1
+    return allowed, eligible
+
+
+# ----- citations -----------------------------------------------------------------
+
+
+def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
+    """The paragraph slice with its section and locator, or 'no_source' / 'no_paragraph'."""
+    sid = ctx.find_source(source)
+    passage = ctx.passages.get(sid) if sid is not None else None
+    if passage is None:
+        return "no_source"
+    if paragraph >= len(passage.paragraphs):
+        return "no_paragraph"
+    return {
+        "text": passage.paragraphs[paragraph],
+        "source": source,
+        "section": passage.section_for(paragraph),
+        "locator": passage.locator_for(paragraph),
+    }
+

@@ -1,0 +1,242 @@
+"""The embedded default persistence: one SQLite database in WAL mode under the data dir."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Iterable
+
+from taguru_server.store.context import CONCEPT, LABEL, Context, Dirty, Meta, Passage
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS contexts(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, meta TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS concepts(ctx INTEGER, id INTEGER, name TEXT, PRIMARY KEY(ctx, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS labels(ctx INTEGER, id INTEGER, name TEXT, PRIMARY KEY(ctx, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sources(ctx INTEGER, id INTEGER, name TEXT, PRIMARY KEY(ctx, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS aliases(
+  ctx INTEGER, kind INTEGER, alias TEXT, target INTEGER, seq INTEGER, PRIMARY KEY(ctx, kind, alias)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS edges(
+  ctx INTEGER, id INTEGER, s INTEGER, l INTEGER, o INTEGER, sum REAL, count INTEGER, attrs TEXT,
+  PRIMARY KEY(ctx, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS passages(
+  ctx INTEGER, source INTEGER, text TEXT, meta TEXT, PRIMARY KEY(ctx, source)) WITHOUT ROWID;
+"""
+
+_META_FIELDS = (
+    "description", "pinned", "dice_floor", "semantic_floor", "rev_graph", "rev_passages", "rev_config",
+    "reads", "empty_reads", "writes", "dead_attributions", "last_read_epoch", "last_write_epoch",
+)
+
+
+def _meta_json(meta: Meta) -> str:
+    return json.dumps({f: getattr(meta, f) for f in _META_FIELDS}, ensure_ascii=False)
+
+
+class SqlitePersistence:
+    """Durable rows for every context; a commit is one transaction, synced before it returns."""
+
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(data_dir)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path / "taguru.sqlite3", isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA foreign_keys=OFF")
+        self.db.executescript(SCHEMA)
+        self._alias_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM aliases").fetchone()[0]
+
+    def close(self) -> None:
+        self.db.close()
+
+    def list_contexts(self) -> list[tuple[int, str, Meta]]:
+        rows = self.db.execute("SELECT id, name, meta FROM contexts ORDER BY id").fetchall()
+        return [(cid, name, Meta(**json.loads(meta))) for cid, name, meta in rows]
+
+    def next_id(self) -> int:
+        return int(self.db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM contexts").fetchone()[0])
+
+    def delete(self, cid: int) -> None:
+        with self._tx() as db:
+            for table in ("concepts", "labels", "sources", "aliases", "edges", "passages"):
+                db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
+            db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
+
+    def commit(self, contexts: Iterable[Context]) -> None:
+        """Write what each context's dirty set names, all in one transaction."""
+        todo = [c for c in contexts if c.dirty.any() or c.created]
+        if not todo:
+            return
+        with self._tx() as db:
+            for ctx in todo:
+                self._write(db, ctx)
+        for ctx in todo:
+            ctx.dirty = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources))
+            ctx.created = False
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self.db)
+
+    def _write(self, db: sqlite3.Connection, ctx: Context) -> None:
+        d = ctx.dirty
+        cid = ctx.cid
+        if ctx.created:
+            db.execute("INSERT INTO contexts(id, name, meta) VALUES(?, ?, ?)", (cid, ctx.name, _meta_json(ctx.meta)))
+        else:
+            db.execute("UPDATE contexts SET meta = ? WHERE id = ?", (_meta_json(ctx.meta), cid))
+        if len(ctx.concepts) > d.concepts_from:
+            db.executemany(
+                "INSERT INTO concepts VALUES(?, ?, ?)",
+                ((cid, i, ctx.concepts[i]) for i in range(d.concepts_from, len(ctx.concepts))),
+            )
+        if len(ctx.labels) > d.labels_from:
+            db.executemany(
+                "INSERT INTO labels VALUES(?, ?, ?)",
+                ((cid, i, ctx.labels[i]) for i in range(d.labels_from, len(ctx.labels))),
+            )
+        if len(ctx.sources) > d.sources_from:
+            db.executemany(
+                "INSERT INTO sources VALUES(?, ?, ?)",
+                ((cid, i, ctx.sources[i]) for i in range(d.sources_from, len(ctx.sources))),
+            )
+        if d.edges:
+            e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr
+            db.executemany(
+                "INSERT OR REPLACE INTO edges VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (cid, e, e_s[e], e_l[e], e_o[e], e_sum[e], e_cnt[e], _attrs_json(e_attr[e]) if e_attr[e] else "")
+                    for e in sorted(d.edges)
+                ],
+            )
+        gone: list[tuple[int, int, str]] = []
+        added: list[tuple[int, int, str, int, int]] = []
+        for (kind, alias), target in d.aliases.items():
+            if target is None:
+                gone.append((cid, kind, alias))
+            else:
+                self._alias_seq += 1
+                added.append((cid, kind, alias, target, self._alias_seq))
+        if gone:
+            db.executemany("DELETE FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", gone)
+        if added:
+            db.executemany("INSERT OR REPLACE INTO aliases VALUES(?, ?, ?, ?, ?)", added)
+        dropped: list[tuple[int, int]] = []
+        stored: list[tuple[int, int, str, str]] = []
+        for sid in sorted(d.passages):
+            passage = ctx.passages.get(sid)
+            if passage is None:
+                dropped.append((cid, sid))
+            else:
+                stored.append((cid, sid, passage.text, json.dumps(passage.meta_json(), ensure_ascii=False)))
+        if dropped:
+            db.executemany("DELETE FROM passages WHERE ctx = ? AND source = ?", dropped)
+        if stored:
+            db.executemany("INSERT OR REPLACE INTO passages VALUES(?, ?, ?, ?)", stored)
+
+    def load(self, cid: int, name: str, meta: Meta) -> Context:
+        """Rebuild a context and all its indexes from its rows."""
+        collecting = gc.isenabled()
+        gc.disable()  # millions of new long-lived objects and no cycles: skip the collector's re-scans
+        try:
+            return self._load(cid, name, meta)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _load(self, cid: int, name: str, meta: Meta) -> Context:
+        ctx = Context(cid, name, meta)
+        db = self.db
+        loads = json.loads
+        for (cname,) in db.execute("SELECT name FROM concepts WHERE ctx = ? ORDER BY id", (cid,)):
+            ctx.intern_concept(cname)
+        for (lname,) in db.execute("SELECT name FROM labels WHERE ctx = ? ORDER BY id", (cid,)):
+            ctx.intern_label(lname)
+        for (sname,) in db.execute("SELECT name FROM sources WHERE ctx = ? ORDER BY id", (cid,)):
+            ctx.intern_source(sname)
+        for kind, alias, target in db.execute(
+            "SELECT kind, alias, target FROM aliases WHERE ctx = ? ORDER BY seq", (cid,)
+        ):
+            ctx.aliases[kind][alias] = target
+            ctx.lexicons[kind].add(alias, target)
+        rows = db.execute(
+            "SELECT id, s, l, o, sum, count, attrs FROM edges WHERE ctx = ? ORDER BY id", (cid,)
+        ).fetchall()
+        if rows:
+            ids, col_s, col_l, col_o, col_sum, col_cnt, col_attrs = zip(*rows)
+            del rows
+            ctx.e_s.extend(col_s)
+            ctx.e_l.extend(col_l)
+            ctx.e_o.extend(col_o)
+            ctx.e_sum.extend(map(float, col_sum))
+            ctx.e_cnt.extend(col_cnt)
+            # every stored attrs value is a JSON array we wrote: parse them in one call
+            ctx.e_attr.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
+            del col_attrs
+            ctx.edge_of.update(zip(zip(col_s, col_l, col_o), ids))
+            out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
+            for e, s, lab, o in zip(ids, col_s, col_l, col_o):
+                out_edges[s].append(e)
+                if o != s:
+                    in_edges[o].append(e)
+                label_edges[lab].append(e)
+            source_edges = ctx.source_edges
+            for e, records in enumerate(ctx.e_attr):
+                for rec in records:
+                    sid = rec[0]
+                    got = source_edges.get(sid)
+                    if got is None:
+                        source_edges[sid] = {e}
+                    else:
+                        got.add(e)
+        for sid, text, pmeta in db.execute(
+            "SELECT source, text, meta FROM passages WHERE ctx = ? ORDER BY source", (cid,)
+        ):
+            m = loads(pmeta)
+            passage = Passage(
+                text,
+                [(p, q) for p, q in m["questions"]],
+                {p: s for p, s in m["sections"]},
+                {p: (k, v) for p, k, v in m["locators"]},
+                m["tags"],
+                m["stored_at"],
+                m["date"],
+            )
+            ctx.passages[sid] = passage
+            ctx._index_passage(sid, passage)
+        ctx.dirty = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources))
+        from taguru_server.store.lanes import warm
+
+        warm(ctx)  # build the read indexes now rather than in the first request
+        return ctx
+
+
+def _attrs_json(records: list[list]) -> str:
+    """The JSON array of an edge's attribution records [source, sum, count, paragraph|null].
+
+    Sums are finite (they saturate) and repr() of a float is its JSON number, so this is
+    what json.dumps writes, built without the encoder's per-call overhead.
+    """
+    return "[" + ",".join(
+        [f"[{sid},{rsum!r},{cnt},{'null' if par is None else par}]" for sid, rsum, cnt, par in records]
+    ) + "]"
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
+
+
+__all__ = ["SqlitePersistence", "CONCEPT", "LABEL"]

@@ -1,0 +1,177 @@
+"""JSON encoding with the reference's float layout (f32 and f64 shortest round-trip)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from typing import Any
+
+import numpy as np
+
+F32_T = np.float32
+
+
+class F32(float):
+    """A float that is an f32 on the wire: printed with f32 shortest digits."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: float) -> F32:
+        return float.__new__(cls, float(np.float32(value)))
+
+
+def _layout(v: Any, single: bool) -> str:
+    if v == 0:
+        return "-0.0" if math.copysign(1.0, float(v)) < 0 else "0.0"
+    mant, exp_s = np.format_float_scientific(v, unique=True, trim="-").split("e")
+    exp = int(exp_s)
+    sign = "-" if mant[0] == "-" else ""
+    digits = mant.lstrip("-").replace(".", "")
+    lo, hi = (-6, 12) if single else (-5, 15)
+    if lo <= exp <= hi:
+        if exp >= len(digits) - 1:
+            return sign + digits + "0" * (exp - len(digits) + 1) + ".0"
+        if exp >= 0:
+            return sign + digits[: exp + 1] + "." + digits[exp + 1 :]
+        return sign + "0." + "0" * (-exp - 1) + digits
+    rest = "." + digits[1:] if len(digits) > 1 else ""
+    return f"{sign}{digits[0]}{rest}e{'+' if exp >= 0 else '-'}{abs(exp)}"
+
+
+def format_f64(v: float) -> str:
+    """Print an f64 as the reference does."""
+    a = abs(v)
+    if 1e-4 <= a < 1e16:
+        return repr(float(v))
+    if math.isnan(v) or math.isinf(v):
+        return "null"
+    return _layout(float(v), single=False)
+
+
+def format_f32(v: float) -> str:
+    """Print an f32 as the reference does."""
+    if math.isnan(v) or math.isinf(v):
+        return "null"
+    return _layout(F32_T(v), single=True)
+
+
+def format_number(v: Any) -> str:
+    """Re-print a JSON number: integers stay integers, floats use the f64 layout."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return format_f64(v)
+
+
+class RawJSON(str):
+    """Already-serialized JSON text, emitted verbatim by the encoder."""
+
+    __slots__ = ()
+
+
+def _enc(o: Any, out: list[str]) -> None:
+    t = type(o)
+    if t is str:
+        out.append(encode_basestring(o))
+    elif t is RawJSON:
+        out.append(o)
+    elif t is dict:
+        if not o:
+            out.append("{}")
+            return
+        out.append("{")
+        first = True
+        for k, v in o.items():
+            if first:
+                first = False
+            else:
+                out.append(",")
+            out.append(encode_basestring(k))
+            out.append(":")
+            _enc(v, out)
+        out.append("}")
+    elif t is list or t is tuple:
+        if not o:
+            out.append("[]")
+            return
+        out.append("[")
+        first = True
+        for v in o:
+            if first:
+                first = False
+            else:
+                out.append(",")
+            _enc(v, out)
+        out.append("]")
+    elif o is None:
+        out.append("null")
+    elif o is True:
+        out.append("true")
+    elif o is False:
+        out.append("false")
+    elif t is int:
+        out.append(str(o))
+    elif t is float:
+        out.append(format_f64(o))
+    elif t is F32:
+        out.append(format_f32(o))
+    elif isinstance(o, np.floating):
+        out.append(format_f32(float(o)) if o.dtype == np.float32 else format_f64(float(o)))
+    elif isinstance(o, np.integer):
+        out.append(str(int(o)))
+    elif isinstance(o, dict):
+        _enc(dict(o), out)
+    elif isinstance(o, int):
+        out.append(str(int(o)))
+    elif isinstance(o, float):
+        out.append(format_f64(float(o)))
+    else:
+        raise TypeError(f"cannot encode {t.__name__} as JSON")
+
+
+def dumps(o: Any) -> str:
+    """Compact JSON text, non-ASCII raw, reference float layout."""
+    out: list[str] = []
+    _enc(o, out)
+    return "".join(out)
+
+
+def dumps_bytes(o: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes."""
+    return dumps(o).encode("utf-8")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads(data: str | bytes) -> Any:
+    """Strict JSON parse: no NaN/Infinity literals."""
+    return json.loads(data, parse_constant=_reject_constant)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def has_lone_surrogate(raw: bytes | str, value: Any) -> bool:
+    """Did a `\\uD8xx`-style escape decode to a lone surrogate (which UTF-8 cannot carry)?"""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if not _SURROGATE_ESCAPE.search(data):
+        return False
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False

@@ -1,0 +1,51 @@
+"""The distribution installs under one namespace and its commands start cleanly."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from taguru_server.cli.main import main
+from taguru_server.server.handlers import VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_version_flag_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"taguru {VERSION}"
+    assert importlib.metadata.version("taguru-server") == VERSION
+
+
+@pytest.mark.slow
+def test_wheel_holds_only_the_namespace(tmp_path: Path) -> None:
+    """A plain (non-editable) build puts nothing generic such as `server` or `evaluate` at the top."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )
+    (wheel,) = tmp_path.glob("taguru_server-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"taguru_server", f"taguru_server-{VERSION}.dist-info"}
+    for package in ("pipeline", "stages", "store", "server", "evaluate", "cli"):
+        assert f"taguru_server/{package}/__init__.py" in names
+    assert "taguru_server/cli/demo/corpus.jsonl" in names
+    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    assert any(r.startswith("mcp") and "extra" not in r for r in requires)
+
+
+def test_mcp_bridge_ends_quietly_on_empty_stdin(tmp_path: Path) -> None:
+    """No server and nothing on stdin: the bridge exits 0 without a traceback."""
+    env = {"PATH": "/usr/bin:/bin", "TAGURU_URL": "http://127.0.0.1:9", "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "taguru_server.cli", "mcp"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0
+    assert "Traceback" not in done.stderr
