@@ -55,8 +55,11 @@ def _corpus_context(size: str, seed: int) -> tuple[Any, dict[str, Any]]:
     except ImportError:
         return _planted_context(int(size.rstrip("k")) * 5_000, seed), {"source": "planted partition"}
     corpus = generate(size, seed)
-    facts = {"source": "bench/generate.py", "paragraphs": corpus.paragraphs,
-             "association_lines": corpus.association_lines}
+    facts = {
+        "source": "bench/generate.py",
+        "paragraphs": corpus.paragraphs,
+        "association_lines": corpus.association_lines,
+    }
     batches = parse_stream(corpus.text)
     del corpus
     ctx = Context(1, "bench", Meta())
@@ -150,15 +153,21 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(("planted", str(args.stress_edges)))
     results = []
     for kind, size in runs:
-        out = subprocess.run([sys.executable, __file__, "--seed", str(args.seed), "--child", kind, size],
-                             check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--seed", str(args.seed), "--child", kind, size],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         r = results[-1]
-        print(f"{kind:8} {size:>7}: {r['edges']:>7} edges, {r['graph_nodes']:>6} nodes, {r['communities']:>5} "
-              f"communities / {r['levels']} levels; detect {r['detect_s']:.2f}s + summaries {r['summarize_s']:.2f}s "
-              f"= {r['build_s']:.2f}s; RSS {r['rss_before_build_mb']:.0f} MB before, "
-              f"peak {r['peak_rss_build_mb']:.0f} MB",
-              flush=True)
+        print(
+            f"{kind:8} {size:>7}: {r['edges']:>7} edges, {r['graph_nodes']:>6} nodes, {r['communities']:>5} "
+            f"communities / {r['levels']} levels; detect {r['detect_s']:.2f}s + summaries {r['summarize_s']:.2f}s "
+            f"= {r['build_s']:.2f}s; RSS {r['rss_before_build_mb']:.0f} MB before, "
+            f"peak {r['peak_rss_build_mb']:.0f} MB",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -95,8 +95,12 @@ async def measure(base: str, context: str, bodies: list[dict[str, Any]], warmup:
                 name, _, dur = part.strip().partition(";dur=")
                 if name:
                     stages.setdefault(name, []).append(float(dur))
-    return {"p50": pct(lat, 0.5), "p99": pct(lat, 0.99), "mean_items": statistics.mean(items),
-            "stages": {k: pct(v, 0.5) for k, v in stages.items()}}
+    return {
+        "p50": pct(lat, 0.5),
+        "p99": pct(lat, 0.99),
+        "mean_items": statistics.mean(items),
+        "stages": {k: pct(v, 0.5) for k, v in stages.items()},
+    }
 
 
 async def measure_separate_calls(base: str, context: str, pairs: list[list[str]], warmup: int = 20) -> dict[str, Any]:
@@ -116,8 +120,14 @@ async def measure_separate_calls(base: str, context: str, pairs: list[list[str]]
                 act = (await r.json())["result"]
             async with s.post(root + "/sources/search", json={"query": "; ".join(origins)}) as r:
                 await r.json()
-            wanted = sorted({(a["source"], a["paragraph"]) for m in act["matches"]
-                             for a in m["association"]["attributions"] if a["paragraph"] is not None})
+            wanted = sorted(
+                {
+                    (a["source"], a["paragraph"])
+                    for m in act["matches"]
+                    for a in m["association"]["attributions"]
+                    if a["paragraph"] is not None
+                }
+            )
             for source, paragraph in wanted:
                 async with s.post(root + "/citations", json={"source": source, "paragraph": paragraph}) as r:
                     await r.read()
@@ -138,8 +148,13 @@ def main() -> int:
         data = Path(tmp) / "data"
         facts, q = build_store(args.size, data)
         env = dict(os.environ, TAGURU_DATA_DIR=str(data), TAGURU_ADDR=f"127.0.0.1:{args.port}")
-        server = subprocess.Popen([sys.executable, "-m", "taguru_server.cli", "serve"], env=env, cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "taguru_server.cli", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         base = f"http://127.0.0.1:{args.port}"
         try:
             asyncio.run(wait_live(base))
@@ -148,8 +163,10 @@ def main() -> int:
             cold_ms = (time.perf_counter() - t0) * 1000
             n = args.requests
             default = [{"origins": p} for p in q["pairs"][:n]]
-            heavy = [{"origins": p, "labels": ["杜氏", "創業", "仕込み水"], "search_limit": 200,
-                      "text_fallback_query": s} for p, s in zip(q["pairs"][:n], q["search"][:n])]
+            heavy = [
+                {"origins": p, "labels": ["杜氏", "創業", "仕込み水"], "search_limit": 200, "text_fallback_query": s}
+                for p, s in zip(q["pairs"][:n], q["search"][:n], strict=False)
+            ]
             r_default = asyncio.run(measure(base, CONTEXT, default))
             r_heavy = asyncio.run(measure(base, CONTEXT, heavy))
             r_separate = asyncio.run(measure_separate_calls(base, CONTEXT, q["pairs"][:n]))
@@ -157,13 +174,19 @@ def main() -> int:
             server.terminate()
             server.wait()
     del first
-    print(f"corpus {args.size}: {facts['paragraphs']} paragraphs, {facts['edges']} edges "
-          f"(offline import {facts['import_s']:.1f} s); first request incl. context load {cold_ms:.0f} ms")
+    print(
+        f"corpus {args.size}: {facts['paragraphs']} paragraphs, {facts['edges']} edges "
+        f"(offline import {facts['import_s']:.1f} s); first request incl. context load {cold_ms:.0f} ms"
+    )
     print(f"{'request':<44}{'p50 ms':>9}{'p99 ms':>9}{'items':>7}")
-    print(f"{'evidence, default (2 origins)':<44}{r_default['p50']:>9.2f}{r_default['p99']:>9.2f}"
-          f"{r_default['mean_items']:>7.1f}")
-    print(f"{'evidence, search_limit 200 + labels':<44}{r_heavy['p50']:>9.2f}{r_heavy['p99']:>9.2f}"
-          f"{r_heavy['mean_items']:>7.1f}")
+    print(
+        f"{'evidence, default (2 origins)':<44}{r_default['p50']:>9.2f}{r_default['p99']:>9.2f}"
+        f"{r_default['mean_items']:>7.1f}"
+    )
+    print(
+        f"{'evidence, search_limit 200 + labels':<44}{r_heavy['p50']:>9.2f}{r_heavy['p99']:>9.2f}"
+        f"{r_heavy['mean_items']:>7.1f}"
+    )
     print(f"{'separate lane calls (client-side composition)':<44}{r_separate['p50']:>9.2f}{r_separate['p99']:>9.2f}")
     print(f"ratio evidence/separate (p50): {r_default['p50'] / r_separate['p50']:.2f}")
     print("per-stage p50 (ms, from Server-Timing):")

@@ -28,11 +28,25 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_reranker import FakeReranker  # noqa: E402
 
-_TOPICS = ["仕込み水", "酒米の精米", "麹づくり", "冬の寒造り", "杜氏の系譜", "蔵の歴史", "瓶詰め", "火入れ",
-           "酵母の選び方", "新酒祭り", "霧沢川の伏流水", "吟醸香"]
+_TOPICS = [
+    "仕込み水",
+    "酒米の精米",
+    "麹づくり",
+    "冬の寒造り",
+    "杜氏の系譜",
+    "蔵の歴史",
+    "瓶詰め",
+    "火入れ",
+    "酵母の選び方",
+    "新酒祭り",
+    "霧沢川の伏流水",
+    "吟醸香",
+]
 CORPUS = {
-    "passages": {f"p{i}.md": f"{topic}について: 青嶺酒造の杜氏は{topic}を重んじる。" + "霧沢" * (i + 1)
-                 for i, topic in enumerate(_TOPICS)},
+    "passages": {
+        f"p{i}.md": f"{topic}について: 青嶺酒造の杜氏は{topic}を重んじる。" + "霧沢" * (i + 1)
+        for i, topic in enumerate(_TOPICS)
+    },
 }
 
 
@@ -49,11 +63,22 @@ async def run(requests: int, timeout: int, mode: str, with_rerank: bool) -> dict
     await site.start()
     port = runner.addresses[0][1]
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, TAGURU_DATA_DIR=tmp, TAGURU_ADDR="127.0.0.1:0",
-                   TAGURU_RERANK_URL=f"http://127.0.0.1:{port}/rerank", TAGURU_RERANK_MODEL="fake",
-                   TAGURU_RERANK_TIMEOUT_SECS=str(timeout))
-        server = subprocess.Popen([sys.executable, "-m", "taguru_server.cli", "serve"], env=env, cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        env = dict(
+            os.environ,
+            TAGURU_DATA_DIR=tmp,
+            TAGURU_ADDR="127.0.0.1:0",
+            TAGURU_RERANK_URL=f"http://127.0.0.1:{port}/rerank",
+            TAGURU_RERANK_MODEL="fake",
+            TAGURU_RERANK_TIMEOUT_SECS=str(timeout),
+        )
+        server = subprocess.Popen(
+            [sys.executable, "-m", "taguru_server.cli", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             line = server.stdout.readline() if server.stdout else ""
             base = "http://" + line.strip().rsplit(" ", 1)[-1]

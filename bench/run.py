@@ -24,8 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -77,8 +78,14 @@ def _time_each(fn: Callable[[Any], Any], items: list[Any], warmup: int = 20) -> 
             cpu.append((time.thread_time_ns() - c0) / 1e6)
     finally:
         gc.enable()
-    return {"p50_ms": _pct(took, 0.5), "p99_ms": _pct(took, 0.99), "mean_ms": sum(took) / len(took), "n": len(took),
-            "cpu_p50_ms": _pct(cpu, 0.5), "cpu_p99_ms": _pct(cpu, 0.99)}
+    return {
+        "p50_ms": _pct(took, 0.5),
+        "p99_ms": _pct(took, 0.99),
+        "mean_ms": sum(took) / len(took),
+        "n": len(took),
+        "cpu_p50_ms": _pct(cpu, 0.5),
+        "cpu_p99_ms": _pct(cpu, 0.99),
+    }
 
 
 # ----- parent: generate and import ----------------------------------------------------
@@ -254,7 +261,7 @@ def _bm25s(docs: list[list[str]], term_sets: list[list[str]], ours_top: list[lis
         return retriever.retrieve([terms], k=limit, show_progress=False, n_threads=1)
 
     agree = 0
-    for ts, mine in zip(queries, ours_top):
+    for ts, mine in zip(queries, ours_top, strict=False):
         if not ts:
             continue
         res, _scores = run(ts, 5)
@@ -284,13 +291,30 @@ def report(r: dict[str, Any]) -> str:
         good = value <= target if lower_is_better else value >= target
         return "ok" if good else "MISS"
 
-    rows.append(("import (paragraphs/s)", f"{r['import_pps']:,.0f}",
-                 f"parse {r['parse_s']:.2f}s + apply/commit {r['apply_commit_s']:.2f}s (cpu {r['import_cpu_s']:.2f}s)",
-                 f">= {TARGETS['import_pps']:,.0f} {ok(r['import_pps'], TARGETS['import_pps'], False)}"))
-    rows.append(("cold start (s)", f"{r['cold_start_s']:.2f}", f"sqlite {r['db_mb']:.0f} MB, cpu {r['cold_start_cpu_s']:.2f}s",
-                 f"<= {TARGETS['cold_start_s']:.0f} {ok(r['cold_start_s'], TARGETS['cold_start_s'])}"))
-    rows.append(("RSS after load (MB)", f"{r['rss_mb']:.0f}", f"peak {r['rss_peak_mb']:.0f} MB",
-                 f"<= {TARGETS['rss_mb']:.0f} {ok(r['rss_mb'], TARGETS['rss_mb'])}"))
+    rows.append(
+        (
+            "import (paragraphs/s)",
+            f"{r['import_pps']:,.0f}",
+            f"parse {r['parse_s']:.2f}s + apply/commit {r['apply_commit_s']:.2f}s (cpu {r['import_cpu_s']:.2f}s)",
+            f">= {TARGETS['import_pps']:,.0f} {ok(r['import_pps'], TARGETS['import_pps'], False)}",
+        )
+    )
+    rows.append(
+        (
+            "cold start (s)",
+            f"{r['cold_start_s']:.2f}",
+            f"sqlite {r['db_mb']:.0f} MB, cpu {r['cold_start_cpu_s']:.2f}s",
+            f"<= {TARGETS['cold_start_s']:.0f} {ok(r['cold_start_s'], TARGETS['cold_start_s'])}",
+        )
+    )
+    rows.append(
+        (
+            "RSS after load (MB)",
+            f"{r['rss_mb']:.0f}",
+            f"peak {r['rss_peak_mb']:.0f} MB",
+            f"<= {TARGETS['rss_mb']:.0f} {ok(r['rss_mb'], TARGETS['rss_mb'])}",
+        )
+    )
     for key, name, target in (
         ("resolve", "resolve", TARGETS["resolve_p50_ms"]),
         ("activate", "activate limit 20", TARGETS["activate_p50_ms"]),
@@ -301,15 +325,27 @@ def report(r: dict[str, Any]) -> str:
     ):
         m = r[key]
         verdict = f"p50 <= {target:.0f} ms {ok(m['p50_ms'], target)}" if target else ""
-        rows.append((f"{name} (ms)", f"p50 {m['p50_ms']:.3f}", f"p99 {m['p99_ms']:.3f}",
-                     f"{verdict}{'  ' if verdict else ''}(cpu p50 {m['cpu_p50_ms']:.3f})"))
+        rows.append(
+            (
+                f"{name} (ms)",
+                f"p50 {m['p50_ms']:.3f}",
+                f"p99 {m['p99_ms']:.3f}",
+                f"{verdict}{'  ' if verdict else ''}(cpu p50 {m['cpu_p50_ms']:.3f})",
+            )
+        )
     if "tantivy" in r:
         for eng in ("tantivy", "bm25s"):
             e = r[eng]
             for lim in ("5", "200"):
                 m = e[f"search{lim}"]
-                rows.append((f"{eng} limit {lim} (ms)", f"p50 {m['p50_ms']:.3f}", f"p99 {m['p99_ms']:.3f}",
-                             f"index built in {e['build_s']:.1f}s" if lim == "5" else ""))
+                rows.append(
+                    (
+                        f"{eng} limit {lim} (ms)",
+                        f"p50 {m['p50_ms']:.3f}",
+                        f"p99 {m['p99_ms']:.3f}",
+                        f"index built in {e['build_s']:.1f}s" if lim == "5" else "",
+                    )
+                )
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         lines.append("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)).rstrip())
@@ -362,10 +398,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench] generating and importing {size} ...", file=sys.stderr, flush=True)
         stats = run_import_phase(size if size in ("1k", "10k", "100k") else int(size), args.seed, data_dir)
         stats["size"] = size
-        print(f"[bench] imported in {stats['import_s']:.1f}s; querying in a fresh process ...", file=sys.stderr,
-              flush=True)
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--phase", "query", "--data", str(data_dir),
-               "--context", stats["context"]]
+        print(
+            f"[bench] imported in {stats['import_s']:.1f}s; querying in a fresh process ...",
+            file=sys.stderr,
+            flush=True,
+        )
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--phase",
+            "query",
+            "--data",
+            str(data_dir),
+            "--context",
+            stats["context"],
+        ]
         if args.skip_baselines:
             cmd.append("--skip-baselines")
         child = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)

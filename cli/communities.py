@@ -18,7 +18,8 @@ import asyncio
 import json
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
@@ -110,8 +111,10 @@ class ProviderConfig:
         if not url and not model:
             return None
         if not url or not model:
-            raise UsageError("TAGURU_EXTRACT_URL and TAGURU_EXTRACT_MODEL must be set together to use a chat "
-                             "provider for summaries (unset both for the extractive summaries)")
+            raise UsageError(
+                "TAGURU_EXTRACT_URL and TAGURU_EXTRACT_MODEL must be set together to use a chat "
+                "provider for summaries (unset both for the extractive summaries)"
+            )
         raw = env.get("TAGURU_EXTRACT_TIMEOUT_SECS", "").strip()
         try:
             timeout = float(raw) if raw else DEFAULT_EXTRACT_TIMEOUT_SECS
@@ -161,13 +164,16 @@ class ChatProvider:
                         try:
                             return chat_answer(await resp.json(content_type=None))
                         except ValueError as exc:
-                            raise BuildFailed(f"the summary provider at {cfg.url} gave an unusable answer: {exc}"
-                                              ) from None
+                            raise BuildFailed(
+                                f"the summary provider at {cfg.url} gave an unusable answer: {exc}"
+                            ) from None
                     last = f"HTTP {resp.status}"
                     if resp.status not in (408, 409, 425, 429) and resp.status < 500:
-                        raise BuildFailed(f"the summary provider at {cfg.url} refused the request ({last}); check "
-                                          "TAGURU_EXTRACT_URL, TAGURU_EXTRACT_MODEL and TAGURU_EXTRACT_API_KEY")
-            except asyncio.TimeoutError:
+                        raise BuildFailed(
+                            f"the summary provider at {cfg.url} refused the request ({last}); check "
+                            "TAGURU_EXTRACT_URL, TAGURU_EXTRACT_MODEL and TAGURU_EXTRACT_API_KEY"
+                        )
+            except TimeoutError:
                 last = f"no answer within {cfg.timeout_secs:g}s (TAGURU_EXTRACT_TIMEOUT_SECS)"
             except aiohttp.ClientError as exc:
                 last = f"connection failed ({type(exc).__name__})"
@@ -189,8 +195,9 @@ class Server:
         self.base = base
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
-    async def request(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
-                      content_type: str = "application/json") -> tuple[int, bytes]:
+    async def request(
+        self, method: str, path: str, body: Any = None, raw: bytes | None = None, content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
         headers = dict(self.headers)
         data = raw
         if body is not None:
@@ -199,17 +206,27 @@ class Server:
             headers["Content-Type"] = content_type
         timeout = aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECS)
         try:
-            async with self.session.request(method, self.base + path, data=data, headers=headers,
-                                            timeout=timeout) as resp:
+            async with self.session.request(
+                method, self.base + path, data=data, headers=headers, timeout=timeout
+            ) as resp:
                 return resp.status, await resp.read()
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise BuildFailed(f"{method} {path} got no answer within {HTTP_TIMEOUT_SECS}s") from None
         except aiohttp.ClientError as exc:
-            raise BuildFailed(f"cannot reach the server at {self.base} ({type(exc).__name__}); is it running? "
-                              "(--url or TAGURU_ADDR)") from None
+            raise BuildFailed(
+                f"cannot reach the server at {self.base} ({type(exc).__name__}); is it running? (--url or TAGURU_ADDR)"
+            ) from None
 
-    async def call(self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = (),
-                   raw: bytes | None = None, content_type: str = "application/json") -> tuple[int, Any]:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        allow: tuple[int, ...] = (),
+        raw: bytes | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, Any]:
         """An enveloped call: the `result` on 200, the status alone for an allowed error, else BuildFailed."""
         status, data = await self.request(method, path, body, raw, content_type)
         if status == 200:
@@ -240,12 +257,16 @@ def parse_analysis(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise BuildFailed("the communities stream has no header line")
     header = lines[0]
     if header.get("taguru_communities") != 1:
-        raise BuildFailed(f"the communities stream has format {header.get('taguru_communities')!r}; this client "
-                          "reads format 1 — upgrade taguru")
+        raise BuildFailed(
+            f"the communities stream has format {header.get('taguru_communities')!r}; this client "
+            "reads format 1 — upgrade taguru"
+        )
     communities = lines[1:]
     if len(communities) != header.get("communities"):
-        raise BuildFailed(f"the communities stream is torn: the header announces {header.get('communities')} "
-                          f"communities, {len(communities)} arrived")
+        raise BuildFailed(
+            f"the communities stream is torn: the header announces {header.get('communities')} "
+            f"communities, {len(communities)} arrived"
+        )
     return header, communities
 
 
@@ -294,8 +315,9 @@ async def derive(
     reused = len(summaries)
     todo = [c for c in communities if c["id"] not in summaries]
     new_ids = {c["id"] for c in communities}
-    old_ids = {e["id"] for e in (old or {}).get("communities", [])
-               if isinstance(e, dict) and isinstance(e.get("id"), str)}
+    old_ids = {
+        e["id"] for e in (old or {}).get("communities", []) if isinstance(e, dict) and isinstance(e.get("id"), str)
+    }
     vanished = sorted((old_ids | set(stored)) - new_ids)
     report = {
         "context": name,
@@ -331,8 +353,9 @@ async def derive(
 
 async def _old_manifest(server: Server, name: str, derived: str) -> dict[str, Any] | None:
     """The old manifest, or None on a first run (no artifact, no manifest, or one that does not parse)."""
-    status, result = await server.call("POST", f"/contexts/{_seg(derived)}/sources/lookup",
-                                       {"sources": [MANIFEST_SOURCE]}, allow=(404,))
+    status, result = await server.call(
+        "POST", f"/contexts/{_seg(derived)}/sources/lookup", {"sources": [MANIFEST_SOURCE]}, allow=(404,)
+    )
     if status == 404:
         return None
     text = (result.get("passages") or {}).get(MANIFEST_SOURCE)
@@ -346,8 +369,10 @@ async def _old_manifest(server: Server, name: str, derived: str) -> dict[str, An
         return None
     source = manifest.get("source_context")
     if source is not None and source != name:
-        raise BuildFailed(f"'{derived}' holds the artifact of '{source}', not '{name}'; choose another --into or "
-                          f"delete '{derived}' first")
+        raise BuildFailed(
+            f"'{derived}' holds the artifact of '{source}', not '{name}'; choose another --into or "
+            f"delete '{derived}' first"
+        )
     return manifest
 
 
@@ -359,20 +384,25 @@ async def _stored_communities(server: Server, derived: str) -> dict[str, list[st
         query = {"prefix": COMMUNITY_PREFIX, "limit": str(LIST_PAGE)}
         if after is not None:
             query["after"] = after
-        status, result = await server.call("GET", f"/contexts/{_seg(derived)}/sources?{urlencode(query)}",
-                                           allow=(404,))
+        status, result = await server.call("GET", f"/contexts/{_seg(derived)}/sources?{urlencode(query)}", allow=(404,))
         if status == 404:
             return out
         entries = result.get("entries") or []
         for entry in entries:
-            out[entry["name"][len(COMMUNITY_PREFIX):]] = list(entry.get("tags") or [])
+            out[entry["name"][len(COMMUNITY_PREFIX) :]] = list(entry.get("tags") or [])
         if len(entries) < LIST_PAGE:
             return out
         after = entries[-1]["name"]
 
 
-async def _reusable(server: Server, derived: str, old: dict[str, Any], stored: dict[str, list[str]],
-                    communities: list[dict[str, Any]], summarizer: str) -> dict[str, tuple[str, str]]:
+async def _reusable(
+    server: Server,
+    derived: str,
+    old: dict[str, Any],
+    stored: dict[str, list[str]],
+    communities: list[dict[str, Any]],
+    summarizer: str,
+) -> dict[str, tuple[str, str]]:
     """new id → (old id, stored summary), for every community whose fingerprint the old manifest lists."""
     old_by_fp: dict[str, str] = {}
     for entry in old.get("communities") or []:
@@ -394,15 +424,20 @@ async def _reusable(server: Server, derived: str, old: dict[str, Any], stored: d
     texts: dict[str, str] = {}
     old_ids = sorted(set(wanted.values()))
     for i in range(0, len(old_ids), LOOKUP_CHUNK):
-        chunk = [COMMUNITY_PREFIX + o for o in old_ids[i:i + LOOKUP_CHUNK]]
+        chunk = [COMMUNITY_PREFIX + o for o in old_ids[i : i + LOOKUP_CHUNK]]
         _status, result = await server.call("POST", f"/contexts/{_seg(derived)}/sources/lookup", {"sources": chunk})
         for source, text in (result.get("passages") or {}).items():
-            texts[source[len(COMMUNITY_PREFIX):]] = text
+            texts[source[len(COMMUNITY_PREFIX) :]] = text
     return {new: (old_id, texts[old_id]) for new, old_id in wanted.items() if texts.get(old_id, "").strip()}
 
 
-def _in_place(old: dict[str, Any], stored: dict[str, list[str]], communities: list[dict[str, Any]],
-              found: dict[str, tuple[str, str]], summarizer: str) -> set[str]:
+def _in_place(
+    old: dict[str, Any],
+    stored: dict[str, list[str]],
+    communities: list[dict[str, Any]],
+    found: dict[str, tuple[str, str]],
+    summarizer: str,
+) -> set[str]:
     """Ids whose stored record is exactly what this run would write: same id, fingerprint and summarizer
     tags, and (for a parent) the same child ids — members and strengths follow from the fingerprint."""
     old_children: dict[str, set[str]] = {}
@@ -423,8 +458,9 @@ def _in_place(old: dict[str, Any], stored: dict[str, list[str]], communities: li
     return out
 
 
-async def _summarize(community: dict[str, Any], hierarchy: Hierarchy, summaries: dict[str, str],
-                     provider: ChatProvider | None) -> str:
+async def _summarize(
+    community: dict[str, Any], hierarchy: Hierarchy, summaries: dict[str, str], provider: ChatProvider | None
+) -> str:
     if community["level"] == 0:
         if provider is None:
             return leaf_summary(community)
@@ -435,8 +471,15 @@ async def _summarize(community: dict[str, Any], hierarchy: Hierarchy, summaries:
     return await provider.complete(parent_messages(community, [summaries[k] for k in kids if k in summaries]))
 
 
-def _artifact_stream(name: str, derived: str, header: dict[str, Any], communities: list[dict[str, Any]],
-                     summaries: dict[str, str], summarizer: str, skip: set[str] | None = None) -> list[str]:
+def _artifact_stream(
+    name: str,
+    derived: str,
+    header: dict[str, Any],
+    communities: list[dict[str, Any]],
+    summaries: dict[str, str],
+    summarizer: str,
+    skip: set[str] | None = None,
+) -> list[str]:
     """One JSONL batch per community (but those in `skip`), in analysis order, then the manifest batch."""
     create = {"description": f"Community analysis of '{name}' (taguru communities)"}
     batches: list[str] = []
@@ -451,8 +494,10 @@ def _artifact_stream(name: str, derived: str, header: dict[str, Any], communitie
         if skip and c["id"] in skip:
             continue
         source = COMMUNITY_PREFIX + c["id"]
-        lines = [head(source), {"passage": summaries[c["id"]],
-                                "tags": [_tag(f"fingerprint:{c['fingerprint']}"), summarizer]}]
+        lines = [
+            head(source),
+            {"passage": summaries[c["id"]], "tags": [_tag(f"fingerprint:{c['fingerprint']}"), summarizer]},
+        ]
         for m in c.get("members", []):
             strength = float(m["strength"])
             weight = min(strength, MAX_WEIGHT) if strength != 0 else 1.0
@@ -460,8 +505,9 @@ def _artifact_stream(name: str, derived: str, header: dict[str, Any], communitie
         for child in c.get("children", []):
             lines.append({"subject": source, "label": "includes", "object": COMMUNITY_PREFIX + child, "weight": 1.0})
         batches.append("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
-    text = manifest_text(name, header.get("algorithm", ""), header.get("revision") or {}, header.get("levels", 0),
-                         communities)
+    text = manifest_text(
+        name, header.get("algorithm", ""), header.get("revision") or {}, header.get("levels", 0), communities
+    )
     lines = [head(MANIFEST_SOURCE), {"passage": text}]
     batches.append("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
     return batches
@@ -489,17 +535,22 @@ async def _import(server: Server, batches: list[str], budget: int, progress: Pro
     while done < len(batches):
         chunk = _chunks(batches[done:], budget)[0]
         progress(f"importing {done + len(chunk)}/{len(batches)} batches")
-        status, data = await server.request("POST", "/import", raw="".join(chunk).encode("utf-8"),
-                                            content_type="application/x-ndjson")
+        status, data = await server.request(
+            "POST", "/import", raw="".join(chunk).encode("utf-8"), content_type="application/x-ndjson"
+        )
         if status == 413:
             if len(chunk) == 1:
-                raise BuildFailed("one community batch is larger than the server's body cap "
-                                  "(TAGURU_MAX_BODY_BYTES); raise the cap and run again")
+                raise BuildFailed(
+                    "one community batch is larger than the server's body cap "
+                    "(TAGURU_MAX_BODY_BYTES); raise the cap and run again"
+                )
             budget = max(budget // 2, 1)
             continue
         if status != 200:
-            raise BuildFailed(f"POST /import failed after {done} of {len(batches)} batches landed: "
-                              f"{_error_text(status, data)}; the previous manifest is still in place — run again")
+            raise BuildFailed(
+                f"POST /import failed after {done} of {len(batches)} batches landed: "
+                f"{_error_text(status, data)}; the previous manifest is still in place — run again"
+            )
         done += len(chunk)
 
 
@@ -508,9 +559,11 @@ async def _import(server: Server, batches: list[str], budget: int, progress: Pro
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `taguru communities` on the `taguru` command's subparsers."""
-    p = subparsers.add_parser("communities", help="build the derived communities artifact of a context over HTTP",
-                              description="Derive the NAME::communities artifact of a context from a running server, "
-                              "over HTTP only.")
+    p = subparsers.add_parser(
+        "communities",
+        help="build the derived communities artifact of a context over HTTP",
+        description="Derive the NAME::communities artifact of a context from a running server, over HTTP only.",
+    )
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--context", metavar="NAME", help="the context to analyse")
     target.add_argument("--group", metavar="NAME", help="derive every member context of a group")
@@ -550,12 +603,14 @@ def cmd_communities(args: argparse.Namespace) -> int:
     return _finish(args, [report], None)
 
 
-async def _run(base: str, token: str, name: str, into: str | None, dry_run: bool,
-               config: ProviderConfig | None, progress: Progress) -> dict[str, Any]:
+async def _run(
+    base: str, token: str, name: str, into: str | None, dry_run: bool, config: ProviderConfig | None, progress: Progress
+) -> dict[str, Any]:
     async with aiohttp.ClientSession() as session:
         provider = ChatProvider(config, session) if config is not None and not dry_run else None
-        return await derive(Server(session, base, token), name, into=into, dry_run=dry_run, provider=provider,
-                            progress=progress)
+        return await derive(
+            Server(session, base, token), name, into=into, dry_run=dry_run, provider=provider, progress=progress
+        )
 
 
 def _usage(message: str) -> int:
@@ -586,8 +641,10 @@ def _finish(args: argparse.Namespace, reports: list[dict[str, Any]], error: str 
     if not args.json:
         for r in reports:
             verb = "would write" if r["dry_run"] else "wrote"
-            print(f"taguru communities: {r['context']} → {r['derived']}: {verb} {r['communities']} communities "
-                  f"({r['levels']} level(s), {r['concept_count']} concepts); summaries {r['summaries_generated']} "
-                  f"generated, {r['summaries_reused']} reused; {r['retracted']} retracted"
-                  + ("; rebuilt from scratch" if r["rebuilt_from_scratch"] else ""))
+            print(
+                f"taguru communities: {r['context']} → {r['derived']}: {verb} {r['communities']} communities "
+                f"({r['levels']} level(s), {r['concept_count']} concepts); summaries {r['summaries_generated']} "
+                f"generated, {r['summaries_reused']} reused; {r['retracted']} retracted"
+                + ("; rebuilt from scratch" if r["rebuilt_from_scratch"] else "")
+            )
     return EXIT_OK

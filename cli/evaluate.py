@@ -107,10 +107,17 @@ def parse_run(argv: list[str]) -> RunArgs:
     if "--rerank" in values and not assembly:
         raise Usage("--rerank requires --assembly")
     return RunArgs(
-        eval=values["--eval"], context=values["--context"], url=values.get("--url"),
-        config=values.get("--config"), out=values.get("--out", "evaluation.json"),
-        thresholds=values.get("--thresholds"), assembly=assembly, max_items=values.get("--max-items"),
-        max_bytes=values.get("--max-bytes"), max_tokens=values.get("--max-tokens"), rerank=values.get("--rerank"),
+        eval=values["--eval"],
+        context=values["--context"],
+        url=values.get("--url"),
+        config=values.get("--config"),
+        out=values.get("--out", "evaluation.json"),
+        thresholds=values.get("--thresholds"),
+        assembly=assembly,
+        max_items=values.get("--max-items"),
+        max_bytes=values.get("--max-bytes"),
+        max_tokens=values.get("--max-tokens"),
+        rerank=values.get("--rerank"),
     )
 
 
@@ -135,8 +142,9 @@ def parse_compare(argv: list[str]) -> tuple[str, str, str]:
         positionals.append(a)
         i += 1
     if len(positionals) != 2:
-        raise Usage("evaluate compare takes exactly two positional arguments, BASE.json and HEAD.json "
-                    f"(got {len(positionals)})")
+        raise Usage(
+            f"evaluate compare takes exactly two positional arguments, BASE.json and HEAD.json (got {len(positionals)})"
+        )
     return positionals[0], positionals[1], out or "changes.jsonl"
 
 
@@ -145,8 +153,9 @@ def _usage_error(msg: str, err: TextIO) -> int:
     return EXIT_USAGE
 
 
-async def main_async(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = None,
-                     env: dict[str, str] | None = None) -> int:
+async def main_async(
+    argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = None, env: dict[str, str] | None = None
+) -> int:
     """The whole command (argv after `evaluate`); usable from a running event loop."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
     if not argv:
@@ -162,7 +171,9 @@ async def main_async(argv: list[str], stdout: TextIO | None = None, stderr: Text
             return await run(parse_run(argv), out, err, env)
         return _usage_error(
             f"unknown subcommand '{head}' — the default mode is selected by a leading flag, e.g. "
-            "'taguru evaluate --eval FILE --context NAME', or use the 'compare' subcommand", err)
+            "'taguru evaluate --eval FILE --context NAME', or use the 'compare' subcommand",
+            err,
+        )
     except Help:
         print(USAGE, end="", file=out, flush=True)
         return EXIT_OK
@@ -191,8 +202,9 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `evaluate` on the `taguru` command's subparsers."""
-    p = subparsers.add_parser("evaluate", add_help=False,
-                              help="score retrieval quality on a labeled eval.jsonl (and compare two runs)")
+    p = subparsers.add_parser(
+        "evaluate", add_help=False, help="score retrieval quality on a labeled eval.jsonl (and compare two runs)"
+    )
     p.__class__ = _Passthrough
     p.set_defaults(func=_cmd)
     return p

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import importlib.metadata
 import http.client
+import importlib.metadata
 import json
 import os
 import sys
@@ -196,7 +196,7 @@ def _batch_chunks(text: str, batches: list[Any], budget: int) -> list[str]:
     lines = text.split("\n")
     pieces = []
     starts = [b.first_line for b in batches] + [len(lines) + 1]
-    for a, b in zip(starts, starts[1:]):
+    for a, b in zip(starts, starts[1:], strict=False):
         pieces.append("\n".join(lines[a - 1 : b - 1]).rstrip("\n") + "\n")
     chunks: list[str] = []
     current: list[str] = []
@@ -230,8 +230,12 @@ def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[
                 chunk_batches = _reparse(chunk)
                 if len(chunk_batches) <= 1:
                     b = chunk_batches[0]
-                    return _finish(args, outcomes, f"the batch for source '{b.source}' (context '{b.context}') "
-                                   "is larger than the server's body cap (TAGURU_MAX_BODY_BYTES); it cannot be sent")
+                    return _finish(
+                        args,
+                        outcomes,
+                        f"the batch for source '{b.source}' (context '{b.context}') "
+                        "is larger than the server's body cap (TAGURU_MAX_BODY_BYTES); it cannot be sent",
+                    )
                 budget = max(budget // 2, 1)
                 rest = "".join(pending)
                 pending = _batch_chunks(rest, _reparse(rest), budget)
@@ -299,14 +303,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
             except OSError:
                 time.sleep(0.1)
         for label, path, body in demo_requests():
-            req = urllib.request.Request(base + path, data=json.dumps(body, ensure_ascii=False).encode(),
-                                         method="POST", headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(
+                base + path,
+                data=json.dumps(body, ensure_ascii=False).encode(),
+                method="POST",
+                headers={"Content-Type": "application/json"},
+            )
             with urllib.request.urlopen(req, timeout=30) as resp:
                 doc = json.loads(resp.read())
             print(f"\n== {label}: POST {path}\n{json.dumps(body, ensure_ascii=False)}")
             print(json.dumps(doc["result"], ensure_ascii=False, indent=2))
-        print(f"\ntaguru demo: the server is running on {base} (data in {data_dir}, log in {log_path}); "
-              "Ctrl-C stops it.", file=sys.stderr, flush=True)
+        print(
+            f"\ntaguru demo: the server is running on {base} (data in {data_dir}, log in {log_path}); Ctrl-C stops it.",
+            file=sys.stderr,
+            flush=True,
+        )
         if args.exit:
             return EXIT_OK
         server.wait()
@@ -348,10 +359,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
     p.set_defaults(func=cmd_demo)
     from taguru_server.cli.evaluate import add_parser as add_evaluate
+
     add_evaluate(sub)
     from taguru_server.server.mcp_stdio import add_parser as add_mcp
+
     add_mcp(sub)
     from taguru_server.cli.communities import add_parser as add_communities
+
     add_communities(sub)
     try:
         args = parser.parse_args(argv)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -44,10 +44,15 @@ class Side:
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"path": self.path, "context": self.get("inputs", "context"), "taguru_evaluation": self.stamp,
-                "generated_at": self.get("generated_at"), "corpus_revision_after": self.get("corpus", "revision_after"),
-                "corpus_stable": self.get("corpus", "stable"),
-                "thresholds_sha256": self.get("thresholds", "sha256")}
+        return {
+            "path": self.path,
+            "context": self.get("inputs", "context"),
+            "taguru_evaluation": self.stamp,
+            "generated_at": self.get("generated_at"),
+            "corpus_revision_after": self.get("corpus", "revision_after"),
+            "corpus_stable": self.get("corpus", "stable"),
+            "thresholds_sha256": self.get("thresholds", "sha256"),
+        }
 
 
 def load_side(label: str, path: str) -> Side:
@@ -95,7 +100,9 @@ def _parse_metrics(side: Side) -> None:
     for m in sorted(metrics):
         d = defs.get(m) if isinstance(defs, dict) else None
         if not isinstance(d, dict) or "statistic" not in d:
-            side.metric_warnings.append(f"{side.label}: metric '{m}' has no definitions entry — skipped from the aggregate diff")
+            side.metric_warnings.append(
+                f"{side.label}: metric '{m}' has no definitions entry — skipped from the aggregate diff"
+            )
             continue
         stat = d["statistic"]
         if stat not in KNOWN_STATISTICS:
@@ -164,14 +171,22 @@ def compare(base: Side, head: Side) -> tuple[dict[str, Any], list[dict[str, Any]
         warnings.append(f"taguru_evaluation stamp differs: BASE {base.stamp} vs HEAD {head.stamp}")
     bb, hb = base.get("inputs", "budget"), head.get("inputs", "budget")
     if bb != hb:
-        warnings.append(f"budget differs: BASE {_budget_desc(bb)} vs HEAD {_budget_desc(hb)} — "
-                        "not an equal-budget comparison")
+        warnings.append(
+            f"budget differs: BASE {_budget_desc(bb)} vs HEAD {_budget_desc(hb)} — not an equal-budget comparison"
+        )
     for side in (base, head):
         for cid in side.duplicates:
             warnings.append(f"{side.label}: duplicate case_id '{cid}' — using the last occurrence")
 
-    counts = {"improved": 0, "regressed": 0, "added": 0, "removed": 0, "unchanged": 0,
-              "cases_base": len(base.cases), "cases_head": len(head.cases)}
+    counts = {
+        "improved": 0,
+        "regressed": 0,
+        "added": 0,
+        "removed": 0,
+        "unchanged": 0,
+        "cases_base": len(base.cases),
+        "cases_head": len(head.cases),
+    }
     records: list[dict[str, Any]] = []
     one_sided: list[str] = []
     for cid in sorted(set(base.cases) | set(head.cases), key=lambda s: s.encode("utf-8")):
@@ -196,18 +211,21 @@ def compare(base: Side, head: Side) -> tuple[dict[str, Any], list[dict[str, Any]
             if bv is None and hv is None:
                 continue
             if bv is None or hv is None:
-                one_sided.append(f"case '{cid}': metric '{m}' has a value on only one side — excluded from "
-                                 "classification")
+                one_sided.append(
+                    f"case '{cid}': metric '{m}' has a value on only one side — excluded from classification"
+                )
                 continue
             delta = hv - bv
             if delta > EPS:
                 improved = True
-                changed.append({"metric": m, "sides": {"base": bv, "head": hv}, "delta": delta,
-                                "direction": "improved"})
+                changed.append(
+                    {"metric": m, "sides": {"base": bv, "head": hv}, "delta": delta, "direction": "improved"}
+                )
             elif delta < -EPS:
                 regressed = True
-                changed.append({"metric": m, "sides": {"base": bv, "head": hv}, "delta": delta,
-                                "direction": "regressed"})
+                changed.append(
+                    {"metric": m, "sides": {"base": bv, "head": hv}, "delta": delta, "direction": "regressed"}
+                )
         if regressed or improved:
             kind = "regressed" if regressed else "improved"
             counts[kind] += 1
@@ -224,12 +242,22 @@ def compare(base: Side, head: Side) -> tuple[dict[str, Any], list[dict[str, Any]
         if bv is None and hv is None:
             continue
         stat = head.statistics.get(m) or base.statistics.get(m)
-        metrics.append({"metric": m, "statistic": stat, "sides": {"base": bv, "head": hv},
-                        "delta": None if bv is None or hv is None else hv - bv})
+        metrics.append(
+            {
+                "metric": m,
+                "statistic": stat,
+                "sides": {"base": bv, "head": hv},
+                "delta": None if bv is None or hv is None else hv - bv,
+            }
+        )
     header: dict[str, Any] = {
-        "kind": "header", "taguru_evaluation_changes": 1,
-        "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "base": base.identity, "head": head.identity, "counts": counts, "metrics": metrics,
+        "kind": "header",
+        "taguru_evaluation_changes": 1,
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "base": base.identity,
+        "head": head.identity,
+        "counts": counts,
+        "metrics": metrics,
     }
     if warnings:
         header["warnings"] = warnings
@@ -249,8 +277,9 @@ def html_path(out: str) -> str:
     return out + ".html"
 
 
-def run_compare(base_path: str, head_path: str, out_path: str, stdout: TextIO | None = None,
-                stderr: TextIO | None = None) -> int:
+def run_compare(
+    base_path: str, head_path: str, out_path: str, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
     try:
         base = load_side("BASE", base_path)
@@ -271,9 +300,11 @@ def run_compare(base_path: str, head_path: str, out_path: str, stdout: TextIO | 
         warn(f"writing {out_path}: {exc}", err)
         return EXIT_FAIL
     c = header["counts"]
-    text = [f"evaluate compare: {c['cases_base']} case(s) in BASE, {c['cases_head']} in HEAD — "
-            f"{c['improved']} improved, {c['regressed']} regressed, {c['added']} added, {c['removed']} removed, "
-            f"{c['unchanged']} unchanged"]
+    text = [
+        f"evaluate compare: {c['cases_base']} case(s) in BASE, {c['cases_head']} in HEAD — "
+        f"{c['improved']} improved, {c['regressed']} regressed, {c['added']} added, {c['removed']} removed, "
+        f"{c['unchanged']} unchanged"
+    ]
     for m in header["metrics"]:
         b, h, d = m["sides"]["base"], m["sides"]["head"], m["delta"]
         text.append(f"  {m['metric']}: {_f(b)} → {_f(h)} ({'n/a' if d is None else f'{d:+.4f}'})")

@@ -141,8 +141,17 @@ def _required(obj: dict[str, Any], key: str) -> Any:
     return obj[key]
 
 
-CASE_KEYS = ("case_id", "query", "cues", "expected_sources", "expected_concepts", "expected_labels",
-             "expected_associations", "expected_citations", "options")
+CASE_KEYS = (
+    "case_id",
+    "query",
+    "cues",
+    "expected_sources",
+    "expected_concepts",
+    "expected_labels",
+    "expected_associations",
+    "expected_citations",
+    "options",
+)
 OPTION_KEYS = ("limit", "floor", "tags", "since", "until")
 
 
@@ -213,11 +222,13 @@ def _extensions(case: Case, obj: dict[str, Any]) -> None:
                 raise _Bad(f"invalid type: {_describe(raw)}, expected a sequence")
             for i, e in enumerate(raw):
                 eo = _obj(e, "struct ExpectedAssociation", ("subject", "label", "object"), f"[{i}]: ")
-                case.expected_associations.append(ExpectedAssociation(
-                    _str(_required(eo, "subject"), f"[{i}].subject"),
-                    _str(_required(eo, "label"), f"[{i}].label"),
-                    _str(_required(eo, "object"), f"[{i}].object"),
-                ))
+                case.expected_associations.append(
+                    ExpectedAssociation(
+                        _str(_required(eo, "subject"), f"[{i}].subject"),
+                        _str(_required(eo, "label"), f"[{i}].label"),
+                        _str(_required(eo, "object"), f"[{i}].object"),
+                    )
+                )
         except _Bad as exc:
             raise bad("expected_associations", str(exc)) from None
     if obj.get("expected_citations") is not None:

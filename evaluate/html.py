@@ -56,10 +56,13 @@ def _bar_row(name: str, unit: str, values: list[tuple[str, float | None]]) -> st
         y = i * (h + 4)
         width = 0 if v is None or top <= 0 else max(1.0, _W * v / top) if v > 0 else 0
         rects.append(f'<rect class="{cls}" x="0" y="{y}" width="{width:.1f}" height="{h}" rx="2"/>')
-        rects.append(f'<text x="{min(width + 6, _W + 6):.1f}" y="{y + 11}" font-size="11" fill="#1d2330">'
-                     f"{_fmt(v)}</text>")
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W + 70}" height="{svg_h}" '
-           f'role="img" aria-label="{escape(name)}">{"".join(rects)}</svg>')
+        rects.append(
+            f'<text x="{min(width + 6, _W + 6):.1f}" y="{y + 11}" font-size="11" fill="#1d2330">{_fmt(v)}</text>'
+        )
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W + 70}" height="{svg_h}" '
+        f'role="img" aria-label="{escape(name)}">{"".join(rects)}</svg>'
+    )
     return f'<tr><td class="name">{escape(name)}</td><td class="na">{escape(unit)}</td><td>{svg}</td></tr>'
 
 
@@ -81,25 +84,38 @@ def _metric_bars(runs: list[tuple[str, dict[str, Any]]]) -> str:
 def _run_meta(label: str, doc: dict[str, Any]) -> str:
     inp = doc.get("inputs") or {}
     budget = inp.get("budget")
-    btxt = ("max_items={max_items} max_bytes={max_bytes} max_tokens={max_tokens}".format(**budget)
-            if isinstance(budget, dict) else "none (untruncated baseline)")
+    btxt = (
+        "max_items={max_items} max_bytes={max_bytes} max_tokens={max_tokens}".format(**budget)
+        if isinstance(budget, dict)
+        else "none (untruncated baseline)"
+    )
     t = doc.get("thresholds")
     if isinstance(t, dict):
         verdict = '<span class="pass">PASS</span>' if t.get("passed") else '<span class="fail">FAIL</span>'
-        ttxt = f'{verdict} (sha256 {escape(str(t.get("sha256", ""))[:12])}…)'
+        ttxt = f"{verdict} (sha256 {escape(str(t.get('sha256', ''))[:12])}…)"
     else:
         ttxt = "report-only"
     rerank = f" · rerank {escape(str(inp['rerank']))}" if inp.get("rerank") else ""
-    return (f'<p class="meta"><b>{escape(label)}</b>: mode {escape(str(inp.get("mode")))}{rerank} · context '
-            f'{escape(str(inp.get("context")))} · {escape(str(inp.get("url")))} · budget {escape(btxt)} · '
-            f'{len(doc.get("cases") or [])} case(s) · generated {escape(str(doc.get("generated_at")))} · '
-            f"thresholds {ttxt}</p>")
+    return (
+        f'<p class="meta"><b>{escape(label)}</b>: mode {escape(str(inp.get("mode")))}{rerank} · context '
+        f"{escape(str(inp.get('context')))} · {escape(str(inp.get('url')))} · budget {escape(btxt)} · "
+        f"{len(doc.get('cases') or [])} case(s) · generated {escape(str(doc.get('generated_at')))} · "
+        f"thresholds {ttxt}</p>"
+    )
 
 
-_COLS = (("recall.recall_at_k", "recall@k"), ("recall.mrr", "MRR"), ("recall.ndcg", "nDCG"),
-         ("coverage.concepts", "concepts"), ("coverage.labels", "labels"), ("coverage.associations", "assoc."),
-         ("citations.recall", "cit. recall"), ("citations.locator_validity", "cit. validity"),
-         ("diversity.sources", "sources"), ("latency.passage_ms", "ms"))
+_COLS = (
+    ("recall.recall_at_k", "recall@k"),
+    ("recall.mrr", "MRR"),
+    ("recall.ndcg", "nDCG"),
+    ("coverage.concepts", "concepts"),
+    ("coverage.labels", "labels"),
+    ("coverage.associations", "assoc."),
+    ("citations.recall", "cit. recall"),
+    ("citations.locator_validity", "cit. validity"),
+    ("diversity.sources", "sources"),
+    ("latency.passage_ms", "ms"),
+)
 
 
 def _val(case: dict[str, Any] | None, m: str) -> Any:
@@ -112,50 +128,66 @@ def _val(case: dict[str, Any] | None, m: str) -> Any:
 
 
 def _page(title: str, body: str) -> str:
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{_CSS}</style></head><body>{body}</body></html>")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{_CSS}</style></head><body>{body}</body></html>"
+    )
 
 
 def render_run(doc: dict[str, Any]) -> str:
     cases = doc.get("cases") or []
-    parts = [f"<h1>taguru evaluate — {escape(str((doc.get('inputs') or {}).get('mode')))}</h1>",
-             _run_meta("run", doc)]
+    parts = [f"<h1>taguru evaluate — {escape(str((doc.get('inputs') or {}).get('mode')))}</h1>", _run_meta("run", doc)]
     if doc.get("warnings"):
         parts.append('<ul class="warn">' + "".join(f"<li>{escape(w)}</li>" for w in doc["warnings"]) + "</ul>")
     parts.append("<h2>Metrics</h2>")
     parts.append('<p class="legend"><span><i class="sw head"></i>this run</span></p>')
     parts.append(_metric_bars([("head", doc)]))
-    parts.append("<h2>Cases</h2><table><tr><th class='l'>case</th>"
-                 + "".join(f"<th>{escape(h)}</th>" for _m, h in _COLS) + "<th class='l'>missed</th></tr>")
+    parts.append(
+        "<h2>Cases</h2><table><tr><th class='l'>case</th>"
+        + "".join(f"<th>{escape(h)}</th>" for _m, h in _COLS)
+        + "<th class='l'>missed</th></tr>"
+    )
     for c in cases:
         cells = "".join(f"<td>{_fmt(_val(c, m))}</td>" for m, _h in _COLS)
         missed = "; ".join(c.get("missed") or [])
         if c.get("missed_truncated"):
             missed += f" (+{c['missed_truncated']})"
-        parts.append(f"<tr><td class='l'>{escape(str(c.get('case_id')))}</td>{cells}"
-                     f"<td class='l'>{escape(missed)}</td></tr>")
+        parts.append(
+            f"<tr><td class='l'>{escape(str(c.get('case_id')))}</td>{cells}<td class='l'>{escape(missed)}</td></tr>"
+        )
     parts.append("</table>")
     return _page("taguru evaluate report", "".join(parts))
 
 
-def render_compare(base: dict[str, Any], head: dict[str, Any], header: dict[str, Any],
-                   records: list[dict[str, Any]]) -> str:
+def render_compare(
+    base: dict[str, Any], head: dict[str, Any], header: dict[str, Any], records: list[dict[str, Any]]
+) -> str:
     kinds = {r["case_id"]: r["kind"] for r in records}
     c = header["counts"]
-    parts = ["<h1>taguru evaluate compare</h1>", _run_meta("BASE", base), _run_meta("HEAD", head),
-             f'<p class="meta">{c["improved"]} improved · {c["regressed"]} regressed · {c["added"]} added · '
-             f'{c["removed"]} removed · {c["unchanged"]} unchanged</p>']
+    parts = [
+        "<h1>taguru evaluate compare</h1>",
+        _run_meta("BASE", base),
+        _run_meta("HEAD", head),
+        f'<p class="meta">{c["improved"]} improved · {c["regressed"]} regressed · {c["added"]} added · '
+        f"{c['removed']} removed · {c['unchanged']} unchanged</p>",
+    ]
     if header.get("warnings"):
         parts.append('<ul class="warn">' + "".join(f"<li>{escape(w)}</li>" for w in header["warnings"]) + "</ul>")
     parts.append("<h2>Metrics</h2>")
-    parts.append('<p class="legend"><span><i class="sw base"></i>BASE</span><span><i class="sw head"></i>HEAD</span></p>')
+    parts.append(
+        '<p class="legend"><span><i class="sw base"></i>BASE</span><span><i class="sw head"></i>HEAD</span></p>'
+    )
     parts.append(_metric_bars([("base", base), ("head", head)]))
     bcases = {x.get("case_id"): x for x in base.get("cases") or [] if isinstance(x, dict)}
     hcases = {x.get("case_id"): x for x in head.get("cases") or [] if isinstance(x, dict)}
     cols = [(m, h) for m, h in _COLS if m in CLASSIFICATION]
-    parts.append("<h2>Cases</h2><table><tr><th class='l' rowspan='2'>case</th><th class='l' rowspan='2'>change</th>"
-                 + "".join(f"<th colspan='2'>{escape(h)}</th>" for _m, h in cols) + "</tr><tr>"
-                 + "<th>base</th><th>head</th>" * len(cols) + "</tr>")
+    parts.append(
+        "<h2>Cases</h2><table><tr><th class='l' rowspan='2'>case</th><th class='l' rowspan='2'>change</th>"
+        + "".join(f"<th colspan='2'>{escape(h)}</th>" for _m, h in cols)
+        + "</tr><tr>"
+        + "<th>base</th><th>head</th>" * len(cols)
+        + "</tr>"
+    )
     for cid in sorted(set(bcases) | set(hcases), key=lambda s: str(s).encode("utf-8")):
         kind = kinds.get(cid, "unchanged")
         cells = []
@@ -165,7 +197,9 @@ def render_compare(base: dict[str, Any], head: dict[str, Any], header: dict[str,
             if isinstance(b, (int, float)) and isinstance(h, (int, float)):
                 cls = " class='up'" if h - b > 1e-9 else " class='down'" if h - b < -1e-9 else ""
             cells.append(f"<td>{_fmt(b)}</td><td{cls}>{_fmt(h)}</td>")
-        parts.append(f"<tr><td class='l'>{escape(str(cid))}</td><td class='l'><span class='tag t-{kind}'>{kind}"
-                     f"</span></td>{''.join(cells)}</tr>")
+        parts.append(
+            f"<tr><td class='l'>{escape(str(cid))}</td><td class='l'><span class='tag t-{kind}'>{kind}"
+            f"</span></td>{''.join(cells)}</tr>"
+        )
     parts.append("</table>")
     return _page("taguru evaluate compare", "".join(parts))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
@@ -84,8 +85,9 @@ def check_url(url: str) -> None:
     except ValueError:
         raise SetupError("the --url value could not be parsed as a URL") from None
     if "@" in parts.netloc:
-        raise SetupError("the URL must not carry credentials (user:password@…) — set TAGURU_API_TOKEN "
-                         "(or TAGURU_API_TOKENS) instead")
+        raise SetupError(
+            "the URL must not carry credentials (user:password@…) — set TAGURU_API_TOKEN (or TAGURU_API_TOKENS) instead"
+        )
     if not parts.scheme or not _SCHEME.match(parts.scheme):
         raise SetupError("the --url value could not be parsed as a URL")
     try:

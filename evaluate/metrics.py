@@ -18,93 +18,238 @@ DIST, RAT = "distribution", "ratio"
 
 # key: (unit, statistic, description, source, caveat)
 _DEFS: dict[str, tuple[str, str, str, str, str | None]] = {
-    "budget.bytes_used": ("byte", DIST, "Bytes of the served evidence per case, measured with the server's evidence accounting.",
-                          "case budget.bytes_used (server usage under --assembly, client accounting for a budgeted baseline)",
-                          "Only cases that carry a budget block contribute; an unbudgeted baseline has none."),
-    "budget.items_used": ("item", DIST, "Items admitted under the budget per case.",
-                          "case budget.items_used",
-                          "Only cases that carry a budget block contribute; an unbudgeted baseline has none."),
-    "budget.omitted_rate": (RATIO, RAT, "Share of candidates dropped by the budget.",
-                            "Σ budget-dropped / Σ(omitted_total + items_used) over cases with a budget block",
-                            "Under --assembly only budget_exceeded and contradiction_group_exceeds_budget count as "
-                            "dropped; duplicate_passage is in the denominator only."),
-    "budget.tokens_used": ("token", DIST, "Estimated tokens of the served evidence per case (¼ per ASCII code point, 1 per other).",
-                           "case budget.tokens_used",
-                           "The estimator is the server's contract estimate, not a real tokenizer."),
-    "citations.locator_validity": (RATIO, DIST, "Share of a case's expected citations whose locator resolves, "
-                                   "with the declared section and quote matching.",
-                                   "case citations.validity.value (POST /contexts/{name}/citations)",
-                                   "Validity does not depend on whether the passage was served; see citations.recall."),
-    "citations.no_paragraph": (RATIO, RAT, "Share of citation calls answered 404 no_paragraph.",
-                               "citation checks with outcome unresolved and code no_paragraph / all citation calls", None),
-    "citations.no_source": (RATIO, RAT, "Share of citation calls answered 404 no_source.",
-                            "citation checks with outcome unresolved and code no_source / all citation calls", None),
-    "citations.other": (RATIO, RAT, "Share of citation calls that failed otherwise (transport, other status, unreadable body).",
-                        "citation checks with outcome unresolved and any other code / all citation calls", None),
-    "citations.quote_match": (RATIO, RAT, "Share of resolved citations declaring a quote whose normalised quote occurs in the "
-                              "served paragraph.", "resolved checks with quote.matched / resolved checks declaring a quote",
-                              "Substring match after normalize_entry; a quote crossing a paragraph boundary never matches."),
-    "citations.recall": (RATIO, DIST, "Share of a case's expected citations found among the served (source, paragraph) set.",
-                         "case citations.recall.value",
-                         "The served set is the lane's hits plus structural attributions; under --assembly it includes "
-                         "citation_refs of admitted associations."),
-    "citations.resolved": (RATIO, RAT, "Share of citation calls that resolved (200).",
-                           "citation checks with outcome resolved / all citation calls", None),
-    "citations.section_match": (RATIO, RAT, "Share of resolved citations declaring a section whose served section matches.",
-                                "resolved checks with section.check matched / resolved checks declaring section",
-                                "A declared null asserts the paragraph is outside every section and counts."),
-    "coverage.associations": (RATIO, DIST, "Share of expected associations found by resolve → query.",
-                              "case coverage.associations.value",
-                              "A query runs only when all three positions resolve to exactly one name; no guessing."),
-    "coverage.concepts": (RATIO, DIST, "Share of expected concepts resolved from the case's cues.",
-                          "case coverage.concepts.value (POST /contexts/{name}/resolve, top tier, limit 5)",
-                          "Normalised equality (normalize_entry) against top-tier names only."),
-    "coverage.labels": (RATIO, DIST, "Share of expected labels resolved from the case's cues.",
-                        "case coverage.labels.value (POST /contexts/{name}/resolve_label, top tier, limit 5)",
-                        "Normalised equality (normalize_entry) against top-tier names only."),
-    "diversity.sources": ("source", DIST, "Distinct sources among a case's hits.",
-                          "case diversity_sources",
-                          "Under --assembly association citation_refs and community locators enter hits[]."),
-    "lanes.both": (RATIO, RAT, "Share of lane-cross cases hit by both the structural and the passage lane.",
-                   "cases with lane_cross.structural_hit and lane_cross.passage_hit / cases with lane_cross", None),
-    "lanes.neither": (RATIO, RAT, "Share of lane-cross cases hit by neither lane.",
-                      "cases with neither hit / cases with lane_cross", None),
-    "lanes.passage_hit": (RATIO, RAT, "Share of lane-cross cases whose passage lane matched an expected source.",
-                          "cases with lane_cross.passage_hit / cases with lane_cross",
-                          "Association citation_refs enter hits[] under --assembly, so this is not comparable across modes."),
-    "lanes.structural_hit": (RATIO, RAT, "Share of lane-cross cases whose structural lane matched anything expected.",
-                             "cases with lane_cross.structural_hit / cases with lane_cross",
-                             "Only cases that declare both structural expectations and an expected source take part."),
-    "latency.citation_ms": (MS, DIST, "Latency of every POST /contexts/{name}/citations call.",
-                            "citation check latency_ms", "Client-side wall time, including transport."),
-    "latency.evidence_ms": (MS, DIST, "Latency of every POST /contexts/{name}/evidence call.",
-                            "evidence.latency_ms", "Empty in baseline mode; client-side wall time."),
-    "latency.passage_ms": (MS, DIST, "Latency of the case's passage lane call (the evidence call under --assembly).",
-                           "case passage.latency_ms", None),
-    "latency.query_ms": (MS, DIST, "Latency of every POST /contexts/{name}/query call.",
-                         "structural association query latency_ms", "Only probes whose three positions resolved query."),
-    "latency.resolve_ms": (MS, DIST, "Latency of every resolve and resolve_label call.",
-                           "structural cue records and all three positions of each association probe", None),
-    "passage.failure_rate": (RATIO, RAT, "Share of cases whose passage (or evidence) lane failed.",
-                             "cases with passage.outcome failed / cases", None),
-    "recall.mrr": (RATIO, DIST, "Reciprocal rank of the first hit satisfying any expected source.",
-                   "case recall.mrr", "Rank comes from the hit order, never from scores."),
-    "recall.ndcg": (RATIO, DIST, "Normalised DCG with the declared relevance as gain.",
-                    "case recall.ndcg", "One credit per expected source at its first satisfying hit."),
-    "recall.recall_at_k": (RATIO, DIST, "Share of expected sources (relevance ≥ 1) satisfied by some hit, k = len(hits).",
-                           "case recall.recall_at_k",
-                           "k is the number of hits served, bounded by the case limit and, when given, the budget."),
-    "rerank.ran": (RATIO, RAT, "Share of attempted reranks that ran (1 − degrade rate).",
-                   "evidence.reranker.ran over cases with --rerank, assembled, reason != empty_pool",
-                   "plan.reranker.configured is server state and is ignored."),
-    "structural.case_rate": (RATIO, RAT, "Share of cases that ran the structural lane.",
-                             "cases with a structural block / cases", None),
+    "budget.bytes_used": (
+        "byte",
+        DIST,
+        "Bytes of the served evidence per case, measured with the server's evidence accounting.",
+        "case budget.bytes_used (server usage under --assembly, client accounting for a budgeted baseline)",
+        "Only cases that carry a budget block contribute; an unbudgeted baseline has none.",
+    ),
+    "budget.items_used": (
+        "item",
+        DIST,
+        "Items admitted under the budget per case.",
+        "case budget.items_used",
+        "Only cases that carry a budget block contribute; an unbudgeted baseline has none.",
+    ),
+    "budget.omitted_rate": (
+        RATIO,
+        RAT,
+        "Share of candidates dropped by the budget.",
+        "Σ budget-dropped / Σ(omitted_total + items_used) over cases with a budget block",
+        "Under --assembly only budget_exceeded and contradiction_group_exceeds_budget count as "
+        "dropped; duplicate_passage is in the denominator only.",
+    ),
+    "budget.tokens_used": (
+        "token",
+        DIST,
+        "Estimated tokens of the served evidence per case (¼ per ASCII code point, 1 per other).",
+        "case budget.tokens_used",
+        "The estimator is the server's contract estimate, not a real tokenizer.",
+    ),
+    "citations.locator_validity": (
+        RATIO,
+        DIST,
+        "Share of a case's expected citations whose locator resolves, with the declared section and quote matching.",
+        "case citations.validity.value (POST /contexts/{name}/citations)",
+        "Validity does not depend on whether the passage was served; see citations.recall.",
+    ),
+    "citations.no_paragraph": (
+        RATIO,
+        RAT,
+        "Share of citation calls answered 404 no_paragraph.",
+        "citation checks with outcome unresolved and code no_paragraph / all citation calls",
+        None,
+    ),
+    "citations.no_source": (
+        RATIO,
+        RAT,
+        "Share of citation calls answered 404 no_source.",
+        "citation checks with outcome unresolved and code no_source / all citation calls",
+        None,
+    ),
+    "citations.other": (
+        RATIO,
+        RAT,
+        "Share of citation calls that failed otherwise (transport, other status, unreadable body).",
+        "citation checks with outcome unresolved and any other code / all citation calls",
+        None,
+    ),
+    "citations.quote_match": (
+        RATIO,
+        RAT,
+        "Share of resolved citations declaring a quote whose normalised quote occurs in the served paragraph.",
+        "resolved checks with quote.matched / resolved checks declaring a quote",
+        "Substring match after normalize_entry; a quote crossing a paragraph boundary never matches.",
+    ),
+    "citations.recall": (
+        RATIO,
+        DIST,
+        "Share of a case's expected citations found among the served (source, paragraph) set.",
+        "case citations.recall.value",
+        "The served set is the lane's hits plus structural attributions; under --assembly it includes "
+        "citation_refs of admitted associations.",
+    ),
+    "citations.resolved": (
+        RATIO,
+        RAT,
+        "Share of citation calls that resolved (200).",
+        "citation checks with outcome resolved / all citation calls",
+        None,
+    ),
+    "citations.section_match": (
+        RATIO,
+        RAT,
+        "Share of resolved citations declaring a section whose served section matches.",
+        "resolved checks with section.check matched / resolved checks declaring section",
+        "A declared null asserts the paragraph is outside every section and counts.",
+    ),
+    "coverage.associations": (
+        RATIO,
+        DIST,
+        "Share of expected associations found by resolve → query.",
+        "case coverage.associations.value",
+        "A query runs only when all three positions resolve to exactly one name; no guessing.",
+    ),
+    "coverage.concepts": (
+        RATIO,
+        DIST,
+        "Share of expected concepts resolved from the case's cues.",
+        "case coverage.concepts.value (POST /contexts/{name}/resolve, top tier, limit 5)",
+        "Normalised equality (normalize_entry) against top-tier names only.",
+    ),
+    "coverage.labels": (
+        RATIO,
+        DIST,
+        "Share of expected labels resolved from the case's cues.",
+        "case coverage.labels.value (POST /contexts/{name}/resolve_label, top tier, limit 5)",
+        "Normalised equality (normalize_entry) against top-tier names only.",
+    ),
+    "diversity.sources": (
+        "source",
+        DIST,
+        "Distinct sources among a case's hits.",
+        "case diversity_sources",
+        "Under --assembly association citation_refs and community locators enter hits[].",
+    ),
+    "lanes.both": (
+        RATIO,
+        RAT,
+        "Share of lane-cross cases hit by both the structural and the passage lane.",
+        "cases with lane_cross.structural_hit and lane_cross.passage_hit / cases with lane_cross",
+        None,
+    ),
+    "lanes.neither": (
+        RATIO,
+        RAT,
+        "Share of lane-cross cases hit by neither lane.",
+        "cases with neither hit / cases with lane_cross",
+        None,
+    ),
+    "lanes.passage_hit": (
+        RATIO,
+        RAT,
+        "Share of lane-cross cases whose passage lane matched an expected source.",
+        "cases with lane_cross.passage_hit / cases with lane_cross",
+        "Association citation_refs enter hits[] under --assembly, so this is not comparable across modes.",
+    ),
+    "lanes.structural_hit": (
+        RATIO,
+        RAT,
+        "Share of lane-cross cases whose structural lane matched anything expected.",
+        "cases with lane_cross.structural_hit / cases with lane_cross",
+        "Only cases that declare both structural expectations and an expected source take part.",
+    ),
+    "latency.citation_ms": (
+        MS,
+        DIST,
+        "Latency of every POST /contexts/{name}/citations call.",
+        "citation check latency_ms",
+        "Client-side wall time, including transport.",
+    ),
+    "latency.evidence_ms": (
+        MS,
+        DIST,
+        "Latency of every POST /contexts/{name}/evidence call.",
+        "evidence.latency_ms",
+        "Empty in baseline mode; client-side wall time.",
+    ),
+    "latency.passage_ms": (
+        MS,
+        DIST,
+        "Latency of the case's passage lane call (the evidence call under --assembly).",
+        "case passage.latency_ms",
+        None,
+    ),
+    "latency.query_ms": (
+        MS,
+        DIST,
+        "Latency of every POST /contexts/{name}/query call.",
+        "structural association query latency_ms",
+        "Only probes whose three positions resolved query.",
+    ),
+    "latency.resolve_ms": (
+        MS,
+        DIST,
+        "Latency of every resolve and resolve_label call.",
+        "structural cue records and all three positions of each association probe",
+        None,
+    ),
+    "passage.failure_rate": (
+        RATIO,
+        RAT,
+        "Share of cases whose passage (or evidence) lane failed.",
+        "cases with passage.outcome failed / cases",
+        None,
+    ),
+    "recall.mrr": (
+        RATIO,
+        DIST,
+        "Reciprocal rank of the first hit satisfying any expected source.",
+        "case recall.mrr",
+        "Rank comes from the hit order, never from scores.",
+    ),
+    "recall.ndcg": (
+        RATIO,
+        DIST,
+        "Normalised DCG with the declared relevance as gain.",
+        "case recall.ndcg",
+        "One credit per expected source at its first satisfying hit.",
+    ),
+    "recall.recall_at_k": (
+        RATIO,
+        DIST,
+        "Share of expected sources (relevance ≥ 1) satisfied by some hit, k = len(hits).",
+        "case recall.recall_at_k",
+        "k is the number of hits served, bounded by the case limit and, when given, the budget.",
+    ),
+    "rerank.ran": (
+        RATIO,
+        RAT,
+        "Share of attempted reranks that ran (1 − degrade rate).",
+        "evidence.reranker.ran over cases with --rerank, assembled, reason != empty_pool",
+        "plan.reranker.configured is server state and is ignored.",
+    ),
+    "structural.case_rate": (
+        RATIO,
+        RAT,
+        "Share of cases that ran the structural lane.",
+        "cases with a structural block / cases",
+        None,
+    ),
 }
 
 METRIC_NAMES = sorted(_DEFS)
 CASE_SCOPED = (
-    "recall.recall_at_k", "recall.mrr", "recall.ndcg", "coverage.concepts", "coverage.labels",
-    "coverage.associations", "citations.recall", "citations.locator_validity", "latency.passage_ms",
+    "recall.recall_at_k",
+    "recall.mrr",
+    "recall.ndcg",
+    "coverage.concepts",
+    "coverage.labels",
+    "coverage.associations",
+    "citations.recall",
+    "citations.locator_validity",
+    "latency.passage_ms",
     "diversity.sources",
 )
 CLASSIFICATION = tuple(m for m in CASE_SCOPED if m != "latency.passage_ms")
@@ -114,8 +259,14 @@ def definitions() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in METRIC_NAMES:
         unit, stat, desc, source, caveat = _DEFS[key]
-        out[key] = {"unit": unit, "statistic": stat, "scopes": ["case"] if stat == DIST else ["run"],
-                    "description": desc, "source": source, "caveat": caveat}
+        out[key] = {
+            "unit": unit,
+            "statistic": stat,
+            "scopes": ["case"] if stat == DIST else ["run"],
+            "description": desc,
+            "source": source,
+            "caveat": caveat,
+        }
     return out
 
 
@@ -141,7 +292,7 @@ def recall_block(case: Case, hits: list[dict[str, Any]]) -> dict[str, Any] | Non
     matched = sum(1 for r in firsts if r is not None)
     first_any = next((r for r, h in enumerate(hits) if any(_sat(e, h) for e in expected)), None)
     mrr = 0.0 if first_any is None else 1.0 / (first_any + 1)
-    dcg = sum(e.relevance / math.log2(r + 2) for e, r in zip(expected, firsts) if r is not None)
+    dcg = sum(e.relevance / math.log2(r + 2) for e, r in zip(expected, firsts, strict=False) if r is not None)
     rels = sorted((e.relevance for e in expected), reverse=True)
     idcg = sum(rel / math.log2(j + 2) for j, rel in enumerate(rels))
     ndcg = min(dcg / idcg, 1.0) if idcg > 0 else 0.0
@@ -161,8 +312,11 @@ def coverage_block(case: Case, structural: dict[str, Any]) -> dict[str, Any]:
         matched = sum(1 for w in wanted if normalize_entry(w) in names)
         out["concepts" if kind == "concept" else "labels"] = _part(len(wanted), matched)
     if case.expected_associations:
-        matched = sum(1 for a in structural["associations"]
-                      if a.get("query", {}).get("outcome") == "queried" and a["query"]["total"] >= 1)
+        matched = sum(
+            1
+            for a in structural["associations"]
+            if a.get("query", {}).get("outcome") == "queried" and a["query"]["total"] >= 1
+        )
         out["associations"] = _part(len(case.expected_associations), matched)
     return out
 
@@ -186,18 +340,25 @@ def check_valid(c: dict[str, Any]) -> bool:
     return "quote" not in c or c["quote"]["matched"]
 
 
-def missed_list(case: Case, hits: list[dict[str, Any]] | None, structural: dict[str, Any] | None,
-                checks: list[dict[str, Any]] | None) -> tuple[list[str], int]:
+def missed_list(
+    case: Case,
+    hits: list[dict[str, Any]] | None,
+    structural: dict[str, Any] | None,
+    checks: list[dict[str, Any]] | None,
+) -> tuple[list[str], int]:
     out: list[str] = []
     if hits is not None:
         for e in case.expected_sources:
             if e.relevance >= 1 and not any(_sat(e, h) for h in hits):
                 out.append(f"expected_sources: '{e.source}' not found among passage hits")
     if structural is not None:
-        for kind, wanted, key in (("concept", case.expected_concepts, "expected_concepts"),
-                                  ("label", case.expected_labels, "expected_labels")):
-            names = {normalize_entry(n) for rec in structural["cues"] if rec["kind"] == kind
-                     for n in rec["resolved_names"]}
+        for kind, wanted, key in (
+            ("concept", case.expected_concepts, "expected_concepts"),
+            ("label", case.expected_labels, "expected_labels"),
+        ):
+            names = {
+                normalize_entry(n) for rec in structural["cues"] if rec["kind"] == kind for n in rec["resolved_names"]
+            }
             for w in wanted:
                 if normalize_entry(w) not in names:
                     out.append(f"{key}: '{w}' not resolved")
@@ -240,8 +401,16 @@ def distribution(samples: list[float]) -> dict[str, Any]:
         return xs[idx]
 
     total = float(sum(xs))
-    return {"n": n, "min": xs[0], "p50": pct(50), "p90": pct(90), "p99": pct(99), "max": xs[-1],
-            "mean": total / n, "sum": total}
+    return {
+        "n": n,
+        "min": xs[0],
+        "p50": pct(50),
+        "p90": pct(90),
+        "p99": pct(99),
+        "max": xs[-1],
+        "mean": total / n,
+        "sum": total,
+    }
 
 
 def ratio(numerator: int, n: int) -> dict[str, Any]:
@@ -277,9 +446,18 @@ BUDGET_DROP_REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget")
 def aggregate(cases: list[dict[str, Any]], rerank: bool) -> dict[str, Any]:
     samples: dict[str, list[float]] = {m: [] for m in METRIC_NAMES if statistic(m) == DIST}
     for c in cases:
-        for m in ("recall.recall_at_k", "recall.mrr", "recall.ndcg", "coverage.concepts", "coverage.labels",
-                  "coverage.associations", "citations.recall", "citations.locator_validity", "diversity.sources",
-                  "latency.passage_ms"):
+        for m in (
+            "recall.recall_at_k",
+            "recall.mrr",
+            "recall.ndcg",
+            "coverage.concepts",
+            "coverage.labels",
+            "coverage.associations",
+            "citations.recall",
+            "citations.locator_validity",
+            "diversity.sources",
+            "latency.passage_ms",
+        ):
             v = case_value(c, m)
             if v is not None:
                 samples[m].append(v)
@@ -308,12 +486,16 @@ def aggregate(cases: list[dict[str, Any]], rerank: bool) -> dict[str, Any]:
     n_calls = len(checks)
     resolved = [chk for chk in checks if chk["outcome"] == "resolved"]
     out["citations.resolved"] = ratio(len(resolved), n_calls)
-    out["citations.no_source"] = ratio(sum(1 for k in checks if k["outcome"] != "resolved"
-                                           and k.get("code") == "no_source"), n_calls)
-    out["citations.no_paragraph"] = ratio(sum(1 for k in checks if k["outcome"] != "resolved"
-                                              and k.get("code") == "no_paragraph"), n_calls)
-    out["citations.other"] = ratio(sum(1 for k in checks if k["outcome"] != "resolved"
-                                       and k.get("code") not in ("no_source", "no_paragraph")), n_calls)
+    out["citations.no_source"] = ratio(
+        sum(1 for k in checks if k["outcome"] != "resolved" and k.get("code") == "no_source"), n_calls
+    )
+    out["citations.no_paragraph"] = ratio(
+        sum(1 for k in checks if k["outcome"] != "resolved" and k.get("code") == "no_paragraph"), n_calls
+    )
+    out["citations.other"] = ratio(
+        sum(1 for k in checks if k["outcome"] != "resolved" and k.get("code") not in ("no_source", "no_paragraph")),
+        n_calls,
+    )
     sec = [k for k in resolved if k["section"]["check"] != "not_checked"]
     out["citations.section_match"] = ratio(sum(1 for k in sec if k["section"]["check"] == "matched"), len(sec))
     quo = [k for k in resolved if "quote" in k]

@@ -8,19 +8,35 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Awaitable, TextIO
+from typing import Any, TextIO
 from urllib.parse import quote
 
 from taguru_server.evaluate import html as html_report
 from taguru_server.evaluate.evalfile import UNSET, Case, EvalError, EvalSet, load_eval, normalize_entry
 from taguru_server.evaluate.http import (
-    Api, CallError, SetupError, base_url, bearer_token, cut, environment, mask_url, new_session,
+    Api,
+    CallError,
+    SetupError,
+    base_url,
+    bearer_token,
+    cut,
+    environment,
+    mask_url,
+    new_session,
 )
 from taguru_server.evaluate.metrics import (
-    MATCHING, aggregate, citations_block, coverage_block, definitions, missed_list, recall_block, scalar,
+    MATCHING,
+    aggregate,
+    citations_block,
+    coverage_block,
+    definitions,
+    missed_list,
+    recall_block,
+    scalar,
 )
 from taguru_server.evaluate.thresholds import Thresholds, gate, load_thresholds
 from taguru_server.evaluate.truncate import Limits, truncate
@@ -120,7 +136,7 @@ def _parse_hit(h: Any, fallback: bool) -> dict[str, Any]:
             raise LaneFailed("a hit is missing 'source'")
         if "paragraph" not in h:
             raise LaneFailed("a hit is missing 'paragraph'")
-    ok = (isinstance(h.get("source"), str) and type(h.get("paragraph")) is int and h["paragraph"] >= 0)
+    ok = isinstance(h.get("source"), str) and type(h.get("paragraph")) is int and h["paragraph"] >= 0
     if not ok:
         raise LaneFailed("response carries no recognizable hits (plan/hits shape mismatch)")
     score = h.get("score", 0.0)
@@ -195,8 +211,9 @@ def parse_package(result: Any) -> dict[str, Any]:
     if not isinstance(result["items"], list) or not isinstance(result["citations"], list):
         raise bad("'items' and 'citations' must be arrays")
     budget = result["budget"]
-    if not isinstance(budget, dict) or not all(type(budget.get(k)) is int
-                                               for k in ("items_used", "bytes_used", "tokens_used")):
+    if not isinstance(budget, dict) or not all(
+        type(budget.get(k)) is int for k in ("items_used", "bytes_used", "tokens_used")
+    ):
         raise bad("'budget' is not a usage block")
     if type(result["omitted_total"]) is not int or not isinstance(result["omitted_by_reason"], dict):
         raise bad("'omitted_total'/'omitted_by_reason' have the wrong type")
@@ -205,21 +222,34 @@ def parse_package(result: Any) -> dict[str, Any]:
         raise bad("'plan' lacks lanes/selection/reranker")
     items = []
     for it in result["items"]:
-        if not isinstance(it, dict) or not isinstance(it.get("candidate_id"), str) or not isinstance(it.get("kind"), str):
+        if (
+            not isinstance(it, dict)
+            or not isinstance(it.get("candidate_id"), str)
+            or not isinstance(it.get("kind"), str)
+        ):
             raise bad("an item lacks candidate_id/kind")
         refs = it.get("citation_refs", [])
-        if not isinstance(refs, list) or not all(isinstance(r, dict) and isinstance(r.get("source"), str)
-                                                 and type(r.get("paragraph")) is int for r in refs):
+        if not isinstance(refs, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("source"), str) and type(r.get("paragraph")) is int for r in refs
+        ):
             raise bad("an item's citation_refs are not locators")
-        rec: dict[str, Any] = {"candidate_id": it["candidate_id"], "kind": it["kind"],
-                               "fused_rank": it.get("fused_rank")}
+        rec: dict[str, Any] = {
+            "candidate_id": it["candidate_id"],
+            "kind": it["kind"],
+            "fused_rank": it.get("fused_rank"),
+        }
         loc = _item_locator(it)
         if loc is not None:
             rec["source"], rec["paragraph"] = loc
         rec["citation_refs"] = [{"source": r["source"], "paragraph": r["paragraph"]} for r in refs]
         items.append(rec)
-    return {"items": items, "budget": budget, "omitted_total": result["omitted_total"],
-            "omitted_by_reason": result["omitted_by_reason"], "plan": plan}
+    return {
+        "items": items,
+        "budget": budget,
+        "omitted_total": result["omitted_total"],
+        "omitted_by_reason": result["omitted_by_reason"],
+        "plan": plan,
+    }
 
 
 def _item_locator(item: dict[str, Any]) -> tuple[str, int] | None:
@@ -236,8 +266,7 @@ def _item_locator(item: dict[str, Any]) -> tuple[str, int] | None:
 
 
 def _top_tier(result: Any) -> tuple[list[str], str | None]:
-    if not isinstance(result, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
-                                               for c in result):
+    if not isinstance(result, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in result):
         raise LaneFailed("resolve answered something other than a list of candidates")
     for tier in ("lexical", "semantic"):
         names = [c["name"] for c in result if c.get("tier") == tier]
@@ -270,8 +299,14 @@ class Runner:
 
     async def passage_lane(self, case: Case, block: dict[str, Any]) -> list[dict[str, Any]] | None:
         o = case.options
-        body = {"query": case.query, "limit": case.limit, "semantic_floor": o.floor, "tags": list(o.tags or []),
-                "since": o.since, "until": o.until}
+        body = {
+            "query": case.query,
+            "limit": case.limit,
+            "semantic_floor": o.floor,
+            "tags": list(o.tags or []),
+            "since": o.since,
+            "until": o.until,
+        }
         result, ms, err = await self._timed(self.api.call("POST", self._seg("sources", "search"), body))
         try:
             if err is not None:
@@ -295,9 +330,13 @@ class Runner:
 
     async def evidence_lane(self, case: Case, block: dict[str, Any]) -> list[dict[str, Any]] | None:
         limits = self.args.limits
-        body: dict[str, Any] = {"origins": case.effective_cues, "text_fallback_query": case.query,
-                                "search_limit": case.limit, "semantic_floor": case.options.floor,
-                                "budget": limits.as_dict()}
+        body: dict[str, Any] = {
+            "origins": case.effective_cues,
+            "text_fallback_query": case.query,
+            "search_limit": case.limit,
+            "semantic_floor": case.options.floor,
+            "budget": limits.as_dict(),
+        }
         if self.args.rerank is not None:
             body["rerank"] = {"model": self.args.rerank}
         result, ms, err = await self._timed(self.api.call("POST", self._seg("evidence"), body))
@@ -329,16 +368,21 @@ class Runner:
         evidence["reranker"] = reranker
         block["_evidence"] = evidence
         b = pkg["budget"]
-        block["_budget"] = {"items_used": b["items_used"], "bytes_used": b["bytes_used"],
-                            "tokens_used": b["tokens_used"], "limits": b.get("limits", limits.as_dict()),
-                            "omitted_total": pkg["omitted_total"]}
+        block["_budget"] = {
+            "items_used": b["items_used"],
+            "bytes_used": b["bytes_used"],
+            "tokens_used": b["tokens_used"],
+            "limits": b.get("limits", limits.as_dict()),
+            "omitted_total": pkg["omitted_total"],
+        }
         return hits
 
     # -- structural lane
 
     async def _resolve(self, endpoint: str, cue: str) -> tuple[list[str], str | None, int, str | None]:
-        result, ms, err = await self._timed(self.api.call("POST", self._seg(endpoint), {"cue": cue,
-                                                                                      "limit": RESOLVE_LIMIT}))
+        result, ms, err = await self._timed(
+            self.api.call("POST", self._seg(endpoint), {"cue": cue, "limit": RESOLVE_LIMIT})
+        )
         if err is not None:
             return [], None, ms, cut(err.message)
         try:
@@ -360,8 +404,10 @@ class Runner:
     async def structural_lane(self, case: Case) -> dict[str, Any]:
         cues: list[dict[str, Any]] = []
         for cue in case.effective_cues:
-            for kind, endpoint, wanted in (("concept", "resolve", case.expected_concepts),
-                                           ("label", "resolve_label", case.expected_labels)):
+            for kind, endpoint, wanted in (
+                ("concept", "resolve", case.expected_concepts),
+                ("label", "resolve_label", case.expected_labels),
+            ):
                 if not wanted:
                     continue
                 names, tier, ms, error = await self._resolve(endpoint, cue)
@@ -375,26 +421,37 @@ class Runner:
                 cues.append(rec)
         associations = []
         for a in case.expected_associations:
-            rec = {"subject_cue": a.subject, "label_cue": a.label, "object_cue": a.object,
-                   "subject": await self._position("resolve", a.subject),
-                   "label": await self._position("resolve_label", a.label),
-                   "object": await self._position("resolve", a.object)}
+            rec = {
+                "subject_cue": a.subject,
+                "label_cue": a.label,
+                "object_cue": a.object,
+                "subject": await self._position("resolve", a.subject),
+                "label": await self._position("resolve_label", a.label),
+                "object": await self._position("resolve", a.object),
+            }
             if all(rec[p]["outcome"] == "resolved" for p in ("subject", "label", "object")):
                 rec["query"] = await self._query(rec)
             associations.append(rec)
         return {"cues": cues, "associations": associations}
 
     async def _query(self, rec: dict[str, Any]) -> dict[str, Any]:
-        body = {"subject": rec["subject"]["name"], "label": rec["label"]["name"], "object": rec["object"]["name"],
-                "limit": 1}
+        body = {
+            "subject": rec["subject"]["name"],
+            "label": rec["label"]["name"],
+            "object": rec["object"]["name"],
+            "limit": 1,
+        }
         result, ms, err = await self._timed(self.api.call("POST", self._seg("query"), body))
         if err is not None:
             return {"outcome": "errored", "message": cut(err.message), "latency_ms": ms}
         matches = result.get("matches") if isinstance(result, dict) else None
         total = result.get("total") if isinstance(result, dict) else None
         if type(total) is not int or not isinstance(matches, list) or not all(isinstance(m, dict) for m in matches):
-            return {"outcome": "errored", "message": "query answered something other than {total, matches}",
-                    "latency_ms": ms}
+            return {
+                "outcome": "errored",
+                "message": "query answered something other than {total, matches}",
+                "latency_ms": ms,
+            }
         attributions = []
         for m in matches:
             for at in m.get("attributions") or []:
@@ -412,16 +469,23 @@ class Runner:
     async def citation_lane(self, case: Case, served: set[tuple[str, int]]) -> list[dict[str, Any]]:
         checks = []
         for c in case.expected_citations:
-            result, ms, err = await self._timed(self.api.call("POST", self._seg("citations"),
-                                                              {"source": c.source, "paragraph": c.paragraph}))
-            rec: dict[str, Any] = {"source": c.source, "paragraph": c.paragraph,
-                                   "served": (c.source, c.paragraph) in served}
+            result, ms, err = await self._timed(
+                self.api.call("POST", self._seg("citations"), {"source": c.source, "paragraph": c.paragraph})
+            )
+            rec: dict[str, Any] = {
+                "source": c.source,
+                "paragraph": c.paragraph,
+                "served": (c.source, c.paragraph) in served,
+            }
             if err is not None:
                 rec["outcome"] = "unresolved"
                 rec["code"] = err.code if err.status == 404 else None
                 rec["message"] = cut(err.message)
-            elif not (isinstance(result, dict) and isinstance(result.get("text"), str)
-                      and (result.get("section") is None or isinstance(result.get("section"), str))):
+            elif not (
+                isinstance(result, dict)
+                and isinstance(result.get("text"), str)
+                and (result.get("section") is None or isinstance(result.get("section"), str))
+            ):
                 rec["outcome"] = "unresolved"
                 rec["code"] = None
                 rec["message"] = cut("citation answered something other than {text, source, section, locator}")
@@ -433,8 +497,10 @@ class Runner:
                     check = "matched" if c.section == result.get("section") else "mismatched"
                     rec["section"] = {"check": check, "expected": c.section}
                 if c.quote is not None:
-                    rec["quote"] = {"declared": c.quote,
-                                    "matched": normalize_entry(c.quote) in normalize_entry(result["text"])}
+                    rec["quote"] = {
+                        "declared": c.quote,
+                        "matched": normalize_entry(c.quote) in normalize_entry(result["text"]),
+                    }
             rec["latency_ms"] = ms
             checks.append(rec)
         return checks
@@ -470,8 +536,10 @@ class Runner:
         if coverage is not None:
             block["coverage"] = coverage
         if structural is not None and recall is not None:
-            block["lane_cross"] = {"structural_hit": any(p["matched"] > 0 for p in coverage.values()),
-                                   "passage_hit": recall["matched"] > 0}
+            block["lane_cross"] = {
+                "structural_hit": any(p["matched"] > 0 for p in coverage.values()),
+                "passage_hit": recall["matched"] > 0,
+            }
         if checks is not None:
             block["citations"] = citations_block(case, checks)
         missed, truncated = missed_list(case, hits, structural, checks)
@@ -486,8 +554,9 @@ class Runner:
         return block
 
 
-async def run_cases(runner: Runner, cases: list[Case], progress: Progress,
-                    concurrency: int = CONCURRENCY) -> list[dict[str, Any]]:
+async def run_cases(
+    runner: Runner, cases: list[Case], progress: Progress, concurrency: int = CONCURRENCY
+) -> list[dict[str, Any]]:
     """Run every case with at most `concurrency` in flight; results keep file order."""
     gate_ = asyncio.Semaphore(max(1, concurrency))
     results: list[dict[str, Any] | None] = [None] * len(cases)
@@ -580,8 +649,9 @@ def html_path(out: str) -> str:
     return out + ".html"
 
 
-async def run(args: RunArgs, stdout: TextIO | None = None, stderr: TextIO | None = None,
-              env: dict[str, str] | None = None) -> int:
+async def run(
+    args: RunArgs, stdout: TextIO | None = None, stderr: TextIO | None = None, env: dict[str, str] | None = None
+) -> int:
     out_, err_ = stdout or sys.stdout, stderr or sys.stderr
     try:
         return await _run(args, out_, err_, env)
@@ -604,8 +674,10 @@ async def _run(args: RunArgs, out: TextIO, err: TextIO, env_in: dict[str, str] |
         for case in evalset.cases:
             o = case.options
             if o.tags or o.since is not None or o.until is not None:
-                msg = (f"case '{case.case_id}': options.tags/since/until are not applied under --assembly "
-                       "(POST /contexts/{name}/evidence has no such request fields)")
+                msg = (
+                    f"case '{case.case_id}': options.tags/since/until are not applied under --assembly "
+                    "(POST /contexts/{name}/evidence has no such request fields)"
+                )
                 warn(msg, err)
                 warnings.append(msg)
     defs = definitions()
@@ -627,8 +699,17 @@ async def _run(args: RunArgs, out: TextIO, err: TextIO, env_in: dict[str, str] |
         return await _run_online(args, evalset, thresholds, defs, warnings, api, masked, out, err)
 
 
-async def _run_online(args: RunArgs, evalset: EvalSet, thresholds: Thresholds | None, defs: dict[str, Any],
-                      warnings: list[str], api: Api, masked: str, out: TextIO, err: TextIO) -> int:
+async def _run_online(
+    args: RunArgs,
+    evalset: EvalSet,
+    thresholds: Thresholds | None,
+    defs: dict[str, Any],
+    warnings: list[str],
+    api: Api,
+    masked: str,
+    out: TextIO,
+    err: TextIO,
+) -> int:
     ctx = args.context
     try:
         await api.health()
@@ -651,8 +732,12 @@ async def _run_online(args: RunArgs, evalset: EvalSet, thresholds: Thresholds | 
         warn(f"{ctx}: could not read embedding status (recording none): {cut(exc.message)}", err)
     sources = await list_sources(api, ctx)
     carried = set(sources)
-    misses = [f"case '{c.case_id}': expected_sources names '{e.source}', which '{ctx}' does not carry"
-              for c in evalset.cases for e in c.expected_sources if e.source not in carried]
+    misses = [
+        f"case '{c.case_id}': expected_sources names '{e.source}', which '{ctx}' does not carry"
+        for c in evalset.cases
+        for e in c.expected_sources
+        if e.source not in carried
+    ]
     if misses:
         for m in misses:
             warn(m, err)
@@ -675,22 +760,35 @@ async def _run_online(args: RunArgs, evalset: EvalSet, thresholds: Thresholds | 
     report = gate(thresholds, metrics, cases, stable) if thresholds is not None else None
     inputs: dict[str, Any] = {
         "eval": {"path": args.eval, "name": evalset.name, "cases": len(evalset.cases)},
-        "context": ctx, "url": masked, "out": args.out, "default_limit": DEFAULT_LIMIT,
-        "resolve_limit": RESOLVE_LIMIT, "mode": "assembly" if args.assembly else "baseline",
+        "context": ctx,
+        "url": masked,
+        "out": args.out,
+        "default_limit": DEFAULT_LIMIT,
+        "resolve_limit": RESOLVE_LIMIT,
+        "mode": "assembly" if args.assembly else "baseline",
     }
     if args.assembly or args.budget_given:
         inputs["budget"] = args.limits.as_dict()
     if args.rerank is not None:
         inputs["rerank"] = args.rerank
-    corpus: dict[str, Any] = {"revision_before": rev_before, "revision_after": rev_after, "stable": stable,
-                              "last_write_epoch_before": epoch_before, "last_write_epoch_after": epoch_after}
+    corpus: dict[str, Any] = {
+        "revision_before": rev_before,
+        "revision_after": rev_after,
+        "stable": stable,
+        "last_write_epoch_before": epoch_before,
+        "last_write_epoch_after": epoch_after,
+    }
     if embeddings is not None:
         corpus["embeddings"] = embeddings
     corpus["sources_count"] = len(sources)
     artifact: dict[str, Any] = {
         "taguru_evaluation": 1,
-        "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "matching": MATCHING, "inputs": inputs, "corpus": corpus, "thresholds": report, "definitions": defs,
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "matching": MATCHING,
+        "inputs": inputs,
+        "corpus": corpus,
+        "thresholds": report,
+        "definitions": defs,
     }
     if warnings:
         artifact["warnings"] = warnings
@@ -713,9 +811,21 @@ async def _run_online(args: RunArgs, evalset: EvalSet, thresholds: Thresholds | 
     return EXIT_OK if report["passed"] else EXIT_THRESHOLDS
 
 
-_SUMMARY_METRICS = ("recall.recall_at_k", "recall.mrr", "recall.ndcg", "coverage.concepts", "coverage.labels",
-                    "coverage.associations", "citations.recall", "citations.locator_validity", "diversity.sources",
-                    "budget.items_used", "budget.tokens_used", "budget.omitted_rate", "latency.passage_ms")
+_SUMMARY_METRICS = (
+    "recall.recall_at_k",
+    "recall.mrr",
+    "recall.ndcg",
+    "coverage.concepts",
+    "coverage.labels",
+    "coverage.associations",
+    "citations.recall",
+    "citations.locator_validity",
+    "diversity.sources",
+    "budget.items_used",
+    "budget.tokens_used",
+    "budget.omitted_rate",
+    "latency.passage_ms",
+)
 
 
 def _fmt(v: Any) -> str:
@@ -728,8 +838,10 @@ def _summary(args: RunArgs, artifact: dict[str, Any], masked: str, report_path: 
     lines = [f"taguru evaluate: {masked} / context '{args.context}'"]
     failed = sum(1 for c in cases if c["passage"]["outcome"] == "failed")
     mode = artifact["inputs"]["mode"]
-    lines.append(f"  {len(cases)} case(s), mode {mode}, budget {_budget_text(artifact['inputs'].get('budget'))}, "
-                 f"{failed} lane failure(s)")
+    lines.append(
+        f"  {len(cases)} case(s), mode {mode}, budget {_budget_text(artifact['inputs'].get('budget'))}, "
+        f"{failed} lane failure(s)"
+    )
     for m in _SUMMARY_METRICS:
         v = metrics[m]
         lines.append(f"  {m}: {'mean' if 'mean' in v else 'value'} {_fmt(scalar(m, v))} (n={v['n']})")

@@ -11,8 +11,10 @@ from typing import Any
 from taguru_server.evaluate.evalfile import EvalError
 from taguru_server.evaluate.metrics import CASE_SCOPED, METRIC_NAMES, case_value, scalar
 
-UNSTABLE_REASON = ("the context's revision changed during this run (corpus.revision_before != corpus.revision_after) "
-                   "and allow_unstable_corpus is false")
+UNSTABLE_REASON = (
+    "the context's revision changed during this run (corpus.revision_before != corpus.revision_after) "
+    "and allow_unstable_corpus is false"
+)
 NOT_APPLICABLE = "not applicable — the case did not declare the matching expectation, or its lane did not complete"
 
 
@@ -97,8 +99,9 @@ def load_thresholds(path: str, case_ids: list[str]) -> Thresholds:
         raise EvalError(f"cannot read {path}: {exc}") from None
     try:
         doc = json.loads(text)
-        top = _only(doc, "struct ThresholdsFile",
-                    ("taguru_evaluate_thresholds", "aggregate", "cases", "allow_unstable_corpus"))
+        top = _only(
+            doc, "struct ThresholdsFile", ("taguru_evaluate_thresholds", "aggregate", "cases", "allow_unstable_corpus")
+        )
         if "taguru_evaluate_thresholds" not in top:
             raise _Parse("missing field `taguru_evaluate_thresholds`")
         stamp = top["taguru_evaluate_thresholds"]
@@ -164,13 +167,22 @@ def gate(t: Thresholds, metrics: dict[str, Any], cases: list[dict[str, Any]], st
     for m in sorted(t.aggregate):
         value = scalar(m, metrics.get(m))
         if value is None:
-            violations.append({"scope": "aggregate", "metric": m, "actual": None,
-                               "reason": "no samples for this metric (n=0)"})
+            violations.append(
+                {"scope": "aggregate", "metric": m, "actual": None, "reason": "no samples for this metric (n=0)"}
+            )
             continue
         hit = _check(value, t.aggregate[m])
         if hit:
-            violations.append({"scope": "aggregate", "metric": m, "bound": hit[0], "threshold": hit[1],
-                               "actual": value, "reason": hit[2]})
+            violations.append(
+                {
+                    "scope": "aggregate",
+                    "metric": m,
+                    "bound": hit[0],
+                    "threshold": hit[1],
+                    "actual": value,
+                    "reason": hit[2],
+                }
+            )
     for case in cases:
         cid = case["case_id"]
         bounds = dict(t.default)
@@ -182,12 +194,24 @@ def gate(t: Thresholds, metrics: dict[str, Any], cases: list[dict[str, Any]], st
                 continue
             hit = _check(float(value), bounds[m])
             if hit:
-                violations.append({"scope": "case", "case_id": cid, "metric": m, "bound": hit[0],
-                                   "threshold": hit[1], "actual": value, "reason": hit[2]})
+                violations.append(
+                    {
+                        "scope": "case",
+                        "case_id": cid,
+                        "metric": m,
+                        "bound": hit[0],
+                        "threshold": hit[1],
+                        "actual": value,
+                        "reason": hit[2],
+                    }
+                )
     if not stable and not t.allow_unstable_corpus:
         violations.append({"scope": "corpus", "metric": "corpus.stable", "actual": None, "reason": UNSTABLE_REASON})
-    report: dict[str, Any] = {"sha256": t.sha256, "passed": not violations,
-                              "allow_unstable_corpus": t.allow_unstable_corpus}
+    report: dict[str, Any] = {
+        "sha256": t.sha256,
+        "passed": not violations,
+        "allow_unstable_corpus": t.allow_unstable_corpus,
+    }
     if violations:
         report["violations"] = violations
     if skipped:

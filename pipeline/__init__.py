@@ -5,6 +5,18 @@ from taguru_server.pipeline.executor import PlanEntry, RunResult, StageHooks, ru
 from taguru_server.pipeline.graph import Graph, GraphError
 
 __all__ = [
-    "DEGRADED", "FAILED", "RAN", "SKIPPED", "Graph", "GraphError", "Key", "Outcome", "PlanEntry", "RunResult",
-    "Stage", "StageContext", "StageHooks", "run_graph",
+    "DEGRADED",
+    "FAILED",
+    "RAN",
+    "SKIPPED",
+    "Graph",
+    "GraphError",
+    "Key",
+    "Outcome",
+    "PlanEntry",
+    "RunResult",
+    "Stage",
+    "StageContext",
+    "StageHooks",
+    "run_graph",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Generic, Mapping, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
@@ -40,8 +41,9 @@ class Outcome:
         return cls(DEGRADED, values, reason, detail or {})
 
     @classmethod
-    def skipped(cls, reason: str, values: Mapping[Key[Any], Any] | None = None,
-                detail: Mapping[str, int] | None = None) -> Outcome:
+    def skipped(
+        cls, reason: str, values: Mapping[Key[Any], Any] | None = None, detail: Mapping[str, int] | None = None
+    ) -> Outcome:
         return cls(SKIPPED, values or {}, reason, detail or {})
 
     @classmethod
@@ -65,8 +67,12 @@ class StageContext:
     __slots__ = ("_values", "_allowed", "stage", "clock", "deadline")
 
     def __init__(
-        self, values: Mapping[Key[Any], Any], allowed: tuple[Key[Any], ...], stage: str,
-        clock: Callable[[], float], deadline: float | None,
+        self,
+        values: Mapping[Key[Any], Any],
+        allowed: tuple[Key[Any], ...],
+        stage: str,
+        clock: Callable[[], float],
+        deadline: float | None,
     ) -> None:
         self._values = values
         self._allowed = allowed

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import anyio
 import attrs
@@ -61,6 +62,7 @@ async def run_graph(
     durations: dict[str, float] = {}
     blocked: set[str] = set()
     for level in graph.levels:
+
         async def run_one(stage: Any) -> None:
             if stage.name in blocked:
                 outcomes[stage.name] = Outcome.skipped("upstream_failed")
@@ -82,8 +84,12 @@ async def run_graph(
                 outcomes[stage.name] = outcome
                 durations[stage.name] = elapsed
                 log.info(
-                    "stage.finished", stage=stage.name, status=outcome.status, reason=outcome.reason,
-                    duration_ms=round(elapsed * 1000, 3), **dict(outcome.detail),
+                    "stage.finished",
+                    stage=stage.name,
+                    status=outcome.status,
+                    reason=outcome.reason,
+                    duration_ms=round(elapsed * 1000, 3),
+                    **dict(outcome.detail),
                 )
             if hooks is not None:
                 hooks.stage_finished(stage.name, outcome.status, outcome.reason, elapsed)

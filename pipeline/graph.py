@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from graphlib import CycleError, TopologicalSorter
-from typing import Any, Sequence
+from typing import Any
 
 from taguru_server.pipeline.core import Key, Stage
 
@@ -28,9 +29,7 @@ class Graph:
         for stage in self.stages:
             for key in stage.provides:
                 if key in provider:
-                    raise GraphError(
-                        f"key '{key.name}' is provided twice: by '{provider[key]}' and by '{stage.name}'"
-                    )
+                    raise GraphError(f"key '{key.name}' is provided twice: by '{provider[key]}' and by '{stage.name}'")
                 provider[key] = stage.name
         self.provider = provider
         deps: dict[str, set[str]] = {}

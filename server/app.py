@@ -13,19 +13,18 @@ from urllib.parse import unquote
 import aiohttp
 import structlog
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 from taguru_server.server import communities as cm
 from taguru_server.server import evidence as ev
-from taguru_server.server import mcp
 from taguru_server.server import handlers as h
+from taguru_server.server import mcp
 from taguru_server.server.auth import EXEMPT_PATHS, FailedAuthLimiter, KeyRateLimiter, authenticate
 from taguru_server.server.config import Settings
 from taguru_server.server.handlers import Call, Handler
 from taguru_server.server.reply import Raw, Reply
-from taguru_server.server.schemas import openapi_document
 from taguru_server.server.reranker import Breaker, HttpReranker, RerankMetrics, RerankSettings
+from taguru_server.server.schemas import openapi_document
 from taguru_server.store.errors import ApiError
 from taguru_server.store.registry import Registry
 from taguru_server.store.sqlite import SqlitePersistence
@@ -88,7 +87,7 @@ class Router:
                 continue
             name = None
             ok = True
-            for part, seg in zip(parts, segments):
+            for part, seg in zip(parts, segments, strict=False):
                 if part == "{name}":
                     name = seg
                 elif part != seg:
@@ -124,15 +123,23 @@ class Metrics:
             "taguru_http_requests", "HTTP requests served", ["method", "route", "status"], registry=self.registry
         )
         self.duration = Histogram(
-            "taguru_http_request_duration_seconds", "HTTP request duration", ["method", "route"],
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=self.registry,
+            "taguru_http_request_duration_seconds",
+            "HTTP request duration",
+            ["method", "route"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+            registry=self.registry,
         )
         self.stage_duration = Histogram(
-            "taguru_evidence_stage_duration_seconds", "Evidence stage duration", ["stage"],
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=self.registry,
+            "taguru_evidence_stage_duration_seconds",
+            "Evidence stage duration",
+            ["stage"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+            registry=self.registry,
         )
         self.stage_outcomes = Counter(
-            "taguru_evidence_stage_outcomes", "Evidence stage outcomes", ["stage", "status", "reason"],
+            "taguru_evidence_stage_outcomes",
+            "Evidence stage outcomes",
+            ["stage", "status", "reason"],
             registry=self.registry,
         )
 
@@ -173,8 +180,9 @@ async def _read_body(request: web.Request, cap: int) -> bytes:
     async for chunk in request.content.iter_any():
         size += len(chunk)
         if size > cap:
-            raise ApiError("payload_too_large",
-                           f"the request body exceeds the {cap}-byte limit (TAGURU_MAX_BODY_BYTES)")
+            raise ApiError(
+                "payload_too_large", f"the request body exceeds the {cap}-byte limit (TAGURU_MAX_BODY_BYTES)"
+            )
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -208,9 +216,15 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     except ApiError as err:
         response = error_response(err, started)
     except Exception as exc:  # a bug: logged by type and frames only (never messages or data)
-        frames = [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)]
-        log.error("request.failed", route=request.get(ROUTE_KEY, "<unmatched>"), error_type=type(exc).__name__,
-                  frames=frames[-8:])
+        frames = [
+            f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)
+        ]
+        log.error(
+            "request.failed",
+            route=request.get(ROUTE_KEY, "<unmatched>"),
+            error_type=type(exc).__name__,
+            frames=frames[-8:],
+        )
         response = error_response(ApiError("internal", "internal error; the server log has details"), started)
     status = response.status
     response.headers["X-Request-Id"] = request_id
@@ -290,7 +304,7 @@ async def _handle(request: web.Request, settings: Settings, started: float) -> t
     )
     try:
         result = await asyncio.wait_for(handler(call), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ApiError(
             "timeout",
             f"request exceeded the {timeout}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
@@ -319,9 +333,13 @@ def build_app(
     metrics = Metrics()
     app[METRICS_KEY] = metrics
     rerank_metrics = RerankMetrics(metrics.registry, configured=rerank is not None)
-    state: dict[str, Any] = {"metrics": metrics, "observe_rerank": rerank_metrics.observe, "inflight": 0,
-                             "auth_limiter": FailedAuthLimiter(settings.auth_fail_limit_per_min, clock),
-                             "key_limiter": KeyRateLimiter(settings.rate_limit_per_min, clock)}
+    state: dict[str, Any] = {
+        "metrics": metrics,
+        "observe_rerank": rerank_metrics.observe,
+        "inflight": 0,
+        "auth_limiter": FailedAuthLimiter(settings.auth_fail_limit_per_min, clock),
+        "key_limiter": KeyRateLimiter(settings.rate_limit_per_min, clock),
+    }
     app[STATE_KEY] = state
 
     async def reranker_ctx(app: web.Application) -> Any:

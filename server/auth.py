@@ -6,7 +6,7 @@ import hmac
 import math
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from taguru_server.server.config import ROLES, Settings
 from taguru_server.store.errors import ApiError
@@ -99,8 +99,11 @@ class FailedAuthLimiter(SlidingWindow):
         times = self._recent(address)
         if len(times) >= self.limit:
             wait = self.wait_secs(times)
-            raise ApiError("rate_limited", f"too many failed authentication attempts — retry in {wait}s",
-                           headers={"Retry-After": str(wait)})
+            raise ApiError(
+                "rate_limited",
+                f"too many failed authentication attempts — retry in {wait}s",
+                headers={"Retry-After": str(wait)},
+            )
 
     def failed(self, address: str) -> None:
         if self.limit:
@@ -120,7 +123,9 @@ class KeyRateLimiter(SlidingWindow):
         times = self._recent(key)
         if len(times) >= self.limit:
             wait = self.wait_secs(times)
-            raise ApiError("rate_limited",
-                           f"key '{key}' is over its request budget ({self.limit} per minute) — retry in {wait}s",
-                           headers={"Retry-After": str(wait)})
+            raise ApiError(
+                "rate_limited",
+                f"key '{key}' is over its request budget ({self.limit} per minute) — retry in {wait}s",
+                headers={"Retry-After": str(wait)},
+            )
         times.append(self.clock())

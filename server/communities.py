@@ -9,7 +9,13 @@ from typing import Any
 from taguru_server.server.body import check_name
 from taguru_server.server.handlers import Call, _count_read, revision
 from taguru_server.server.reply import Raw
-from taguru_server.store.communities import NoArtifact, artifact_name, community_hits, load_manifest, recorded_graph_revision
+from taguru_server.store.communities import (
+    NoArtifact,
+    artifact_name,
+    community_hits,
+    load_manifest,
+    recorded_graph_revision,
+)
 from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
 from taguru_server.store.wire import dumps

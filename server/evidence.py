@@ -16,8 +16,24 @@ from taguru_server.server.reply import Reply
 from taguru_server.server.schemas import BUDGET, EVIDENCE, RERANK
 from taguru_server.stages.budget import omitted_summary
 from taguru_server.stages.model import (
-    ACTIVATE_HITS, ANCHORS, CITATIONS, COMMUNITY_HITS, CONTEXT, CONTRADICTION_GROUPS, DEDUP_DROPPED, PASSAGE_HITS,
-    QUERY_HITS, REQUEST, RERANK_PLAN, SELECTION, SERVICES, TIER_WIDTH, EvidenceRequest, NoReranker, Services, gate,
+    ACTIVATE_HITS,
+    ANCHORS,
+    CITATIONS,
+    COMMUNITY_HITS,
+    CONTEXT,
+    CONTRADICTION_GROUPS,
+    DEDUP_DROPPED,
+    PASSAGE_HITS,
+    QUERY_HITS,
+    REQUEST,
+    RERANK_PLAN,
+    SELECTION,
+    SERVICES,
+    TIER_WIDTH,
+    EvidenceRequest,
+    NoReranker,
+    Services,
+    gate,
 )
 from taguru_server.stages.wiring import evidence_graph
 from taguru_server.store.errors import ApiError, malformed, no_context, too_many_items
@@ -44,7 +60,9 @@ class _Decoder:
 
     def fail(self, path: tuple[str, ...], detail: str) -> ApiError:
         where = ".".join(path)
-        return malformed(f"{PREFIX}{where + ': ' if where else ''}{detail} at {self.spans.position(self.spans.ends.get(path))}")
+        return malformed(
+            f"{PREFIX}{where + ': ' if where else ''}{detail} at {self.spans.position(self.spans.ends.get(path))}"
+        )
 
     def missing(self, field: str) -> ApiError:
         return malformed(f"{PREFIX}missing field `{field}` at {self.spans.position(self.spans.closes.get(()))}")
@@ -242,14 +260,18 @@ async def evidence(call: Call) -> Any:
         observe_rerank=call.app_state.get("observe_rerank"),
     )
     run = await run_graph(
-        GRAPH, {REQUEST: request, CONTEXT: ctx, SERVICES: services},
-        deadline=call.deadline, hooks=call.app_state.get("metrics"),
+        GRAPH,
+        {REQUEST: request, CONTEXT: ctx, SERVICES: services},
+        deadline=call.deadline,
+        hooks=call.app_state.get("metrics"),
     )
     if run.failure is not None:
         if isinstance(run.failure, ApiError):
             raise run.failure
         log.error("evidence.stage_failed", stage=run.failed_stage, error_type=type(run.failure).__name__)
-        raise ApiError("internal", f"evidence assembly failed in stage '{run.failed_stage}'; the server log has details")
+        raise ApiError(
+            "internal", f"evidence assembly failed in stage '{run.failed_stage}'; the server log has details"
+        )
     package = render_package(run, explain, serialized=True)
     ctx.meta.record_read(not package["items"])
     return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})

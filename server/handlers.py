@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import parse_qsl
 
 import attrs
 
+from taguru_server.server import schemas as S
 from taguru_server.server.auth import Principal
 from taguru_server.server.body import MAX_U32, MAX_U64, Typed, check_name, describe_value, parse_json, require_json
-from taguru_server.server import schemas as S
 from taguru_server.server.config import Settings
 from taguru_server.server.schemas import Fields, Spec
 from taguru_server.store import lanes
@@ -116,7 +117,9 @@ async def put_context(call: Call) -> Any:
         try:
             value = parse_json(call.body)
         except ApiError as exc:
-            raise ApiError("malformed_request", "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1], status=400) from None
+            raise ApiError(
+                "malformed_request", "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1], status=400
+            ) from None
         typed = Typed(value, call.body, "ContextConfig")
         fields = {
             "description": typed.string("description"),
@@ -126,11 +129,14 @@ async def put_context(call: Call) -> Any:
         }
     size = utf8_len(name)
     if size > MAX_CONTEXT_NAME_BYTES:
-        raise ApiError("invalid_argument", f"the context name is {size} bytes, over the 64-byte cap; nothing was applied")
+        raise ApiError(
+            "invalid_argument", f"the context name is {size} bytes, over the 64-byte cap; nothing was applied"
+        )
     desc = fields.get("description") or ""
     if utf8_len(desc) > MAX_DESCRIPTION_BYTES:
         raise ApiError(
-            "invalid_argument", f"the description is {utf8_len(desc)} bytes, over the 4096-byte cap; nothing was applied"
+            "invalid_argument",
+            f"the description is {utf8_len(desc)} bytes, over the 4096-byte cap; nothing was applied",
         )
     if call.registry.exists(name):
         raise ApiError("already_exists", f"context '{name}' already exists")
@@ -175,8 +181,12 @@ async def patch_context(call: Call) -> Any:
     m.rev_config += 1
     ctx.dirty.meta = True
     call.commit(ctx)
-    return {"description": m.description, "pinned": m.pinned, "dice_floor": m.dice_floor,
-            "semantic_floor": _f32_or_none(m.semantic_floor)}
+    return {
+        "description": m.description,
+        "pinned": m.pinned,
+        "dice_floor": m.dice_floor,
+        "semantic_floor": _f32_or_none(m.semantic_floor),
+    }
 
 
 def _f32_or_none(v: float | None) -> Any:
@@ -193,8 +203,13 @@ def directory_entry(ctx: Context) -> dict[str, Any]:
         "dice_floor": m.dice_floor,
         "semantic_floor": _f32_or_none(m.semantic_floor),
         "stats": ctx.stats(),
-        "usage": {"reads": m.reads, "empty_reads": m.empty_reads, "writes": m.writes,
-                  "last_read_epoch": m.last_read_epoch, "last_write_epoch": m.last_write_epoch},
+        "usage": {
+            "reads": m.reads,
+            "empty_reads": m.empty_reads,
+            "writes": m.writes,
+            "last_read_epoch": m.last_read_epoch,
+            "last_write_epoch": m.last_write_epoch,
+        },
         "revision": revision(ctx),
         "schema_mode": None,
     }
@@ -222,7 +237,9 @@ def _query_int(call: Call, key: str) -> int | None:
     try:
         value = int(raw)
     except ValueError:
-        raise malformed(f"Failed to deserialize query string: {key}: invalid digit found in string", status=400) from None
+        raise malformed(
+            f"Failed to deserialize query string: {key}: invalid digit found in string", status=400
+        ) from None
     if value < 0:
         raise malformed(f"Failed to deserialize query string: {key}: invalid digit found in string", status=400)
     return value
@@ -239,7 +256,9 @@ async def list_contexts(call: Call) -> Any:
     pinned = None
     if pinned_raw is not None:
         if pinned_raw not in ("true", "false"):
-            raise malformed("Failed to deserialize query string: pinned: provided string was not `true` or `false`", status=400)
+            raise malformed(
+                "Failed to deserialize query string: pinned: provided string was not `true` or `false`", status=400
+            )
         pinned = pinned_raw == "true"
     entries = []
     total = 0
@@ -319,12 +338,20 @@ async def post_associations(call: Call) -> Any:
             elif isinstance(w, bool) or not isinstance(w, (int, float)):
                 found.append(Issue(f"{base}.weight", "type", "a finite number with |weight| <= 1000000", _json_type(w)))
             elif not abs(w) <= MAX_WEIGHT:
-                found.append(Issue(f"{base}.weight", "range", "a finite number with |weight| <= 1000000",
-                                   f"number {format_number(w)}"))
+                found.append(
+                    Issue(
+                        f"{base}.weight",
+                        "range",
+                        "a finite number with |weight| <= 1000000",
+                        f"number {format_number(w)}",
+                    )
+                )
             found.append(_name_issue(f"{base}.source", item.get("source"), optional=True))
             p = item.get("paragraph")
             if p is not None and not _is_u32(p):
-                found.append(Issue(f"{base}.paragraph", "type", "a non-negative integer paragraph index", _json_type(p)))
+                found.append(
+                    Issue(f"{base}.paragraph", "type", "a non-negative integer paragraph index", _json_type(p))
+                )
             real = [f for f in found if f is not None]
             if real:
                 issues.extend(real)
@@ -383,8 +410,10 @@ async def post_aliases(call: Call) -> Any:
             for what, value in pair:
                 size = utf8_len(value)
                 if size > MAX_NAME_BYTES:
-                    raise ApiError("invalid_argument",
-                                   f"{what} is {size} bytes, over the {MAX_NAME_BYTES}-byte cap; nothing was applied")
+                    raise ApiError(
+                        "invalid_argument",
+                        f"{what} is {size} bytes, over the {MAX_NAME_BYTES}-byte cap; nothing was applied",
+                    )
             for what, value in pair:
                 if not value:
                     raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
@@ -472,8 +501,9 @@ async def list_aliases(call: Call) -> Any:
 def _check_cursor(after: str | None, prefix: str | None) -> None:
     for what, value in (("after", after), ("prefix", prefix)):
         if value is not None and utf8_len(value) > 1032:
-            raise ApiError("invalid_argument",
-                           f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied")
+            raise ApiError(
+                "invalid_argument", f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied"
+            )
 
 
 def _keyset_page(names: list[str], call: Call) -> tuple[int, list[str]]:
@@ -510,8 +540,14 @@ def _marker_list(
     for src, items in raw.items():
         base = f"{key}['{src}']"
         if src not in sources:
-            issues.append(Issue(base, "unknown_reference", "a source id present in this request's own `passages`",
-                                "not present in this request"))
+            issues.append(
+                Issue(
+                    base,
+                    "unknown_reference",
+                    "a source id present in this request's own `passages`",
+                    "not present in this request",
+                )
+            )
             continue
         if not isinstance(items, list):
             issues.append(Issue(base, "type", "an array", _json_type(items)))
@@ -526,16 +562,26 @@ def _marker_list(
             p = item.get("paragraph")
             ok = True
             if p is None:
-                issues.append(Issue(f"{ipath}.paragraph", "missing", "a non-negative integer paragraph index", "absent"))
+                issues.append(
+                    Issue(f"{ipath}.paragraph", "missing", "a non-negative integer paragraph index", "absent")
+                )
                 ok = False
             elif not _is_u32(p):
-                issues.append(Issue(f"{ipath}.paragraph", "type", "a non-negative integer paragraph index", _json_type(p)))
+                issues.append(
+                    Issue(f"{ipath}.paragraph", "type", "a non-negative integer paragraph index", _json_type(p))
+                )
                 ok = False
             if field == "locator":
                 loc = item.get("locator")
                 if not isinstance(loc, dict):
-                    issues.append(Issue(f"{ipath}.locator", "missing" if loc is None else "type", "an object",
-                                        "absent" if loc is None else _json_type(loc)))
+                    issues.append(
+                        Issue(
+                            f"{ipath}.locator",
+                            "missing" if loc is None else "type",
+                            "an object",
+                            "absent" if loc is None else _json_type(loc),
+                        )
+                    )
                     continue
                 for sub, subcap in (("kind", 64), ("value", 512)):
                     v = loc.get(sub)
@@ -569,8 +615,14 @@ def _marker_list(
             if field == "question" and ok:
                 per_paragraph[p] = per_paragraph.get(p, 0) + 1
                 if per_paragraph[p] > 8:
-                    issues.append(Issue(f"{ipath}.paragraph", "over_limit", "at most 8 questions per paragraph",
-                                        f"{per_paragraph[p]} questions"))
+                    issues.append(
+                        Issue(
+                            f"{ipath}.paragraph",
+                            "over_limit",
+                            "at most 8 questions per paragraph",
+                            f"{per_paragraph[p]} questions",
+                        )
+                    )
                     continue
             if ok:
                 kept.append((p, v))
@@ -582,7 +634,8 @@ async def post_sources(call: Call) -> Any:
     body = call.json()
     if isinstance(body, dict) and isinstance(body.get("passages"), dict) and len(body["passages"]) > MAX_PASSAGES:
         raise ApiError(
-            "over_limit", f"batch of {len(body['passages'])} passages exceeds the per-request limit of 1000; split the store"
+            "over_limit",
+            f"batch of {len(body['passages'])} passages exceeds the per-request limit of 1000; split the store",
         )
     issues: list[Issue] = []
     if not isinstance(body, dict):
@@ -617,9 +670,14 @@ async def post_sources(call: Call) -> Any:
             for src, values in raw_tags.items():
                 path = f"tags['{src}']"
                 if src not in sources:
-                    issues.append(Issue(path, "unknown_reference",
-                                        "a source id present in this request's own `passages`",
-                                        "not present in this request"))
+                    issues.append(
+                        Issue(
+                            path,
+                            "unknown_reference",
+                            "a source id present in this request's own `passages`",
+                            "not present in this request",
+                        )
+                    )
                 elif not isinstance(values, list):
                     issues.append(Issue(path, "type", "an array", _json_type(values)))
                 elif len(values) > 32:
@@ -646,9 +704,14 @@ async def post_sources(call: Call) -> Any:
             for src, value in raw_dates.items():
                 path = f"dates['{src}']"
                 if src not in sources:
-                    issues.append(Issue(path, "unknown_reference",
-                                        "a source id present in this request's own `passages`",
-                                        "not present in this request"))
+                    issues.append(
+                        Issue(
+                            path,
+                            "unknown_reference",
+                            "a source id present in this request's own `passages`",
+                            "not present in this request",
+                        )
+                    )
                 elif type(value) is not int or not 0 <= value <= MAX_U64:
                     issues.append(Issue(path, "type", "a non-negative integer (epoch seconds)", _json_type(value)))
                 else:
@@ -657,12 +720,25 @@ async def post_sources(call: Call) -> Any:
         raise collected("the passage store", issues)
     ctx = call.context()
     now = int(time.time())
-    totals = {"stored": 0, "questions_stored": 0, "questions_dropped": 0, "sections_stored": 0,
-              "sections_dropped": 0, "locators_stored": 0, "locators_dropped": 0}
+    totals = {
+        "stored": 0,
+        "questions_stored": 0,
+        "questions_dropped": 0,
+        "sections_stored": 0,
+        "sections_dropped": 0,
+        "locators_stored": 0,
+        "locators_dropped": 0,
+    }
     for src, text in texts.items():
         counts = ctx.store_passage(
-            src, text, questions.get(src, []), sections.get(src, []),
-            [(p, k, v) for p, (k, v) in locators.get(src, [])], tags.get(src, []), now, dates.get(src),
+            src,
+            text,
+            questions.get(src, []),
+            sections.get(src, []),
+            [(p, k, v) for p, (k, v) in locators.get(src, [])],
+            tags.get(src, []),
+            now,
+            dates.get(src),
         )
         totals["stored"] += 1
         for key, value in attrs.asdict(counts).items():
@@ -740,7 +816,9 @@ async def citations(call: Call) -> Any:
     if found == "no_source":
         raise ApiError("no_source", f"source '{source}' not found in context '{ctx.name}'")
     if found == "no_paragraph":
-        raise ApiError("no_paragraph", f"paragraph {paragraph} out of range for source '{source}' in context '{ctx.name}'")
+        raise ApiError(
+            "no_paragraph", f"paragraph {paragraph} out of range for source '{source}' in context '{ctx.name}'"
+        )
     return found
 
 
@@ -846,9 +924,12 @@ async def import_stream(call: Call) -> Any:
         # a stream the parser could not classify (e.g. a number past the f64 range): still a parse
         # refusal, never a 500; the text names no request content
         raise ApiError(
-            "malformed_request", "the stream could not be parsed: a line holds a value outside the JSON the "
-            "importer accepts (for example a number past the f64 range)", status=400,
-            integrity="nothing_written", retryable=True,
+            "malformed_request",
+            "the stream could not be parsed: a line holds a value outside the JSON the "
+            "importer accepts (for example a number past the f64 range)",
+            status=400,
+            integrity="nothing_written",
+            retryable=True,
         ) from None
     for batch in batches:
         if not call.principal.may_access(batch.context):
@@ -860,7 +941,10 @@ async def import_stream(call: Call) -> Any:
             )
     try:
         outcomes = run_import(
-            call.registry, batches, dry_run=dry_run, deadline=call.deadline,
+            call.registry,
+            batches,
+            dry_run=dry_run,
+            deadline=call.deadline,
             timeout_secs=call.settings.request_timeout_secs,
         )
     except CommitFailed:
@@ -870,4 +954,3 @@ async def import_stream(call: Call) -> Any:
 
 def parse_query_string(raw: str) -> dict[str, str]:
     return dict(parse_qsl(raw, keep_blank_values=True))
-

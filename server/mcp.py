@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import attrs
@@ -40,11 +41,14 @@ def protocol_text() -> str:
     from taguru_server.server.handlers import version_body
 
     return (
-        INSTRUCTIONS.rstrip("\n") + "\n"
+        INSTRUCTIONS.rstrip("\n")
+        + "\n"
         + "\n---\n\n## This server\n\n"
         + f"taguru-server {VERSION} (Python), speaking the Taguru HTTP and MCP wire contracts.\n\n"
         + "Contract versions (also `GET /version`, ADR 0005 §6) — discovery only, not negotiation:\n\n"
-        + "```json\n" + json.dumps(version_body(), indent=2) + "\n```\n"
+        + "```json\n"
+        + json.dumps(version_body(), indent=2)
+        + "\n```\n"
     )
 
 
@@ -94,40 +98,46 @@ ASSEMBLE_EVIDENCE: dict[str, Any] = {
             "activate_limit": _int_prop("activate's limit (default 20)"),
             "budget": {
                 "description": "three independent hard ceilings on the returned package; an omitted field takes its "
-                               "own default",
+                "own default",
                 "type": "object",
                 "properties": {
                     "max_bytes": _int_prop("default 65536 (64 KiB), ceiling 1048576 (1 MiB)"),
                     "max_items": _int_prop("default 40, ceiling 1000"),
-                    "max_tokens": _int_prop("default 4000, an estimate — no separate ceiling beyond "
-                                            "max_items/max_bytes"),
+                    "max_tokens": _int_prop(
+                        "default 4000, an estimate — no separate ceiling beyond max_items/max_bytes"
+                    ),
                 },
             },
             "context": _CONTEXT,
             "dice_floor": {"description": "one-call override of the resolve fuzzy floor", "type": "number"},
             "include_communities": {
                 "description": "also search the context's derived community-summary artifact (default false); no "
-                               "artifact is a degrade (plan.lanes.communities.ran = false), never a refusal",
+                "artifact is a degrade (plan.lanes.communities.ran = false), never a refusal",
                 "type": "boolean",
             },
             "labels": {"description": "relation labels to query on, alongside the always-run activate", **_ONE_OR_MANY},
             "origins": {"description": "cue(s) to resolve into anchors", **_ONE_OR_MANY},
             "rerank": {
                 "description": "opts into reordering the pool through a configured reranker (ADR 0006 §12); when "
-                               "absent, when no provider is configured, or on any failure, selection stays fully "
-                               "deterministic and plan.reranker.reason names why",
+                "absent, when no provider is configured, or on any failure, selection stays fully "
+                "deterministic and plan.reranker.reason names why",
                 "type": "object",
                 "properties": {
-                    "model": _str_prop("pins the call to this exact model; a mismatch with the configured provider "
-                                       "degrades with reason 'model_mismatch'"),
+                    "model": _str_prop(
+                        "pins the call to this exact model; a mismatch with the configured provider "
+                        "degrades with reason 'model_mismatch'"
+                    ),
                 },
             },
             "resolve_limit": _int_prop("max resolve candidates per origin (default/ceiling 1000)"),
             "search_limit": _int_prop("the passage/community search calls' limit (default 5, ceiling 200)"),
-            "semantic_floor": {"description": "one-call override of the resolve/search/communities semantic floor",
-                               "type": "number"},
-            "text_fallback_query": _str_prop("passage/community lanes' query text; omitted means 'origins' joined "
-                                             "with '; '"),
+            "semantic_floor": {
+                "description": "one-call override of the resolve/search/communities semantic floor",
+                "type": "number",
+            },
+            "text_fallback_query": _str_prop(
+                "passage/community lanes' query text; omitted means 'origins' joined with '; '"
+            ),
         },
     },
 }
@@ -162,67 +172,203 @@ def _cite_check(args: dict[str, Any]) -> str | None:
     return None
 
 
-_PAGE = {"limit": _int_prop("page size (default 1000)"), "after": _str_prop("exclusive cursor: the last entry seen"),
-         "prefix": _str_prop("only names starting with this")}
+_PAGE = {
+    "limit": _int_prop("page size (default 1000)"),
+    "after": _str_prop("exclusive cursor: the last entry seen"),
+    "prefix": _str_prop("only names starting with this"),
+}
 _POSITION = {"description": "a name or a list of names (an OR-set)", **_ONE_OR_MANY}
 
 TOOLS: tuple[Tool, ...] = (
-    Tool("assemble_evidence", _EVIDENCE_DESCRIPTION, {}, ("context", "origins"), "POST", "/contexts/{context}/evidence",
-         ("origins", "labels", "dice_floor", "semantic_floor", "resolve_limit", "activate_decay", "activate_limit",
-          "text_fallback_query", "search_limit", "include_communities", "budget", "rerank")),
-    Tool("list_contexts", "List the contexts this key may read, with stats and revisions.",
-         {"limit": _int_prop("page size (default 1000)"), "after": _str_prop("exclusive cursor: the last name seen"),
-          "pinned": {"description": "only pinned (true) or unpinned (false) contexts", "type": "boolean"}},
-         (), "GET", "/contexts", query_keys=("limit", "after", "pinned")),
-    Tool("get_context", "One context's directory row: description, stats, usage, revision.", {"context": _CONTEXT},
-         ("context",), "GET", "/contexts/{context}"),
-    Tool("resolve", "Map a wording to stored concept names (exact, alias, containment, fuzzy), best first.",
-         {"context": _CONTEXT, "cue": _str_prop("the wording to resolve"),
-          "dice_floor": {"description": "fuzzy floor override", "type": "number"}, "limit": _int_prop("max candidates")},
-         ("context", "cue"), "POST", "/contexts/{context}/resolve", ("cue", "dice_floor", "semantic_floor", "limit")),
-    Tool("resolve_label", "Map a wording to stored relation labels, best first.",
-         {"context": _CONTEXT, "cue": _str_prop("the wording to resolve"), "limit": _int_prop("max candidates")},
-         ("context", "cue"), "POST", "/contexts/{context}/resolve_label",
-         ("cue", "dice_floor", "semantic_floor", "limit")),
-    Tool("describe", "Which labels a concept takes part in, as subject and as object, with counts.",
-         {"context": _CONTEXT, "concept": _str_prop("exact concept name")}, ("context", "concept"), "POST",
-         "/contexts/{context}/describe", ("concept",)),
-    Tool("query", "Associations whose subject/label/object match the pinned positions.",
-         {"context": _CONTEXT, "subject": _POSITION, "label": _POSITION, "object": _POSITION,
-          "limit": _int_prop("page size (default 100)"), "after": {"description": "cursor", "type": "object"}},
-         ("context",), "POST", "/contexts/{context}/query", ("subject", "label", "object", "limit", "after")),
-    Tool("recall", "Every association whose subject, label or object is the cue.",
-         {"context": _CONTEXT, "cue": _str_prop("exact name"), "limit": _int_prop("page size (default 100)")},
-         ("context", "cue"), "POST", "/contexts/{context}/recall", ("cue", "limit", "after")),
-    Tool("activate", "Spreading activation from origin concepts: the most strongly reached associations.",
-         {"context": _CONTEXT, "origins": {"description": "origin concept names", "items": {"type": "string"},
-                                           "type": "array"},
-          "decay": {"description": "decay per hop (default 0.5)", "type": "number"},
-          "limit": _int_prop("max associations (default 20)")},
-         ("context", "origins"), "POST", "/contexts/{context}/activate", ("origins", "decay", "limit")),
-    Tool("search_passages", "BM25 paragraph search over the context's passages.",
-         {"context": _CONTEXT, "query": _str_prop("search text"), "limit": _int_prop("max hits (default 5)"),
-          "tags": {"description": "only sources with any of these tags", "items": {"type": "string"}, "type": "array"},
-          "since": _int_prop("epoch seconds, inclusive"), "until": _int_prop("epoch seconds, exclusive")},
-         ("context", "query"), "POST", "/contexts/{context}/sources/search",
-         ("query", "limit", "semantic_floor", "tags", "since", "until")),
-    Tool("lookup_passages", "Whole stored passages by source id.",
-         {"context": _CONTEXT, "sources": {"description": "source ids", "items": {"type": "string"}, "type": "array"}},
-         ("context", "sources"), "POST", "/contexts/{context}/sources/lookup", ("sources",)),
-    Tool("cite_passage", "One paragraph verbatim, with its section and locator.",
-         {"context": _CONTEXT, "source": _str_prop("source id"), "paragraph": _int_prop("paragraph index")},
-         ("context", "source"), "POST", "/contexts/{context}/citations", ("source", "paragraph", "index"),
-         check=_cite_check),
-    Tool("search_communities", "Search the context's community summaries (its derived artifact).",
-         {"context": _CONTEXT, "query": _str_prop("search text"), "limit": _int_prop("max hits (default 5)")},
-         ("context", "query"), "POST", "/contexts/{context}/communities/search",
-         ("query", "limit", "semantic_floor", "derived")),
-    Tool("list_labels", "The context's relation labels, sorted.", {"context": _CONTEXT, **_PAGE}, ("context",), "GET",
-         "/contexts/{context}/labels", query_keys=("limit", "after", "prefix")),
-    Tool("get_aliases", "The context's concept and label aliases.", {"context": _CONTEXT, **_PAGE}, ("context",),
-         "GET", "/contexts/{context}/aliases", query_keys=("limit", "after", "prefix")),
-    Tool("list_sources", "The context's source ids with passage metadata.", {"context": _CONTEXT, **_PAGE},
-         ("context",), "GET", "/contexts/{context}/sources", query_keys=("limit", "after", "prefix")),
+    Tool(
+        "assemble_evidence",
+        _EVIDENCE_DESCRIPTION,
+        {},
+        ("context", "origins"),
+        "POST",
+        "/contexts/{context}/evidence",
+        (
+            "origins",
+            "labels",
+            "dice_floor",
+            "semantic_floor",
+            "resolve_limit",
+            "activate_decay",
+            "activate_limit",
+            "text_fallback_query",
+            "search_limit",
+            "include_communities",
+            "budget",
+            "rerank",
+        ),
+    ),
+    Tool(
+        "list_contexts",
+        "List the contexts this key may read, with stats and revisions.",
+        {
+            "limit": _int_prop("page size (default 1000)"),
+            "after": _str_prop("exclusive cursor: the last name seen"),
+            "pinned": {"description": "only pinned (true) or unpinned (false) contexts", "type": "boolean"},
+        },
+        (),
+        "GET",
+        "/contexts",
+        query_keys=("limit", "after", "pinned"),
+    ),
+    Tool(
+        "get_context",
+        "One context's directory row: description, stats, usage, revision.",
+        {"context": _CONTEXT},
+        ("context",),
+        "GET",
+        "/contexts/{context}",
+    ),
+    Tool(
+        "resolve",
+        "Map a wording to stored concept names (exact, alias, containment, fuzzy), best first.",
+        {
+            "context": _CONTEXT,
+            "cue": _str_prop("the wording to resolve"),
+            "dice_floor": {"description": "fuzzy floor override", "type": "number"},
+            "limit": _int_prop("max candidates"),
+        },
+        ("context", "cue"),
+        "POST",
+        "/contexts/{context}/resolve",
+        ("cue", "dice_floor", "semantic_floor", "limit"),
+    ),
+    Tool(
+        "resolve_label",
+        "Map a wording to stored relation labels, best first.",
+        {"context": _CONTEXT, "cue": _str_prop("the wording to resolve"), "limit": _int_prop("max candidates")},
+        ("context", "cue"),
+        "POST",
+        "/contexts/{context}/resolve_label",
+        ("cue", "dice_floor", "semantic_floor", "limit"),
+    ),
+    Tool(
+        "describe",
+        "Which labels a concept takes part in, as subject and as object, with counts.",
+        {"context": _CONTEXT, "concept": _str_prop("exact concept name")},
+        ("context", "concept"),
+        "POST",
+        "/contexts/{context}/describe",
+        ("concept",),
+    ),
+    Tool(
+        "query",
+        "Associations whose subject/label/object match the pinned positions.",
+        {
+            "context": _CONTEXT,
+            "subject": _POSITION,
+            "label": _POSITION,
+            "object": _POSITION,
+            "limit": _int_prop("page size (default 100)"),
+            "after": {"description": "cursor", "type": "object"},
+        },
+        ("context",),
+        "POST",
+        "/contexts/{context}/query",
+        ("subject", "label", "object", "limit", "after"),
+    ),
+    Tool(
+        "recall",
+        "Every association whose subject, label or object is the cue.",
+        {"context": _CONTEXT, "cue": _str_prop("exact name"), "limit": _int_prop("page size (default 100)")},
+        ("context", "cue"),
+        "POST",
+        "/contexts/{context}/recall",
+        ("cue", "limit", "after"),
+    ),
+    Tool(
+        "activate",
+        "Spreading activation from origin concepts: the most strongly reached associations.",
+        {
+            "context": _CONTEXT,
+            "origins": {"description": "origin concept names", "items": {"type": "string"}, "type": "array"},
+            "decay": {"description": "decay per hop (default 0.5)", "type": "number"},
+            "limit": _int_prop("max associations (default 20)"),
+        },
+        ("context", "origins"),
+        "POST",
+        "/contexts/{context}/activate",
+        ("origins", "decay", "limit"),
+    ),
+    Tool(
+        "search_passages",
+        "BM25 paragraph search over the context's passages.",
+        {
+            "context": _CONTEXT,
+            "query": _str_prop("search text"),
+            "limit": _int_prop("max hits (default 5)"),
+            "tags": {
+                "description": "only sources with any of these tags",
+                "items": {"type": "string"},
+                "type": "array",
+            },
+            "since": _int_prop("epoch seconds, inclusive"),
+            "until": _int_prop("epoch seconds, exclusive"),
+        },
+        ("context", "query"),
+        "POST",
+        "/contexts/{context}/sources/search",
+        ("query", "limit", "semantic_floor", "tags", "since", "until"),
+    ),
+    Tool(
+        "lookup_passages",
+        "Whole stored passages by source id.",
+        {"context": _CONTEXT, "sources": {"description": "source ids", "items": {"type": "string"}, "type": "array"}},
+        ("context", "sources"),
+        "POST",
+        "/contexts/{context}/sources/lookup",
+        ("sources",),
+    ),
+    Tool(
+        "cite_passage",
+        "One paragraph verbatim, with its section and locator.",
+        {"context": _CONTEXT, "source": _str_prop("source id"), "paragraph": _int_prop("paragraph index")},
+        ("context", "source"),
+        "POST",
+        "/contexts/{context}/citations",
+        ("source", "paragraph", "index"),
+        check=_cite_check,
+    ),
+    Tool(
+        "search_communities",
+        "Search the context's community summaries (its derived artifact).",
+        {"context": _CONTEXT, "query": _str_prop("search text"), "limit": _int_prop("max hits (default 5)")},
+        ("context", "query"),
+        "POST",
+        "/contexts/{context}/communities/search",
+        ("query", "limit", "semantic_floor", "derived"),
+    ),
+    Tool(
+        "list_labels",
+        "The context's relation labels, sorted.",
+        {"context": _CONTEXT, **_PAGE},
+        ("context",),
+        "GET",
+        "/contexts/{context}/labels",
+        query_keys=("limit", "after", "prefix"),
+    ),
+    Tool(
+        "get_aliases",
+        "The context's concept and label aliases.",
+        {"context": _CONTEXT, **_PAGE},
+        ("context",),
+        "GET",
+        "/contexts/{context}/aliases",
+        query_keys=("limit", "after", "prefix"),
+    ),
+    Tool(
+        "list_sources",
+        "The context's source ids with passage metadata.",
+        {"context": _CONTEXT, **_PAGE},
+        ("context",),
+        "GET",
+        "/contexts/{context}/sources",
+        query_keys=("limit", "after", "prefix"),
+    ),
 )
 TOOL_BY_NAME = {t.name: t for t in TOOLS}
 
@@ -299,18 +445,38 @@ async def _handle(call: Call) -> Raw:
         params = {}
     meta = params.get("_meta")
     if isinstance(meta, dict) and PROTOCOL_META_KEY in meta:
-        raise _RpcError(-32022, "unsupported protocol version", 400, rid=rid,
-                        data={"supported": list(SUPPORTED_PROTOCOLS), "requested": meta[PROTOCOL_META_KEY]})
+        raise _RpcError(
+            -32022,
+            "unsupported protocol version",
+            400,
+            rid=rid,
+            data={"supported": list(SUPPORTED_PROTOCOLS), "requested": meta[PROTOCOL_META_KEY]},
+        )
     if method == "initialize":
         asked = params.get("protocolVersion")
         version = asked if asked in SUPPORTED_PROTOCOLS else LATEST_PROTOCOL
-        return _reply(rid, {"protocolVersion": version, "capabilities": {"tools": {}},
-                            "serverInfo": {"name": "taguru", "version": VERSION}, "instructions": protocol_text()})
+        return _reply(
+            rid,
+            {
+                "protocolVersion": version,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "taguru", "version": VERSION},
+                "instructions": protocol_text(),
+            },
+        )
     if method == "ping":
         return _reply(rid, {})
     if method == "tools/list":
-        return _reply(rid, {"tools": [t.definition() for t in TOOLS], "ttlMs": 3600000, "cacheScope": "private",
-                            "resultType": "complete", "_meta": SERVER_META})
+        return _reply(
+            rid,
+            {
+                "tools": [t.definition() for t in TOOLS],
+                "ttlMs": 3600000,
+                "cacheScope": "private",
+                "resultType": "complete",
+                "_meta": SERVER_META,
+            },
+        )
     if method == "tools/call":
         return _reply(rid, await call_tool(call, params))
     raise _RpcError(-32601, f"unknown method '{method}'", 200, rid=rid)
@@ -377,7 +543,11 @@ async def route(call: Call, method: str, path: str, body: bytes | None, query: d
         if name is not None:
             call.principal.require_grant(name)
         sub = attrs.evolve(
-            call, method=method, path=path, name=name, query=parse_query_string(urlencode(query)),
+            call,
+            method=method,
+            path=path,
+            name=name,
+            query=parse_query_string(urlencode(query)),
             headers=CIMultiDict({"Content-Type": "application/json"}) if body is not None else CIMultiDict(),
             body=body or b"",
         )

@@ -100,13 +100,17 @@ def _is_loopback(host: str | None) -> bool:
 
 def startup_warnings(settings: BridgeSettings) -> None:
     if settings.token is None:
-        log.warning("bridge.no_token", message="TAGURU_API_TOKEN is not set; calls go out unauthenticated "
-                                               "(fine for a server with auth off)")
+        log.warning(
+            "bridge.no_token",
+            message="TAGURU_API_TOKEN is not set; calls go out unauthenticated (fine for a server with auth off)",
+        )
         return
     parts = urlsplit(settings.url)
     if parts.scheme == "http" and not _is_loopback(parts.hostname):
-        log.warning("bridge.token_over_plain_http", message="TAGURU_API_TOKEN is sent over plain http to a "
-                                                            "non-loopback host; use https")
+        log.warning(
+            "bridge.token_over_plain_http",
+            message="TAGURU_API_TOKEN is sent over plain http to a non-loopback host; use https",
+        )
 
 
 def _tool_error(text: str, structured: Any = None) -> types.CallToolResult:
@@ -126,8 +130,9 @@ class Forwarder:
         self.session = session
         self.ids = 0
 
-    async def post(self, method: str, params: dict[str, Any], timeout: float,
-                   traceparent: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+    async def post(
+        self, method: str, params: dict[str, Any], timeout: float, traceparent: Mapping[str, str] | None = None
+    ) -> tuple[int, bytes]:
         import aiohttp
 
         self.ids += 1
@@ -135,10 +140,14 @@ class Forwarder:
         if self.settings.token:
             headers["Authorization"] = f"Bearer {self.settings.token}"
         headers.update(traceparent or {})
-        body = json.dumps({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params},
-                          ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        async with self.session.post(self.settings.url + "/mcp", data=body, headers=headers,
-                                     timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8")
+        async with self.session.post(
+            self.settings.url + "/mcp", data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as response:
             return response.status, await response.read()
 
     async def instructions(self) -> str:
@@ -149,29 +158,39 @@ class Forwarder:
         from taguru_server.server.mcp import LATEST_PROTOCOL, protocol_text
 
         try:
-            status, raw = await self.post("initialize", {"protocolVersion": LATEST_PROTOCOL, "capabilities": {},
-                                                         "clientInfo": {"name": "taguru-mcp-bridge",
-                                                                        "version": VERSION}},
-                                          min(self.settings.timeout, INSTRUCTIONS_TIMEOUT_CAP))
+            status, raw = await self.post(
+                "initialize",
+                {
+                    "protocolVersion": LATEST_PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "taguru-mcp-bridge", "version": VERSION},
+                },
+                min(self.settings.timeout, INSTRUCTIONS_TIMEOUT_CAP),
+            )
             text = json.loads(raw)["result"]["instructions"] if status == 200 else None
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError, KeyError, TypeError):
             text = None
         if isinstance(text, str):
             return text
-        log.warning("bridge.instructions_fallback", url=self.settings.url,
-                    message="could not read the server's instructions; using the bundled copy")
+        log.warning(
+            "bridge.instructions_fallback",
+            url=self.settings.url,
+            message="could not read the server's instructions; using the bundled copy",
+        )
         return protocol_text()
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None,
-                        meta: Mapping[str, Any] | None = None) -> types.CallToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None = None
+    ) -> types.CallToolResult:
         import aiohttp
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
         trace = {k: v for k, v in (meta or {}).items() if k in ("traceparent", "tracestate") and isinstance(v, str)}
         try:
-            status, raw = await self.post("tools/call", {"name": name, "arguments": arguments or {}},
-                                          self.settings.timeout, trace)
+            status, raw = await self.post(
+                "tools/call", {"name": name, "arguments": arguments or {}}, self.settings.timeout, trace
+            )
         except (aiohttp.ClientError, TimeoutError, OSError):
             log.warning("taguru.degrade", reason="bridge_unreachable", tool=name)
             return _tool_error(UNREACHABLE)
@@ -185,10 +204,16 @@ class Forwarder:
         result = reply.get("result")
         if not isinstance(result, dict):
             error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
-            raise MCPError(code=int(error.get("code", SERVER_ERROR)), message=str(error.get("message", text)),
-                           data=error.get("data"))
-        content = [types.TextContent(type="text", text=str(c.get("text", "")))
-                   for c in result.get("content", []) if isinstance(c, dict)]
+            raise MCPError(
+                code=int(error.get("code", SERVER_ERROR)),
+                message=str(error.get("message", text)),
+                data=error.get("data"),
+            )
+        content = [
+            types.TextContent(type="text", text=str(c.get("text", "")))
+            for c in result.get("content", [])
+            if isinstance(c, dict)
+        ]
         fields: dict[str, Any] = {"content": content}
         if result.get("isError"):
             fields["is_error"] = True
@@ -234,8 +259,9 @@ def build_server(forwarder: Forwarder, instructions: str) -> Server[Any]:
         finally:
             admitted -= 1
 
-    return Server("taguru", version=VERSION, instructions=instructions, on_list_tools=list_tools,
-                  on_call_tool=call_tool)
+    return Server(
+        "taguru", version=VERSION, instructions=instructions, on_list_tools=list_tools, on_call_tool=call_tool
+    )
 
 
 def _error_frame(code: int, message: str, rid: str | int | None = None) -> SessionMessage:
@@ -303,8 +329,9 @@ class FramedStdin:
                 await self._refuse(_error_frame(PARSE_ERROR, "line is not JSON"))
                 continue
             if isinstance(value, list):
-                await self._refuse(_error_frame(
-                    INVALID_REQUEST, "batch messages are not part of MCP; send one message per line"))
+                await self._refuse(
+                    _error_frame(INVALID_REQUEST, "batch messages are not part of MCP; send one message per line")
+                )
                 continue
             problem = shape_problem(value)
             if problem is not None:
@@ -391,8 +418,9 @@ def _options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `taguru mcp` on the CLI's subparsers."""
-    return _options(subparsers.add_parser(
-        "mcp", help="stdio MCP bridge to a running server (TAGURU_URL, TAGURU_API_TOKEN)"))
+    return _options(
+        subparsers.add_parser("mcp", help="stdio MCP bridge to a running server (TAGURU_URL, TAGURU_API_TOKEN)")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import aiohttp
 import attrs
@@ -20,8 +21,16 @@ from taguru_server.stages.model import RerankVerdict
 
 log = structlog.get_logger("taguru.rerank")
 
-OUTCOMES = ("ok", "not_configured", "model_mismatch", "empty_pool", "invalid_permutation", "circuit_open",
-            "timeout", "provider_error")
+OUTCOMES = (
+    "ok",
+    "not_configured",
+    "model_mismatch",
+    "empty_pool",
+    "invalid_permutation",
+    "circuit_open",
+    "timeout",
+    "provider_error",
+)
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 RETRY_PAUSE_SECS = 0.1
 FAILURE_THRESHOLD = 3
@@ -64,20 +73,27 @@ class RerankMetrics:
     """The taguru_rerank_* families (breaker ones only when a provider is configured)."""
 
     def __init__(self, registry: CollectorRegistry, configured: bool) -> None:
-        self.duration = Histogram("taguru_rerank_duration_seconds", "Reranker decision time per requested rerank",
-                                  buckets=BUCKETS, registry=registry)
-        self.outcomes = Counter("taguru_rerank_outcomes", "Reranker outcomes per requested rerank", ["outcome"],
-                                registry=registry)
+        self.duration = Histogram(
+            "taguru_rerank_duration_seconds",
+            "Reranker decision time per requested rerank",
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.outcomes = Counter(
+            "taguru_rerank_outcomes", "Reranker outcomes per requested rerank", ["outcome"], registry=registry
+        )
         for outcome in OUTCOMES:
             self.outcomes.labels(outcome)
         self.configured = configured
         if configured:
             self.state = Gauge("taguru_rerank_breaker_state", "0 closed, 1 open, 2 half-open", registry=registry)
-            self.failures = Gauge("taguru_rerank_breaker_consecutive_failures", "Failures toward opening",
-                                  registry=registry)
+            self.failures = Gauge(
+                "taguru_rerank_breaker_consecutive_failures", "Failures toward opening", registry=registry
+            )
             self.opened = Counter("taguru_rerank_breaker_opened", "Breaker openings", registry=registry)
-            self.short_circuits = Counter("taguru_rerank_breaker_short_circuits", "Calls refused while open",
-                                          registry=registry)
+            self.short_circuits = Counter(
+                "taguru_rerank_breaker_short_circuits", "Calls refused while open", registry=registry
+            )
 
     def observe(self, outcome: str, seconds: float) -> None:
         self.duration.observe(seconds)
@@ -90,8 +106,13 @@ CLOSED, OPEN, HALF_OPEN = 0, 1, 2
 class Breaker:
     """Opens after 3 consecutive failed attempts; 30 s cooldown; one half-open probe at a time."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, metrics: RerankMetrics | None = None,
-                 threshold: int = FAILURE_THRESHOLD, cooldown: float = COOLDOWN_SECS) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        metrics: RerankMetrics | None = None,
+        threshold: int = FAILURE_THRESHOLD,
+        cooldown: float = COOLDOWN_SECS,
+    ) -> None:
         self.clock = clock
         self.metrics = metrics
         self.threshold = threshold
@@ -176,8 +197,10 @@ class HttpReranker:
         self.sleep = sleep
 
     async def rerank(self, query: str, documents: list[str], remaining: Callable[[], float | None]) -> RerankVerdict:
-        body = json.dumps({"model": self.settings.model, "query": query, "documents": documents,
-                           "top_n": len(documents)}, ensure_ascii=False).encode("utf-8")
+        body = json.dumps(
+            {"model": self.settings.model, "query": query, "documents": documents, "top_n": len(documents)},
+            ensure_ascii=False,
+        ).encode("utf-8")
         headers = {"Content-Type": "application/json"}
         if self.settings.api_key is not None:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
@@ -209,7 +232,10 @@ class HttpReranker:
         deadline_bound = left is not None and left <= self.settings.timeout_secs
         try:
             async with self.session.post(
-                self.settings.url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
+                self.settings.url,
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout),
                 allow_redirects=False,
             ) as resp:
                 if resp.status == 429 or resp.status >= 500:
@@ -224,7 +250,7 @@ class HttpReranker:
                     if size > MAX_RESPONSE_BYTES:
                         raise _Failure("provider_error", False)
                 raw = b"".join(chunks)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise _Failure("timeout" if deadline_bound else "provider_error", not deadline_bound) from None
         except aiohttp.ClientError:
             raise _Failure("provider_error", True) from None

@@ -110,100 +110,143 @@ class Spec:
         return out
 
 
-CONTEXT_CONFIG = Spec("ContextConfig", (
-    Field("description", "string", "free text, at most 4096 bytes"),
-    Field("pinned", "bool", "advisory"),
-    Field("dice_floor", "f64", "resolve's fuzzy floor, clamped to [0, 1]; null means 0.3"),
-    Field("semantic_floor", "f32", "semantic floor, clamped to [0, 1]; null means 0.35"),
-))
-TRIPLE = Spec("TripleRequest", (
-    Field("subject", "string", "exact spelling", True),
-    Field("label", "string", "exact spelling", True),
-    Field("object", "string", "exact spelling", True),
-))
-ALIAS_REMOVAL = Spec("AliasRemoval", (
-    Field("concepts", "strings", "concept alias spellings to remove"),
-    Field("labels", "strings", "label alias spellings to remove"),
-))
+CONTEXT_CONFIG = Spec(
+    "ContextConfig",
+    (
+        Field("description", "string", "free text, at most 4096 bytes"),
+        Field("pinned", "bool", "advisory"),
+        Field("dice_floor", "f64", "resolve's fuzzy floor, clamped to [0, 1]; null means 0.3"),
+        Field("semantic_floor", "f32", "semantic floor, clamped to [0, 1]; null means 0.35"),
+    ),
+)
+TRIPLE = Spec(
+    "TripleRequest",
+    (
+        Field("subject", "string", "exact spelling", True),
+        Field("label", "string", "exact spelling", True),
+        Field("object", "string", "exact spelling", True),
+    ),
+)
+ALIAS_REMOVAL = Spec(
+    "AliasRemoval",
+    (
+        Field("concepts", "strings", "concept alias spellings to remove"),
+        Field("labels", "strings", "label alias spellings to remove"),
+    ),
+)
 LOOKUP = Spec("LookupRequest", (Field("sources", "strings", "source ids (at most 1000)", True),))
 RETRACT_SOURCE = Spec("RetractSource", (Field("source", "string", "the source id", True),))
-CITATION = Spec("CitationRequest", (
-    Field("source", "string", "the source id", True),
-    Field("paragraph", "u32", "paragraph index (0-based)"),
-    Field("index", "u32", "deprecated alias of paragraph"),
-))
-RESOLVE = Spec("ResolveRequest", (
-    Field("cue", "string", "the wording to resolve", True),
-    Field("dice_floor", "f64", "fuzzy floor override"),
-    Field("semantic_floor", "f32", "semantic floor override"),
-    Field("limit", "usize", "default and ceiling 1000"),
-))
+CITATION = Spec(
+    "CitationRequest",
+    (
+        Field("source", "string", "the source id", True),
+        Field("paragraph", "u32", "paragraph index (0-based)"),
+        Field("index", "u32", "deprecated alias of paragraph"),
+    ),
+)
+RESOLVE = Spec(
+    "ResolveRequest",
+    (
+        Field("cue", "string", "the wording to resolve", True),
+        Field("dice_floor", "f64", "fuzzy floor override"),
+        Field("semantic_floor", "f32", "semantic floor override"),
+        Field("limit", "usize", "default and ceiling 1000"),
+    ),
+)
 DESCRIBE = Spec("DescribeRequest", (Field("concept", "string", "exact spelling", True),))
-CURSOR = Spec("Cursor", (
-    Field("weight", "f64", "the last match's weight", True),
-    Field("subject", "string", "", True),
-    Field("label", "string", "", True),
-    Field("object", "string", "", True),
-), closed=True)
-QUERY = Spec("QueryRequest", (
-    Field("subject", "one_or_many", "a name or an OR-set of names"),
-    Field("label", "one_or_many", "a name or an OR-set of names"),
-    Field("object", "one_or_many", "a name or an OR-set of names"),
-    Field("limit", "usize", "default 100, ceiling 1000"),
-    Field("after", "struct", "keyset cursor", nested=CURSOR),
-))
-RECALL = Spec("RecallRequest", (
-    Field("cue", "string", "exact spelling of a subject, object or label", True),
-    Field("limit", "usize", "default 100, ceiling 1000"),
-    Field("after", "struct", "keyset cursor", nested=CURSOR),
-))
-ACTIVATE = Spec("ActivateRequest", (
-    Field("origins", "strings", "origin concepts (at most 1000)", True),
-    Field("decay", "f64", "default 0.5, clamped to [0, 1]"),
-    Field("limit", "usize", "default 20, ceiling 1000"),
-))
-SEARCH = Spec("SearchRequest", (
-    Field("query", "string", "search text", True),
-    Field("limit", "usize", "default 5, ceiling 1000"),
-    Field("semantic_floor", "f32", "vector-lane floor (no provider here)"),
-    Field("tags", "strings", "eligible sources carry any of these tags"),
-    Field("since", "u64", "epoch seconds, inclusive"),
-    Field("until", "u64", "epoch seconds, exclusive"),
-))
-COMMUNITY_SEARCH = Spec("CommunitySearchRequest", (
-    Field("query", "string", "search text", True),
-    Field("limit", "usize", "default 5, ceiling 1000"),
-    Field("semantic_floor", "f32", "vector-lane floor"),
-    Field("derived", "string", "artifact context (default {name}::communities)"),
-))
-BUDGET = Spec("BudgetRequest", (
-    Field("max_items", "usize", "default 40, ceiling 1000"),
-    Field("max_bytes", "usize", "default 65536, ceiling 1048576"),
-    Field("max_tokens", "usize", "default 4000"),
-))
+CURSOR = Spec(
+    "Cursor",
+    (
+        Field("weight", "f64", "the last match's weight", True),
+        Field("subject", "string", "", True),
+        Field("label", "string", "", True),
+        Field("object", "string", "", True),
+    ),
+    closed=True,
+)
+QUERY = Spec(
+    "QueryRequest",
+    (
+        Field("subject", "one_or_many", "a name or an OR-set of names"),
+        Field("label", "one_or_many", "a name or an OR-set of names"),
+        Field("object", "one_or_many", "a name or an OR-set of names"),
+        Field("limit", "usize", "default 100, ceiling 1000"),
+        Field("after", "struct", "keyset cursor", nested=CURSOR),
+    ),
+)
+RECALL = Spec(
+    "RecallRequest",
+    (
+        Field("cue", "string", "exact spelling of a subject, object or label", True),
+        Field("limit", "usize", "default 100, ceiling 1000"),
+        Field("after", "struct", "keyset cursor", nested=CURSOR),
+    ),
+)
+ACTIVATE = Spec(
+    "ActivateRequest",
+    (
+        Field("origins", "strings", "origin concepts (at most 1000)", True),
+        Field("decay", "f64", "default 0.5, clamped to [0, 1]"),
+        Field("limit", "usize", "default 20, ceiling 1000"),
+    ),
+)
+SEARCH = Spec(
+    "SearchRequest",
+    (
+        Field("query", "string", "search text", True),
+        Field("limit", "usize", "default 5, ceiling 1000"),
+        Field("semantic_floor", "f32", "vector-lane floor (no provider here)"),
+        Field("tags", "strings", "eligible sources carry any of these tags"),
+        Field("since", "u64", "epoch seconds, inclusive"),
+        Field("until", "u64", "epoch seconds, exclusive"),
+    ),
+)
+COMMUNITY_SEARCH = Spec(
+    "CommunitySearchRequest",
+    (
+        Field("query", "string", "search text", True),
+        Field("limit", "usize", "default 5, ceiling 1000"),
+        Field("semantic_floor", "f32", "vector-lane floor"),
+        Field("derived", "string", "artifact context (default {name}::communities)"),
+    ),
+)
+BUDGET = Spec(
+    "BudgetRequest",
+    (
+        Field("max_items", "usize", "default 40, ceiling 1000"),
+        Field("max_bytes", "usize", "default 65536, ceiling 1048576"),
+        Field("max_tokens", "usize", "default 4000"),
+    ),
+)
 RERANK = Spec("RerankRequest", (Field("model", "string", "pins the configured reranker model"),))
-EVIDENCE = Spec("EvidenceRequest", (
-    Field("origins", "one_or_many", "cue(s) to resolve into anchors (at most 1000)", True),
-    Field("labels", "one_or_many", "relation labels for the query lane (at most 1000)"),
-    Field("dice_floor", "f64", "resolve fuzzy floor override"),
-    Field("semantic_floor", "f32", "semantic floor override"),
-    Field("resolve_limit", "usize", "default and ceiling 1000"),
-    Field("activate_decay", "f64", "default 0.5"),
-    Field("activate_limit", "usize", "default 20, ceiling 1000"),
-    Field("text_fallback_query", "string", "passage/community search text; default origins joined with '; '"),
-    Field("search_limit", "usize", "default 5, ceiling 200"),
-    Field("include_communities", "bool", "search the {name}::communities artifact (null is a 422)"),
-    Field("budget", "struct", "three independent hard ceilings", nested=BUDGET),
-    Field("rerank", "struct", "ask the configured reranker to reorder the survivors", nested=RERANK),
-    Field("explain", "bool", "add plan.stages (one entry per stage)"),
-))
+EVIDENCE = Spec(
+    "EvidenceRequest",
+    (
+        Field("origins", "one_or_many", "cue(s) to resolve into anchors (at most 1000)", True),
+        Field("labels", "one_or_many", "relation labels for the query lane (at most 1000)"),
+        Field("dice_floor", "f64", "resolve fuzzy floor override"),
+        Field("semantic_floor", "f32", "semantic floor override"),
+        Field("resolve_limit", "usize", "default and ceiling 1000"),
+        Field("activate_decay", "f64", "default 0.5"),
+        Field("activate_limit", "usize", "default 20, ceiling 1000"),
+        Field("text_fallback_query", "string", "passage/community search text; default origins joined with '; '"),
+        Field("search_limit", "usize", "default 5, ceiling 200"),
+        Field("include_communities", "bool", "search the {name}::communities artifact (null is a 422)"),
+        Field("budget", "struct", "three independent hard ceilings", nested=BUDGET),
+        Field("rerank", "struct", "ask the configured reranker to reorder the survivors", nested=RERANK),
+        Field("explain", "bool", "add plan.stages (one entry per stage)"),
+    ),
+)
 
 # ----- response schemas --------------------------------------------------------------
 
 
 def _obj(props: dict[str, Any], required: list[str] | None = None, closed: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "properties": props,
-                           "required": list(props) if required is None else required}
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": props,
+        "required": list(props) if required is None else required,
+    }
     if closed:
         out["additionalProperties"] = False
     return out
@@ -223,140 +266,371 @@ NULL_STR = {"type": ["string", "null"]}
 LANE_PLAN = _obj({"ran": BOOL, "reason": STR, "floor": NUM}, ["ran"])
 
 COMPONENTS: dict[str, Any] = {
-    "Error": _obj({
-        "status": {"const": "error"}, "code": STR, "error": STR, "time": NUM,
-        "issues": {"type": "array", "items": ref("Issue")}, "issues_total": INT,
-        "integrity": {"enum": ["nothing_written", "durable_prefix"]}, "durable_batches": INT,
-        "retryable_after_correction": BOOL,
-    }, ["status", "code", "error", "time"]),
+    "Error": _obj(
+        {
+            "status": {"const": "error"},
+            "code": STR,
+            "error": STR,
+            "time": NUM,
+            "issues": {"type": "array", "items": ref("Issue")},
+            "issues_total": INT,
+            "integrity": {"enum": ["nothing_written", "durable_prefix"]},
+            "durable_batches": INT,
+            "retryable_after_correction": BOOL,
+        },
+        ["status", "code", "error", "time"],
+    ),
     "Issue": _obj({"path": STR, "kind": STR, "expected": NULL_STR, "actual": NULL_STR}),
     "Locator": _obj({"kind": STR, "value": STR}),
-    "Attribution": _obj({"source": STR, "weight": NUM, "count": INT, "paragraph": {"type": ["integer", "null"]},
-                         "section": NULL_STR, "locator": {"oneOf": [ref("Locator"), {"type": "null"}]}}),
-    "AssociationOut": _obj({"subject": STR, "label": STR, "object": STR, "weight": NUM, "count": INT,
-                            "attributions": {"type": "array", "items": ref("Attribution")}}),
+    "Attribution": _obj(
+        {
+            "source": STR,
+            "weight": NUM,
+            "count": INT,
+            "paragraph": {"type": ["integer", "null"]},
+            "section": NULL_STR,
+            "locator": {"oneOf": [ref("Locator"), {"type": "null"}]},
+        }
+    ),
+    "AssociationOut": _obj(
+        {
+            "subject": STR,
+            "label": STR,
+            "object": STR,
+            "weight": NUM,
+            "count": INT,
+            "attributions": {"type": "array", "items": ref("Attribution")},
+        }
+    ),
     "Revision": _obj({"graph": INT, "passages": INT, "config": INT}),
-    "DirectoryEntry": _obj({
-        "name": STR, "description": STR, "pinned": BOOL, "loaded": BOOL,
-        "dice_floor": {"type": ["number", "null"]}, "semantic_floor": {"type": ["number", "null"]},
-        "stats": _obj({
-            "associations": INT, "concepts": INT, "labels": INT, "sources": INT, "footprint_bytes": INT,
-            "dead_edges": INT, "dead_attributions": INT, "arena_slack": INT, "unsourced_edges": INT,
-            "unsourced_weight": NUM,
-            "top_concepts": {"type": "array", "items": _obj({"label": STR, "count": INT})},
-            "label_sample": STRS,
-        }),
-        "usage": _obj({"reads": INT, "empty_reads": INT, "writes": INT, "last_read_epoch": INT,
-                       "last_write_epoch": INT}),
-        "revision": ref("Revision"), "schema_mode": {"type": "null"},
-    }),
+    "DirectoryEntry": _obj(
+        {
+            "name": STR,
+            "description": STR,
+            "pinned": BOOL,
+            "loaded": BOOL,
+            "dice_floor": {"type": ["number", "null"]},
+            "semantic_floor": {"type": ["number", "null"]},
+            "stats": _obj(
+                {
+                    "associations": INT,
+                    "concepts": INT,
+                    "labels": INT,
+                    "sources": INT,
+                    "footprint_bytes": INT,
+                    "dead_edges": INT,
+                    "dead_attributions": INT,
+                    "arena_slack": INT,
+                    "unsourced_edges": INT,
+                    "unsourced_weight": NUM,
+                    "top_concepts": {"type": "array", "items": _obj({"label": STR, "count": INT})},
+                    "label_sample": STRS,
+                }
+            ),
+            "usage": _obj(
+                {"reads": INT, "empty_reads": INT, "writes": INT, "last_read_epoch": INT, "last_write_epoch": INT}
+            ),
+            "revision": ref("Revision"),
+            "schema_mode": {"type": "null"},
+        }
+    ),
     "ContextList": _obj({"total": INT, "contexts": {"type": "array", "items": ref("DirectoryEntry")}}),
-    "ContextPatch": _obj({"description": STR, "pinned": BOOL, "dice_floor": {"type": ["number", "null"]},
-                          "semantic_floor": {"type": ["number", "null"]}}),
-    "ResolveCandidate": _obj({"name": STR, "score": NUM, "tier": STR, "kind": STR, "gloss": STR}, ["name", "score", "tier"]),
+    "ContextPatch": _obj(
+        {
+            "description": STR,
+            "pinned": BOOL,
+            "dice_floor": {"type": ["number", "null"]},
+            "semantic_floor": {"type": ["number", "null"]},
+        }
+    ),
+    "ResolveCandidate": _obj(
+        {"name": STR, "score": NUM, "tier": STR, "kind": STR, "gloss": STR}, ["name", "score", "tier"]
+    ),
     "LabelCount": _obj({"label": STR, "count": INT}),
-    "Description": {"oneOf": [_obj({"concept": STR, "as_subject": {"type": "array", "items": ref("LabelCount")},
-                                    "as_object": {"type": "array", "items": ref("LabelCount")}}), {"type": "null"}]},
-    "Matches": _obj({"total": INT, "matches": {"type": "array", "items": ref("AssociationOut")},
-                     "plan": _obj({"contexts": STRS})}),
-    "Activation": _obj({"total": INT, "matches": {"type": "array", "items": _obj({
-        "strength": NUM, "path": STRS, "association": ref("AssociationOut")})}}),
+    "Description": {
+        "oneOf": [
+            _obj(
+                {
+                    "concept": STR,
+                    "as_subject": {"type": "array", "items": ref("LabelCount")},
+                    "as_object": {"type": "array", "items": ref("LabelCount")},
+                }
+            ),
+            {"type": "null"},
+        ]
+    },
+    "Matches": _obj(
+        {"total": INT, "matches": {"type": "array", "items": ref("AssociationOut")}, "plan": _obj({"contexts": STRS})}
+    ),
+    "Activation": _obj(
+        {
+            "total": INT,
+            "matches": {
+                "type": "array",
+                "items": _obj({"strength": NUM, "path": STRS, "association": ref("AssociationOut")}),
+            },
+        }
+    ),
     "LanePlan": LANE_PLAN,
     "LaneEvidence": _obj({"rank": INT, "score": NUM}),
-    "PassageHit": _obj({"source": STR, "paragraph": INT, "score": NUM, "text": STR,
-                        "lanes": _obj({"bm25": ref("LaneEvidence"), "vector": ref("LaneEvidence")}, [])}),
-    "SearchPlan": _obj({"contexts": {"type": "array", "items": _obj({
-        "context": STR, "lanes": _obj({"bm25": ref("LanePlan"), "vector": ref("LanePlan")}),
-        "filter": _obj({"eligible_sources": INT, "total_sources": INT})}, ["context", "lanes"])}}),
+    "PassageHit": _obj(
+        {
+            "source": STR,
+            "paragraph": INT,
+            "score": NUM,
+            "text": STR,
+            "lanes": _obj({"bm25": ref("LaneEvidence"), "vector": ref("LaneEvidence")}, []),
+        }
+    ),
+    "SearchPlan": _obj(
+        {
+            "contexts": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "context": STR,
+                        "lanes": _obj({"bm25": ref("LanePlan"), "vector": ref("LanePlan")}),
+                        "filter": _obj({"eligible_sources": INT, "total_sources": INT}),
+                    },
+                    ["context", "lanes"],
+                ),
+            }
+        }
+    ),
     "SearchResult": _obj({"plan": ref("SearchPlan"), "hits": {"type": "array", "items": ref("PassageHit")}}),
-    "Citation": _obj({"text": STR, "source": STR, "section": NULL_STR,
-                      "locator": {"oneOf": [ref("Locator"), {"type": "null"}]}}),
+    "Citation": _obj(
+        {"text": STR, "source": STR, "section": NULL_STR, "locator": {"oneOf": [ref("Locator"), {"type": "null"}]}}
+    ),
     "Lookup": _obj({"passages": {"type": "object", "additionalProperties": STR}, "missing": STRS}),
-    "SourceList": _obj({"total": INT, "sources": STRS, "entries": {"type": "array", "items": _obj(
-        {"name": STR, "stored_at": INT, "date": INT, "tags": STRS}, ["name"])}}),
+    "SourceList": _obj(
+        {
+            "total": INT,
+            "sources": STRS,
+            "entries": {
+                "type": "array",
+                "items": _obj({"name": STR, "stored_at": INT, "date": INT, "tags": STRS}, ["name"]),
+            },
+        }
+    ),
     "LabelList": _obj({"total": INT, "labels": STRS}),
-    "AliasList": _obj({"total": INT, "concepts": {"type": "object", "additionalProperties": STR},
-                       "labels": {"type": "object", "additionalProperties": STR}}),
-    "StoreResult": _obj({k: INT for k in ("stored", "questions_stored", "questions_dropped", "sections_stored",
-                                          "sections_dropped", "locators_stored", "locators_dropped")}),
+    "AliasList": _obj(
+        {
+            "total": INT,
+            "concepts": {"type": "object", "additionalProperties": STR},
+            "labels": {"type": "object", "additionalProperties": STR},
+        }
+    ),
+    "StoreResult": _obj(
+        {
+            k: INT
+            for k in (
+                "stored",
+                "questions_stored",
+                "questions_dropped",
+                "sections_stored",
+                "sections_dropped",
+                "locators_stored",
+                "locators_dropped",
+            )
+        }
+    ),
     "AssociationRetraction": _obj({"retracted": BOOL, "attributions_removed": INT}),
     "SourceRetraction": _obj({"associations_touched": INT, "passage_removed": BOOL}),
-    "ImportOutcome": _obj({
-        "context": STR, "source": STR, "created": BOOL, "retracted": INT, "associations": INT, "aliases": INT,
-        "passage_stored": BOOL, "passage_dropped": BOOL, "questions_stored": INT, "questions_dropped": INT,
-        "sections_stored": INT, "sections_dropped": INT, "locators_stored": INT, "locators_dropped": INT,
-        "association_paragraphs_dropped": INT, "schema_violations": INT,
-    }),
+    "ImportOutcome": _obj(
+        {
+            "context": STR,
+            "source": STR,
+            "created": BOOL,
+            "retracted": INT,
+            "associations": INT,
+            "aliases": INT,
+            "passage_stored": BOOL,
+            "passage_dropped": BOOL,
+            "questions_stored": INT,
+            "questions_dropped": INT,
+            "sections_stored": INT,
+            "sections_dropped": INT,
+            "locators_stored": INT,
+            "locators_dropped": INT,
+            "association_paragraphs_dropped": INT,
+            "schema_violations": INT,
+        }
+    ),
     "ImportResult": _obj({"batches": {"type": "array", "items": ref("ImportOutcome")}}),
-    "CommunityHit": _obj({
-        "community": STR, "score": NUM, "text": STR, "paragraph": INT, "level": INT, "parent": STR,
-        "concept_count": INT, "members": {"type": "array", "items": _obj({"name": STR, "strength": NUM})},
-        "members_truncated": {"const": True},
-    }, ["community", "score", "text", "paragraph"]),
-    "CommunitySearch": _obj({
-        "derived": STR, "algorithm": {"type": ["string", "null"]}, "stale": BOOL,
-        "revision": _obj({"recorded_graph": INT, "current_graph": INT}), "plan": ref("SearchPlan"),
-        "hits": {"type": "array", "items": ref("CommunityHit")},
-    }),
+    "CommunityHit": _obj(
+        {
+            "community": STR,
+            "score": NUM,
+            "text": STR,
+            "paragraph": INT,
+            "level": INT,
+            "parent": STR,
+            "concept_count": INT,
+            "members": {"type": "array", "items": _obj({"name": STR, "strength": NUM})},
+            "members_truncated": {"const": True},
+        },
+        ["community", "score", "text", "paragraph"],
+    ),
+    "CommunitySearch": _obj(
+        {
+            "derived": STR,
+            "algorithm": {"type": ["string", "null"]},
+            "stale": BOOL,
+            "revision": _obj({"recorded_graph": INT, "current_graph": INT}),
+            "plan": ref("SearchPlan"),
+            "hits": {"type": "array", "items": ref("CommunityHit")},
+        }
+    ),
     "CitationRef": _obj({"source": STR, "paragraph": INT}),
-    "EvidenceItem": _obj({
-        "candidate_id": STR, "kind": STR, "fused_rank": INT,
-        "lane_ranks": {"type": "array", "items": _obj({"lane": STR, "rank": INT})},
-        "citation_refs": {"type": "array", "items": ref("CitationRef")},
-        "corroboration": _obj({"sources": STRS, "attributions": {"type": "array", "items": ref("CitationRef")}}),
-        "contradicts": STRS, "bytes": INT, "estimated_tokens": INT,
-        "association": ref("AssociationOut"), "passage": ref("PassageHit"), "community": ref("CommunityHit"),
-    }, ["candidate_id", "kind", "fused_rank", "lane_ranks", "citation_refs", "bytes", "estimated_tokens"]),
-    "EvidencePackage": _obj({
-        "items": {"type": "array", "items": ref("EvidenceItem")},
-        "citations": {"type": "array", "items": _obj({"source": STR, "paragraph": INT, "citation": ref("Citation")})},
-        "budget": _obj({"items_used": INT, "bytes_used": INT, "tokens_used": INT,
-                        "limits": _obj({"max_items": INT, "max_bytes": INT, "max_tokens": INT})}),
-        "omitted": {"type": "array", "maxItems": 20, "items": _obj(
-            {"candidate_id": STR, "kind": STR, "reason": STR, "duplicate_of": STR}, ["candidate_id", "kind", "reason"])},
-        "omitted_total": INT,
-        "omitted_by_reason": {"type": "object", "additionalProperties": INT},
-        "plan": _obj({
-            "lanes": _obj({k: ref("LanePlan") for k in
-                           ("resolve", "query", "activate", "passages", "communities", "citations")}),
-            "selection": _obj({"dedup_dropped": INT, "contradiction_groups": INT, "diversity_tier_width": INT}),
-            "reranker": _obj({"configured": BOOL, "ran": BOOL, "model": STR, "reason": STR}, ["configured", "ran"]),
-            "stages": {"type": "array", "items": {"type": "object", "required": ["stage", "status"],
-                                                  "properties": {"stage": STR, "status": STR, "reason": STR},
-                                                  "additionalProperties": INT}},
-        }, ["lanes", "selection", "reranker"]),
-    }),
-    "Version": _obj({
-        "server": STR, "http_contract": _obj({"current": INT, "supported": {"type": "array", "items": INT}}),
-        "mcp_contract": _obj({"current": INT, "supported": {"type": "array", "items": INT}}),
-        "mcp_protocol": _obj({"supported": STRS}), "batch_formats": {"type": "array", "items": INT},
-        "schema_formats": {"type": "array", "items": INT}, "image_formats": {"type": "array", "items": INT},
-        "communities_formats": {"type": "array", "items": INT},
-    }),
+    "EvidenceItem": _obj(
+        {
+            "candidate_id": STR,
+            "kind": STR,
+            "fused_rank": INT,
+            "lane_ranks": {"type": "array", "items": _obj({"lane": STR, "rank": INT})},
+            "citation_refs": {"type": "array", "items": ref("CitationRef")},
+            "corroboration": _obj({"sources": STRS, "attributions": {"type": "array", "items": ref("CitationRef")}}),
+            "contradicts": STRS,
+            "bytes": INT,
+            "estimated_tokens": INT,
+            "association": ref("AssociationOut"),
+            "passage": ref("PassageHit"),
+            "community": ref("CommunityHit"),
+        },
+        ["candidate_id", "kind", "fused_rank", "lane_ranks", "citation_refs", "bytes", "estimated_tokens"],
+    ),
+    "EvidencePackage": _obj(
+        {
+            "items": {"type": "array", "items": ref("EvidenceItem")},
+            "citations": {
+                "type": "array",
+                "items": _obj({"source": STR, "paragraph": INT, "citation": ref("Citation")}),
+            },
+            "budget": _obj(
+                {
+                    "items_used": INT,
+                    "bytes_used": INT,
+                    "tokens_used": INT,
+                    "limits": _obj({"max_items": INT, "max_bytes": INT, "max_tokens": INT}),
+                }
+            ),
+            "omitted": {
+                "type": "array",
+                "maxItems": 20,
+                "items": _obj(
+                    {"candidate_id": STR, "kind": STR, "reason": STR, "duplicate_of": STR},
+                    ["candidate_id", "kind", "reason"],
+                ),
+            },
+            "omitted_total": INT,
+            "omitted_by_reason": {"type": "object", "additionalProperties": INT},
+            "plan": _obj(
+                {
+                    "lanes": _obj(
+                        {
+                            k: ref("LanePlan")
+                            for k in ("resolve", "query", "activate", "passages", "communities", "citations")
+                        }
+                    ),
+                    "selection": _obj({"dedup_dropped": INT, "contradiction_groups": INT, "diversity_tier_width": INT}),
+                    "reranker": _obj(
+                        {"configured": BOOL, "ran": BOOL, "model": STR, "reason": STR}, ["configured", "ran"]
+                    ),
+                    "stages": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["stage", "status"],
+                            "properties": {"stage": STR, "status": STR, "reason": STR},
+                            "additionalProperties": INT,
+                        },
+                    },
+                },
+                ["lanes", "selection", "reranker"],
+            ),
+        }
+    ),
+    "Version": _obj(
+        {
+            "server": STR,
+            "http_contract": _obj({"current": INT, "supported": {"type": "array", "items": INT}}),
+            "mcp_contract": _obj({"current": INT, "supported": {"type": "array", "items": INT}}),
+            "mcp_protocol": _obj({"supported": STRS}),
+            "batch_formats": {"type": "array", "items": INT},
+            "schema_formats": {"type": "array", "items": INT},
+            "image_formats": {"type": "array", "items": INT},
+            "communities_formats": {"type": "array", "items": INT},
+        }
+    ),
     "Health": _obj({"status": STR, "version": STR}),
-    "JsonRpcReply": {"type": "object", "required": ["jsonrpc", "id"],
-                     "properties": {"jsonrpc": {"const": "2.0"}, "result": {}, "error": _obj(
-                         {"code": {"type": "integer"}, "message": STR, "data": {}}, ["code", "message"])}},
+    "JsonRpcReply": {
+        "type": "object",
+        "required": ["jsonrpc", "id"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "result": {},
+            "error": _obj({"code": {"type": "integer"}, "message": STR, "data": {}}, ["code", "message"]),
+        },
+    },
 }
 
-for _spec in (CONTEXT_CONFIG, TRIPLE, ALIAS_REMOVAL, LOOKUP, RETRACT_SOURCE, CITATION, RESOLVE, DESCRIBE, QUERY,
-              RECALL, ACTIVATE, SEARCH, COMMUNITY_SEARCH, EVIDENCE):
+for _spec in (
+    CONTEXT_CONFIG,
+    TRIPLE,
+    ALIAS_REMOVAL,
+    LOOKUP,
+    RETRACT_SOURCE,
+    CITATION,
+    RESOLVE,
+    DESCRIBE,
+    QUERY,
+    RECALL,
+    ACTIVATE,
+    SEARCH,
+    COMMUNITY_SEARCH,
+    EVIDENCE,
+):
     COMPONENTS[_spec.struct] = _spec.json_schema()
 
-_ASSOCIATION_IN = _obj({"subject": STR, "label": STR, "object": STR, "weight": NUM, "source": NULL_STR,
-                        "paragraph": {"type": ["integer", "null"], "minimum": 0}},
-                       ["subject", "label", "object", "weight"], closed=False)
+_ASSOCIATION_IN = _obj(
+    {
+        "subject": STR,
+        "label": STR,
+        "object": STR,
+        "weight": NUM,
+        "source": NULL_STR,
+        "paragraph": {"type": ["integer", "null"], "minimum": 0},
+    },
+    ["subject", "label", "object", "weight"],
+    closed=False,
+)
 _MARKERS = {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "object"}}}
 COMPONENTS["AssociationBatch"] = {"type": "array", "maxItems": 10000, "items": _ASSOCIATION_IN}
-COMPONENTS["PassageStore"] = _obj({
-    "passages": {"type": "object", "additionalProperties": STR}, "questions": _MARKERS, "sections": _MARKERS,
-    "locators": _MARKERS, "tags": {"type": "object", "additionalProperties": STRS},
-    "dates": {"type": "object", "additionalProperties": INT},
-}, ["passages"], closed=False)
-COMPONENTS["AliasRegistration"] = _obj({"concepts": {"type": "object", "additionalProperties": STR},
-                                        "labels": {"type": "object", "additionalProperties": STR}}, [], closed=False)
-COMPONENTS["JsonRpcRequest"] = {"type": "object", "required": ["jsonrpc", "method"],
-                                "properties": {"jsonrpc": {"const": "2.0"}, "id": {}, "method": STR, "params": {}}}
+COMPONENTS["PassageStore"] = _obj(
+    {
+        "passages": {"type": "object", "additionalProperties": STR},
+        "questions": _MARKERS,
+        "sections": _MARKERS,
+        "locators": _MARKERS,
+        "tags": {"type": "object", "additionalProperties": STRS},
+        "dates": {"type": "object", "additionalProperties": INT},
+    },
+    ["passages"],
+    closed=False,
+)
+COMPONENTS["AliasRegistration"] = _obj(
+    {
+        "concepts": {"type": "object", "additionalProperties": STR},
+        "labels": {"type": "object", "additionalProperties": STR},
+    },
+    [],
+    closed=False,
+)
+COMPONENTS["JsonRpcRequest"] = {
+    "type": "object",
+    "required": ["jsonrpc", "method"],
+    "properties": {"jsonrpc": {"const": "2.0"}, "id": {}, "method": STR, "params": {}},
+}
 
 # (method, template) -> (request component or None, response: component name | "bare:<name>" | media type)
 ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
@@ -417,8 +691,12 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
     """OpenAPI 3.1 for every routed path and the probes."""
     paths: dict[str, dict[str, Any]] = {}
     entries = [(m, t, role) for m, t, _h, role in routes] + [
-        ("GET", "/version", None), ("GET", "/health", None), ("GET", "/live", None), ("GET", "/metrics", None),
-        ("GET", "/openapi.json", None)]
+        ("GET", "/version", None),
+        ("GET", "/health", None),
+        ("GET", "/live", None),
+        ("GET", "/metrics", None),
+        ("GET", "/openapi.json", None),
+    ]
     for method, template, role in entries:
         request, response = ROUTE_SHAPES[(method, template)]
         op: dict[str, Any] = {"operationId": _operation_id(method, template), "responses": {}}
@@ -426,39 +704,58 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
             op["description"] = f"Needs the '{role}' role when API tokens are configured."
             op["security"] = [{"bearer": []}]
         if "{name}" in template:
-            op["parameters"] = [{"name": "name", "in": "path", "required": True, "schema": STR,
-                                 "description": "context name, one percent-encoded path segment"}]
+            op["parameters"] = [
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": True,
+                    "schema": STR,
+                    "description": "context name, one percent-encoded path segment",
+                }
+            ]
         if request == "jsonl":
             op["requestBody"] = {"required": True, "content": {"application/x-ndjson": {"schema": STR}}}
         elif request is not None:
-            op["requestBody"] = {"required": method != "PUT",
-                                 "content": {"application/json": {"schema": ref(request)}}}
+            op["requestBody"] = {"required": method != "PUT", "content": {"application/json": {"schema": ref(request)}}}
         if response in ("text", "metrics", "ndjson", "markdown"):
-            media = {"text": "text/plain", "metrics": "text/plain", "ndjson": "application/x-ndjson",
-                     "markdown": "text/markdown"}[response]
+            media = {
+                "text": "text/plain",
+                "metrics": "text/plain",
+                "ndjson": "application/x-ndjson",
+                "markdown": "text/markdown",
+            }[response]
             op["responses"]["200"] = {"description": "OK", "content": {media: {"schema": STR}}}
         elif response == "openapi":
-            op["responses"]["200"] = {"description": "this document",
-                                      "content": {"application/json": {"schema": {"type": "object"}}}}
+            op["responses"]["200"] = {
+                "description": "this document",
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            }
         elif response == "jsonrpc":
-            op["responses"]["200"] = {"description": "a JSON-RPC reply",
-                                      "content": {"application/json": {"schema": ref("JsonRpcReply")}}}
+            op["responses"]["200"] = {
+                "description": "a JSON-RPC reply",
+                "content": {"application/json": {"schema": ref("JsonRpcReply")}},
+            }
             op["responses"]["202"] = {"description": "a notification was accepted (no body)"}
-            op["responses"]["400"] = {"description": "a framing error",
-                                      "content": {"application/json": {"schema": ref("JsonRpcReply")}}}
+            op["responses"]["400"] = {
+                "description": "a framing error",
+                "content": {"application/json": {"schema": ref("JsonRpcReply")}},
+            }
         else:
-            op["responses"]["200"] = {"description": "OK",
-                                      "content": {"application/json": {"schema": result_schema(response)}}}
+            op["responses"]["200"] = {
+                "description": "OK",
+                "content": {"application/json": {"schema": result_schema(response)}},
+            }
         if response not in ("openapi",) and template not in ("/version", "/live", "/metrics"):
-            op["responses"]["default"] = {"description": "the error envelope",
-                                          "content": {"application/json": {"schema": ref("Error")}}}
+            op["responses"]["default"] = {
+                "description": "the error envelope",
+                "content": {"application/json": {"schema": ref("Error")}},
+            }
         paths.setdefault(template, {})[method.lower()] = op
     return {
         "openapi": "3.1.0",
         "info": {"title": "Taguru knowledge contexts and evidence assembly", "version": version},
         "paths": paths,
-        "components": {"schemas": COMPONENTS,
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "components": {"schemas": COMPONENTS, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }
 
 

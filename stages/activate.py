@@ -17,8 +17,9 @@ from taguru_server.store.context import Context
 def activate_candidates(ctx: Context, anchors: tuple[str, ...], decay: float, limit: int) -> tuple[Candidate, ...]:
     """Activated edges, strongest first (the /activate lane itself), as graph_activate candidates."""
     found = lanes.activate(ctx, list(anchors), decay, limit)
-    return tuple(candidate_from_association(m["association"], "graph_activate", i + 1)
-                 for i, m in enumerate(found["matches"]))
+    return tuple(
+        candidate_from_association(m["association"], "graph_activate", i + 1) for i, m in enumerate(found["matches"])
+    )
 
 
 @attrs.frozen

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any, ClassVar
 
 import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
-
 from taguru_server.stages.accounting import measure, overhead, tokens
+from taguru_server.stages.model import (
+    CITATIONS,
+    NEAR_DUP_OMITTED,
+    REQUEST,
+    SELECTION,
+    TIERED,
+    Fused,
+    Omission,
+    Selection,
+    Unit,
+)
 from taguru_server.store.wire import RawJSON, dumps
-from taguru_server.stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, Fused, Omission, Selection, Unit
 
 MAX_LISTED_OMISSIONS = 20
 
@@ -91,6 +100,7 @@ def admit(
             cite_json[loc] = RawJSON(text)
             cite_costs[loc] = measure(text)
         return cite_costs[loc]
+
     cite_bytes = cite_quarters = 0
     omitted: list[Omission] = list(near_dups)
     for unit in tiered:
@@ -140,8 +150,14 @@ def admit(
         "tokens_used": tokens(used_quarters),
         "limits": {"max_items": max_items, "max_bytes": max_bytes, "max_tokens": max_tokens},
     }
-    return Selection(tuple(items), citations, budget, tuple(omitted), tuple(items_json),
-                     tuple(cite_json[loc] for loc in sorted(committed)))
+    return Selection(
+        tuple(items),
+        citations,
+        budget,
+        tuple(omitted),
+        tuple(items_json),
+        tuple(cite_json[loc] for loc in sorted(committed)),
+    )
 
 
 @attrs.frozen
@@ -155,14 +171,21 @@ class Budget:
     async def run(self, ctx: StageContext) -> Outcome:
         request = ctx[REQUEST]
         selection = admit(
-            ctx[TIERED], ctx[CITATIONS].value, ctx[NEAR_DUP_OMITTED],
-            request.max_items, request.max_bytes, request.max_tokens,
+            ctx[TIERED],
+            ctx[CITATIONS].value,
+            ctx[NEAR_DUP_OMITTED],
+            request.max_items,
+            request.max_bytes,
+            request.max_tokens,
         )
         admitted = len(selection.items)
         return Outcome.ran(
             {SELECTION: selection},
-            detail={"in": admitted + len(selection.omitted), "out": admitted,
-                    "dropped": len(selection.omitted) - len(ctx[NEAR_DUP_OMITTED])},
+            detail={
+                "in": admitted + len(selection.omitted),
+                "out": admitted,
+                "dropped": len(selection.omitted) - len(ctx[NEAR_DUP_OMITTED]),
+            },
         )
 
 

@@ -8,7 +8,14 @@ import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.model import (
-    ACTIVATE_HITS, COMMUNITY_HITS, DEDUP_DROPPED, GROUPS, PASSAGE_HITS, QUERY_HITS, Candidate, Fused,
+    ACTIVATE_HITS,
+    COMMUNITY_HITS,
+    DEDUP_DROPPED,
+    GROUPS,
+    PASSAGE_HITS,
+    QUERY_HITS,
+    Candidate,
+    Fused,
 )
 
 RRF_K = 60
@@ -46,5 +53,6 @@ class Dedup:
     async def run(self, ctx: StageContext) -> Outcome:
         pool = ctx[QUERY_HITS].value + ctx[ACTIVATE_HITS].value + ctx[PASSAGE_HITS].value + ctx[COMMUNITY_HITS].value
         groups, dropped = merge_duplicates(pool)
-        return Outcome.ran({GROUPS: groups, DEDUP_DROPPED: dropped},
-                           detail={"in": len(pool), "out": len(groups), "dropped": dropped})
+        return Outcome.ran(
+            {GROUPS: groups, DEDUP_DROPPED: dropped}, detail={"in": len(pool), "out": len(groups), "dropped": dropped}
+        )

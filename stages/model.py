@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
@@ -54,7 +55,9 @@ class Reranker(Protocol):
     configured: bool
     model: str | None
 
-    async def rerank(self, query: str, documents: list[str], remaining: Callable[[], float | None]) -> RerankVerdict: ...
+    async def rerank(
+        self, query: str, documents: list[str], remaining: Callable[[], float | None]
+    ) -> RerankVerdict: ...
 
 
 @attrs.frozen

@@ -86,5 +86,6 @@ class NearDup:
 
     async def run(self, ctx: StageContext) -> Outcome:
         kept, dropped = suppress_near_duplicates(ctx[RANKED], self.threshold)
-        return Outcome.ran({SURVIVORS: kept, NEAR_DUP_OMITTED: dropped},
-                           detail={"in": len(ctx[RANKED]), "dropped": len(dropped)})
+        return Outcome.ran(
+            {SURVIVORS: kept, NEAR_DUP_OMITTED: dropped}, detail={"in": len(ctx[RANKED]), "dropped": len(dropped)}
+        )

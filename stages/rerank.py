@@ -7,8 +7,16 @@ from typing import Any, ClassVar
 import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
-from taguru_server.stages.model import REORDERED, REQUEST, RERANK_PLAN, SERVICES, SURVIVORS, EvidenceRequest, Fused, Reranker
-
+from taguru_server.stages.model import (
+    REORDERED,
+    REQUEST,
+    RERANK_PLAN,
+    SERVICES,
+    SURVIVORS,
+    EvidenceRequest,
+    Fused,
+    Reranker,
+)
 
 # Time kept back from the provider so the stages after it finish inside the request deadline.
 POST_RERANK_RESERVE_SECS = 0.05
@@ -52,6 +60,7 @@ class Rerank:
         survivors = ctx[SURVIVORS]
         request, services = ctx[REQUEST], ctx[SERVICES]
         started = ctx.clock()
+
         def remaining() -> float | None:
             left = ctx.remaining()
             return None if left is None else left - POST_RERANK_RESERVE_SECS

@@ -43,5 +43,6 @@ class Resolve:
         if not request.origins:
             return Outcome.skipped("origins_empty", {ANCHORS: LaneResult((), False, "origins was empty")})
         anchors = resolve_anchors(ctx[CONTEXT], request, ctx.remaining)
-        return Outcome.ran({ANCHORS: LaneResult(anchors, True)},
-                           detail={"in": len(request.origins), "out": len(anchors)})
+        return Outcome.ran(
+            {ANCHORS: LaneResult(anchors, True)}, detail={"in": len(request.origins), "out": len(anchors)}
+        )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -142,9 +142,7 @@ class Bm25Index:
             self._delta_raw.extend(new_raw)
             self._delta_postings += sum(len(r[0]) for r in new_raw)
             main_size = self._main.n_postings if self._main is not None else 0
-            if self._delta_postings > max(main_size // 8, 200_000) or self._dead_in_segments * 4 > max(
-                self.n_live, 1
-            ):
+            if self._delta_postings > max(main_size // 8, 200_000) or self._dead_in_segments * 4 > max(self.n_live, 1):
                 self._rebuild_main()
             else:
                 self._rebuild_delta()
@@ -168,9 +166,7 @@ class Bm25Index:
             if not ids:
                 continue
             found, p_term, p_doc, p_tf, lens = bulk_term_counts([parts[d] for d in ids])  # type: ignore[misc]
-            mapped = np.fromiter(
-                (term_id.setdefault(t, len(term_id)) for t in found), dtype=np.int64, count=len(found)
-            )
+            mapped = np.fromiter((term_id.setdefault(t, len(term_id)) for t in found), dtype=np.int64, count=len(found))
             doc_ids = np.array(ids, dtype=np.int64)
             term = mapped[p_term]
             docs = doc_ids[p_doc]
@@ -182,7 +178,7 @@ class Bm25Index:
                 np.add.at(self.df, term, 1)
             else:
                 self._add_df(term)
-            for d, n in zip(ids, lens.tolist()):
+            for d, n in zip(ids, lens.tolist(), strict=False):
                 self.doc_len[d] = float(n)
             self.total_len += int(lens.sum())
             out.append((term, docs, p_tf))
@@ -334,7 +330,7 @@ class Bm25Index:
             keep = scores >= kth
             cand, scores = cand[keep], scores[keep]
         idx = np.lexsort((self._par[cand], source_rank[src[cand]], -scores))[:limit]
-        return list(zip(cand[idx].tolist(), scores[idx].tolist()))
+        return list(zip(cand[idx].tolist(), scores[idx].tolist(), strict=False))
 
 
 def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -77,8 +77,13 @@ def community_hits(
             continue
         if len(hits) >= limit:
             break
-        cid = hit["source"][len(COMMUNITY_PREFIX):]
-        out: dict[str, Any] = {"community": cid, "score": hit["score"], "text": hit["text"], "paragraph": hit["paragraph"]}
+        cid = hit["source"][len(COMMUNITY_PREFIX) :]
+        out: dict[str, Any] = {
+            "community": cid,
+            "score": hit["score"],
+            "text": hit["text"],
+            "paragraph": hit["paragraph"],
+        }
         facts = by_id.get(cid, {})
         for key in ("level", "parent", "concept_count"):
             if key in facts and facts[key] is not None:
@@ -94,7 +99,5 @@ def community_hits(
 
 def _members(ctx: Context, subject: str) -> tuple[list[dict[str, Any]], bool]:
     edges = lanes.query_edges(ctx, [subject], ["contains"], None)
-    rows = sorted(
-        ((ctx.concepts[ctx.e_o[e]], ctx.weight(e)) for e in edges), key=lambda r: (-abs(r[1]), r[0])
-    )
+    rows = sorted(((ctx.concepts[ctx.e_o[e]], ctx.weight(e)) for e in edges), key=lambda r: (-abs(r[1]), r[0]))
     return [{"name": n, "strength": float(w)} for n, w in rows[:MAX_MEMBERS]], len(rows) > MAX_MEMBERS

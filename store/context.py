@@ -8,8 +8,8 @@ whenever a commit fails, so memory never runs ahead of what is durable.
 from __future__ import annotations
 
 import bisect
-import time
 import sys
+import time
 from typing import Any
 
 import attrs
@@ -73,7 +73,18 @@ class Dirty:
 class Passage:
     """One source's text split into paragraphs, with its markers and metadata."""
 
-    __slots__ = ("text", "paragraphs", "questions", "sections", "section_keys", "locators", "tags", "stored_at", "date", "docs")
+    __slots__ = (
+        "text",
+        "paragraphs",
+        "questions",
+        "sections",
+        "section_keys",
+        "locators",
+        "tags",
+        "stored_at",
+        "date",
+        "docs",
+    )
 
     def __init__(
         self,
@@ -440,9 +451,7 @@ class Context:
         self.dirty.passages.add(sid)
         self.meta.rev_passages += 1
         self.dirty.meta = True
-        return StoreCounts(
-            len(kept_q), len(questions) - len(kept_q), len(sec), sec_dropped, len(loc), loc_dropped
-        )
+        return StoreCounts(len(kept_q), len(questions) - len(kept_q), len(sec), sec_dropped, len(loc), loc_dropped)
 
     def remove_passage(self, sid: int) -> bool:
         if sid not in self.passages:

@@ -121,9 +121,7 @@ def oversized_arg(what: str, size: int, cap: int) -> ApiError:
 
 
 def too_many_items(field: str, n: int) -> ApiError:
-    return ApiError(
-        "over_limit", f"{field} carries {n} items, past the per-request limit of 1000; split the request"
-    )
+    return ApiError("over_limit", f"{field} carries {n} items, past the per-request limit of 1000; split the request")
 
 
 def malformed(message: str, status: int = 422) -> ApiError:

@@ -6,7 +6,8 @@ import gc
 import json
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -54,15 +55,59 @@ _ASSOC_KEYS = frozenset(_KEYS["association"])
 _WS = "[ \t\n\r]*"
 _NAME = r'"([^"\\\x00-\x1f]{1,256})"'  # 1 to 256 characters: never over the 1024-byte cap
 _ASSOC_LINE = re.compile(
-    "[ \t\r]*\\{" + _WS + '"subject"' + _WS + ":" + _WS + _NAME + _WS + "," + _WS + '"label"' + _WS + ":" + _WS
-    + _NAME + _WS + "," + _WS + '"object"' + _WS + ":" + _WS + _NAME + _WS + "," + _WS + '"weight"' + _WS + ":"
-    + _WS + "(-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))" + _WS  # a float literal
-    + "(?:," + _WS + '"paragraph"' + _WS + ":" + _WS + "(0|[1-9][0-9]{0,9})" + _WS + ")?\\}[ \t\r]*"
+    "[ \t\r]*\\{"
+    + _WS
+    + '"subject"'
+    + _WS
+    + ":"
+    + _WS
+    + _NAME
+    + _WS
+    + ","
+    + _WS
+    + '"label"'
+    + _WS
+    + ":"
+    + _WS
+    + _NAME
+    + _WS
+    + ","
+    + _WS
+    + '"object"'
+    + _WS
+    + ":"
+    + _WS
+    + _NAME
+    + _WS
+    + ","
+    + _WS
+    + '"weight"'
+    + _WS
+    + ":"
+    + _WS
+    + "(-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))"
+    + _WS  # a float literal
+    + "(?:,"
+    + _WS
+    + '"paragraph"'
+    + _WS
+    + ":"
+    + _WS
+    + "(0|[1-9][0-9]{0,9})"
+    + _WS
+    + ")?\\}[ \t\r]*"
 )
 _FAST_RAW_CHARS = 4096
 _FAST_NAME_CHARS = MAX_NAME_BYTES // 4  # a name this short cannot exceed the byte cap
 _FAST_LINE_CHARS = MAX_LINE_BYTES // 4
-_CLASS_OF = {"subject": "association", "alias": "alias", "passage": "passage", "question": "question", "section": "section", "locator": "locator"}
+_CLASS_OF = {
+    "subject": "association",
+    "alias": "alias",
+    "passage": "passage",
+    "question": "question",
+    "section": "section",
+    "locator": "locator",
+}
 
 
 class ParseError(Exception):
@@ -157,7 +202,11 @@ def parse_stream(data: bytes | str) -> list[Batch]:
         try:
             # json.loads(line, parse_constant=...) without building a decoder per line; a
             # leading BOM keeps json.loads' own refusal text
-            rec = decode(line) if line[0] != "\ufeff" else json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
+            rec = (
+                decode(line)
+                if line[0] != "\ufeff"
+                else json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
+            )
             if "\\u" in line and has_lone_surrogate(line, rec):
                 raise ValueError("lone leading surrogate in hex escape")
         except (ValueError, RecursionError) as exc:
@@ -165,8 +214,12 @@ def parse_stream(data: bytes | str) -> list[Batch]:
         if not isinstance(rec, dict):
             raise ParseError(f"line {n}: expected a JSON object")
         if (
-            fast and current is not None and "subject" in rec and rec.keys() <= assoc_keys
-            and "\\ud" not in line and "\\uD" not in line  # surrogate escapes take the full checks
+            fast
+            and current is not None
+            and "subject" in rec
+            and rec.keys() <= assoc_keys
+            and "\\ud" not in line
+            and "\\uD" not in line  # surrogate escapes take the full checks
         ):
             # the common association line, when every field is plainly valid; anything
             # unusual falls through to the full checks below, which word the refusal
@@ -176,9 +229,14 @@ def parse_stream(data: bytes | str) -> list[Batch]:
             w = rec.get("weight")
             p = rec.get("paragraph")
             if (
-                type(s) is str and type(lab) is str and type(o) is str
-                and 0 < len(s) <= short and 0 < len(lab) <= short and 0 < len(o) <= short
-                and type(w) is float and -MAX_WEIGHT <= w <= MAX_WEIGHT
+                type(s) is str
+                and type(lab) is str
+                and type(o) is str
+                and 0 < len(s) <= short
+                and 0 < len(lab) <= short
+                and 0 < len(o) <= short
+                and type(w) is float
+                and -MAX_WEIGHT <= w <= MAX_WEIGHT
                 and (p is None or (type(p) is int and 0 <= p <= MAX_U32))
             ):
                 current.last_line = n
@@ -233,7 +291,7 @@ def parse_stream(data: bytes | str) -> list[Batch]:
             c = _name(n, rec, "canonical")
             k = rec.get("kind")
             if k not in ("concept", "label"):
-                raise ParseError(f"line {n}: kind must be \"concept\" or \"label\"")
+                raise ParseError(f'line {n}: kind must be "concept" or "label"')
             ki = CONCEPT if k == "concept" else LABEL
             if (ki, a) in alias_seen:
                 raise ParseError(f"line {n}: {k} alias '{a}' appears twice in this batch")
@@ -274,9 +332,7 @@ def parse_stream(data: bytes | str) -> list[Batch]:
                 q = _name(n, rec, "question", MAX_QUESTION_BYTES)
                 if (p, q) not in current.questions:
                     if sum(1 for pp, _q in current.questions if pp == p) >= MAX_QUESTIONS_PER_PARAGRAPH:
-                        raise ParseError(
-                            f"line {n}: paragraph {p} already has {MAX_QUESTIONS_PER_PARAGRAPH} questions"
-                        )
+                        raise ParseError(f"line {n}: paragraph {p} already has {MAX_QUESTIONS_PER_PARAGRAPH} questions")
                     current.questions.append((p, q))
             elif kind == "section":
                 current.sections.append((p, _name(n, rec, "section", MAX_SECTION_BYTES)))
@@ -377,27 +433,37 @@ def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | 
 
     def used(kind: int) -> set[str]:
         if not used_sets:
-            used_sets.append((
-                {s for s, _l, _o, _w, _p in batch.associations} | {o for _s, _l, o, _w, _p in batch.associations},
-                {lab for _s, lab, _o, _w, _p in batch.associations},
-            ))
+            used_sets.append(
+                (
+                    {s for s, _l, _o, _w, _p in batch.associations} | {o for _s, _l, o, _w, _p in batch.associations},
+                    {lab for _s, lab, _o, _w, _p in batch.associations},
+                )
+            )
         return used_sets[0][kind]
 
     pending: tuple[dict[str, str], dict[str, str]] = ({}, {})
     for kind in (CONCEPT, LABEL):
-        for k, alias, canonical in sorted(a for a in batch.aliases if a[0] == kind):
+        for _k, alias, canonical in sorted(a for a in batch.aliases if a[0] == kind):
             word = "concept" if kind == CONCEPT else "label"
             path = f"batches[{index}].{word}s['{alias}']"
             find = None if ctx is None else (ctx.find_concept if kind == CONCEPT else ctx.find_label)
-            target_known = (find is not None and find(canonical) is not None) or canonical in used(kind) \
+            target_known = (
+                (find is not None and find(canonical) is not None)
+                or canonical in used(kind)
                 or canonical in pending[kind]
+            )
             if not target_known:
                 return ApiError(
                     "conflict",
                     f"{word} alias '{alias}' → '{canonical}': the canonical spelling is not interned; nothing was applied",
-                    issues=[Issue(path, "unknown_reference",
-                                  f"'{canonical}' already interned as a concept or label this batch's associations use",
-                                  "not present in this request")],
+                    issues=[
+                        Issue(
+                            path,
+                            "unknown_reference",
+                            f"'{canonical}' already interned as a concept or label this batch's associations use",
+                            "not present in this request",
+                        )
+                    ],
                     retryable=True,
                 )
             root = pending[kind].get(canonical, canonical)
@@ -413,7 +479,9 @@ def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | 
                     "conflict",
                     f"{word} alias '{alias}' → '{canonical}': the alias already resolves to a different record; "
                     "nothing was applied",
-                    issues=[Issue(path, "conflict", f"resolves to '{canonical}'", "already resolves to a different record")],
+                    issues=[
+                        Issue(path, "conflict", f"resolves to '{canonical}'", "already resolves to a different record")
+                    ],
                     retryable=True,
                 )
             pending[kind][alias] = root
@@ -481,8 +549,14 @@ def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> dict[str
         out["passage_dropped"] = had_passage and batch.passage is None
     if batch.passage is not None:
         counts = ctx.store_passage(
-            batch.source, batch.passage, batch.questions, batch.sections, batch.locators, batch.tags,
-            batch.stored_at if batch.stored_at is not None else now, batch.date,
+            batch.source,
+            batch.passage,
+            batch.questions,
+            batch.sections,
+            batch.locators,
+            batch.tags,
+            batch.stored_at if batch.stored_at is not None else now,
+            batch.date,
         )
         out["passage_stored"] = True
         out["questions_stored"] = counts.questions_stored
@@ -519,8 +593,15 @@ def run_import(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _run_import(registry, batches, dry_run=dry_run, commit_every=commit_every, deadline=deadline,
-                           timeout_secs=timeout_secs, on_commit=on_commit)
+        return _run_import(
+            registry,
+            batches,
+            dry_run=dry_run,
+            commit_every=commit_every,
+            deadline=deadline,
+            timeout_secs=timeout_secs,
+            on_commit=on_commit,
+        )
     finally:
         if collecting:
             gc.enable()
@@ -557,9 +638,16 @@ def _run_import(
             if not dry_run:
                 flush()
             raise _prefixed(
-                ApiError("timeout", f"request exceeded the {timeout_secs}s budget; narrow the query "
-                         "(TAGURU_REQUEST_TIMEOUT_SECS tunes this)"),
-                i, total, batch, dry_run)
+                ApiError(
+                    "timeout",
+                    f"request exceeded the {timeout_secs}s budget; narrow the query "
+                    "(TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
+                ),
+                i,
+                total,
+                batch,
+                dry_run,
+            )
         ctx = registry.get(batch.context)
         exists = ctx is not None or (dry_run and batch.context in will_exist)
         refusal = _alias_refusal(ctx, batch, i)
@@ -567,8 +655,14 @@ def _run_import(
             refusal = ApiError(
                 "no_context",
                 f"context '{batch.context}' does not exist and the batch brought no create block",
-                issues=[Issue(f"batches[{i}].create", "missing",
-                              "a create block, since the named context does not exist yet", "absent")],
+                issues=[
+                    Issue(
+                        f"batches[{i}].create",
+                        "missing",
+                        "a create block, since the named context does not exist yet",
+                        "absent",
+                    )
+                ],
                 retryable=True,
             )
         if refusal is not None:

@@ -100,7 +100,9 @@ def describe(ctx: Context, concept: str) -> dict[str, Any] | None:
         for e in edges:
             if ctx.e_cnt[e] > 0:
                 counts[ctx.e_l[e]] = counts.get(ctx.e_l[e], 0) + 1
-        return [{"label": ctx.labels[lab], "count": n} for lab, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+        return [
+            {"label": ctx.labels[lab], "count": n} for lab, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
 
     as_object = ctx.in_edges[c] + [e for e in ctx.out_edges[c] if ctx.e_o[e] == c]
     return {"concept": ctx.concepts[c], "as_subject": tally(ctx.out_edges[c]), "as_object": tally(as_object)}
@@ -110,9 +112,7 @@ def _sort_key(ctx: Context, e: int) -> tuple[float, str, str, str]:
     return (-abs(ctx.weight(e)), ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
 
 
-def page_matches(
-    ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None
-) -> dict[str, Any]:
+def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> dict[str, Any]:
     """Order matching edges, apply the cursor and limit, and shape the page."""
     total = len(edges)
     keyed = [(_sort_key(ctx, e), e) for e in edges]
@@ -142,9 +142,7 @@ def query_edges(
         return []
 
     def candidates(pos: str, ids: set[int]) -> list[int]:
-        lists = (
-            ctx.out_edges if pos == "s" else ctx.label_edges if pos == "l" else ctx.in_edges
-        )
+        lists = ctx.out_edges if pos == "s" else ctx.label_edges if pos == "l" else ctx.in_edges
         out: list[int] = []
         for i in ids:
             out.extend(lists[i])
@@ -207,7 +205,9 @@ def activate_plain(ctx: Context, origins: list[str], decay: float, limit: int) -
     return {"total": scored_total, "matches": matches}
 
 
-def spread(ctx: Context, origins: list[str], decay: float) -> tuple[dict[int, float], dict[int, int], dict[int, int], int]:
+def spread(
+    ctx: Context, origins: list[str], decay: float
+) -> tuple[dict[int, float], dict[int, int], dict[int, int], int]:
     """Run activation; returns per-edge strength, producing concept, parent links, scored count."""
     best: dict[int, float] = {}
     parent: dict[int, int] = {}
@@ -262,8 +262,24 @@ class _ActivationGraph:
     depend on the visit order); only its total is summed in visit order, as §8.3 says.
     """
 
-    __slots__ = ("ptr", "other", "abs", "edge", "total", "total_nz", "maxabs", "key", "levels", "n_levels",
-                 "use_s", "use_o", "use_abs", "min_abs", "heavy", "heavy_abs")
+    __slots__ = (
+        "ptr",
+        "other",
+        "abs",
+        "edge",
+        "total",
+        "total_nz",
+        "maxabs",
+        "key",
+        "levels",
+        "n_levels",
+        "use_s",
+        "use_o",
+        "use_abs",
+        "min_abs",
+        "heavy",
+        "heavy_abs",
+    )
 
     def __init__(self, ctx: Context) -> None:
         n = len(ctx.concepts)
@@ -517,12 +533,14 @@ def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int)
 
     matches = []
     concepts = ctx.concepts
-    for e, c, st in zip(edges[pick].tolist(), producer[pick].tolist(), score[pick].tolist()):
+    for e, c, st in zip(edges[pick].tolist(), producer[pick].tolist(), score[pick].tolist(), strict=False):
         chain = [c]
         while chain[-1] not in seed_set:
             chain.append(parent_of(chain[-1]))
         chain.reverse()
-        matches.append({"strength": float(st), "path": [concepts[x] for x in chain], "association": ctx.association_out(e)})
+        matches.append(
+            {"strength": float(st), "path": [concepts[x] for x in chain], "association": ctx.association_out(e)}
+        )
     return {"total": scored_total, "matches": matches}
 
 
@@ -592,18 +610,14 @@ def search_passages(
     return {"plan": {"contexts": [entry]}, "hits": hits}
 
 
-def top_documents(
-    ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None
-) -> list[tuple[int, float]]:
+def top_documents(ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
     """The best `limit` paragraphs by score desc, source name asc, paragraph asc."""
     if limit <= 0:
         return []
     return ctx.bm25.top(q_terms, limit, allowed, ctx.source_rank())
 
 
-def _eligible_sources(
-    ctx: Context, tags: list[str], since: int | None, until: int | None
-) -> tuple[np.ndarray, int]:
+def _eligible_sources(ctx: Context, tags: list[str], since: int | None, until: int | None) -> tuple[np.ndarray, int]:
     wanted = set(tags)
     allowed = np.zeros(max(len(ctx.sources), 1), dtype=bool)
     eligible = 0
@@ -637,4 +651,3 @@ def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
         "section": passage.section_for(paragraph),
         "locator": passage.locator_for(paragraph),
     }
-

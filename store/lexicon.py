@@ -25,8 +25,22 @@ class Lexicon:
     """Normalized spellings (canonical and alias) of one record namespace."""
 
     __slots__ = (
-        "norms", "records", "alive", "by_norm", "gram_id", "gram_post", "gram_df", "char_post", "n_live",
-        "entry_of", "entry_grams", "entry_ptr", "version", "_view", "_spellings", "_indexed",
+        "norms",
+        "records",
+        "alive",
+        "by_norm",
+        "gram_id",
+        "gram_post",
+        "gram_df",
+        "char_post",
+        "n_live",
+        "entry_of",
+        "entry_grams",
+        "entry_ptr",
+        "version",
+        "_view",
+        "_spellings",
+        "_indexed",
     )
 
     def __init__(self) -> None:
@@ -126,7 +140,9 @@ class Lexicon:
         self._flush()
         stop = max(self.n_live // 20, 64)
         df = np.frombuffer(self.gram_df, dtype=np.int32).copy() if len(self.gram_df) else np.zeros(0, np.int32)
-        grams = np.frombuffer(self.entry_grams, dtype=np.int32).copy() if len(self.entry_grams) else np.zeros(0, np.int32)
+        grams = (
+            np.frombuffer(self.entry_grams, dtype=np.int32).copy() if len(self.entry_grams) else np.zeros(0, np.int32)
+        )
         ptr = np.frombuffer(self.entry_ptr, dtype=np.int64).copy()
         n_entries = len(ptr) - 1
         non_stop = (df[grams] <= stop).astype(np.int64)
@@ -175,8 +191,10 @@ class Lexicon:
         if not cand_list:
             return found
         _t, lengths, _df, _stop = self._views()
-        longer = [e for e in cand_list if lengths[e] > lq] if len(cand_list) < 64 else (
-            np.asarray(cand_list)[lengths[np.asarray(cand_list)] > lq].tolist()
+        longer = (
+            [e for e in cand_list if lengths[e] > lq]
+            if len(cand_list) < 64
+            else (np.asarray(cand_list)[lengths[np.asarray(cand_list)] > lq].tolist())
         )
         norms = self.norms
         if lq <= 2:
@@ -241,7 +259,7 @@ class Lexicon:
         dice = 2.0 * shared.astype(np.float64) / (nq + ts).astype(np.float64)
         keep = dice >= dice_floor
         out: list[tuple[int, float, str]] = []
-        for e, d in zip(entries[keep].tolist(), dice[keep].tolist()):
+        for e, d in zip(entries[keep].tolist(), dice[keep].tolist(), strict=False):
             if e not in matched:
                 out.append((e, d, "fuzzy"))
         return out

@@ -18,8 +18,9 @@ import math
 import struct
 import sys
 import time
+from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -54,8 +55,13 @@ class GraphSnapshot:
     def of(cls, ctx: Any) -> GraphSnapshot:
         """Copy a context's graph so later writes cannot change what is being analysed."""
         return cls(
-            list(ctx.concepts), list(ctx.labels), list(ctx.e_s), list(ctx.e_l), list(ctx.e_o),
-            list(ctx.e_sum), list(ctx.e_cnt),
+            list(ctx.concepts),
+            list(ctx.labels),
+            list(ctx.e_s),
+            list(ctx.e_l),
+            list(ctx.e_o),
+            list(ctx.e_sum),
+            list(ctx.e_cnt),
         )
 
 
@@ -71,8 +77,9 @@ class WorkGraph:
         return len(self.neighbors)
 
     @classmethod
-    def from_pairs(cls, n: int, pairs: Sequence[tuple[int, int, float]], self_weight: Sequence[float] | None = None
-                   ) -> WorkGraph:
+    def from_pairs(
+        cls, n: int, pairs: Sequence[tuple[int, int, float]], self_weight: Sequence[float] | None = None
+    ) -> WorkGraph:
         """A graph from `(a, b, w)` pairs with a != b (each unordered pair at most once)."""
         neighbors: list[list[int]] = [[] for _ in range(n)]
         weights: list[list[float]] = [[] for _ in range(n)]
@@ -145,8 +152,7 @@ def leaf_graph(snap: GraphSnapshot, check: Check = _no_check) -> tuple[list[int]
     pa, pb = keys // width, keys % width
     nodes = np.unique(np.concatenate((pa, pb)))
     check()
-    graph = _csr_graph(len(nodes), np.searchsorted(nodes, pa), np.searchsorted(nodes, pb), sums,
-                       [0.0] * len(nodes))
+    graph = _csr_graph(len(nodes), np.searchsorted(nodes, pa), np.searchsorted(nodes, pb), sums, [0.0] * len(nodes))
     return nodes.tolist(), graph
 
 
@@ -165,8 +171,8 @@ def _csr_graph(n: int, pa: np.ndarray, pb: np.ndarray, w: np.ndarray, self_weigh
     cols_list = cols[order].tolist()
     ws_list = ws[order].tolist()
     bounds = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n)))).tolist()
-    neighbors = [cols_list[bounds[i]:bounds[i + 1]] for i in range(n)]
-    weights = [ws_list[bounds[i]:bounds[i + 1]] for i in range(n)]
+    neighbors = [cols_list[bounds[i] : bounds[i + 1]] for i in range(n)]
+    weights = [ws_list[bounds[i] : bounds[i + 1]] for i in range(n)]
     return WorkGraph(neighbors, weights, self_weight)
 
 
@@ -207,9 +213,9 @@ def _leaf_graph_python(snap: GraphSnapshot, check: Check = _no_check) -> tuple[l
 
 def _total_weight(g: WorkGraph) -> float:
     total = 0.0
-    for i, (nb, wt) in enumerate(zip(g.neighbors, g.weights)):
+    for i, (nb, wt) in enumerate(zip(g.neighbors, g.weights, strict=False)):
         total = _sat(total + g.self_weight[i])
-        for j, w in zip(nb, wt):
+        for j, w in zip(nb, wt, strict=False):
             if j > i:
                 total = _sat(total + w)
     return total
@@ -307,7 +313,7 @@ def _move_nodes(g: WorkGraph, m: float, k: list[float], check: Check) -> list[in
                     continue
                 link = {own: 0.0}
                 get = link.get
-                for c, w in zip(cs, weights[i]):
+                for c, w in zip(cs, weights[i], strict=False):
                     link[c] = get(c, 0.0) + w
                 tot[own] -= ki
                 best = own
@@ -350,7 +356,7 @@ def _move_nodes_reference(g: WorkGraph, m: float, k: list[float], check: Check) 
                 check()
             own = comm[i]
             link: dict[int, float] = {own: 0.0}
-            for j, w in zip(g.neighbors[i], g.weights[i]):
+            for j, w in zip(g.neighbors[i], g.weights[i], strict=False):
                 link[comm[j]] = _sat(link.get(comm[j], 0.0) + w)
             tot[own] -= k[i]
             best = (own, link[own] - k[i] * tot[own] / (2.0 * m))
@@ -404,10 +410,10 @@ def _aggregate_python(g: WorkGraph, assignment: list[int], count: int) -> WorkGr
     """Aggregation transcribed step by step, with saturating sums (huge weights, and tests)."""
     self_weight = [0.0] * count
     between: dict[tuple[int, int], float] = {}
-    for i, (nb, wt) in enumerate(zip(g.neighbors, g.weights)):
+    for i, (nb, wt) in enumerate(zip(g.neighbors, g.weights, strict=False)):
         home = assignment[i]
         self_weight[home] = _sat(self_weight[home] + g.self_weight[i])
-        for j, w in zip(nb, wt):
+        for j, w in zip(nb, wt, strict=False):
             if j <= i:
                 continue
             there = assignment[j]
@@ -486,7 +492,7 @@ def fnv1a_many(streams: Sequence[bytes]) -> list[int]:
     for t, active in enumerate(active_at):
         part = digests[:active]
         np.multiply(np.bitwise_xor(part, flat[offsets[:active] + t]), prime, out=part)
-    for i, d in zip(short, digests.tolist()):
+    for i, d in zip(short, digests.tolist(), strict=False):
         out[i] = int(d)
     return out
 
@@ -589,7 +595,7 @@ def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], ch
         strength = np.bincount(events, weights=amounts, minlength=len(concepts))
     else:
         strength = np.zeros(len(concepts), dtype=np.float64)
-        for s, o, mag in zip(ind_s.tolist(), ind_o.tolist(), ind_mag.tolist()):
+        for s, o, mag in zip(ind_s.tolist(), ind_o.tolist(), ind_mag.tolist(), strict=False):
             strength[s] = _sat(float(strength[s]) + mag)
             if o != s:
                 strength[o] = _sat(float(strength[o]) + mag)
@@ -600,14 +606,15 @@ def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], ch
     label_rank = np.zeros(max(len(labels), 1), dtype=np.int64)
     if labels:
         label_rank[np.asarray(sorted(range(len(labels)), key=labels.__getitem__), dtype=np.int64)] = np.arange(
-            len(labels))
+            len(labels)
+        )
     check()
 
     def grouped(order: np.ndarray, keys: np.ndarray, values: np.ndarray) -> list[list[int]]:
         """`values[order]` split by the (sorted) leaf in `keys[order]`."""
         flat = values[order].tolist()
         bounds = np.concatenate(([0], np.cumsum(np.bincount(keys[order], minlength=leaf_count)))).tolist()
-        return [flat[bounds[c]:bounds[c + 1]] for c in range(leaf_count)]
+        return [flat[bounds[c] : bounds[c + 1]] for c in range(leaf_count)]
 
     member_order = np.lexsort((concept_rank[node_arr], -strength[node_arr], node_leaf))
     members_by_leaf = grouped(member_order, node_leaf, node_arr)
@@ -641,8 +648,9 @@ def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], ch
             total = sum_list[p]
             if total == 0.0:
                 total = 0.0  # -0.0 and 0.0 are one netted edge
-            parts.append(named_concept[s_list[p]] + nl + named_concept[o_list[p]]
-                         + _SUM_COUNT.pack(total, cnt_list[p] & _MASK))
+            parts.append(
+                named_concept[s_list[p]] + nl + named_concept[o_list[p]] + _SUM_COUNT.pack(total, cnt_list[p] & _MASK)
+            )
         streams.append(b"".join(parts))
         community: dict[str, Any] = {"id": f"L0-{cid}", "level": 0}
         if n_levels > 1:
@@ -654,15 +662,21 @@ def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], ch
         for p in top_by_leaf[cid]:
             if len(associations) == TOP_ASSOCIATIONS or mag_list[p] == 0.0:
                 break
-            associations.append({"subject": concepts[s_list[p]], "label": labels[l_list[p]],
-                                 "object": concepts[o_list[p]], "weight": sum_list[p] / cnt_list[p],
-                                 "count": cnt_list[p]})
+            associations.append(
+                {
+                    "subject": concepts[s_list[p]],
+                    "label": labels[l_list[p]],
+                    "object": concepts[o_list[p]],
+                    "weight": sum_list[p] / cnt_list[p],
+                    "count": cnt_list[p],
+                }
+            )
         if associations:
             community["top_associations"] = associations
         out.append(community)
     check()
     fingerprints = fnv1a_many(streams)
-    for community, digest in zip(out, fingerprints):
+    for community, digest in zip(out, fingerprints, strict=False):
         community["fingerprint"] = hex16(digest)
 
     for level in range(1, n_levels):

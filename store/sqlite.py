@@ -6,8 +6,8 @@ import gc
 import json
 import os
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, Dirty, Meta, Passage
 
@@ -27,8 +27,19 @@ CREATE TABLE IF NOT EXISTS passages(
 """
 
 _META_FIELDS = (
-    "description", "pinned", "dice_floor", "semantic_floor", "rev_graph", "rev_passages", "rev_config",
-    "reads", "empty_reads", "writes", "dead_attributions", "last_read_epoch", "last_write_epoch",
+    "description",
+    "pinned",
+    "dice_floor",
+    "semantic_floor",
+    "rev_graph",
+    "rev_passages",
+    "rev_config",
+    "reads",
+    "empty_reads",
+    "writes",
+    "dead_attributions",
+    "last_read_epoch",
+    "last_write_epoch",
 )
 
 
@@ -165,7 +176,7 @@ class SqlitePersistence:
             "SELECT id, s, l, o, sum, count, attrs FROM edges WHERE ctx = ? ORDER BY id", (cid,)
         ).fetchall()
         if rows:
-            ids, col_s, col_l, col_o, col_sum, col_cnt, col_attrs = zip(*rows)
+            ids, col_s, col_l, col_o, col_sum, col_cnt, col_attrs = zip(*rows, strict=False)
             del rows
             ctx.e_s.extend(col_s)
             ctx.e_l.extend(col_l)
@@ -175,9 +186,9 @@ class SqlitePersistence:
             # every stored attrs value is a JSON array we wrote: parse them in one call
             ctx.e_attr.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
             del col_attrs
-            ctx.edge_of.update(zip(zip(col_s, col_l, col_o), ids))
+            ctx.edge_of.update(zip(zip(col_s, col_l, col_o, strict=False), ids, strict=False))
             out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
-            for e, s, lab, o in zip(ids, col_s, col_l, col_o):
+            for e, s, lab, o in zip(ids, col_s, col_l, col_o, strict=False):
                 out_edges[s].append(e)
                 if o != s:
                     in_edges[o].append(e)
@@ -219,9 +230,11 @@ def _attrs_json(records: list[list]) -> str:
     Sums are finite (they saturate) and repr() of a float is its JSON number, so this is
     what json.dumps writes, built without the encoder's per-call overhead.
     """
-    return "[" + ",".join(
-        [f"[{sid},{rsum!r},{cnt},{'null' if par is None else par}]" for sid, rsum, cnt, par in records]
-    ) + "]"
+    return (
+        "["
+        + ",".join([f"[{sid},{rsum!r},{cnt},{'null' if par is None else par}]" for sid, rsum, cnt, par in records])
+        + "]"
+    )
 
 
 class _Transaction:

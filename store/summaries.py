@@ -22,7 +22,8 @@ English otherwise.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import regex
 
@@ -121,7 +122,7 @@ def leaf_summary(community: Mapping[str, Any]) -> str:
     members = [clean(m["name"]) for m in community.get("members", [])]
     associations = community.get("top_associations", [])
     count = community.get("concept_count", len(members))
-    theme, more = members[:THEME_NAMES], members[THEME_NAMES:THEME_NAMES + MORE_MEMBERS]
+    theme, more = members[:THEME_NAMES], members[THEME_NAMES : THEME_NAMES + MORE_MEMBERS]
     plain, contested = _split_facts(associations)
     paragraphs: list[str] = []
     if is_japanese(leaf_counts(community)):
@@ -145,9 +146,7 @@ def leaf_summary(community: Mapping[str, Any]) -> str:
                 a = group[0]
                 lines.append(f"{subject}の{label}は{clean(a['object'])}ではない（重み{_weight(a['weight'])}）。")
             else:
-                values = "".join(
-                    f"「{clean(a['object'])}」" + ("（否定）" if a["weight"] < 0 else "") for a in group
-                )
+                values = "".join(f"「{clean(a['object'])}」" + ("（否定）" if a["weight"] < 0 else "") for a in group)
                 lines.append(f"{subject}の{label}については{values}と食い違う記述がある。")
         if lines:
             paragraphs.append("異論のある事実：" + "".join(lines))
@@ -223,8 +222,9 @@ def parent_summary(community: Mapping[str, Any], hierarchy: Hierarchy, summaries
     return head + ("\n\n" + "\n".join(sentences) if sentences else "")
 
 
-def extractive_summaries(communities: Sequence[Mapping[str, Any]], known: Mapping[str, str] | None = None
-                         ) -> dict[str, str]:
+def extractive_summaries(
+    communities: Sequence[Mapping[str, Any]], known: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Every community's summary, leaves before parents; `known` summaries are kept as they are."""
     hierarchy = Hierarchy(communities)
     out: dict[str, str] = dict(known or {})
@@ -290,13 +290,18 @@ def chat_answer(payload: Any) -> str:
     return text
 
 
-def manifest_text(name: str, algorithm: str, revision: Mapping[str, int], levels: int,
-                  communities: Sequence[Mapping[str, Any]]) -> str:
+def manifest_text(
+    name: str, algorithm: str, revision: Mapping[str, int], levels: int, communities: Sequence[Mapping[str, Any]]
+) -> str:
     """The `communities:manifest` passage: compact JSON in declaration order."""
     entries = []
     for c in communities:
-        entry: dict[str, Any] = {"id": c["id"], "level": c["level"], "fingerprint": c["fingerprint"],
-                                 "concept_count": c["concept_count"]}
+        entry: dict[str, Any] = {
+            "id": c["id"],
+            "level": c["level"],
+            "fingerprint": c["fingerprint"],
+            "concept_count": c["concept_count"],
+        }
         if c.get("parent") is not None:
             entry["parent"] = c["parent"]
         entries.append(entry)
@@ -304,8 +309,11 @@ def manifest_text(name: str, algorithm: str, revision: Mapping[str, int], levels
         "taguru_communities": 1,
         "algorithm": algorithm,
         "source_context": name,
-        "revision": {"graph": revision.get("graph", 0), "passages": revision.get("passages", 0),
-                     "config": revision.get("config", 0)},
+        "revision": {
+            "graph": revision.get("graph", 0),
+            "passages": revision.get("passages", 0),
+            "config": revision.get("config", 0),
+        },
         "levels": levels,
         "communities": entries,
     }

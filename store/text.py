@@ -9,9 +9,7 @@ import regex
 
 # Unicode White_Space, used for the blank-line test of the paragraph split.
 WHITE_SPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680"
-    + "".join(chr(c) for c in range(0x2000, 0x200B))
-    + "\u2028\u2029\u202f\u205f\u3000"
+    "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u2028\u2029\u202f\u205f\u3000"
 )
 
 _KANA_FOLD = {cp: cp - 0x60 for cp in range(0x30A1, 0x30F7)}
@@ -108,7 +106,7 @@ def camel_terms(raw: str) -> list[str]:
                     starts.append(i)
         if len(starts) >= 2:
             bounds = starts + [n]
-            out.extend(run[a:b].lower() for a, b in zip(bounds, bounds[1:]))
+            out.extend(run[a:b].lower() for a, b in zip(bounds, bounds[1:], strict=False))
     return out
 
 
@@ -239,7 +237,7 @@ def bulk_term_counts(docs: list[list[str]]):
     next_a[:-1] = is_a[1:]
     w_start = np.flatnonzero(is_a & ~prev_a)
     w_end = np.flatnonzero(is_a & ~next_a) + 1
-    words = [joined[a:b] for a, b in zip(w_start.tolist(), w_end.tolist())]
+    words = [joined[a:b] for a, b in zip(w_start.tolist(), w_end.tolist(), strict=False)]
     word_doc = doc_of[w_start]
     if extra:
         words.extend(p for _d, pieces in extra for p in pieces)
@@ -255,7 +253,11 @@ def bulk_term_counts(docs: list[list[str]]):
     uniq = comb[starts]
     post_doc_k = (uniq & np.uint64((1 << 22) - 1)).astype(np.int64)
     post_key = uniq >> np.uint64(22)
-    kstarts = np.flatnonzero(np.diff(post_key, prepend=post_key[:1] ^ np.uint64(1))) if len(post_key) else np.empty(0, np.int64)
+    kstarts = (
+        np.flatnonzero(np.diff(post_key, prepend=post_key[:1] ^ np.uint64(1)))
+        if len(post_key)
+        else np.empty(0, np.int64)
+    )
     term_keys = post_key[kstarts].tolist()
     terms_out = [chr(k >> 21) + chr(k & 0x1FFFFF) if k >= 1 << 21 else chr(k) for k in term_keys]
     post_term_k = np.repeat(np.arange(len(kstarts), dtype=np.int64), np.diff(np.append(kstarts, len(post_key))))

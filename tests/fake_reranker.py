@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 from typing import Any
 
@@ -59,8 +58,9 @@ class FakeReranker:
         if mode == "no_results":
             return web.json_response({"data": []})
         if mode == "oversize":
-            return web.Response(body=b'{"results":[' + b" " * (4 * 1024 * 1024 + 10) + b"]}",
-                                content_type="application/json")
+            return web.Response(
+                body=b'{"results":[' + b" " * (4 * 1024 * 1024 + 10) + b"]}", content_type="application/json"
+            )
         order = lexical_order(body["query"], body["documents"])
         if mode == "reverse":
             order = list(range(n))[::-1]

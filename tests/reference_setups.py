@@ -15,11 +15,28 @@ from conftest import load_fixture
 Call = tuple[str, str, Any]
 
 CORPUS_B_STEPS: list[Call] = [
-    ("POST", "associations",
-     [{"label": "connects_to", "object": "beta", "paragraph": 0, "source": "doc.md", "subject": "alpha", "weight": 2.0}]),
-    ("POST", "sources",
-     {"locators": {"doc.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
-      "passages": {"doc.md": "alpha connects to beta."}}),
+    (
+        "POST",
+        "associations",
+        [
+            {
+                "label": "connects_to",
+                "object": "beta",
+                "paragraph": 0,
+                "source": "doc.md",
+                "subject": "alpha",
+                "weight": 2.0,
+            }
+        ],
+    ),
+    (
+        "POST",
+        "sources",
+        {
+            "locators": {"doc.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
+            "passages": {"doc.md": "alpha connects to beta."},
+        },
+    ),
 ]
 
 
@@ -32,7 +49,11 @@ def _basic(name: str) -> list[Call]:
 def _manifest_setup() -> list[Call]:
     return [
         ("PUT", "/contexts/corpus-d", None),
-        ("POST", "/contexts/corpus-d/associations", [{"label": "近い", "object": "a2", "subject": "a1", "weight": 2.0}]),
+        (
+            "POST",
+            "/contexts/corpus-d/associations",
+            [{"label": "近い", "object": "a2", "subject": "a1", "weight": 2.0}],
+        ),
     ]
 
 
@@ -50,89 +71,189 @@ SETUPS: dict[str, tuple[list[Call], str | None]] = {
     # Group C also called POST /explore (out of scope here); it is a read and leaves activate's answer unchanged.
     "activate": (_basic("corpus-b"), "corpus-b"),
     "sources_search": (
-        [("PUT", "/contexts/corpus-c", None),
-         ("POST", "/contexts/corpus-c/sources", {"passages": {"doc.md": "青嶺酒造は雲居県霧沢町の蔵元である。"}})],
+        [
+            ("PUT", "/contexts/corpus-c", None),
+            ("POST", "/contexts/corpus-c/sources", {"passages": {"doc.md": "青嶺酒造は雲居県霧沢町の蔵元である。"}}),
+        ],
         "corpus-c",
     ),
     "store_passages": ([("PUT", "/contexts/corpus-e", None)], "corpus-e"),
     "import": ([], None),
     "aliases_register": (
-        [("PUT", "/contexts/corpus-h", {"description": "wire-contract aliases corpus"}),
-         ("POST", "/contexts/corpus-h/associations",
-          [{"label": "採用", "object": "DB", "source": "doc.md", "subject": "PostgreSQL 16", "weight": 1.0}])],
+        [
+            ("PUT", "/contexts/corpus-h", {"description": "wire-contract aliases corpus"}),
+            (
+                "POST",
+                "/contexts/corpus-h/associations",
+                [{"label": "採用", "object": "DB", "source": "doc.md", "subject": "PostgreSQL 16", "weight": 1.0}],
+            ),
+        ],
         "corpus-h",
     ),
     "import_refusal_durable_prefix": ([], None),
     "associations_store": ([("PUT", "/contexts/corpus-l", None)], "corpus-l"),
     "labels": (
-        [("PUT", "/contexts/corpus-i", {"description": "wire-contract coverage corpus"}),
-         ("POST", "/contexts/corpus-i/associations",
-          [{"label": "connects_to", "object": "beta", "source": "doc.md", "subject": "alpha", "weight": 1.0}])],
+        [
+            ("PUT", "/contexts/corpus-i", {"description": "wire-contract coverage corpus"}),
+            (
+                "POST",
+                "/contexts/corpus-i/associations",
+                [{"label": "connects_to", "object": "beta", "source": "doc.md", "subject": "alpha", "weight": 1.0}],
+            ),
+        ],
         "corpus-i",
     ),
 }
-SETUPS["aliases_list"] = (SETUPS["aliases_register"][0] + [recorded("http", "aliases_register", "corpus-h")], "corpus-h")
+SETUPS["aliases_list"] = (
+    SETUPS["aliases_register"][0] + [recorded("http", "aliases_register", "corpus-h")],
+    "corpus-h",
+)
 SETUPS["aliases_remove"] = (SETUPS["aliases_list"][0] + [recorded("http", "aliases_list", "corpus-h")], "corpus-h")
 
 
 def manifest_text(rev: dict[str, int]) -> str:
-    manifest = {"algorithm": "louvain-cc/1",
-                "communities": [{"concept_count": 2, "fingerprint": "00aa00aa00aa00aa", "id": "L0-0", "level": 0}],
-                "levels": 1, "revision": rev, "source_context": "corpus-d", "taguru_communities": 1}
+    manifest = {
+        "algorithm": "louvain-cc/1",
+        "communities": [{"concept_count": 2, "fingerprint": "00aa00aa00aa00aa", "id": "L0-0", "level": 0}],
+        "levels": 1,
+        "revision": rev,
+        "source_context": "corpus-d",
+        "taguru_communities": 1,
+    }
     return json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 EVIDENCE_SETUPS: dict[str, tuple[list[Call], str, dict[str, str], str | None]] = {
     # fixture: (set-up calls, context, server env, token for the recorded call)
     "evidence_mixed_lanes": (
-        [("PUT", "/contexts/sake", {"description": "evidence wire-contract corpus"}),
-         ("POST", "/contexts/sake/sources",
-          {"locators": {"docs/kura.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
-           "passages": {"docs/kura.md": "青嶺酒造は雲居県霧沢町の蔵元である。杜氏は高瀬である。"}}),
-         ("POST", "/contexts/sake/associations",
-          [{"label": "杜氏", "object": "高瀬", "paragraph": 0, "source": "docs/kura.md", "subject": "青嶺酒造",
-            "weight": 1.0}])],
-        "sake", {}, None,
+        [
+            ("PUT", "/contexts/sake", {"description": "evidence wire-contract corpus"}),
+            (
+                "POST",
+                "/contexts/sake/sources",
+                {
+                    "locators": {"docs/kura.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
+                    "passages": {"docs/kura.md": "青嶺酒造は雲居県霧沢町の蔵元である。杜氏は高瀬である。"},
+                },
+            ),
+            (
+                "POST",
+                "/contexts/sake/associations",
+                [
+                    {
+                        "label": "杜氏",
+                        "object": "高瀬",
+                        "paragraph": 0,
+                        "source": "docs/kura.md",
+                        "subject": "青嶺酒造",
+                        "weight": 1.0,
+                    }
+                ],
+            ),
+        ],
+        "sake",
+        {},
+        None,
     ),
     "evidence_budget_constrained": (
-        [("PUT", "/contexts/budget-corpus", None),
-         ("POST", "/contexts/budget-corpus/associations",
-          [{"label": "rel", "object": f"o{i}", "subject": f"s{i}", "weight": 1.0} for i in range(5)])],
-        "budget-corpus", {}, None,
+        [
+            ("PUT", "/contexts/budget-corpus", None),
+            (
+                "POST",
+                "/contexts/budget-corpus/associations",
+                [{"label": "rel", "object": f"o{i}", "subject": f"s{i}", "weight": 1.0} for i in range(5)],
+            ),
+        ],
+        "budget-corpus",
+        {},
+        None,
     ),
     "evidence_duplicate_passage": (
-        [("PUT", "/contexts/dup-corpus", None),
-         ("POST", "/contexts/dup-corpus/sources",
-          {"passages": {"a.md": "the quick brown fox jumps over the lazy dog",
-                        "b.md": "the quick brown fox jumps over the lazy dogs"}})],
-        "dup-corpus", {}, None,
+        [
+            ("PUT", "/contexts/dup-corpus", None),
+            (
+                "POST",
+                "/contexts/dup-corpus/sources",
+                {
+                    "passages": {
+                        "a.md": "the quick brown fox jumps over the lazy dog",
+                        "b.md": "the quick brown fox jumps over the lazy dogs",
+                    }
+                },
+            ),
+        ],
+        "dup-corpus",
+        {},
+        None,
     ),
     "evidence_contradiction_group": (
-        [("PUT", "/contexts/contradiction-corpus", None),
-         ("POST", "/contexts/contradiction-corpus/sources",
-          {"locators": {"s1.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
-           "passages": {"s1.md": "猫は哺乳類である。", "s2.md": "猫は爬虫類だと主張する文献もある。"}}),
-         ("POST", "/contexts/contradiction-corpus/associations",
-          [{"label": "is_a", "object": "哺乳類", "paragraph": 0, "source": "s1.md", "subject": "猫", "weight": 1.0},
-           {"label": "is_a", "object": "爬虫類", "paragraph": 0, "source": "s2.md", "subject": "猫", "weight": 1.0}])],
-        "contradiction-corpus", {}, None,
+        [
+            ("PUT", "/contexts/contradiction-corpus", None),
+            (
+                "POST",
+                "/contexts/contradiction-corpus/sources",
+                {
+                    "locators": {"s1.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
+                    "passages": {"s1.md": "猫は哺乳類である。", "s2.md": "猫は爬虫類だと主張する文献もある。"},
+                },
+            ),
+            (
+                "POST",
+                "/contexts/contradiction-corpus/associations",
+                [
+                    {
+                        "label": "is_a",
+                        "object": "哺乳類",
+                        "paragraph": 0,
+                        "source": "s1.md",
+                        "subject": "猫",
+                        "weight": 1.0,
+                    },
+                    {
+                        "label": "is_a",
+                        "object": "爬虫類",
+                        "paragraph": 0,
+                        "source": "s2.md",
+                        "subject": "猫",
+                        "weight": 1.0,
+                    },
+                ],
+            ),
+        ],
+        "contradiction-corpus",
+        {},
+        None,
     ),
     "evidence_communities_degrade_and_rerank_reason": (
-        [("PUT", "/contexts/comm-corpus", None),
-         ("POST", "/contexts/comm-corpus/associations",
-          [{"label": "rel", "object": "beta", "subject": "alpha", "weight": 1.0}])],
-        "comm-corpus", {}, None,
+        [
+            ("PUT", "/contexts/comm-corpus", None),
+            (
+                "POST",
+                "/contexts/comm-corpus/associations",
+                [{"label": "rel", "object": "beta", "subject": "alpha", "weight": 1.0}],
+            ),
+        ],
+        "comm-corpus",
+        {},
+        None,
     ),
     "error_no_context": ([], "does-not-exist", {}, None),
     "error_over_limit": ([("PUT", "/contexts/over-limit-corpus", None)], "over-limit-corpus", {}, None),
     "error_malformed_request": ([("PUT", "/contexts/malformed-corpus", None)], "malformed-corpus", {}, None),
     "error_forbidden": (
-        [("PUT", "/contexts/forbidden-corpus", None),
-         ("POST", "/contexts/forbidden-corpus/associations",
-          [{"label": "rel", "object": "b", "subject": "a", "weight": 1.0}])],
+        [
+            ("PUT", "/contexts/forbidden-corpus", None),
+            (
+                "POST",
+                "/contexts/forbidden-corpus/associations",
+                [{"label": "rel", "object": "b", "subject": "a", "weight": 1.0}],
+            ),
+        ],
         "forbidden-corpus",
-        {"TAGURU_API_TOKENS": "boss:atok,reader:rtok",
-         "TAGURU_KEY_SCOPES": '{"reader": {"role": "read", "contexts": ["forbidden-corpus"]}}'},
+        {
+            "TAGURU_API_TOKENS": "boss:atok,reader:rtok",
+            "TAGURU_KEY_SCOPES": '{"reader": {"role": "read", "contexts": ["forbidden-corpus"]}}',
+        },
         "rtok",
     ),
 }
@@ -143,13 +264,26 @@ SETUP_TOKENS = {"error_forbidden": "atok"}
 async def seed_communities_artifact(client) -> None:
     """Group E of SETUPS.md: corpus-d and a hand-built corpus-d::communities artifact."""
     await client.ok("PUT", "/contexts/corpus-d", content_type=None)
-    await client.ok("POST", "/contexts/corpus-d/associations",
-                    [{"label": "近い", "object": "a2", "subject": "a1", "weight": 2.0}])
+    await client.ok(
+        "POST", "/contexts/corpus-d/associations", [{"label": "近い", "object": "a2", "subject": "a1", "weight": 2.0}]
+    )
     rev = (await client.ok("GET", "/contexts/corpus-d"))["result"]["revision"]
     await client.ok("PUT", "/contexts/corpus-d::communities", content_type=None)
-    await client.ok("POST", "/contexts/corpus-d::communities/sources",
-                    {"passages": {"communities:manifest": manifest_text(rev),
-                                  "community:L0-0": "この共同体のテーマは酒造りの歴史です。"}})
-    await client.ok("POST", "/contexts/corpus-d::communities/associations",
-                    [{"label": "contains", "object": "a1", "subject": "community:L0-0", "weight": 6.0},
-                     {"label": "contains", "object": "a2", "subject": "community:L0-0", "weight": 4.0}])
+    await client.ok(
+        "POST",
+        "/contexts/corpus-d::communities/sources",
+        {
+            "passages": {
+                "communities:manifest": manifest_text(rev),
+                "community:L0-0": "この共同体のテーマは酒造りの歴史です。",
+            }
+        },
+    )
+    await client.ok(
+        "POST",
+        "/contexts/corpus-d::communities/associations",
+        [
+            {"label": "contains", "object": "a1", "subject": "community:L0-0", "weight": 6.0},
+            {"label": "contains", "object": "a2", "subject": "community:L0-0", "weight": 4.0},
+        ],
+    )

@@ -90,8 +90,7 @@ def assert_collected(
     resp: tuple[int, Any, dict[str, str]], what: str, issues: list[tuple[str, str, str, str]]
 ) -> dict[str, Any]:
     """A 400 invalid_argument collected refusal with exactly these (path, kind, expected, actual) issues."""
-    body = assert_error(resp, 400, "invalid_argument",
-                        collected_text(what, [(p, e, a) for p, _k, e, a in issues]))
+    body = assert_error(resp, 400, "invalid_argument", collected_text(what, [(p, e, a) for p, _k, e, a in issues]))
     assert body["issues"] == [{"path": p, "kind": k, "expected": e, "actual": a} for p, k, e, a in issues]
     assert body["issues_total"] == len(issues)
     assert body["integrity"] == "nothing_written"

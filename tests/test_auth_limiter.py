@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import start_client
+
 from taguru_server.server.auth import FailedAuthLimiter
 from taguru_server.store.errors import ApiError
 
@@ -12,7 +12,8 @@ from taguru_server.store.errors import ApiError
 @pytest.mark.anyio
 async def test_failed_attempts_turn_into_429_but_valid_keys_still_work(settings_factory) -> None:
     server, client, session = await start_client(
-        settings_factory(TAGURU_API_TOKEN="good", TAGURU_AUTH_FAIL_LIMIT_PER_MIN="3"))
+        settings_factory(TAGURU_API_TOKEN="good", TAGURU_AUTH_FAIL_LIMIT_PER_MIN="3")
+    )
     try:
         for _ in range(3):
             status, body, _h = await client.call("GET", "/contexts", token="bad")
@@ -49,7 +50,8 @@ def test_the_window_slides() -> None:
 @pytest.mark.anyio
 async def test_per_key_request_budget(settings_factory) -> None:
     server, client, session = await start_client(
-        settings_factory(TAGURU_API_TOKENS="a:ta,b:tb", TAGURU_RATE_LIMIT_PER_MIN="2"))
+        settings_factory(TAGURU_API_TOKENS="a:ta,b:tb", TAGURU_RATE_LIMIT_PER_MIN="2")
+    )
     try:
         for _ in range(2):
             status, _b, _h = await client.call("GET", "/contexts", token="ta")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
@@ -14,13 +15,15 @@ from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 from conftest import Client
 
-from taguru_server.cli.main import main as taguru_main
 from taguru_server.cli.communities import BuildFailed, ChatProvider, ProviderConfig, Server, derive
 from taguru_server.cli.demo import demo_stream_path
+from taguru_server.cli.main import main as taguru_main
 from taguru_server.store.summaries import Hierarchy, first_sentence, leaf_summary, parent_summary
 
-NO_ARTIFACT = ("no communities artifact for 'demo': context 'demo::communities' does not exist — run "
-               "`taguru communities` to build it")
+NO_ARTIFACT = (
+    "no communities artifact for 'demo': context 'demo::communities' does not exist — run "
+    "`taguru communities` to build it"
+)
 
 
 # ----- helpers ------------------------------------------------------------------------
@@ -51,8 +54,9 @@ async def artifact(client: Client, derived: str) -> dict[str, str]:
 
 
 async def members(client: Client, derived: str, cid: str) -> list[tuple[str, float]]:
-    body = await client.ok("POST", f"/contexts/{derived}/query",
-                           {"subject": f"community:{cid}", "label": "contains", "limit": 1000})
+    body = await client.ok(
+        "POST", f"/contexts/{derived}/query", {"subject": f"community:{cid}", "label": "contains", "limit": 1000}
+    )
     return sorted((m["object"], m["weight"]) for m in body["result"]["matches"] if m["count"] > 0)
 
 
@@ -70,8 +74,11 @@ def cliques(prefix: str, count: int, size: int = 3) -> list[dict[str, Any]]:
     edges = []
     for g in range(count):
         names = [f"{prefix}{g}-{i}" for i in range(size)]
-        edges += [{"subject": a, "label": "近い", "object": b, "weight": 1.0}
-                  for i, a in enumerate(names) for b in names[i + 1:]]
+        edges += [
+            {"subject": a, "label": "近い", "object": b, "weight": 1.0}
+            for i, a in enumerate(names)
+            for b in names[i + 1 :]
+        ]
         edges.append({"subject": names[0], "label": "link", "object": f"{prefix}{(g + 1) % count}-1", "weight": 1.0})
     return edges
 
@@ -104,8 +111,9 @@ class FakeChat:
         if self.mode == "slow":
             await asyncio.sleep(2)
         digest = hashlib.sha256(body["messages"][1]["content"].encode()).hexdigest()[:12]
-        return web.json_response({"choices": [{"message": {"role": "assistant",
-                                                           "content": f" Theme {digest}. More prose.\n"}}]})
+        return web.json_response(
+            {"choices": [{"message": {"role": "assistant", "content": f" Theme {digest}. More prose.\n"}}]}
+        )
 
 
 @pytest.fixture
@@ -132,16 +140,25 @@ async def test_demo_corpus_feeds_the_evidence_lane(client: Client, capsys: pytes
     assert before["plan"]["lanes"]["communities"] == {"ran": False, "reason": NO_ARTIFACT}
 
     code = await anyio.to_thread.run_sync(
-        taguru_main, ["communities", "--context", "demo", "--url", client.base, "--json"])
+        taguru_main, ["communities", "--context", "demo", "--url", client.base, "--json"]
+    )
     assert code == 0
     (report,) = json_report(capsys.readouterr().out)
     communities = await analysis(client, "demo")
     assert report == {
-        "context": "demo", "derived": "demo::communities", "dry_run": False, "algorithm": "louvain-cc/1",
+        "context": "demo",
+        "derived": "demo::communities",
+        "dry_run": False,
+        "algorithm": "louvain-cc/1",
         "revision_graph": (await client.ok("GET", "/contexts/demo"))["result"]["revision"]["graph"],
-        "concept_count": report["concept_count"], "edge_count": report["edge_count"], "levels": report["levels"],
-        "communities": len(communities), "summaries_generated": len(communities), "summaries_reused": 0,
-        "retracted": 0, "rebuilt_from_scratch": True,
+        "concept_count": report["concept_count"],
+        "edge_count": report["edge_count"],
+        "levels": report["levels"],
+        "communities": len(communities),
+        "summaries_generated": len(communities),
+        "summaries_reused": 0,
+        "retracted": 0,
+        "rebuilt_from_scratch": True,
     }
 
     after = (await client.ok("POST", "/contexts/demo/evidence", ask))["result"]
@@ -153,8 +170,11 @@ async def test_demo_corpus_feeds_the_evidence_lane(client: Client, capsys: pytes
 
     found = (await client.ok("POST", "/contexts/demo/communities/search", {"query": "青嶺酒造"}))["result"]
     assert found["stale"] is False and found["hits"]
-    await client.ok("POST", "/contexts/demo/associations",
-                    [{"subject": "青嶺酒造", "label": "近い", "object": "霧沢町", "weight": 1.0}])
+    await client.ok(
+        "POST",
+        "/contexts/demo/associations",
+        [{"subject": "青嶺酒造", "label": "近い", "object": "霧沢町", "weight": 1.0}],
+    )
     found = (await client.ok("POST", "/contexts/demo/communities/search", {"query": "青嶺酒造"}))["result"]
     assert found["stale"] is True and found["hits"]
 
@@ -172,13 +192,18 @@ async def test_artifact_layout(client: Client) -> None:
     doc = json.loads(manifest)
     assert doc["revision"] == (await client.ok("GET", "/contexts/g"))["result"]["revision"]
     assert doc["communities"] == [
-        {k: c[k] for k in ("id", "level", "fingerprint", "concept_count", "parent") if k in c} for c in communities]
+        {k: c[k] for k in ("id", "level", "fingerprint", "concept_count", "parent") if k in c} for c in communities
+    ]
     leaf = communities[0]
     assert await members(client, "g::communities", leaf["id"]) == sorted(
-        (m["name"], m["strength"]) for m in leaf["members"])
+        (m["name"], m["strength"]) for m in leaf["members"]
+    )
     parent = next(c for c in communities if c["level"] == 1)
-    edges = (await client.ok("POST", "/contexts/g::communities/query",
-                             {"subject": f"community:{parent['id']}", "label": "includes"}))["result"]["matches"]
+    edges = (
+        await client.ok(
+            "POST", "/contexts/g::communities/query", {"subject": f"community:{parent['id']}", "label": "includes"}
+        )
+    )["result"]["matches"]
     assert sorted(e["object"] for e in edges) == sorted(f"community:{k}" for k in parent["children"])
     listed = await client.ok("GET", "/contexts/g::communities/sources?prefix=community:L0-0")
     assert f"fingerprint:{leaf['fingerprint']}" in listed["result"]["entries"][0]["tags"]
@@ -195,7 +220,10 @@ async def test_a_second_build_reuses_everything_and_changes_nothing(client: Clie
     revision = (await client.ok("GET", "/contexts/g::communities"))["result"]["revision"]
     second = await build(client, "g")
     assert (second["summaries_generated"], second["summaries_reused"], second["rebuilt_from_scratch"]) == (
-        0, first["communities"], False)
+        0,
+        first["communities"],
+        False,
+    )
     assert await artifact(client, "g::communities") == before
     assert [(c["id"], c["fingerprint"]) for c in await analysis(client, "g")] == fingerprints
     # records already in place are not rewritten: only the manifest is
@@ -212,7 +240,7 @@ async def test_into_and_dry_run(client: Client) -> None:
     assert status == 404
     report = await build(client, "g", into="elsewhere")
     assert report["derived"] == "elsewhere"
-    found = (await client.ok("POST", "/contexts/g/communities/search", {"query": "n0-0", "derived": "elsewhere"}))
+    found = await client.ok("POST", "/contexts/g/communities/search", {"query": "n0-0", "derived": "elsewhere"})
     assert found["result"]["hits"]
     # an artifact context derived from another context is never overwritten
     await graph(client, "h", cliques("m", 3))
@@ -242,8 +270,9 @@ async def test_provider_is_called_only_for_changed_communities(client: Client, c
     again = await build(client, "g", provider_config=config)
     assert again["provider_calls"] == 0 and again["summaries_reused"] == len(communities)
 
-    await client.ok("POST", "/contexts/g/associations",
-                    [{"subject": "n7-1", "label": "近い", "object": "n7-2", "weight": 0.5}])
+    await client.ok(
+        "POST", "/contexts/g/associations", [{"subject": "n7-1", "label": "近い", "object": "n7-2", "weight": 0.5}]
+    )
     changed_before = {c["fingerprint"] for c in communities}
     now = await analysis(client, "g")
     changed = [c for c in now if c["fingerprint"] not in changed_before]
@@ -295,15 +324,20 @@ class FailingProxy:
         if request.path == "/import":
             self.imports += 1
             if self.imports == self.fail_on:
-                return web.json_response({"status": "error", "code": "overloaded", "error": "injected",
-                                          "time": 0.0}, status=503)
+                return web.json_response(
+                    {"status": "error", "code": "overloaded", "error": "injected", "time": 0.0}, status=503
+                )
         body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "authorization")}
         async with ClientSession() as session:
-            async with session.request(request.method, self.target + request.path_qs, data=body or None,
-                                       headers=headers) as resp:
-                return web.Response(body=await resp.read(), status=resp.status,
-                                    headers={"Content-Type": resp.headers.get("Content-Type", "application/json")})
+            async with session.request(
+                request.method, self.target + request.path_qs, data=body or None, headers=headers
+            ) as resp:
+                return web.Response(
+                    body=await resp.read(),
+                    status=resp.status,
+                    headers={"Content-Type": resp.headers.get("Content-Type", "application/json")},
+                )
 
 
 @pytest.mark.anyio
@@ -312,8 +346,11 @@ async def test_an_interrupted_build_leaves_the_previous_artifact(client: Client)
     await build(client, "g")
     old_manifest = (await artifact(client, "g::communities"))["communities:manifest"]
     # change the graph so that most communities get new content under reused ids
-    await client.ok("POST", "/contexts/g/associations",
-                    [{"subject": f"n{i}-0", "label": "近い", "object": f"n{i}-3", "weight": 2.0} for i in range(30)])
+    await client.ok(
+        "POST",
+        "/contexts/g/associations",
+        [{"subject": f"n{i}-0", "label": "近い", "object": f"n{i}-3", "weight": 2.0} for i in range(30)],
+    )
     proxy = FailingProxy(client.base, fail_on=3)
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
@@ -329,7 +366,7 @@ async def test_an_interrupted_build_leaves_the_previous_artifact(client: Client)
     assert (await artifact(client, "g::communities"))["communities:manifest"] == old_manifest
     found = (await client.ok("POST", "/contexts/g/communities/search", {"query": "n5-1"}))["result"]
     assert found["stale"] is True and found["hits"]
-    lane = (await client.ok("POST", "/contexts/g/evidence", {"origins": ["n5-1"], "include_communities": True}))
+    lane = await client.ok("POST", "/contexts/g/evidence", {"origins": ["n5-1"], "include_communities": True})
     assert lane["result"]["plan"]["lanes"]["communities"] == {"ran": True}
 
     # the next build never hands a half-written record's summary to the wrong community
@@ -385,12 +422,21 @@ def test_failures_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.anyio
-async def test_cli_reads_the_provider_from_a_config_file(client: Client, chat: tuple[FakeChat, str],
-                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+async def test_cli_reads_the_provider_from_a_config_file(
+    client: Client,
+    chat: tuple[FakeChat, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     fake, url = chat
-    for key in ("TAGURU_EXTRACT_URL", "TAGURU_EXTRACT_MODEL", "TAGURU_EXTRACT_API_KEY", "TAGURU_API_TOKEN",
-                "TAGURU_API_TOKENS"):
+    for key in (
+        "TAGURU_EXTRACT_URL",
+        "TAGURU_EXTRACT_MODEL",
+        "TAGURU_EXTRACT_API_KEY",
+        "TAGURU_API_TOKEN",
+        "TAGURU_API_TOKENS",
+    ):
         monkeypatch.delenv(key, raising=False)
     config = tmp_path / "taguru.conf"
     config.write_text(f"TAGURU_EXTRACT_URL={url}\nTAGURU_EXTRACT_MODEL=m\nTAGURU_ADDR={client.base}\n")
@@ -409,30 +455,50 @@ async def test_cli_reads_the_provider_from_a_config_file(client: Client, chat: t
 
 
 def leaf(members: list[str], facts: list[tuple[str, str, str, float]]) -> dict[str, Any]:
-    return {"id": "L0-0", "level": 0, "concept_count": len(members),
-            "members": [{"name": m, "strength": 1.0} for m in members],
-            "top_associations": [{"subject": s, "label": lab, "object": o, "weight": w, "count": 1}
-                                 for s, lab, o, w in facts]}
+    return {
+        "id": "L0-0",
+        "level": 0,
+        "concept_count": len(members),
+        "members": [{"name": m, "strength": 1.0} for m in members],
+        "top_associations": [
+            {"subject": s, "label": lab, "object": o, "weight": w, "count": 1} for s, lab, o, w in facts
+        ],
+    }
 
 
 def test_japanese_leaf_summary_names_the_theme_and_the_contested_facts() -> None:
-    text = leaf_summary(leaf(["青嶺酒造", "高瀬", "霧沢川", "井戸水", "雲居県"], [
-        ("青嶺酒造", "杜氏", "高瀬", 1.0), ("青嶺酒造", "所在県", "雲居県", 1.0),
-        ("青嶺酒造", "仕込み水", "霧沢川", 1.0), ("青嶺酒造", "仕込み水", "井戸水", -1.0),
-        ("高瀬", "出身地", "霧沢川", -0.5)]))
+    text = leaf_summary(
+        leaf(
+            ["青嶺酒造", "高瀬", "霧沢川", "井戸水", "雲居県"],
+            [
+                ("青嶺酒造", "杜氏", "高瀬", 1.0),
+                ("青嶺酒造", "所在県", "雲居県", 1.0),
+                ("青嶺酒造", "仕込み水", "霧沢川", 1.0),
+                ("青嶺酒造", "仕込み水", "井戸水", -1.0),
+                ("高瀬", "出身地", "霧沢川", -0.5),
+            ],
+        )
+    )
     assert text == (
         "「青嶺酒造」「高瀬」「霧沢川」を中心とする概念のまとまり（5個）。ほかに「井戸水」「雲居県」などを含む。\n\n"
         "青嶺酒造の杜氏は高瀬。所在県は雲居県。\n\n"
         "異論のある事実：青嶺酒造の仕込み水については「霧沢川」「井戸水」（否定）と食い違う記述がある。"
-        "高瀬の出身地は霧沢川ではない（重み-0.50）。")
+        "高瀬の出身地は霧沢川ではない（重み-0.50）。"
+    )
 
 
 def test_english_leaf_summary() -> None:
-    text = leaf_summary(leaf(["alpha", "beta", "gamma brewery", "delta"], [
-        ("alpha", "connects to", "beta", 2.0), ("gamma brewery", "located in", "delta", -1.0)]))
-    assert text == ("This community centres on alpha, beta and gamma brewery (4 concepts). It also includes delta."
-                    "\n\nalpha connects to beta.\n\nContested: gamma brewery located in delta is negated "
-                    "(weight -1.00).")
+    text = leaf_summary(
+        leaf(
+            ["alpha", "beta", "gamma brewery", "delta"],
+            [("alpha", "connects to", "beta", 2.0), ("gamma brewery", "located in", "delta", -1.0)],
+        )
+    )
+    assert text == (
+        "This community centres on alpha, beta and gamma brewery (4 concepts). It also includes delta."
+        "\n\nalpha connects to beta.\n\nContested: gamma brewery located in delta is negated "
+        "(weight -1.00)."
+    )
     assert first_sentence(text) == "This community centres on alpha, beta and gamma brewery (4 concepts)."
 
 
@@ -445,4 +511,5 @@ def test_parent_summary_quotes_its_children_in_content_order() -> None:
     assert parent_summary(parent, hierarchy, summaries) == (
         "This higher-level grouping spans b1 and a1 (2 subgroups, 5 concepts).\n\n"
         "This community centres on b1, b2 and b3 (3 concepts).\n"
-        "This community centres on a1 and a2 (2 concepts).")
+        "This community centres on a1 and a2 (2 concepts)."
+    )

@@ -8,14 +8,13 @@ import math
 from pathlib import Path
 
 import pytest
+from test_evaluate_support import evaluate, write_eval
 
-from taguru_server.evaluate.evalfile import EvalError, load_eval, normalize_entry
+from taguru_server.cli.main import main as taguru_main
+from taguru_server.evaluate.evalfile import Case, EvalError, ExpectedSource, load_eval, normalize_entry
 from taguru_server.evaluate.http import SetupError, base_url, bearer_token, check_url, cut, mask_url
 from taguru_server.evaluate.metrics import CASE_SCOPED, METRIC_NAMES, definitions, distribution, ratio, recall_block
-from taguru_server.evaluate.evalfile import Case, ExpectedSource
 from taguru_server.evaluate.truncate import Limits, measure, truncate
-from taguru_server.cli.main import main as taguru_main
-from test_evaluate_support import evaluate, write_eval
 
 pytestmark = pytest.mark.anyio
 SUFFIX = " — try 'taguru evaluate --help'"
@@ -46,8 +45,10 @@ async def test_help_prints_usage_and_exits_0(flag: str) -> None:
 async def test_unknown_subcommand() -> None:
     rc, out, err = await evaluate("run", "--eval", "x")
     assert rc == 2 and out == ""
-    assert err == usage("unknown subcommand 'run' — the default mode is selected by a leading flag, e.g. "
-                        "'taguru evaluate --eval FILE --context NAME', or use the 'compare' subcommand")
+    assert err == usage(
+        "unknown subcommand 'run' — the default mode is selected by a leading flag, e.g. "
+        "'taguru evaluate --eval FILE --context NAME', or use the 'compare' subcommand"
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,8 +88,9 @@ async def test_value_flags_take_the_next_argument_verbatim(tmp_path: Path) -> No
     # `--eval --context` names a file called "--context"; the missing --context is then the error
     assert await evaluate("--eval", "--context") == (2, "", usage("--context NAME is required"))
     # `+7` and 2^64-1 are valid sizes; the file named "--x" does not exist → an input error (2), not usage
-    rc, _out, err = await evaluate("--eval", str(tmp_path / "--x"), "--context", "c", "--max-items", "+7",
-                                   "--max-bytes", str(2**64 - 1))
+    rc, _out, err = await evaluate(
+        "--eval", str(tmp_path / "--x"), "--context", "c", "--max-items", "+7", "--max-bytes", str(2**64 - 1)
+    )
     assert rc == 2 and err.startswith(f"taguru: evaluate: cannot read {tmp_path / '--x'}: ") and SUFFIX not in err
 
 
@@ -97,8 +99,10 @@ async def test_value_flags_take_the_next_argument_verbatim(tmp_path: Path) -> No
     [
         (["compare"], "evaluate compare takes exactly two positional arguments, BASE.json and HEAD.json (got 0)"),
         (["compare", "a"], "evaluate compare takes exactly two positional arguments, BASE.json and HEAD.json (got 1)"),
-        (["compare", "a", "b", "c"],
-         "evaluate compare takes exactly two positional arguments, BASE.json and HEAD.json (got 3)"),
+        (
+            ["compare", "a", "b", "c"],
+            "evaluate compare takes exactly two positional arguments, BASE.json and HEAD.json (got 3)",
+        ),
         (["compare", "a", "b", "--out"], "--out needs a file path"),
         (["compare", "--out", "x", "a", "b", "--out", "y"], "--out given twice"),
         (["compare", "a", "b", "--max-items", "3"], "unknown flag '--max-items' for evaluate compare"),
@@ -142,32 +146,61 @@ HDR = '{"taguru_eval": 1}'
         (['{"taguru_eval": 2}'], "EVAL: line 1: taguru_eval must be 1, got 2"),
         ([HDR, '{"case_id": "a"}'], "EVAL: line 2: not a valid eval case: "),
         ([HDR, '{"case_id": "a", "query": "q", "bogus": 1}'], "EVAL: line 2: not a valid eval case: "),
-        ([HDR, '{"case_id": "a", "query": "q", "options": {"sources": ["x"]}}'], "EVAL: line 2: not a valid eval case: "),
+        (
+            [HDR, '{"case_id": "a", "query": "q", "options": {"sources": ["x"]}}'],
+            "EVAL: line 2: not a valid eval case: ",
+        ),
         ([HDR, '{"case_id": "a", "query": "q", "cues": null}'], "EVAL: line 2: not a valid eval case: "),
         ([HDR, '{"case_id": "a", "query": "q", "options": null}'], "EVAL: line 2: not a valid eval case: "),
-        ([HDR, '{"case_id": "a", "query": "q", "expected_sources": [{"source": "s", "paragraphs": null}]}'],
-         "EVAL: line 2: not a valid eval case: "),
-        ([HDR, '{"case_id": "a", "query": "q", "expected_citations": [{"source": "s"}]}'],
-         "EVAL: line 2: case 'a': expected_citations: "),
+        (
+            [HDR, '{"case_id": "a", "query": "q", "expected_sources": [{"source": "s", "paragraphs": null}]}'],
+            "EVAL: line 2: not a valid eval case: ",
+        ),
+        (
+            [HDR, '{"case_id": "a", "query": "q", "expected_citations": [{"source": "s"}]}'],
+            "EVAL: line 2: case 'a': expected_citations: ",
+        ),
         ([HDR, '{"case_id": "a", "query": "q", "expected_labels": [1]}'], "EVAL: line 2: case 'a': expected_labels: "),
         ([HDR, '{"case_id": " ", "query": "q"}'], "EVAL: line 2: case_id must not be empty"),
         ([HDR, '{"case_id": "a", "query": " "}'], "EVAL: line 2: case 'a': query must not be empty"),
-        ([HDR, '{"case_id": "a", "query": "q"}', "", '{"case_id": "a", "query": "q"}'],
-         "EVAL: line 4: duplicate case_id 'a'"),
-        ([HDR, '{"case_id": "a", "query": "q", "expected_sources": [{"source": " "}]}'],
-         "EVAL: line 2: case 'a': expected_sources: source must not be empty"),
-        ([HDR, '{"case_id": "a", "query": "q", "expected_sources": [{"source": "s", "relevance": 4}]}'],
-         "EVAL: line 2: case 'a': expected_sources relevance must be 0..=3, got 4"),
-        ([HDR, '{"case_id": "a", "query": "q", "expected_labels": [""]}'],
-         "EVAL: line 2: case 'a': expected_labels: entries must not be empty"),
-        ([HDR, '{"case_id": "a", "query": "q", "expected_associations": [{"subject": "s", "label": " ", "object": "o"}]}'],
-         "EVAL: line 2: case 'a': expected_associations: subject/label/object must not be empty"),
-        ([HDR, '{"case_id": "a", "query": "q", "expected_citations": [{"source": "", "paragraph": 0}]}'],
-         "EVAL: line 2: case 'a': expected_citations: source must not be empty"),
-        ([HDR, '{"case_id": "a", "query": "q", "expected_citations": [{"source": "s", "paragraph": 0, "quote": " "}]}'],
-         "EVAL: line 2: case 'a': expected_citations: quote must not be empty"),
-        ([HDR, '{"case_id": "a", "query": "q", "options": {"floor": 1.5}}'],
-         "EVAL: line 2: case 'a': options.floor must be 0.0..=1.0, got 1.5"),
+        (
+            [HDR, '{"case_id": "a", "query": "q"}', "", '{"case_id": "a", "query": "q"}'],
+            "EVAL: line 4: duplicate case_id 'a'",
+        ),
+        (
+            [HDR, '{"case_id": "a", "query": "q", "expected_sources": [{"source": " "}]}'],
+            "EVAL: line 2: case 'a': expected_sources: source must not be empty",
+        ),
+        (
+            [HDR, '{"case_id": "a", "query": "q", "expected_sources": [{"source": "s", "relevance": 4}]}'],
+            "EVAL: line 2: case 'a': expected_sources relevance must be 0..=3, got 4",
+        ),
+        (
+            [HDR, '{"case_id": "a", "query": "q", "expected_labels": [""]}'],
+            "EVAL: line 2: case 'a': expected_labels: entries must not be empty",
+        ),
+        (
+            [
+                HDR,
+                '{"case_id": "a", "query": "q", "expected_associations": [{"subject": "s", "label": " ", "object": "o"}]}',
+            ],
+            "EVAL: line 2: case 'a': expected_associations: subject/label/object must not be empty",
+        ),
+        (
+            [HDR, '{"case_id": "a", "query": "q", "expected_citations": [{"source": "", "paragraph": 0}]}'],
+            "EVAL: line 2: case 'a': expected_citations: source must not be empty",
+        ),
+        (
+            [
+                HDR,
+                '{"case_id": "a", "query": "q", "expected_citations": [{"source": "s", "paragraph": 0, "quote": " "}]}',
+            ],
+            "EVAL: line 2: case 'a': expected_citations: quote must not be empty",
+        ),
+        (
+            [HDR, '{"case_id": "a", "query": "q", "options": {"floor": 1.5}}'],
+            "EVAL: line 2: case 'a': options.floor must be 0.0..=1.0, got 1.5",
+        ),
     ],
 )
 def test_eval_file_errors(tmp_path: Path, lines: list[str], msg: str) -> None:
@@ -176,8 +209,15 @@ def test_eval_file_errors(tmp_path: Path, lines: list[str], msg: str) -> None:
 
 def test_eval_file_checks_in_order_and_first_error_wins(tmp_path: Path) -> None:
     # empty source (8) is reported before a bad relevance (9), even when the bad relevance comes first
-    msg = _eval_error(tmp_path, [HDR, json.dumps({"case_id": "a", "query": "q", "expected_sources": [
-        {"source": "s", "relevance": 9}, {"source": ""}]})])
+    msg = _eval_error(
+        tmp_path,
+        [
+            HDR,
+            json.dumps(
+                {"case_id": "a", "query": "q", "expected_sources": [{"source": "s", "relevance": 9}, {"source": ""}]}
+            ),
+        ],
+    )
     assert msg == "EVAL: line 2: case 'a': expected_sources: source must not be empty"
     # line numbers count blank lines; a later bad line is never reached
     msg = _eval_error(tmp_path, [HDR, "", '{"case_id": "", "query": "q"}', "{bad"])
@@ -185,29 +225,51 @@ def test_eval_file_checks_in_order_and_first_error_wins(tmp_path: Path) -> None:
 
 
 def test_eval_file_reads_defaults_and_nulls(tmp_path: Path) -> None:
-    p = write_eval(tmp_path / "e.jsonl", [
-        {"case_id": "a", "query": "q", "expected_labels": None, "expected_associations": None,
-         "expected_citations": [{"source": "s", "paragraph": 0, "section": None, "quote": None},
-                                {"source": "s", "paragraph": 1}],
-         "options": {"limit": None, "floor": None, "tags": None, "since": None, "until": None}},
-        {"case_id": "b", "query": "q", "cues": ["x"], "expected_sources": [{"source": "s", "paragraphs": [2]}],
-         "options": {"limit": 3, "floor": 0.5}},
-    ], name=None)
+    p = write_eval(
+        tmp_path / "e.jsonl",
+        [
+            {
+                "case_id": "a",
+                "query": "q",
+                "expected_labels": None,
+                "expected_associations": None,
+                "expected_citations": [
+                    {"source": "s", "paragraph": 0, "section": None, "quote": None},
+                    {"source": "s", "paragraph": 1},
+                ],
+                "options": {"limit": None, "floor": None, "tags": None, "since": None, "until": None},
+            },
+            {
+                "case_id": "b",
+                "query": "q",
+                "cues": ["x"],
+                "expected_sources": [{"source": "s", "paragraphs": [2]}],
+                "options": {"limit": 3, "floor": 0.5},
+            },
+        ],
+        name=None,
+    )
     es = load_eval(p)
     assert es.name is None and [c.case_id for c in es.cases] == ["a", "b"]
     a, b = es.cases
     assert a.limit == 10 and a.effective_cues == ["q"] and a.expected_labels == []
     assert a.expected_citations[0].section is None and a.expected_citations[0].quote is None
     from taguru_server.evaluate.evalfile import UNSET
+
     assert a.expected_citations[1].section is UNSET
     assert b.limit == 3 and b.effective_cues == ["x"] and b.expected_sources[0].relevance == 1
     assert b.expected_sources[0].paragraphs == [2] and b.options.floor == 0.5
 
 
 async def test_limit_out_of_range_is_an_input_error(tmp_path: Path) -> None:
-    p = write_eval(tmp_path / "e.jsonl", [{"case_id": "ok", "query": "q", "options": {"limit": 5}},
-                                           {"case_id": "zero", "query": "q", "options": {"limit": 0}},
-                                           {"case_id": "big", "query": "q", "options": {"limit": 1001}}])
+    p = write_eval(
+        tmp_path / "e.jsonl",
+        [
+            {"case_id": "ok", "query": "q", "options": {"limit": 5}},
+            {"case_id": "zero", "query": "q", "options": {"limit": 0}},
+            {"case_id": "big", "query": "q", "options": {"limit": 1001}},
+        ],
+    )
     rc, out, err = await evaluate("--eval", p, "--context", "c", "--url", DEAD)
     assert (rc, out) == (2, "")
     assert err == "taguru: evaluate: case 'zero': options.limit must be 1..=1000, got 0\n"
@@ -229,29 +291,42 @@ def test_normalize_entry() -> None:
         ('{"taguru_evaluate_thresholds": 2}', "T: taguru_evaluate_thresholds must be 1, got 2"),
         ('{"taguru_evaluate_thresholds": 1, "extra": true}', "T: unknown field `extra`"),
         ('{"taguru_evaluate_thresholds": 1, "cases": {"bogus": {}}}', "T: unknown field `bogus`"),
-        ('{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.mrr": {"min": 0.1, "avg": 1}}}',
-         "T: unknown field `avg`"),
+        (
+            '{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.mrr": {"min": 0.1, "avg": 1}}}',
+            "T: unknown field `avg`",
+        ),
         ("{not json", "T: "),
-        ('{"taguru_evaluate_thresholds": 1, "aggregate": {"nope": {"min": 1}, "recall.mrr": {}}}',
-         "T: aggregate: unknown metric name 'nope'; aggregate: 'recall.mrr': needs at least one of min/max"),
-        ('{"taguru_evaluate_thresholds": 1, "aggregate": {"corpus.stable": {"min": 1}}}',
-         "T: aggregate: unknown metric name 'corpus.stable'"),
-        ('{"taguru_evaluate_thresholds": 1, "cases": {"default": {"rerank.ran": {"min": 1}}}}',
-         "T: cases.default: unknown (or not case-scoped) metric name 'rerank.ran'"),
-        ('{"taguru_evaluate_thresholds": 1, "cases": {"overrides": {"zz": {"recall.mrr": {"min": 1}}, '
-         '"a": {"budget.items_used": {"max": 1}, "recall.mrr": {"min": 2, "max": 1}}}}}',
-         "T: cases.overrides.a: unknown (or not case-scoped) metric name 'budget.items_used'; "
-         "cases.overrides.a: 'recall.mrr': min 2 must be <= max 1; cases.overrides: unknown case_id 'zz'"),
-        ('{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.mrr": {"min": 1e999}, "recall.ndcg": {"max": -1e999}}}',
-         "T: aggregate: 'recall.mrr': min inf must be finite; aggregate: 'recall.ndcg': max -inf must be finite"),
+        (
+            '{"taguru_evaluate_thresholds": 1, "aggregate": {"nope": {"min": 1}, "recall.mrr": {}}}',
+            "T: aggregate: unknown metric name 'nope'; aggregate: 'recall.mrr': needs at least one of min/max",
+        ),
+        (
+            '{"taguru_evaluate_thresholds": 1, "aggregate": {"corpus.stable": {"min": 1}}}',
+            "T: aggregate: unknown metric name 'corpus.stable'",
+        ),
+        (
+            '{"taguru_evaluate_thresholds": 1, "cases": {"default": {"rerank.ran": {"min": 1}}}}',
+            "T: cases.default: unknown (or not case-scoped) metric name 'rerank.ran'",
+        ),
+        (
+            '{"taguru_evaluate_thresholds": 1, "cases": {"overrides": {"zz": {"recall.mrr": {"min": 1}}, '
+            '"a": {"budget.items_used": {"max": 1}, "recall.mrr": {"min": 2, "max": 1}}}}}',
+            "T: cases.overrides.a: unknown (or not case-scoped) metric name 'budget.items_used'; "
+            "cases.overrides.a: 'recall.mrr': min 2 must be <= max 1; cases.overrides: unknown case_id 'zz'",
+        ),
+        (
+            '{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.mrr": {"min": 1e999}, "recall.ndcg": {"max": -1e999}}}',
+            "T: aggregate: 'recall.mrr': min inf must be finite; aggregate: 'recall.ndcg': max -inf must be finite",
+        ),
     ],
 )
 async def test_thresholds_errors_exit_2_without_network(tmp_path: Path, doc: str, msg: str) -> None:
     p = write_eval(tmp_path / "e.jsonl", [{"case_id": "a", "query": "q"}])
     t = tmp_path / "t.json"
     t.write_text(doc, encoding="utf-8")
-    rc, out, err = await evaluate("--eval", p, "--context", "c", "--url", DEAD, "--thresholds", str(t),
-                                  "--out", str(tmp_path / "o.json"))
+    rc, out, err = await evaluate(
+        "--eval", p, "--context", "c", "--url", DEAD, "--thresholds", str(t), "--out", str(tmp_path / "o.json")
+    )
     assert (rc, out) == (2, "")
     assert "evaluate →" not in err  # no network step was reached
     assert err.startswith("taguru: evaluate: " + msg.replace("T:", f"{t}:"))
@@ -260,8 +335,9 @@ async def test_thresholds_errors_exit_2_without_network(tmp_path: Path, doc: str
 
 async def test_unreadable_thresholds(tmp_path: Path) -> None:
     p = write_eval(tmp_path / "e.jsonl", [{"case_id": "a", "query": "q"}])
-    rc, _out, err = await evaluate("--eval", p, "--context", "c", "--url", DEAD, "--thresholds",
-                                   str(tmp_path / "missing.json"))
+    rc, _out, err = await evaluate(
+        "--eval", p, "--context", "c", "--url", DEAD, "--thresholds", str(tmp_path / "missing.json")
+    )
     assert rc == 2 and err.startswith(f"taguru: evaluate: cannot read {tmp_path / 'missing.json'}: ")
 
 
@@ -271,10 +347,16 @@ async def test_unreadable_thresholds(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("url", "msg"),
     [
-        ("http://user:pw@127.0.0.1:8248", "the URL must not carry credentials (user:password@…) — set "
-                                          "TAGURU_API_TOKEN (or TAGURU_API_TOKENS) instead"),
-        ("http://tok@127.0.0.1:8248", "the URL must not carry credentials (user:password@…) — set "
-                                      "TAGURU_API_TOKEN (or TAGURU_API_TOKENS) instead"),
+        (
+            "http://user:pw@127.0.0.1:8248",
+            "the URL must not carry credentials (user:password@…) — set "
+            "TAGURU_API_TOKEN (or TAGURU_API_TOKENS) instead",
+        ),
+        (
+            "http://tok@127.0.0.1:8248",
+            "the URL must not carry credentials (user:password@…) — set "
+            "TAGURU_API_TOKEN (or TAGURU_API_TOKENS) instead",
+        ),
         ("/relative/path", "the --url value could not be parsed as a URL"),
         ("", "the --url value could not be parsed as a URL"),
         ("http://", "the --url value could not be parsed as a URL"),
@@ -292,7 +374,8 @@ async def test_port_zero_and_bad_config(tmp_path: Path) -> None:
     rc, _o, err = await evaluate("--eval", p, "--context", "c", env={"TAGURU_ADDR": "0.0.0.0:0"})
     assert rc == 2 and err == (
         "taguru: evaluate: TAGURU_ADDR (0.0.0.0:0) binds to port 0 (OS-assigned) — the actual port can't be "
-        "discovered from here; pass the server's real URL explicitly: 'taguru health http://host:PORT'\n")
+        "discovered from here; pass the server's real URL explicitly: 'taguru health http://host:PORT'\n"
+    )
     # the config file is applied before URL resolution; a real variable wins over it
     cfg = tmp_path / "taguru.env"
     cfg.write_text("TAGURU_ADDR=127.0.0.1:0\n", encoding="utf-8")
@@ -311,7 +394,9 @@ async def test_non_http_scheme_fails_at_health_with_exit_1(tmp_path: Path) -> No
     out_file = tmp_path / "o.json"
     rc, out, err = await evaluate("--eval", p, "--context", "c", "--url", "ftp://127.0.0.1:9", "--out", str(out_file))
     assert rc == 1 and out == ""
-    assert err.startswith("evaluate → ftp://127.0.0.1:9\ntaguru: evaluate: server at ftp://127.0.0.1:9 is not reachable: ")
+    assert err.startswith(
+        "evaluate → ftp://127.0.0.1:9\ntaguru: evaluate: server at ftp://127.0.0.1:9 is not reachable: "
+    )
     assert not out_file.exists()
 
 
@@ -340,8 +425,9 @@ def test_base_url_mask_and_token() -> None:
 
 
 def test_ndcg_worked_example() -> None:
-    case = Case("c", "q", expected_sources=[ExpectedSource("A", [], 3), ExpectedSource("B", [], 1),
-                                            ExpectedSource("Z", [], 0)])
+    case = Case(
+        "c", "q", expected_sources=[ExpectedSource("A", [], 3), ExpectedSource("B", [], 1), ExpectedSource("Z", [], 0)]
+    )
     hits = [{"source": "A", "paragraph": 0}, {"source": "A", "paragraph": 1}, {"source": "B", "paragraph": 4}]
     r = recall_block(case, hits)
     assert r is not None and r["expected_total"] == 2 and r["matched"] == 2
@@ -353,8 +439,16 @@ def test_ndcg_worked_example() -> None:
 
 
 def test_distribution_and_ratio() -> None:
-    assert distribution([]) == {"n": 0, "min": None, "p50": None, "p90": None, "p99": None, "max": None,
-                                "mean": None, "sum": None}
+    assert distribution([]) == {
+        "n": 0,
+        "min": None,
+        "p50": None,
+        "p90": None,
+        "p99": None,
+        "max": None,
+        "mean": None,
+        "sum": None,
+    }
     d = distribution([3, 1, 2, float("nan"), 4])
     assert d == {"n": 4, "min": 1.0, "p50": 2.0, "p90": 4.0, "p99": 4.0, "max": 4.0, "mean": 2.5, "sum": 10.0}
     d = distribution(list(range(1, 101)))
@@ -367,9 +461,18 @@ def test_definitions() -> None:
     defs = definitions()
     assert len(defs) == 31 and list(defs) == sorted(defs) == METRIC_NAMES and "corpus.stable" not in defs
     assert len(CASE_SCOPED) == 10 and all(m in defs for m in CASE_SCOPED)
-    null_caveats = {"latency.passage_ms", "latency.resolve_ms", "passage.failure_rate", "structural.case_rate",
-                    "citations.resolved", "citations.no_source", "citations.no_paragraph", "citations.other",
-                    "lanes.both", "lanes.neither"}
+    null_caveats = {
+        "latency.passage_ms",
+        "latency.resolve_ms",
+        "passage.failure_rate",
+        "structural.case_rate",
+        "citations.resolved",
+        "citations.no_source",
+        "citations.no_paragraph",
+        "citations.other",
+        "lanes.both",
+        "lanes.neither",
+    }
     for key, d in defs.items():
         assert list(d) == ["unit", "statistic", "scopes", "description", "source", "caveat"]
         assert (d["caveat"] is None) == (key in null_caveats), key
@@ -380,15 +483,25 @@ def test_definitions() -> None:
 
 def test_truncation_vectors() -> None:
     kura = "青嶺酒造は雲居県霧沢町の蔵元である。杜氏は高瀬である。"
-    hit = {"source": "docs/kura.md", "paragraph": 0, "score": 0.86304635, "text": kura,
-           "lanes": {"bm25": {"rank": 1, "score": 0.86304635}}}
+    hit = {
+        "source": "docs/kura.md",
+        "paragraph": 0,
+        "score": 0.86304635,
+        "text": kura,
+        "lanes": {"bm25": {"rank": 1, "score": 0.86304635}},
+    }
     assert measure("sake", 1, hit) == (367, 394)
     kept, budget = truncate("sake", [hit], Limits(40, 65536, 4000))
     assert kept == [hit] and (budget["bytes_used"], budget["tokens_used"], budget["items_used"]) == (371, 100, 1)
 
     def h(src: str, score: float, n: int, rank: int) -> dict:
-        return {"source": src, "paragraph": 0, "score": score, "text": "漢" * n,
-                "lanes": {"bm25": {"rank": rank, "score": score}}}
+        return {
+            "source": src,
+            "paragraph": 0,
+            "score": score,
+            "text": "漢" * n,
+            "lanes": {"bm25": {"rank": rank, "score": score}},
+        }
 
     a, b = h("corpus/kura-a.md", 0.28768212, 18, 1), h("corpus/kura-b.md", 0.25, 21, 2)
     assert measure("sake", 1, a) == (348, 366)
@@ -405,16 +518,21 @@ def test_truncation_vectors() -> None:
     assert (empty["items_used"], empty["bytes_used"], empty["tokens_used"], empty["omitted_total"]) == (0, 4, 1, 1)
     # a vector-only hit is a passage_vector item and both lanes make it passage_fused
     from taguru_server.evaluate.truncate import envelope
+
     v = dict(a, lanes={"vector": {"rank": 1, "score": 0.5}})
     assert envelope("sake", 1, v)["lane_ranks"] == [{"lane": "passage_vector", "rank": 1}]
     f = dict(a, lanes={"vector": {"rank": 2, "score": 0.5}, "bm25": {"rank": 1, "score": 0.25}})
     env = envelope("sake", 3, f)
-    assert env["lane_ranks"] == [{"lane": "passage_fused", "rank": 3}] and list(env["passage"]["lanes"]) == ["bm25", "vector"]
+    assert env["lane_ranks"] == [{"lane": "passage_fused", "rank": 3}] and list(env["passage"]["lanes"]) == [
+        "bm25",
+        "vector",
+    ]
 
 
 def test_truncation_reuses_the_servers_accounting() -> None:
     import taguru_server.evaluate.truncate as t
     import taguru_server.stages.accounting as acc
+
     assert t.cost is acc.cost and t.tokens is acc.tokens and t.overhead is acc.overhead
 
 

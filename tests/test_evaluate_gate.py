@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from test_evaluate_support import EXAMPLE, FORBIDDEN, evaluate, import_example, load, start
 
 from taguru_server.evaluate.evalfile import load_eval
-from test_evaluate_support import EXAMPLE, FORBIDDEN, evaluate, import_example, load, start
 
 pytestmark = pytest.mark.anyio
 BUDGET = ["--max-items", "40", "--max-bytes", "65536", "--max-tokens", "4000"]
@@ -35,8 +35,17 @@ async def test_assembly_gate_at_equal_budget(tmp_path: Path) -> None:
     live = await start(tmp_path)
     try:
         await import_example(live)
-        common = ["--eval", str(EXAMPLE / "eval.jsonl"), "--context", "sake", "--url", live.url, *BUDGET,
-                  "--thresholds", str(EXAMPLE / "thresholds.json")]
+        common = [
+            "--eval",
+            str(EXAMPLE / "eval.jsonl"),
+            "--context",
+            "sake",
+            "--url",
+            live.url,
+            *BUDGET,
+            "--thresholds",
+            str(EXAMPLE / "thresholds.json"),
+        ]
         base_out, asm_out = tmp_path / "baseline.json", tmp_path / "assembly.json"
         rc_base, _o, err_base = await evaluate(*common, "--out", str(base_out))
         rc_asm, stdout, err_asm = await evaluate(*common, "--assembly", "--out", str(asm_out))
@@ -47,8 +56,9 @@ async def test_assembly_gate_at_equal_budget(tmp_path: Path) -> None:
     base, asm = load(base_out), load(asm_out)
     assert rc_asm == 0, (stdout, err_asm, asm["thresholds"])
     assert asm["thresholds"]["passed"] is True and asm["corpus"]["stable"] is True
-    assert asm["inputs"]["budget"] == base["inputs"]["budget"] == {"max_items": 40, "max_bytes": 65536,
-                                                                   "max_tokens": 4000}
+    assert (
+        asm["inputs"]["budget"] == base["inputs"]["budget"] == {"max_items": 40, "max_bytes": 65536, "max_tokens": 4000}
+    )
     bm, am = base["metrics"], asm["metrics"]
     assert am["passage.failure_rate"]["value"] == 0.0 and bm["passage.failure_rate"]["value"] == 0.0
     assert am["citations.recall"]["n"] == bm["citations.recall"]["n"] > 0
@@ -71,8 +81,14 @@ async def test_assembly_gate_at_equal_budget(tmp_path: Path) -> None:
     # privacy: no paragraph of the corpus reaches an artifact or a report
     corpus = [json.loads(x) for x in (EXAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if x]
     paragraphs = [p for r in corpus if "passage" in r for p in r["passage"].split("\n\n")]
-    for path in (base_out, asm_out, changes, base_out.with_suffix(".html"), asm_out.with_suffix(".html"),
-                 changes.with_suffix(".html")):
+    for path in (
+        base_out,
+        asm_out,
+        changes,
+        base_out.with_suffix(".html"),
+        asm_out.with_suffix(".html"),
+        changes.with_suffix(".html"),
+    ):
         text = path.read_text(encoding="utf-8")
         leaked = [p for p in paragraphs if p in text]
         assert not leaked, (path.name, leaked[:1])

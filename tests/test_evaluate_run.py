@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_evaluate_support import FORBIDDEN, Live, evaluate, load, seed, start, write_eval
 
 from taguru_server.server.reranker import RerankSettings
-from test_evaluate_support import FORBIDDEN, Live, evaluate, load, seed, start, write_eval
 
 pytestmark = pytest.mark.anyio
 REPORT_ONLY = "taguru: evaluate: no --thresholds given — this run is report-only and always exits 0\n"
@@ -19,13 +19,28 @@ BREWERY = "青嶺は青嶺酒造が造る銘柄で、蔵の名を冠している
 
 
 async def _fixture_a(live: Live, token: str | None = None) -> None:
-    await seed(live, "sake", {"corpus/brewery.md": BREWERY},
-               associations=[{"subject": "青嶺酒造", "label": "醸造元", "object": "蔵元", "weight": 1.0,
-                              "source": "corpus/brewery.md", "paragraph": 0}], token=token)
+    await seed(
+        live,
+        "sake",
+        {"corpus/brewery.md": BREWERY},
+        associations=[
+            {
+                "subject": "青嶺酒造",
+                "label": "醸造元",
+                "object": "蔵元",
+                "weight": 1.0,
+                "source": "corpus/brewery.md",
+                "paragraph": 0,
+            }
+        ],
+        token=token,
+    )
 
 
 BRAND_CASE = {
-    "case_id": "brand-origin-001", "query": "青嶺", "cues": ["青嶺"],
+    "case_id": "brand-origin-001",
+    "query": "青嶺",
+    "cues": ["青嶺"],
     "expected_sources": [{"source": "corpus/brewery.md", "relevance": 3}],
     "expected_concepts": ["青嶺酒造"],
     "expected_associations": [{"subject": "青嶺酒造", "label": "醸造元", "object": "蔵元"}],
@@ -43,27 +58,60 @@ async def test_fixture_a_smoke(tmp_path: Path) -> None:
         await _fixture_a(live)
         ev = write_eval(tmp_path / "eval.jsonl", [BRAND_CASE], name="smoke")
         out = tmp_path / "evaluation.json"
-        rc, stdout, stderr = await evaluate("--eval", ev, "--context", "sake", "--url", live.url + "/", "--out", str(out))
+        rc, stdout, stderr = await evaluate(
+            "--eval", ev, "--context", "sake", "--url", live.url + "/", "--out", str(out)
+        )
     finally:
         await live.close()
     assert rc == 0, stderr
     assert stderr.startswith(f"evaluate → {live.url}\n") and stderr.endswith(REPORT_ONLY)
     assert stdout.startswith(f"taguru evaluate: {live.url} / context 'sake'\n") and f"  wrote {out}\n" in stdout
     doc = load(out)
-    assert list(doc) == ["taguru_evaluation", "generated_at", "matching", "inputs", "corpus", "thresholds",
-                         "definitions", "cases", "metrics"]
+    assert list(doc) == [
+        "taguru_evaluation",
+        "generated_at",
+        "matching",
+        "inputs",
+        "corpus",
+        "thresholds",
+        "definitions",
+        "cases",
+        "metrics",
+    ]
     assert doc["taguru_evaluation"] == 1 and doc["thresholds"] is None
-    assert doc["matching"] == {"normalization": "taguru::context::normalize_entry",
-                               "normalized": ["expected_concepts", "expected_labels"],
-                               "sources": "exact (source, paragraph) match — no normalization"}
-    assert doc["inputs"] == {"eval": {"path": ev, "name": "smoke", "cases": 1}, "context": "sake", "url": live.url,
-                             "out": str(out), "default_limit": 10, "resolve_limit": 5, "mode": "baseline"}
+    assert doc["matching"] == {
+        "normalization": "taguru::context::normalize_entry",
+        "normalized": ["expected_concepts", "expected_labels"],
+        "sources": "exact (source, paragraph) match — no normalization",
+    }
+    assert doc["inputs"] == {
+        "eval": {"path": ev, "name": "smoke", "cases": 1},
+        "context": "sake",
+        "url": live.url,
+        "out": str(out),
+        "default_limit": 10,
+        "resolve_limit": 5,
+        "mode": "baseline",
+    }
     corpus = doc["corpus"]
     assert corpus["stable"] is True and corpus["revision_before"] == corpus["revision_after"]
     assert corpus["sources_count"] == 1 and list(corpus)[-1] == "sources_count"
     (case,) = doc["cases"]
-    assert list(case) == ["case_id", "query", "cues", "limit", "passage", "structural", "recall", "coverage",
-                          "lane_cross", "citations", "missed", "missed_truncated", "diversity_sources"]
+    assert list(case) == [
+        "case_id",
+        "query",
+        "cues",
+        "limit",
+        "passage",
+        "structural",
+        "recall",
+        "coverage",
+        "lane_cross",
+        "citations",
+        "missed",
+        "missed_truncated",
+        "diversity_sources",
+    ]
     p = case["passage"]
     assert p["outcome"] == "searched" and list(p) == ["outcome", "plan", "hits", "latency_ms"]
     assert p["plan"]["lanes"]["vector"] == {"ran": False, "reason": "no embedding provider is configured"}
@@ -72,8 +120,10 @@ async def test_fixture_a_smoke(tmp_path: Path) -> None:
     assert list(p["hits"][0]) == ["source", "paragraph", "score", "lanes"] and "bm25" in p["hits"][0]["lanes"]
     assert "budget" not in case and "evidence" not in case
     assert case["recall"] == {"recall_at_k": 1.0, "mrr": 1.0, "ndcg": 1.0, "expected_total": 1, "matched": 1}
-    assert case["coverage"] == {"concepts": {"expected": 1, "matched": 1, "value": 1.0},
-                                "associations": {"expected": 1, "matched": 1, "value": 1.0}}
+    assert case["coverage"] == {
+        "concepts": {"expected": 1, "matched": 1, "value": 1.0},
+        "associations": {"expected": 1, "matched": 1, "value": 1.0},
+    }
     assert case["lane_cross"] == {"structural_hit": True, "passage_hit": True}
     (cue,) = case["structural"]["cues"]
     assert cue["cue"] == "青嶺" and cue["kind"] == "concept" and cue["resolved_names"] == ["青嶺酒造"]
@@ -91,8 +141,15 @@ async def test_fixture_a_smoke(tmp_path: Path) -> None:
     assert len(m) == 31 and list(m) == sorted(m)
     assert m["lanes.both"] == {"value": 1.0, "n": 1, "numerator": 1}
     assert m["latency.evidence_ms"]["n"] == 0 and m["budget.omitted_rate"]["value"] is None
-    for key in ("recall.recall_at_k", "recall.mrr", "recall.ndcg", "coverage.concepts", "coverage.associations",
-                "citations.recall", "citations.locator_validity"):
+    for key in (
+        "recall.recall_at_k",
+        "recall.mrr",
+        "recall.ndcg",
+        "coverage.concepts",
+        "coverage.associations",
+        "citations.recall",
+        "citations.locator_validity",
+    ):
         assert m[key]["mean"] == 1.0, key
     text = out.read_text(encoding="utf-8")
     assert BREWERY not in text and '"text"' not in text and not text.endswith("\n")
@@ -107,36 +164,66 @@ async def test_fixture_a_variants(tmp_path: Path) -> None:
     env = {"TAGURU_API_TOKEN": canary}
     try:
         await _fixture_a(live, token=canary)
-        await live.call("POST", "/contexts/sake/associations", [
-            {"subject": "京都", "label": "位置", "object": "関西", "weight": 1.0},
-            {"subject": "東京都", "label": "分類", "object": "日本の首都", "weight": 1.0}], token=canary)
+        await live.call(
+            "POST",
+            "/contexts/sake/associations",
+            [
+                {"subject": "京都", "label": "位置", "object": "関西", "weight": 1.0},
+                {"subject": "東京都", "label": "分類", "object": "日本の首都", "weight": 1.0},
+            ],
+            token=canary,
+        )
         unknown = dict(BRAND_CASE, expected_sources=[{"source": "corpus/nowhere.md", "relevance": 0}])
         ev = write_eval(tmp_path / "unknown.jsonl", [unknown])
-        rc, _o, err = await evaluate("--eval", ev, "--context", "sake", "--url", live.url, "--out",
-                                     str(tmp_path / "u.json"), env=env)
+        rc, _o, err = await evaluate(
+            "--eval", ev, "--context", "sake", "--url", live.url, "--out", str(tmp_path / "u.json"), env=env
+        )
         assert rc == 2 and not (tmp_path / "u.json").exists()
-        assert err.endswith("taguru: evaluate: case 'brand-origin-001': expected_sources names "
-                            "'corpus/nowhere.md', which 'sake' does not carry\n")
+        assert err.endswith(
+            "taguru: evaluate: case 'brand-origin-001': expected_sources names "
+            "'corpus/nowhere.md', which 'sake' does not carry\n"
+        )
 
-        ambiguous = dict(BRAND_CASE, case_id="ambiguous-002", expected_associations=[
-            {"subject": "京都", "label": "位置", "object": "関西"}])
+        ambiguous = dict(
+            BRAND_CASE,
+            case_id="ambiguous-002",
+            expected_associations=[{"subject": "京都", "label": "位置", "object": "関西"}],
+        )
         ev = write_eval(tmp_path / "amb.jsonl", [ambiguous])
-        rc, _o, err = await evaluate("--eval", ev, "--context", "sake", "--url", live.url, "--out",
-                                     str(tmp_path / "a.json"), env=env)
+        rc, _o, err = await evaluate(
+            "--eval", ev, "--context", "sake", "--url", live.url, "--out", str(tmp_path / "a.json"), env=env
+        )
         assert rc == 0, err
         (probe,) = load(tmp_path / "a.json")["cases"][0]["structural"]["associations"]
-        assert probe["subject"]["outcome"] == "ambiguous" and sorted(probe["subject"]["candidates"]) == ["京都", "東京都"]
+        assert probe["subject"]["outcome"] == "ambiguous" and sorted(probe["subject"]["candidates"]) == [
+            "京都",
+            "東京都",
+        ]
         assert "query" not in probe
         assert load(tmp_path / "a.json")["cases"][0]["missed"] == [
-            "expected_associations: (京都, 位置, 関西) query never ran (a position did not pin)"]
+            "expected_associations: (京都, 位置, 関西) query never ran (a position did not pin)"
+        ]
 
         thresholds = tmp_path / "t.json"
-        thresholds.write_text('{"taguru_evaluate_thresholds": 1, "cases": {"default": '
-                              '{"latency.passage_ms": {"min": 999999}}}}', encoding="utf-8")
+        thresholds.write_text(
+            '{"taguru_evaluate_thresholds": 1, "cases": {"default": {"latency.passage_ms": {"min": 999999}}}}',
+            encoding="utf-8",
+        )
         ev = write_eval(tmp_path / "e.jsonl", [BRAND_CASE])
         out = tmp_path / "gate.json"
-        rc, stdout, err = await evaluate("--eval", ev, "--context", "sake", "--url", live.url, "--out", str(out),
-                                         "--thresholds", str(thresholds), env=env)
+        rc, stdout, err = await evaluate(
+            "--eval",
+            ev,
+            "--context",
+            "sake",
+            "--url",
+            live.url,
+            "--out",
+            str(out),
+            "--thresholds",
+            str(thresholds),
+            env=env,
+        )
         assert rc == 3, err
         report = load(out)["thresholds"]
         assert report["passed"] is False and len(report["sha256"]) == 64
@@ -148,41 +235,69 @@ async def test_fixture_a_variants(tmp_path: Path) -> None:
         for path in (out, out.with_suffix(".html")):
             assert canary not in path.read_text(encoding="utf-8")
         # without the token the server refuses: the run cannot complete
-        rc, _o, err = await evaluate("--eval", ev, "--context", "sake", "--url", live.url, "--out",
-                                     str(tmp_path / "x.json"))
+        rc, _o, err = await evaluate(
+            "--eval", ev, "--context", "sake", "--url", live.url, "--out", str(tmp_path / "x.json")
+        )
         assert rc == 1 and " answered 401: " in err and not (tmp_path / "x.json").exists()
     finally:
         await live.close()
 
 
 async def _fixture_b(live: Live) -> None:
-    await seed(live, "sake", {
-        "corpus/brewery.md": BREWERY,
-        "corpus/filter-a.md": "共通見出し語句のあとに蔵の話が続く。",
-        "corpus/filter-b.md": "共通見出し語句のあとに原料の話が続く。",
-        "corpus/ledger.md": "帳簿には古い取引の記録が残る。",
-        "corpus/unrelated.md": "今日は朝から晴れて風が弱い。",
-    }, tags={"corpus/filter-a.md": ["蔵"], "corpus/filter-b.md": ["原料"]},
+    await seed(
+        live,
+        "sake",
+        {
+            "corpus/brewery.md": BREWERY,
+            "corpus/filter-a.md": "共通見出し語句のあとに蔵の話が続く。",
+            "corpus/filter-b.md": "共通見出し語句のあとに原料の話が続く。",
+            "corpus/ledger.md": "帳簿には古い取引の記録が残る。",
+            "corpus/unrelated.md": "今日は朝から晴れて風が弱い。",
+        },
+        tags={"corpus/filter-a.md": ["蔵"], "corpus/filter-b.md": ["原料"]},
         sections={"corpus/brewery.md": [{"paragraph": 0, "section": "由来"}]},
-        associations=[{"subject": "青嶺酒造", "label": "醸造元", "object": "蔵元", "weight": 1.0,
-                       "source": "corpus/brewery.md", "paragraph": 0}])
+        associations=[
+            {
+                "subject": "青嶺酒造",
+                "label": "醸造元",
+                "object": "蔵元",
+                "weight": 1.0,
+                "source": "corpus/brewery.md",
+                "paragraph": 0,
+            }
+        ],
+    )
 
 
 B_CASES: list[dict[str, Any]] = [
-    {"case_id": "graph-only-001", "query": "青嶺酒造", "cues": ["青嶺酒造"], "expected_concepts": ["青嶺酒造"],
-     "expected_associations": [{"subject": "青嶺酒造", "label": "醸造元", "object": "蔵元"}]},
+    {
+        "case_id": "graph-only-001",
+        "query": "青嶺酒造",
+        "cues": ["青嶺酒造"],
+        "expected_concepts": ["青嶺酒造"],
+        "expected_associations": [{"subject": "青嶺酒造", "label": "醸造元", "object": "蔵元"}],
+    },
     {"case_id": "bm25-only-002", "query": "青嶺", "expected_sources": [{"source": "corpus/brewery.md"}]},
-    {"case_id": "tag-filter-003", "query": "共通見出し語句", "options": {"tags": ["蔵"]},
-     "expected_sources": [{"source": "corpus/filter-a.md", "relevance": 2}]},
+    {
+        "case_id": "tag-filter-003",
+        "query": "共通見出し語句",
+        "options": {"tags": ["蔵"]},
+        "expected_sources": [{"source": "corpus/filter-a.md", "relevance": 2}],
+    },
     {"case_id": "known-miss-004", "query": "青嶺", "expected_sources": [{"source": "corpus/ledger.md"}]},
-    {"case_id": "citations-005", "query": "存在しないクエリ", "expected_citations": [
-        {"source": "corpus/brewery.md", "paragraph": 0, "quote": "青嶺酒造"},
-        {"source": "corpus/brewery.md", "paragraph": 0, "section": "由来"},
-        {"source": "corpus/brewery.md", "paragraph": 0, "section": "別セクション"},
-        {"source": "corpus/brewery.md", "paragraph": 0, "section": None},
-        {"source": "corpus/brewery.md", "paragraph": 0, "quote": "どこにもない引用"},
-        {"source": "corpus/brewery.md", "paragraph": 99},
-        {"source": "corpus/missing.md", "paragraph": 0}]},
+    {
+        "case_id": "citations-005",
+        "query": "存在しないクエリ",
+        "expected_citations": [
+            {"source": "corpus/brewery.md", "paragraph": 0, "quote": "青嶺酒造"},
+            {"source": "corpus/brewery.md", "paragraph": 0, "section": "由来"},
+            {"source": "corpus/brewery.md", "paragraph": 0, "section": "別セクション"},
+            {"source": "corpus/brewery.md", "paragraph": 0, "section": None},
+            {"source": "corpus/brewery.md", "paragraph": 0, "quote": "どこにもない引用"},
+            {"source": "corpus/brewery.md", "paragraph": 99},
+            {"source": "corpus/missing.md", "paragraph": 0},
+        ],
+    },
 ]
 
 
@@ -238,32 +353,54 @@ async def test_fixture_b_offline_paths(tmp_path: Path) -> None:
         assert not any(p.endswith(f) for p in seen for f in FORBIDDEN)
         # under --assembly the baseline-only filter warns and is recorded
         out2 = tmp_path / "b2.json"
-        rc, _o, err = await evaluate("--eval", ev, "--context", "sake", "--url", live.url, "--out", str(out2),
-                                     "--assembly")
-        msg = ("case 'tag-filter-003': options.tags/since/until are not applied under --assembly "
-               "(POST /contexts/{name}/evidence has no such request fields)")
+        rc, _o, err = await evaluate(
+            "--eval", ev, "--context", "sake", "--url", live.url, "--out", str(out2), "--assembly"
+        )
+        msg = (
+            "case 'tag-filter-003': options.tags/since/until are not applied under --assembly "
+            "(POST /contexts/{name}/evidence has no such request fields)"
+        )
         assert rc == 0 and f"taguru: evaluate: {msg}\n" in err
         assert load(out2)["warnings"] == [msg]
         assert not any(p.endswith(f) for p in _paths(live) for f in FORBIDDEN)
-        assert "/contexts/sake/sources/search" not in _paths(live)[len(seen):]
+        assert "/contexts/sake/sources/search" not in _paths(live)[len(seen) :]
     finally:
         await live.close()
 
 
 async def _fixture_c(live: Live) -> None:
-    await seed(live, "sake", {
-        "corpus/kura-a.md": "青嶺酒造は霧沢町の川沿いにある。",
-        "corpus/kura-b.md": "青嶺酒造の仕込み水は山の伏流水である。",
-        "corpus/kura-c.md": "高瀬は名の知れた職人として慕われている。",
-        "corpus/unrelated.md": "今日は朝から晴れて風が弱い。",
-    }, associations=[{"subject": "青嶺酒造", "label": "杜氏", "object": "高瀬", "weight": 1.0,
-                      "source": "corpus/kura-c.md", "paragraph": 0}])
+    await seed(
+        live,
+        "sake",
+        {
+            "corpus/kura-a.md": "青嶺酒造は霧沢町の川沿いにある。",
+            "corpus/kura-b.md": "青嶺酒造の仕込み水は山の伏流水である。",
+            "corpus/kura-c.md": "高瀬は名の知れた職人として慕われている。",
+            "corpus/unrelated.md": "今日は朝から晴れて風が弱い。",
+        },
+        associations=[
+            {
+                "subject": "青嶺酒造",
+                "label": "杜氏",
+                "object": "高瀬",
+                "weight": 1.0,
+                "source": "corpus/kura-c.md",
+                "paragraph": 0,
+            }
+        ],
+    )
 
 
-C_CASE = {"case_id": "diversity-001", "query": "青嶺酒造", "cues": ["青嶺酒造"],
-          "expected_sources": [{"source": "corpus/kura-a.md", "relevance": 3},
-                               {"source": "corpus/kura-b.md", "relevance": 2}],
-          "expected_citations": [{"source": "corpus/kura-a.md", "paragraph": 0}]}
+C_CASE = {
+    "case_id": "diversity-001",
+    "query": "青嶺酒造",
+    "cues": ["青嶺酒造"],
+    "expected_sources": [
+        {"source": "corpus/kura-a.md", "relevance": 3},
+        {"source": "corpus/kura-b.md", "relevance": 2},
+    ],
+    "expected_citations": [{"source": "corpus/kura-a.md", "paragraph": 0}],
+}
 
 
 async def test_fixture_c_equal_budget(tmp_path: Path) -> None:
@@ -272,15 +409,32 @@ async def test_fixture_c_equal_budget(tmp_path: Path) -> None:
         await _fixture_c(live)
         ev = write_eval(tmp_path / "eval.jsonl", [C_CASE], name="equal budget")
         gate = tmp_path / "t.json"
-        gate.write_text(json.dumps({"taguru_evaluate_thresholds": 1, "aggregate": {
-            "recall.recall_at_k": {"min": 0.5}, "citations.recall": {"min": 1}, "diversity.sources": {"min": 3}}}))
+        gate.write_text(
+            json.dumps(
+                {
+                    "taguru_evaluate_thresholds": 1,
+                    "aggregate": {
+                        "recall.recall_at_k": {"min": 0.5},
+                        "citations.recall": {"min": 1},
+                        "diversity.sources": {"min": 3},
+                    },
+                }
+            )
+        )
         base = ["--eval", ev, "--context", "sake", "--url", live.url]
         flags = ["--max-items", "3", "--max-bytes", "4096", "--max-tokens", "200"]
         runs: dict[str, tuple[int, dict[str, Any]]] = {}
-        for name, extra in {"b0": [], "a0": ["--assembly"], "b3": flags, "a3": ["--assembly", *flags],
-                            "bt": ["--thresholds", str(gate)], "at": ["--assembly", "--thresholds", str(gate)],
-                            "a0bis": ["--assembly"], "a1": ["--assembly", "--max-items", "1"],
-                            "a2": ["--assembly", "--max-items", "2"]}.items():
+        for name, extra in {
+            "b0": [],
+            "a0": ["--assembly"],
+            "b3": flags,
+            "a3": ["--assembly", *flags],
+            "bt": ["--thresholds", str(gate)],
+            "at": ["--assembly", "--thresholds", str(gate)],
+            "a0bis": ["--assembly"],
+            "a1": ["--assembly", "--max-items", "1"],
+            "a2": ["--assembly", "--max-items", "2"],
+        }.items():
             rc, _o, err = await evaluate(*base, *extra, "--out", str(tmp_path / f"{name}.json"))
             runs[name] = (rc, load(tmp_path / f"{name}.json"))
             assert rc in (0, 3), err
@@ -296,8 +450,11 @@ async def test_fixture_c_equal_budget(tmp_path: Path) -> None:
         case = a0["cases"][0]
         assert case["diversity_sources"] == 3
         assert list(case)[-3:] == ["evidence", "budget", "diversity_sources"]
-        assert case["passage"] == {"outcome": "searched", "hits": case["passage"]["hits"],
-                                   "latency_ms": case["passage"]["latency_ms"]}
+        assert case["passage"] == {
+            "outcome": "searched",
+            "hits": case["passage"]["hits"],
+            "latency_ms": case["passage"]["latency_ms"],
+        }
         assert all(h["score"] == 0.0 and h["lanes"] == {} for h in case["passage"]["hits"])
         evidence = case["evidence"]
         assert evidence["outcome"] == "assembled" and evidence["reranker"] == {"configured": False, "ran": False}
@@ -314,11 +471,14 @@ async def test_fixture_c_equal_budget(tmp_path: Path) -> None:
         one = runs["a1"][1]["cases"][0]["budget"]
         assert one["items_used"] == 1 and one["omitted_total"] >= 1
         # compare: an unbudgeted baseline against --assembly --max-items 2 warns and still exits 0
-        rc, stdout, err = await evaluate("compare", str(tmp_path / "b0.json"), str(tmp_path / "a2.json"),
-                                         "--out", str(tmp_path / "changes.jsonl"))
+        rc, stdout, err = await evaluate(
+            "compare", str(tmp_path / "b0.json"), str(tmp_path / "a2.json"), "--out", str(tmp_path / "changes.jsonl")
+        )
         assert rc == 0
-        warning = ("budget differs: BASE none (untruncated baseline) vs HEAD max_items=2 max_bytes=65536 "
-                   "max_tokens=4000 — not an equal-budget comparison")
+        warning = (
+            "budget differs: BASE none (untruncated baseline) vs HEAD max_items=2 max_bytes=65536 "
+            "max_tokens=4000 — not an equal-budget comparison"
+        )
         assert f"taguru: evaluate: {warning}\n" in err
         header = json.loads((tmp_path / "changes.jsonl").read_text(encoding="utf-8").splitlines()[0])
         assert warning in header["warnings"]
@@ -332,8 +492,11 @@ async def test_fixture_c_equal_budget(tmp_path: Path) -> None:
 
 def _without_latency(doc: Any) -> Any:
     if isinstance(doc, dict):
-        return {k: _without_latency(v) for k, v in doc.items()
-                if k not in ("latency_ms", "generated_at", "out") and not k.startswith("latency.")}
+        return {
+            k: _without_latency(v)
+            for k, v in doc.items()
+            if k not in ("latency_ms", "generated_at", "out") and not k.startswith("latency.")
+        }
     if isinstance(doc, list):
         return [_without_latency(v) for v in doc]
     return doc
@@ -345,8 +508,9 @@ async def test_dead_reranker_degrades_and_is_counted(tmp_path: Path) -> None:
         await _fixture_c(live)
         ev = write_eval(tmp_path / "eval.jsonl", [C_CASE])
         out = tmp_path / "r.json"
-        rc, stdout, err = await evaluate("--eval", ev, "--context", "sake", "--url", live.url, "--assembly",
-                                         "--rerank", "m", "--out", str(out))
+        rc, stdout, err = await evaluate(
+            "--eval", ev, "--context", "sake", "--url", live.url, "--assembly", "--rerank", "m", "--out", str(out)
+        )
     finally:
         await live.close()
     assert rc == 0, err
@@ -363,14 +527,18 @@ async def test_baseline_truncation_matches_the_evidence_package(tmp_path: Path) 
     accounting of the same hits as evidence items (usage, admitted order and skipped count)."""
     live = await start(tmp_path)
     try:
-        await seed(live, "tv", {
-            "a.md": "酒蔵の朝は早い。",
-            "b.md": "酒蔵の" + "とても長い説明が続く、" * 30 + "おわり。",
-            "c.md": "酒蔵では冬に仕込みをする。Brewing starts in winter.",
-            "d.md": "古い酒蔵が町に三つある。",
-            "e.md": "酒蔵見学は予約制である。",
-            "f.md": "関係のない文。",
-        })
+        await seed(
+            live,
+            "tv",
+            {
+                "a.md": "酒蔵の朝は早い。",
+                "b.md": "酒蔵の" + "とても長い説明が続く、" * 30 + "おわり。",
+                "c.md": "酒蔵では冬に仕込みをする。Brewing starts in winter.",
+                "d.md": "古い酒蔵が町に三つある。",
+                "e.md": "酒蔵見学は予約制である。",
+                "f.md": "関係のない文。",
+            },
+        )
         ev = write_eval(tmp_path / "eval.jsonl", [{"case_id": "tv-1", "query": "酒蔵", "options": {"limit": 5}}])
         flags = ["--max-items", "3", "--max-bytes", "1200", "--max-tokens", "400"]
         common = ["--eval", ev, "--context", "tv", "--url", live.url, *flags]
@@ -378,9 +546,16 @@ async def test_baseline_truncation_matches_the_evidence_package(tmp_path: Path) 
         assert rc_b == 0, err
         rc_a, _o, err = await evaluate(*common, "--assembly", "--out", str(tmp_path / "a.json"))
         assert rc_a == 0, err
-        package = await live.call("POST", "/contexts/tv/evidence", {
-            "origins": ["酒蔵"], "text_fallback_query": "酒蔵", "search_limit": 5,
-            "budget": {"max_items": 3, "max_bytes": 1200, "max_tokens": 400}})
+        package = await live.call(
+            "POST",
+            "/contexts/tv/evidence",
+            {
+                "origins": ["酒蔵"],
+                "text_fallback_query": "酒蔵",
+                "search_limit": 5,
+                "budget": {"max_items": 3, "max_bytes": 1200, "max_tokens": 400},
+            },
+        )
     finally:
         await live.close()
     assert all(i["kind"] == "passage" for i in package["items"]) and package["citations"] == []
@@ -401,8 +576,9 @@ async def test_context_and_connection_failures(tmp_path: Path) -> None:
     try:
         await _fixture_a(live)
         ev = write_eval(tmp_path / "eval.jsonl", [BRAND_CASE])
-        rc, _o, err = await evaluate("--eval", ev, "--context", "nope", "--url", live.url, "--out",
-                                     str(tmp_path / "n.json"))
+        rc, _o, err = await evaluate(
+            "--eval", ev, "--context", "nope", "--url", live.url, "--out", str(tmp_path / "n.json")
+        )
         assert rc == 2 and not (tmp_path / "n.json").exists()
         assert err.endswith(f"taguru: evaluate: {live.url}/contexts/nope answered 404: context 'nope' not found\n")
         bad_out = tmp_path / "no-such-dir" / "o.json"

@@ -28,8 +28,15 @@ class Live:
         self.seen = seen
         self.url = str(server.make_url("")).rstrip("/")
 
-    async def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
-                   token: str | None = None, content_type: str = "application/json") -> Any:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        raw: bytes | None = None,
+        token: str | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
         headers = {"Content-Type": content_type}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -60,9 +67,16 @@ async def start(tmp_path: Path, env: dict[str, str] | None = None, rerank: Reran
     return Live(server, seen)
 
 
-async def seed(live: Live, ctx: str, passages: dict[str, str], *, tags: dict[str, list[str]] | None = None,
-               sections: dict[str, list[dict[str, Any]]] | None = None,
-               associations: list[dict[str, Any]] | None = None, token: str | None = None) -> None:
+async def seed(
+    live: Live,
+    ctx: str,
+    passages: dict[str, str],
+    *,
+    tags: dict[str, list[str]] | None = None,
+    sections: dict[str, list[dict[str, Any]]] | None = None,
+    associations: list[dict[str, Any]] | None = None,
+    token: str | None = None,
+) -> None:
     await live.call("PUT", f"/contexts/{ctx}", {}, token=token)
     body: dict[str, Any] = {"passages": passages}
     if tags:

@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 import structlog
+from conftest import Client
 from multidict import CIMultiDict
 
 import taguru_server.server.evidence as evidence_module
-from conftest import Client
 from taguru_server.pipeline import Graph, Key, Outcome, StageContext
 from taguru_server.server.auth import OPEN
 from taguru_server.server.handlers import Call
@@ -24,12 +24,29 @@ KURA = "青嶺酒造は雲居県霧沢町の蔵元である。杜氏は高瀬で
 
 async def seed_sake(client: Client, extra: list[dict[str, Any]] | None = None) -> None:
     await client.ok("PUT", "/contexts/sake", {"description": "evidence corpus"})
-    await client.ok("POST", "/contexts/sake/sources", {
-        "locators": {"docs/kura.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
-        "passages": {"docs/kura.md": KURA}})
-    await client.ok("POST", "/contexts/sake/associations", [
-        {"label": "杜氏", "object": "高瀬", "paragraph": 0, "source": "docs/kura.md", "subject": "青嶺酒造", "weight": 1.0},
-        *(extra or [])])
+    await client.ok(
+        "POST",
+        "/contexts/sake/sources",
+        {
+            "locators": {"docs/kura.md": [{"locator": {"kind": "page", "value": "1"}, "paragraph": 0}]},
+            "passages": {"docs/kura.md": KURA},
+        },
+    )
+    await client.ok(
+        "POST",
+        "/contexts/sake/associations",
+        [
+            {
+                "label": "杜氏",
+                "object": "高瀬",
+                "paragraph": 0,
+                "source": "docs/kura.md",
+                "subject": "青嶺酒造",
+                "weight": 1.0,
+            },
+            *(extra or []),
+        ],
+    )
 
 
 async def evidence(client: Client, body: dict[str, Any]) -> dict[str, Any]:
@@ -44,8 +61,20 @@ async def test_explain_adds_deterministic_stage_entries(client: Client) -> None:
     stages = explained["plan"].pop("stages")
     assert explained == plain
     assert [s["stage"] for s in stages] == [
-        "communities", "passages", "resolve", "activate", "query", "cite", "dedup", "fuse", "near-dup", "rerank",
-        "contradict", "diversify", "budget"]
+        "communities",
+        "passages",
+        "resolve",
+        "activate",
+        "query",
+        "cite",
+        "dedup",
+        "fuse",
+        "near-dup",
+        "rerank",
+        "contradict",
+        "diversify",
+        "budget",
+    ]
     by_name = {s["stage"]: s for s in stages}
     assert by_name["query"] == {"stage": "query", "status": "skipped", "reason": "labels_absent"}
     assert by_name["budget"]["status"] == "ran" and by_name["budget"]["out"] == 2
@@ -82,8 +111,12 @@ async def test_a_stage_that_raises_is_a_500_without_traceback(client: Client, mo
     with structlog.testing.capture_logs() as logs:
         status, body, _h = await client.call("POST", "/contexts/sake/evidence", {"origins": ["青嶺酒造"]})
     assert status == 500
-    assert body == {"status": "error", "code": "internal",
-                    "error": "evidence assembly failed in stage 'fuse'; the server log has details", "time": body["time"]}
+    assert body == {
+        "status": "error",
+        "code": "internal",
+        "error": "evidence assembly failed in stage 'fuse'; the server log has details",
+        "time": body["time"],
+    }
     finished = {e["stage"]: e["status"] for e in logs if e["event"] == "stage.finished"}
     assert finished["fuse"] == "failed"
     assert "budget" not in finished or finished["budget"] == "skipped"
@@ -93,8 +126,16 @@ async def test_a_stage_that_raises_is_a_500_without_traceback(client: Client, mo
 @pytest.mark.anyio
 async def test_expected_degrades_never_become_errors(client: Client) -> None:
     await seed_sake(client)
-    result = await evidence(client, {"origins": [], "include_communities": True, "search_limit": 0,
-                                     "rerank": {"model": "x"}, "budget": {"max_items": 0}})
+    result = await evidence(
+        client,
+        {
+            "origins": [],
+            "include_communities": True,
+            "search_limit": 0,
+            "rerank": {"model": "x"},
+            "budget": {"max_items": 0},
+        },
+    )
     lanes = result["plan"]["lanes"]
     assert lanes["resolve"]["reason"] == "origins was empty"
     assert lanes["passages"] == {"ran": False, "reason": "the requested limit is 0"}
@@ -107,13 +148,32 @@ async def test_no_private_text_in_logs_or_metrics(client: Client) -> None:
     secret = "ZQXJPRIVATE翠嶺秘密"
     await client.ok("PUT", "/contexts/priv", content_type=None)
     await client.ok("POST", "/contexts/priv/sources", {"passages": {"doc.md": f"{secret} は蔵の名前である。"}})
-    await client.ok("POST", "/contexts/priv/associations",
-                    [{"subject": secret, "label": "rel", "object": f"{secret}2", "weight": 1.0, "source": "doc.md",
-                      "paragraph": 0}])
+    await client.ok(
+        "POST",
+        "/contexts/priv/associations",
+        [
+            {
+                "subject": secret,
+                "label": "rel",
+                "object": f"{secret}2",
+                "weight": 1.0,
+                "source": "doc.md",
+                "paragraph": 0,
+            }
+        ],
+    )
     with structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
-        await client.ok("POST", "/contexts/priv/evidence",
-                        {"origins": [secret], "text_fallback_query": secret, "include_communities": True,
-                         "rerank": {}, "explain": True})
+        await client.ok(
+            "POST",
+            "/contexts/priv/evidence",
+            {
+                "origins": [secret],
+                "text_fallback_query": secret,
+                "include_communities": True,
+                "rerank": {},
+                "explain": True,
+            },
+        )
         await client.call("POST", "/contexts/priv/evidence", {"origins": [secret], "budget": secret})
     _s, metrics, _h = await client.call("GET", "/metrics")
     assert logs and any(e["event"] == "pipeline.finished" for e in logs)
@@ -138,9 +198,13 @@ async def test_checklist_basic_package(client: Client) -> None:
 
 @pytest.mark.anyio
 async def test_checklist_labels_typos_and_limits(client: Client) -> None:
-    await seed_sake(client, [{"label": "所在地", "object": "雲居県", "subject": "青嶺酒造", "weight": 1.0},
-                             {"label": "杜氏", "object": "某", "subject": "幽霊蔵", "weight": 1.0, "source": "ghost.md",
-                              "paragraph": 0}])
+    await seed_sake(
+        client,
+        [
+            {"label": "所在地", "object": "雲居県", "subject": "青嶺酒造", "weight": 1.0},
+            {"label": "杜氏", "object": "某", "subject": "幽霊蔵", "weight": 1.0, "source": "ghost.md", "paragraph": 0},
+        ],
+    )
     with_labels = await evidence(client, {"origins": ["青嶺酒造"], "labels": ["杜氏"]})
     assert with_labels["plan"]["lanes"]["query"] == {"ran": True}
     assert with_labels["plan"]["selection"]["dedup_dropped"] == 1
@@ -159,19 +223,22 @@ async def test_checklist_labels_typos_and_limits(client: Client) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("body", "status", "code"), [
-    ({"origins": ["x"] * 1001}, 400, "over_limit"),
-    ({"origins": [], "labels": ["x"] * 1001}, 400, "over_limit"),
-    ({"origins": ["x"], "budget": "not-an-object"}, 422, "malformed_request"),
-    ({"origins": ["x"], "rerank": 5}, 422, "malformed_request"),
-    ({"origins": ["x"], "search_limit": -1}, 422, "malformed_request"),
-    ({"origins": ["x"], "search_limit": 2.0}, 422, "malformed_request"),
-    ({"origins": ["x"], "search_limit": True}, 422, "malformed_request"),
-    ({"origins": ["x"], "include_communities": None}, 422, "malformed_request"),
-    ({"origins": ["x"], "include_communities": 1}, 422, "malformed_request"),
-    ({"origins": [1]}, 422, "malformed_request"),
-    ({"labels": []}, 422, "malformed_request"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"origins": ["x"] * 1001}, 400, "over_limit"),
+        ({"origins": [], "labels": ["x"] * 1001}, 400, "over_limit"),
+        ({"origins": ["x"], "budget": "not-an-object"}, 422, "malformed_request"),
+        ({"origins": ["x"], "rerank": 5}, 422, "malformed_request"),
+        ({"origins": ["x"], "search_limit": -1}, 422, "malformed_request"),
+        ({"origins": ["x"], "search_limit": 2.0}, 422, "malformed_request"),
+        ({"origins": ["x"], "search_limit": True}, 422, "malformed_request"),
+        ({"origins": ["x"], "include_communities": None}, 422, "malformed_request"),
+        ({"origins": ["x"], "include_communities": 1}, 422, "malformed_request"),
+        ({"origins": [1]}, 422, "malformed_request"),
+        ({"labels": []}, 422, "malformed_request"),
+    ],
+)
 async def test_bad_requests(client: Client, body, status, code) -> None:
     await seed_sake(client)
     got, parsed, _h = await client.call("POST", "/contexts/sake/evidence", body)
@@ -202,22 +269,35 @@ async def test_serde_style_messages(client: Client) -> None:
 
 @pytest.mark.anyio
 async def test_spent_deadline_wins_over_missing_context(client: Client) -> None:
-    call = Call(method="POST", path="/contexts/nope/evidence", name="nope", query={},
-                headers=CIMultiDict({"Content-Type": "application/json"}), body=b'{"origins":["x"]}',
-                registry=None, settings=None, principal=OPEN, deadline=time.monotonic() - 1)  # type: ignore[arg-type]
+    call = Call(
+        method="POST",
+        path="/contexts/nope/evidence",
+        name="nope",
+        query={},
+        headers=CIMultiDict({"Content-Type": "application/json"}),
+        body=b'{"origins":["x"]}',
+        registry=None,
+        settings=None,
+        principal=OPEN,
+        deadline=time.monotonic() - 1,
+    )  # type: ignore[arg-type]
     with pytest.raises(ApiError) as err:
         await evidence_module.evidence(call)
     assert err.value.code == "timeout" and err.value.status == 408
-    assert err.value.message == ("request exceeded its budget before this operation could start; narrow the query "
-                                 "or raise TAGURU_REQUEST_TIMEOUT_SECS")
+    assert err.value.message == (
+        "request exceeded its budget before this operation could start; narrow the query "
+        "or raise TAGURU_REQUEST_TIMEOUT_SECS"
+    )
 
 
 @pytest.mark.anyio
 async def test_scoped_read_key_and_bare_string(settings_factory) -> None:
     from conftest import start_client
 
-    env = {"TAGURU_API_TOKENS": "boss:atok,reader:rtok",
-           "TAGURU_KEY_SCOPES": '{"reader": {"role": "read", "contexts": ["sake"]}}'}
+    env = {
+        "TAGURU_API_TOKENS": "boss:atok,reader:rtok",
+        "TAGURU_KEY_SCOPES": '{"reader": {"role": "read", "contexts": ["sake"]}}',
+    }
     server, client, session = await start_client(settings_factory(**env))
     try:
         for method, path, body in (("PUT", "/contexts/sake", {}), ("PUT", "/contexts/other", {})):
@@ -225,7 +305,7 @@ async def test_scoped_read_key_and_bare_string(settings_factory) -> None:
         await client.ok("POST", "/contexts/sake/sources", {"passages": {"k.md": KURA}}, token="atok")
         ok = await client.ok("POST", "/contexts/sake/evidence", {"origins": "蔵"}, token="rtok")
         assert ok["result"]["plan"]["lanes"]["resolve"] == {"ran": True}
-        assert (await client.ok("POST", "/contexts/sake/activate", {"origins": ["x"]}, token="rtok"))
+        assert await client.ok("POST", "/contexts/sake/activate", {"origins": ["x"]}, token="rtok")
         status, parsed, _h = await client.call("POST", "/contexts/other/evidence", {"origins": []}, token="rtok")
         assert (status, parsed["error"]) == (403, "key 'reader' has no grant on context 'other'")
         status, parsed, _h = await client.call("POST", "/contexts/sake/evidence", {"origins": []})

@@ -8,10 +8,10 @@ from typing import Any
 import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stage_support import make_context, memory_registry, request, services
 
 from taguru_server.pipeline import run_graph
 from taguru_server.server.evidence import GRAPH, render_package
-from stage_support import make_context, memory_registry, request, services
 from taguru_server.stages.accounting import cost, overhead, tokens
 from taguru_server.stages.model import CONTEXT, RANKED, REQUEST, SERVICES
 from taguru_server.store.wire import dumps
@@ -35,8 +35,16 @@ def random_corpus(rng: random.Random):
     assocs = []
     for _ in range(rng.randint(0, 25)):
         src = rng.choice(SOURCES + [None, None])
-        assocs.append((rng.choice(CONCEPTS), rng.choice(LABELS), rng.choice(CONCEPTS),
-                       rng.choice([1.0, 2.0, -1.0, 0.5]), src, rng.choice([0, 1, 2, None]) if src else None))
+        assocs.append(
+            (
+                rng.choice(CONCEPTS),
+                rng.choice(LABELS),
+                rng.choice(CONCEPTS),
+                rng.choice([1.0, 2.0, -1.0, 0.5]),
+                src,
+                rng.choice([0, 1, 2, None]) if src else None,
+            )
+        )
     locators = {s: [(0, "page", "1")] for s in passages if rng.random() < 0.5}
     return make_context("p", associations=assocs, passages=passages, locators=locators)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import attrs
 import pytest
@@ -34,12 +34,15 @@ def test_evidence_graph_describe(snapshot) -> None:
     assert evidence_graph().describe() == snapshot
 
 
-@pytest.mark.parametrize(("stages", "message"), [
-    ([_stage("x", (), (A,)), _stage("x", (), (B,))], "two stages are named 'x'"),
-    ([_stage("x", (), (A,)), _stage("y", (), (A,))], "key 'a' is provided twice: by 'x' and by 'y'"),
-    ([_stage("x", (B,), (A,))], "stage 'x' requires 'b', which no stage provides"),
-    ([_stage("x", (B,), (A,)), _stage("y", (A,), (B,))], "stages form a cycle"),
-])
+@pytest.mark.parametrize(
+    ("stages", "message"),
+    [
+        ([_stage("x", (), (A,)), _stage("x", (), (B,))], "two stages are named 'x'"),
+        ([_stage("x", (), (A,)), _stage("y", (), (A,))], "key 'a' is provided twice: by 'x' and by 'y'"),
+        ([_stage("x", (B,), (A,))], "stage 'x' requires 'b', which no stage provides"),
+        ([_stage("x", (B,), (A,)), _stage("y", (A,), (B,))], "stages form a cycle"),
+    ],
+)
 def test_graph_validation(stages, message) -> None:
     with pytest.raises(GraphError) as err:
         Graph(stages)

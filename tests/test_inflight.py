@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from conftest import start_client
+
 from taguru_server.server.app import STATE_KEY
 
 
@@ -18,8 +18,10 @@ async def test_in_flight_ceiling(settings_factory) -> None:
         state["inflight"] = 2  # two requests are being served
         status, body, headers = await client.call("GET", "/contexts")
         assert (status, body["code"]) == (503, "overloaded")
-        assert body["error"] == ("server is at its in-flight ceiling (2 requests) — retry shortly "
-                                 "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)")
+        assert body["error"] == (
+            "server is at its in-flight ceiling (2 requests) — retry shortly "
+            "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)"
+        )
         assert headers["Retry-After"] == "1"
         state["inflight"] = 1
         status, _body, _h = await client.call("GET", "/contexts")

@@ -144,13 +144,21 @@ def spec_analysis(ctx: Context) -> dict[str, Any]:
             c["parent"] = f"L1-{levels[1][cid]}"
         c["fingerprint"] = f"{digests[-1]:016x}"
         c["concept_count"] = len(members)
-        c["members"] = [{"name": name(m), "strength": strength[m]}
-                        for m in sorted(members, key=lambda m: (-strength[m], name(m)))]
+        c["members"] = [
+            {"name": name(m), "strength": strength[m]} for m in sorted(members, key=lambda m: (-strength[m], name(m)))
+        ]
         top = sorted((e for e in induced if abs(ctx.e_sum[e]) > 0), key=lambda e: (-abs(ctx.e_sum[e]), e))[:24]
         if top:
-            c["top_associations"] = [{"subject": name(ctx.e_s[e]), "label": ctx.labels[ctx.e_l[e]],
-                                      "object": name(ctx.e_o[e]), "weight": ctx.e_sum[e] / ctx.e_cnt[e],
-                                      "count": ctx.e_cnt[e]} for e in top]
+            c["top_associations"] = [
+                {
+                    "subject": name(ctx.e_s[e]),
+                    "label": ctx.labels[ctx.e_l[e]],
+                    "object": name(ctx.e_o[e]),
+                    "weight": ctx.e_sum[e] / ctx.e_cnt[e],
+                    "count": ctx.e_cnt[e],
+                }
+                for e in top
+            ]
         out.append(c)
     below = list(levels[0])
     for lvl in range(1, len(levels)):
@@ -168,8 +176,13 @@ def spec_analysis(ctx: Context) -> dict[str, Any]:
             c["children"] = [f"L{lvl - 1}-{k}" for k in kids]
             out.append(c)
         digests, below = new_digests, above
-    return {"algorithm": "louvain-cc/1", "concept_count": len(nodes), "edge_count": len(pairs),
-            "levels": len(levels), "communities": out}
+    return {
+        "algorithm": "louvain-cc/1",
+        "concept_count": len(nodes),
+        "edge_count": len(pairs),
+        "levels": len(levels),
+        "communities": out,
+    }
 
 
 # ----- helpers ------------------------------------------------------------------------
@@ -187,7 +200,7 @@ def analyze(ctx: Context) -> dict[str, Any]:
 
 
 def clique(names: list[str], weight: float = 1.0, label: str = "近い") -> list[tuple[str, str, str, float]]:
-    return [(a, label, b, weight) for i, a in enumerate(names) for b in names[i + 1:]]
+    return [(a, label, b, weight) for i, a in enumerate(names) for b in names[i + 1 :]]
 
 
 def leaves(analysis: dict[str, Any]) -> list[list[str]]:
@@ -201,8 +214,9 @@ def random_context(seed: int) -> Context:
     for _ in range(rng.randrange(1, 90)):
         a = rng.randrange(n)
         b = rng.randrange(n) if rng.random() < 0.3 else (a // 5) * 5 + rng.randrange(5)
-        ctx.assert_association(f"c{a}", rng.choice(["r", "s", "関係"]), f"c{b}",
-                               rng.choice([1.0, 2.0, 0.5, -1.0, 3.0, 0.25]), None, None)
+        ctx.assert_association(
+            f"c{a}", rng.choice(["r", "s", "関係"]), f"c{b}", rng.choice([1.0, 2.0, 0.5, -1.0, 3.0, 0.25]), None, None
+        )
     for _ in range(rng.randrange(0, 4)):  # dead and netted edges
         e = rng.randrange(len(ctx.e_s))
         s, lab, o = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
@@ -252,15 +266,30 @@ def test_empty_graph() -> None:
 
 def test_one_pair_matches_the_illustration() -> None:
     out = analyze(context([("a1", "近い", "a2", 2.0)]))
-    digest = _fnv(_named("a1") + _named("a2") + _named("a1") + _named("近い") + _named("a2")
-                  + struct.pack("<d", 2.0) + struct.pack("<Q", 1))
+    digest = _fnv(
+        _named("a1")
+        + _named("a2")
+        + _named("a1")
+        + _named("近い")
+        + _named("a2")
+        + struct.pack("<d", 2.0)
+        + struct.pack("<Q", 1)
+    )
     assert out == {
-        "algorithm": "louvain-cc/1", "concept_count": 2, "edge_count": 1, "levels": 1,
-        "communities": [{
-            "id": "L0-0", "level": 0, "fingerprint": f"{digest:016x}", "concept_count": 2,
-            "members": [{"name": "a1", "strength": 2.0}, {"name": "a2", "strength": 2.0}],
-            "top_associations": [{"subject": "a1", "label": "近い", "object": "a2", "weight": 2.0, "count": 1}],
-        }],
+        "algorithm": "louvain-cc/1",
+        "concept_count": 2,
+        "edge_count": 1,
+        "levels": 1,
+        "communities": [
+            {
+                "id": "L0-0",
+                "level": 0,
+                "fingerprint": f"{digest:016x}",
+                "concept_count": 2,
+                "members": [{"name": "a1", "strength": 2.0}, {"name": "a2", "strength": 2.0}],
+                "top_associations": [{"subject": "a1", "label": "近い", "object": "a2", "weight": 2.0, "count": 1}],
+            }
+        ],
     }
 
 
@@ -352,7 +381,8 @@ def test_top_associations_keep_24_strongest_by_magnitude_then_edge_id() -> None:
     assert len(top) == 24
     # the ten -2.0 edges first, then the +1.0 ones in edge id order
     assert [a["object"] for a in top] == [f"s{i:02}" for i in range(0, 30, 3)] + [
-        f"s{i:02}" for i in range(30) if i % 3][:14]
+        f"s{i:02}" for i in range(30) if i % 3
+    ][:14]
 
 
 # ----- fingerprints -------------------------------------------------------------------
@@ -375,9 +405,20 @@ def test_fnv1a_many_matches_one_at_a_time() -> None:
 def test_leaf_fingerprint_layout() -> None:
     members = ["b", "a"]
     edges = [("b", "r", "a", -0.0, 0), ("a", "r", "b", 1.5, 2)]
-    expected = _fnv(_named("a") + _named("b")
-                    + _named("a") + _named("r") + _named("b") + struct.pack("<d", 1.5) + struct.pack("<Q", 2)
-                    + _named("b") + _named("r") + _named("a") + struct.pack("<d", 0.0) + struct.pack("<Q", 0))
+    expected = _fnv(
+        _named("a")
+        + _named("b")
+        + _named("a")
+        + _named("r")
+        + _named("b")
+        + struct.pack("<d", 1.5)
+        + struct.pack("<Q", 2)
+        + _named("b")
+        + _named("r")
+        + _named("a")
+        + struct.pack("<d", 0.0)
+        + struct.pack("<Q", 0)
+    )
     assert lv.leaf_fingerprint(members, edges) == expected
     # -0.0 folds like 0.0
     assert lv.leaf_fingerprint(members, [("b", "r", "a", 0.0, 0), edges[1]]) == expected
@@ -426,15 +467,18 @@ async def fetch(client: Client, path: str) -> tuple[int, str, str]:
 @pytest.mark.anyio
 async def test_analysis_stream(client: Client) -> None:
     await client.ok("PUT", "/contexts/corpus-d", content_type=None)
-    await client.ok("POST", "/contexts/corpus-d/associations",
-                    [{"label": "近い", "object": "a2", "subject": "a1", "weight": 2.0}])
+    await client.ok(
+        "POST", "/contexts/corpus-d/associations", [{"label": "近い", "object": "a2", "subject": "a1", "weight": 2.0}]
+    )
     status, body, content_type = await fetch(client, "/contexts/corpus-d/communities")
     assert status == 200
     assert content_type == "application/x-ndjson; charset=utf-8"
     lines = body.split("\n")
-    assert lines[0] == ('{"taguru_communities":1,"context":"corpus-d","algorithm":"louvain-cc/1",'
-                        '"revision":{"graph":1,"passages":0,"config":0},"concept_count":2,"edge_count":1,'
-                        '"levels":1,"communities":1}')
+    assert lines[0] == (
+        '{"taguru_communities":1,"context":"corpus-d","algorithm":"louvain-cc/1",'
+        '"revision":{"graph":1,"passages":0,"config":0},"concept_count":2,"edge_count":1,'
+        '"levels":1,"communities":1}'
+    )
     fingerprint = analyze(context([("a1", "近い", "a2", 2.0)]))["communities"][0]["fingerprint"]
     assert lines[1] == (
         '{"id":"L0-0","level":0,"fingerprint":"' + fingerprint + '","concept_count":2,'
@@ -451,9 +495,11 @@ async def test_analysis_stream_errors_use_the_envelope(client: Client) -> None:
     await client.ok("PUT", "/contexts/empty", content_type=None)
     status, text, _ct = await fetch(client, "/contexts/empty/communities")
     assert status == 200
-    assert text.strip().split("\n") == ['{"taguru_communities":1,"context":"empty","algorithm":"louvain-cc/1",'
-                                        '"revision":{"graph":0,"passages":0,"config":0},"concept_count":0,'
-                                        '"edge_count":0,"levels":0,"communities":0}']
+    assert text.strip().split("\n") == [
+        '{"taguru_communities":1,"context":"empty","algorithm":"louvain-cc/1",'
+        '"revision":{"graph":0,"passages":0,"config":0},"concept_count":0,'
+        '"edge_count":0,"levels":0,"communities":0}'
+    ]
 
 
 @pytest.mark.anyio
@@ -469,21 +515,35 @@ async def test_heavy_operation_ceiling_and_deadline(monkeypatch: pytest.MonkeyPa
     make_context("g", associations=[("a", "r", "b", 1.0, None, None)], registry=registry)
 
     def call(state: dict[str, Any], deadline: float) -> Call:
-        return Call(method="GET", path="/contexts/g/communities", name="g", query={}, headers={}, body=b"",
-                    registry=registry, settings=Settings(), principal=None, deadline=deadline,  # type: ignore[arg-type]
-                    app_state=state)
+        return Call(
+            method="GET",
+            path="/contexts/g/communities",
+            name="g",
+            query={},
+            headers={},
+            body=b"",
+            registry=registry,
+            settings=Settings(),
+            principal=None,
+            deadline=deadline,  # type: ignore[arg-type]
+            app_state=state,
+        )
 
     monkeypatch.setenv("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "1")
     with pytest.raises(ApiError) as err:
         await stream_communities(call({HEAVY_OPS_KEY: 1}, time.monotonic() + 30))
     assert (err.value.status, err.value.headers) == (503, {"Retry-After": "1"})
-    assert err.value.message == ("server is at its heavy-operation ceiling (1 concurrent calls) — retry shortly "
-                                 "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)")
+    assert err.value.message == (
+        "server is at its heavy-operation ceiling (1 concurrent calls) — retry shortly "
+        "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)"
+    )
     state: dict[str, Any] = {}
     with pytest.raises(ApiError) as err:
         await stream_communities(call(state, time.monotonic() - 1))
     assert (err.value.status, err.value.message) == (
-        408, "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)")
+        408,
+        "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
+    )
     assert state[HEAVY_OPS_KEY] == 0
     reply = await stream_communities(call(state, time.monotonic() + 30))
     assert reply.status == 200 and state[HEAVY_OPS_KEY] == 0

@@ -10,11 +10,11 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from conftest import load_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +30,14 @@ class RunningServer:
     def __init__(self, data_dir: Path, **env: str) -> None:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
         clean.update({"TAGURU_ADDR": "127.0.0.1:0", "TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}, **env)
-        self.proc = subprocess.Popen([PYTHON, "-m", "taguru_server.cli", "serve"], cwd=ROOT, env=clean, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "taguru_server.cli", "serve"],
+            cwd=ROOT,
+            env=clean,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith("listening on "):
@@ -65,17 +71,33 @@ class RunningServer:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    running = RunningServer(tmp_path_factory.mktemp("mcp-stdio") / "data",
-                            TAGURU_API_TOKENS="boss:atok,reader:rtok",
-                            TAGURU_KEY_SCOPES=json.dumps({"reader": {"role": "read", "contexts": ["sake"]}}))
+    running = RunningServer(
+        tmp_path_factory.mktemp("mcp-stdio") / "data",
+        TAGURU_API_TOKENS="boss:atok,reader:rtok",
+        TAGURU_KEY_SCOPES=json.dumps({"reader": {"role": "read", "contexts": ["sake"]}}),
+    )
     try:
         for method, path, body in [
             ("PUT", "/contexts/sake", {"description": "bridge corpus"}),
-            ("POST", "/contexts/sake/sources",
-             {"passages": {"docs/kura.md": "青嶺酒造は雲居県霧沢町の蔵元である。\n\n杜氏は高瀬である。"}}),
-            ("POST", "/contexts/sake/associations",
-             [{"subject": "青嶺酒造", "label": "杜氏", "object": "高瀬", "weight": 1.0, "source": "docs/kura.md",
-               "paragraph": 1}]),
+            (
+                "POST",
+                "/contexts/sake/sources",
+                {"passages": {"docs/kura.md": "青嶺酒造は雲居県霧沢町の蔵元である。\n\n杜氏は高瀬である。"}},
+            ),
+            (
+                "POST",
+                "/contexts/sake/associations",
+                [
+                    {
+                        "subject": "青嶺酒造",
+                        "label": "杜氏",
+                        "object": "高瀬",
+                        "weight": 1.0,
+                        "source": "docs/kura.md",
+                        "paragraph": 1,
+                    }
+                ],
+            ),
             ("PUT", "/contexts/other", None),
         ]:
             status, _ = running.call(method, path, body, token="atok")
@@ -101,8 +123,12 @@ def without_time(text: str) -> Any:
 
 
 def http_tool_call(server: RunningServer, name: str, arguments: dict[str, Any], token: str) -> dict[str, Any]:
-    status, reply = server.call("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                                 "params": {"name": name, "arguments": arguments}}, token=token)
+    status, reply = server.call(
+        "POST",
+        "/mcp",
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}},
+        token=token,
+    )
     assert status == 200
     return reply["result"]
 
@@ -116,8 +142,9 @@ async def test_handshake_tools_and_assemble_evidence(server: RunningServer, mode
     async with Client(bridge(server.url, "rtok"), **options) as client:
         assert client.server_info is not None and client.server_info.name == "taguru"
         assert client.instructions and client.instructions.startswith("Taguru keeps knowledge contexts")
-        with urllib.request.urlopen(urllib.request.Request(server.url + "/protocol",
-                                                           headers={"Authorization": "Bearer rtok"})) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(server.url + "/protocol", headers={"Authorization": "Bearer rtok"})
+        ) as response:
             assert response.headers["Content-Type"] == "text/markdown; charset=utf-8"
             assert client.instructions == response.read().decode("utf-8")
 
@@ -131,8 +158,13 @@ async def test_handshake_tools_and_assemble_evidence(server: RunningServer, mode
         for tool in http_tools:
             assert {k: ours[tool["name"]][k] for k in ("name", "description", "inputSchema")} == tool
 
-        arguments = {"context": "sake", "origins": ["青嶺酒造"], "labels": "杜氏", "text_fallback_query": "杜氏",
-                     "budget": {"max_items": 3}}
+        arguments = {
+            "context": "sake",
+            "origins": ["青嶺酒造"],
+            "labels": "杜氏",
+            "text_fallback_query": "杜氏",
+            "budget": {"max_items": 3},
+        }
         result = await client.call_tool("assemble_evidence", arguments)
         assert not result.is_error and result.structured_content is None
         text = result.content[0].text
@@ -142,8 +174,9 @@ async def test_handshake_tools_and_assemble_evidence(server: RunningServer, mode
         body = {k: v for k, v in arguments.items() if k != "context"}
         status, http = server.call("POST", "/contexts/sake/evidence", body, token="rtok")
         assert status == 200 and without_time(text) == {k: v for k, v in http.items() if k != "time"}
-        assert without_time(text) == without_time(http_tool_call(server, "assemble_evidence", arguments,
-                                                                 "rtok")["content"][0]["text"])
+        assert without_time(text) == without_time(
+            http_tool_call(server, "assemble_evidence", arguments, "rtok")["content"][0]["text"]
+        )
 
         missing = await client.call_tool("assemble_evidence", {"context": "sake"})
         assert missing.is_error and missing.content[0].text == "missing required argument 'origins'"
@@ -155,14 +188,17 @@ async def test_handshake_tools_and_assemble_evidence(server: RunningServer, mode
         assert refused.structured_content is not None
         assert refused.structured_content["error"] == "key 'reader' has no grant on context 'other'"
 
-        bad = await client.call_tool("assemble_evidence", {"context": "sake", "origins": "a",
-                                                           "budget": {"max_items": -1}})
+        bad = await client.call_tool(
+            "assemble_evidence", {"context": "sake", "origins": "a", "budget": {"max_items": -1}}
+        )
         assert bad.is_error and bad.content[0].text.startswith("HTTP 422: ")
         assert bad.structured_content is not None and bad.structured_content["code"] == "malformed_request"
-        expected = http_tool_call(server, "assemble_evidence", {"context": "sake", "origins": "a",
-                                                                "budget": {"max_items": -1}}, "rtok")
-        assert without_time(bad.content[0].text.removeprefix("HTTP 422: ")) == \
-            without_time(expected["content"][0]["text"].removeprefix("HTTP 422: "))
+        expected = http_tool_call(
+            server, "assemble_evidence", {"context": "sake", "origins": "a", "budget": {"max_items": -1}}, "rtok"
+        )
+        assert without_time(bad.content[0].text.removeprefix("HTTP 422: ")) == without_time(
+            expected["content"][0]["text"].removeprefix("HTTP 422: ")
+        )
 
         unknown = await client.call_tool("no_such_tool", {})
         assert unknown.is_error and unknown.content[0].text == "unknown tool 'no_such_tool'"
@@ -195,21 +231,49 @@ async def test_unreachable_server_and_bad_token(server: RunningServer) -> None:
 def test_raw_framing(server: RunningServer) -> None:
     """Line-level behaviour the SDK client never exercises: refusals, blank lines, stdout holds frames only."""
     lines = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        "nope", "", [{"jsonrpc": "2.0", "id": 9, "method": "ping"}], {"jsonrpc": "1.0", "id": 7, "method": "ping"},
-        b"\xff\xfe", "x" * 300,
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "assemble_evidence", "arguments": {"context": "sake", "origins": "青嶺酒造"}}},
+        "nope",
+        "",
+        [{"jsonrpc": "2.0", "id": 9, "method": "ping"}],
+        {"jsonrpc": "1.0", "id": 7, "method": "ping"},
+        b"\xff\xfe",
+        "x" * 300,
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "assemble_evidence", "arguments": {"context": "sake", "origins": "青嶺酒造"}},
+        },
     ]
-    payload = b"".join((line if isinstance(line, bytes) else
-                        (line if isinstance(line, str) else json.dumps(line, ensure_ascii=False)).encode()) + b"\n"
-                       for line in lines)
+    payload = b"".join(
+        (
+            line
+            if isinstance(line, bytes)
+            else (line if isinstance(line, str) else json.dumps(line, ensure_ascii=False)).encode()
+        )
+        + b"\n"
+        for line in lines
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
     env.update(TAGURU_URL=server.url, PYTHONPATH=str(ROOT), TAGURU_MCP_MAX_LINE_BYTES="256")
-    proc = subprocess.Popen([PYTHON, "-m", "taguru_server.cli", "mcp"], cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "taguru_server.cli", "mcp"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(payload)
     proc.stdin.flush()
@@ -226,12 +290,14 @@ def test_raw_framing(server: RunningServer) -> None:
         replies.setdefault(reply.get("id"), []).append(reply)
     assert replies[1][0]["result"]["serverInfo"]["name"] == "taguru"
     refusals = sorted((r["error"]["code"], r["error"]["message"]) for r in replies[None])
-    assert refusals == sorted([
-        (-32700, "line is not JSON"),
-        (-32600, "batch messages are not part of MCP; send one message per line"),
-        (-32700, "line is not UTF-8"),
-        (-32700, "line exceeds the 256-byte frame cap"),
-    ])
+    assert refusals == sorted(
+        [
+            (-32700, "line is not JSON"),
+            (-32600, "batch messages are not part of MCP; send one message per line"),
+            (-32700, "line is not UTF-8"),
+            (-32700, "line exceeds the 256-byte frame cap"),
+        ]
+    )
     assert replies[7][0]["error"] == {"code": -32600, "message": 'not a JSON-RPC 2.0 message (jsonrpc must be "2.0")'}
     # no token against a server with auth on: the routed call comes back as the server's 401
     assert replies[2][0]["result"]["isError"] is True

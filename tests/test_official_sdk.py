@@ -11,16 +11,24 @@ import dataclasses
 import json
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
-
 import taguru
 from taguru import (
-    AsyncTaguru, AuthenticationError, ConflictError, EvidencePackage, NotFoundError, PayloadTooLargeError,
-    PermissionDeniedError, Taguru, TransportError, ValidationError,
+    AsyncTaguru,
+    AuthenticationError,
+    ConflictError,
+    EvidencePackage,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    Taguru,
+    TransportError,
+    ValidationError,
 )
 from taguru._decode import decode
 from taguru.testing import SpawnedServer
@@ -57,11 +65,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpawnedServer]:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpawnedServer]:
     tmp = tmp_path_factory.mktemp("sdk-auth")
-    spawned = SpawnedServer(server_binary(tmp), tmp / "data", {
-        "TAGURU_API_TOKENS": "boss:atok,reader:rtok",
-        "TAGURU_KEY_SCOPES": json.dumps({"reader": {"role": "read", "contexts": ["shared"]}}),
-        "TAGURU_MAX_BODY_BYTES": "4096",
-    })
+    spawned = SpawnedServer(
+        server_binary(tmp),
+        tmp / "data",
+        {
+            "TAGURU_API_TOKENS": "boss:atok,reader:rtok",
+            "TAGURU_KEY_SCOPES": json.dumps({"reader": {"role": "read", "contexts": ["shared"]}}),
+            "TAGURU_MAX_BODY_BYTES": "4096",
+        },
+    )
     try:
         yield spawned
     finally:
@@ -83,14 +95,34 @@ def corpus(server: SpawnedServer) -> str:
             dates={"docs/kura.md": 1_000_000, "docs/notes.md": 2_000_000},
         )
         assert (stored.stored, stored.questions_stored, stored.sections_stored, stored.locators_stored) == (2, 1, 1, 1)
-        applied = ctx.add_associations([
-            {"subject": "青嶺酒造", "label": "杜氏", "object": "高瀬", "weight": 1.0, "source": "docs/kura.md",
-             "paragraph": 1},
-            {"subject": "青嶺酒造", "label": "所在地", "object": "霧沢町", "weight": 1.0, "source": "docs/kura.md",
-             "paragraph": 0},
-            {"subject": "高瀬", "label": "流派", "object": "南部杜氏", "weight": 0.5, "source": "docs/notes.md",
-             "paragraph": 0},
-        ])
+        applied = ctx.add_associations(
+            [
+                {
+                    "subject": "青嶺酒造",
+                    "label": "杜氏",
+                    "object": "高瀬",
+                    "weight": 1.0,
+                    "source": "docs/kura.md",
+                    "paragraph": 1,
+                },
+                {
+                    "subject": "青嶺酒造",
+                    "label": "所在地",
+                    "object": "霧沢町",
+                    "weight": 1.0,
+                    "source": "docs/kura.md",
+                    "paragraph": 0,
+                },
+                {
+                    "subject": "高瀬",
+                    "label": "流派",
+                    "object": "南部杜氏",
+                    "weight": 0.5,
+                    "source": "docs/notes.md",
+                    "paragraph": 0,
+                },
+            ]
+        )
         assert applied.applied == 3 and applied.issues == [] and applied.schema_violations == 0
         assert ctx.add_aliases(concepts={"Aomine": "青嶺酒造"}, labels={"brewer": "杜氏"}) == 2
     return CORPUS
@@ -193,8 +225,9 @@ def test_passages_and_citations(server: SpawnedServer, corpus: str) -> None:
 
 def test_retrieve_loop(server: SpawnedServer, corpus: str) -> None:
     with Taguru(server.base_url, api_key="") as client:
-        result = client.context(corpus).retrieve(["Aomine"], labels=["杜氏"], text_fallback_query="杜氏は高瀬",
-                                                 text_fallback_only_if_empty=False)
+        result = client.context(corpus).retrieve(
+            ["Aomine"], labels=["杜氏"], text_fallback_query="杜氏は高瀬", text_fallback_only_if_empty=False
+        )
         assert result.resolved["Aomine"][0].name == "青嶺酒造"
         assert ("青嶺酒造", "杜氏", "高瀬") in {(a.subject, a.label, a.object) for a in result.associations}
         assert result.citations[("docs/kura.md", 1)].text.startswith("杜氏は高瀬である。")
@@ -206,7 +239,8 @@ def test_writes_and_removals(server: SpawnedServer) -> None:
         assert client.contexts.create("scratch", pinned=False, dice_floor=0.4) is True
         ctx = client.context("scratch")
         batched = ctx.add_associations_batched(
-            [{"subject": f"s{i}", "label": "rel", "object": "o", "weight": 1.0} for i in range(5)], chunk_size=2)
+            [{"subject": f"s{i}", "label": "rel", "object": "o", "weight": 1.0} for i in range(5)], chunk_size=2
+        )
         assert (batched.applied, batched.chunks) == (5, 3)
         assert ctx.add_aliases(concepts={"first": "s0", "second": "s1"}) == 2
         assert ctx.add_aliases(concepts={"first": "s0"}) == 1  # an identical re-registration is a no-op success
@@ -239,26 +273,32 @@ def test_import_and_pagination(server: SpawnedServer) -> None:
     with Taguru(server.base_url, api_key="") as client:
         imported = client.import_batches(load_fixture("http", "import")["request"])
         assert [(b.context, b.source, b.created, b.associations, b.locators_stored) for b in imported.batches] == [
-            ("corpus-f", "doc.md", True, 1, 1)]
+            ("corpus-f", "doc.md", True, 1, 1)
+        ]
         assert imported.groups == [] and imported.issues == []
         reimport = client.import_batches(
             '{"taguru_batch": 1, "context": "corpus-f", "source": "doc.md"}\n'
-            '{"subject": "alpha", "label": "connects_to", "object": "gamma", "weight": 1.0}\n')
+            '{"subject": "alpha", "label": "connects_to", "object": "gamma", "weight": 1.0}\n'
+        )
         assert reimport.batches[0].retracted == 1 and not reimport.batches[0].created  # retract-then-apply
         with pytest.raises(ValidationError) as refused:
             client.import_batches("not json\n")
         assert refused.value.code == "malformed_request"
 
         ctx = client.context("corpus-f")
-        ctx.add_associations([{"subject": "alpha", "label": f"rel{i}", "object": "beta", "weight": float(i + 1)}
-                              for i in range(3)])
+        ctx.add_associations(
+            [{"subject": "alpha", "label": f"rel{i}", "object": "beta", "weight": float(i + 1)} for i in range(3)]
+        )
         everything = ctx.recall("alpha")
         assert everything.total >= 4 and len(everything.matches) == everything.total
         first = ctx.recall("alpha", limit=2)
         assert first.total == everything.total and first.matches == everything.matches[:2]
         last = first.matches[-1]
-        rest = ctx.recall("alpha", limit=1000, after={"weight": last.weight, "subject": last.subject,
-                                                       "label": last.label, "object": last.object})
+        rest = ctx.recall(
+            "alpha",
+            limit=1000,
+            after={"weight": last.weight, "subject": last.subject, "label": last.label, "object": last.object},
+        )
         assert rest.total == everything.total and first.matches + rest.matches == everything.matches
         assert list(ctx.iter_labels(limit=2)) == ["connects_to", "rel0", "rel1", "rel2"]
         assert ctx.list_labels(prefix="rel", limit=1).total == 3
@@ -276,10 +316,18 @@ def seed_communities(client: Taguru) -> None:
     assert revision is not None
     client.contexts.create("corpus-d::communities")
     artifact = client.context("corpus-d::communities")
-    artifact.store_passages({"communities:manifest": manifest_text(dataclasses.asdict(revision)),
-                             "community:L0-0": "この共同体のテーマは酒造りの歴史です。"})
-    artifact.add_associations([{"label": "contains", "object": "a1", "subject": "community:L0-0", "weight": 6.0},
-                               {"label": "contains", "object": "a2", "subject": "community:L0-0", "weight": 4.0}])
+    artifact.store_passages(
+        {
+            "communities:manifest": manifest_text(dataclasses.asdict(revision)),
+            "community:L0-0": "この共同体のテーマは酒造りの歴史です。",
+        }
+    )
+    artifact.add_associations(
+        [
+            {"label": "contains", "object": "a1", "subject": "community:L0-0", "weight": 6.0},
+            {"label": "contains", "object": "a2", "subject": "community:L0-0", "weight": 4.0},
+        ]
+    )
 
 
 def test_search_communities(server: SpawnedServer) -> None:
@@ -297,8 +345,9 @@ def test_search_communities(server: SpawnedServer) -> None:
         with pytest.raises(NotFoundError) as missing:
             client.context(CORPUS).search_communities("anything")
         assert missing.value.code == "no_context"
-        package = client.context("corpus-d").assemble_evidence("a1", include_communities=True,
-                                                                text_fallback_query="酒造りの歴史")
+        package = client.context("corpus-d").assemble_evidence(
+            "a1", include_communities=True, text_fallback_query="酒造りの歴史"
+        )
         assert package.plan.lanes.communities.ran is True
         assert "community" in {item.kind for item in package.items}
 
@@ -316,8 +365,12 @@ def test_assemble_evidence_sync(server: SpawnedServer, corpus: str) -> None:
         ctx = client.context(corpus)
         package = ctx.assemble_evidence(["Aomine"], labels="杜氏", text_fallback_query="霧沢町は雪深い")
         assert isinstance(package, EvidencePackage)
-        assert package == decode(EvidencePackage, raw_evidence(server, corpus, {
-            "origins": ["Aomine"], "labels": ["杜氏"], "text_fallback_query": "霧沢町は雪深い"}))
+        assert package == decode(
+            EvidencePackage,
+            raw_evidence(
+                server, corpus, {"origins": ["Aomine"], "labels": ["杜氏"], "text_fallback_query": "霧沢町は雪深い"}
+            ),
+        )
         assert package.items and package.citations
         assert package.budget.limits.max_items == 40 and package.budget.limits.max_bytes == 65536
         assert package.budget.items_used == len(package.items)
@@ -347,8 +400,9 @@ def test_assemble_evidence_sync(server: SpawnedServer, corpus: str) -> None:
         # rerank requests degrade deterministically with a reason (no reranker configured)
         reranked = ctx.assemble_evidence("青嶺酒造", rerank={"model": "any-model"})
         assert reranked.plan.reranker.ran is False and reranked.plan.reranker.reason == "not_configured"
-        assert [i.candidate_id for i in reranked.items] == [i.candidate_id for i in
-                                                            ctx.assemble_evidence("青嶺酒造").items]
+        assert [i.candidate_id for i in reranked.items] == [
+            i.candidate_id for i in ctx.assemble_evidence("青嶺酒造").items
+        ]
         assert ctx.assemble_evidence("青嶺酒造", rerank={}).plan.reranker.reason == "not_configured"
 
         # communities requested with no artifact: a degrade, never a refusal
@@ -361,14 +415,34 @@ def test_assemble_evidence_contradictions(server: SpawnedServer) -> None:
     with Taguru(server.base_url, api_key="") as client:
         client.contexts.create("contradiction-corpus")
         ctx = client.context("contradiction-corpus")
-        ctx.store_passages({"s1.md": "猫は哺乳類である。", "s2.md": "猫は爬虫類だと主張する文献もある。"},
-                           locators={"s1.md": [{"paragraph": 0, "locator": {"kind": "page", "value": "1"}}]})
-        ctx.add_associations([
-            {"label": "is_a", "object": "哺乳類", "paragraph": 0, "source": "s1.md", "subject": "猫", "weight": 1.0},
-            {"label": "is_a", "object": "爬虫類", "paragraph": 0, "source": "s2.md", "subject": "猫", "weight": 1.0}])
+        ctx.store_passages(
+            {"s1.md": "猫は哺乳類である。", "s2.md": "猫は爬虫類だと主張する文献もある。"},
+            locators={"s1.md": [{"paragraph": 0, "locator": {"kind": "page", "value": "1"}}]},
+        )
+        ctx.add_associations(
+            [
+                {
+                    "label": "is_a",
+                    "object": "哺乳類",
+                    "paragraph": 0,
+                    "source": "s1.md",
+                    "subject": "猫",
+                    "weight": 1.0,
+                },
+                {
+                    "label": "is_a",
+                    "object": "爬虫類",
+                    "paragraph": 0,
+                    "source": "s2.md",
+                    "subject": "猫",
+                    "weight": 1.0,
+                },
+            ]
+        )
         package = ctx.assemble_evidence("猫", labels="is_a")
-        assert package == decode(EvidencePackage, raw_evidence(server, "contradiction-corpus",
-                                                               {"origins": ["猫"], "labels": ["is_a"]}))
+        assert package == decode(
+            EvidencePackage, raw_evidence(server, "contradiction-corpus", {"origins": ["猫"], "labels": ["is_a"]})
+        )
         grouped = [item for item in package.items if item.contradicts]
         assert len(grouped) == 2 and package.plan.selection.contradiction_groups == 1
         ids = {item.candidate_id for item in grouped}
@@ -387,14 +461,20 @@ def test_assemble_evidence_errors(server: SpawnedServer, corpus: str) -> None:
         with pytest.raises(ValidationError) as over:
             ctx.assemble_evidence([f"o{i}" for i in range(1001)])
         assert over.value.status == 400 and over.value.code == "over_limit"
-        assert over.value.message == ("origins carries 1001 items, past the per-request limit of 1000; "
-                                      "split the request")
+        assert over.value.message == (
+            "origins carries 1001 items, past the per-request limit of 1000; split the request"
+        )
         with pytest.raises(ValidationError) as labels:
             ctx.assemble_evidence("a", labels=[f"l{i}" for i in range(1001)])
         assert labels.value.code == "over_limit"
         # the SDK does no validation: a mistyped budget or rerank reaches the server's 422
-        for kwargs in ({"budget": {"max_items": -1}}, {"budget": {"max_bytes": "big"}}, {"rerank": {"model": 7}},
-                       {"search_limit": 1.5}, {"activate_decay": "fast"}):
+        for kwargs in (
+            {"budget": {"max_items": -1}},
+            {"budget": {"max_bytes": "big"}},
+            {"rerank": {"model": 7}},
+            {"search_limit": 1.5},
+            {"activate_decay": "fast"},
+        ):
             with pytest.raises(ValidationError) as bad:
                 ctx.assemble_evidence("a", **kwargs)
             assert bad.value.status == 422 and bad.value.code == "malformed_request"
@@ -420,8 +500,10 @@ def test_auth_scope_and_body_cap(secured: SpawnedServer) -> None:
         assert no_grant.value.message == "key 'reader' has no grant on context 'private'"
         with pytest.raises(PermissionDeniedError) as artifact:
             reader.context("shared").assemble_evidence("a", include_communities=True)
-        assert artifact.value.message == ("this key's scope does not extend to the artifact context "
-                                          "'shared::communities' — grant it alongside 'shared'")
+        assert artifact.value.message == (
+            "this key's scope does not extend to the artifact context "
+            "'shared::communities' — grant it alongside 'shared'"
+        )
         with pytest.raises(PermissionDeniedError) as role:
             reader.context("shared").add_associations([{"subject": "x", "label": "r", "object": "y", "weight": 1}])
         assert role.value.code == "forbidden"
@@ -444,8 +526,9 @@ async def test_assemble_evidence_async(server: SpawnedServer, corpus: str) -> No
             ctx.assemble_evidence("青嶺酒造", budget={"max_items": 1}, rerank={"model": "m"}),
             ctx.resolve("Aomine"),
         )
-        assert package == decode(EvidencePackage, raw_evidence(server, corpus, {"origins": ["Aomine"],
-                                                                                 "labels": ["杜氏"]}))
+        assert package == decode(
+            EvidencePackage, raw_evidence(server, corpus, {"origins": ["Aomine"], "labels": ["杜氏"]})
+        )
         assert len(one.items) == 1 and one.omitted_total >= 1 and one.plan.reranker.reason
         assert top[0].name == "青嶺酒造"
         hits = await ctx.search_passages("杜氏")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import Client
+
 from taguru_server.server.app import ROUTES
 from taguru_server.server.schemas import EVIDENCE, ROUTE_SHAPES
 
@@ -18,7 +18,8 @@ async def test_document_covers_every_route(client: Client) -> None:
     assert set(ROUTE_SHAPES) >= {(m, t) for m, t, _h, _r in ROUTES}
     evidence = doc["paths"]["/contexts/{name}/evidence"]["post"]
     assert evidence["requestBody"]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/EvidenceRequest"}
+        "$ref": "#/components/schemas/EvidenceRequest"
+    }
     assert doc["components"]["schemas"]["EvidenceRequest"]["required"] == ["origins"]
 
 

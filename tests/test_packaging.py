@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -25,9 +26,20 @@ def test_version_flag_prints_the_installed_version(capsys: pytest.CaptureFixture
 @pytest.mark.slow
 def test_wheel_holds_only_the_namespace(tmp_path: Path) -> None:
     """A plain (non-editable) build puts nothing generic such as `server` or `evaluate` at the top."""
+    source = tmp_path / "src"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".*", "build", "data", "node_modules", "tests", "bench", "clients", "*.egg-info", "__pycache__"
+        ),
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     (wheel,) = tmp_path.glob("taguru_server-*.whl")
     with zipfile.ZipFile(wheel) as archive:
@@ -45,7 +57,14 @@ def test_wheel_holds_only_the_namespace(tmp_path: Path) -> None:
 def test_mcp_bridge_ends_quietly_on_empty_stdin(tmp_path: Path) -> None:
     """No server and nothing on stdin: the bridge exits 0 without a traceback."""
     env = {"PATH": "/usr/bin:/bin", "TAGURU_URL": "http://127.0.0.1:9", "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "taguru_server.cli", "mcp"], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "taguru_server.cli", "mcp"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert done.returncode == 0
     assert "Traceback" not in done.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import Client, exact, load_fixture, normalize
 from reference_setups import seed_communities_artifact
 
@@ -20,8 +19,11 @@ async def test_communities_search_fixture(client: Client) -> None:
 @pytest.mark.anyio
 async def test_evidence_reads_the_seeded_artifact(client: Client) -> None:
     await seed_communities_artifact(client)
-    body = await client.ok("POST", "/contexts/corpus-d/evidence",
-                           {"origins": ["a1"], "include_communities": True, "text_fallback_query": "酒造りの歴史"})
+    body = await client.ok(
+        "POST",
+        "/contexts/corpus-d/evidence",
+        {"origins": ["a1"], "include_communities": True, "text_fallback_query": "酒造りの歴史"},
+    )
     result = body["result"]
     assert result["plan"]["lanes"]["communities"] == {"ran": True}
     community = [i for i in result["items"] if i["kind"] == "community"]
@@ -34,8 +36,9 @@ async def test_evidence_reads_the_seeded_artifact(client: Client) -> None:
 @pytest.mark.anyio
 async def test_stale_artifact_is_reported(client: Client) -> None:
     await seed_communities_artifact(client)
-    await client.ok("POST", "/contexts/corpus-d/associations",
-                    [{"label": "近い", "object": "a3", "subject": "a1", "weight": 1.0}])
+    await client.ok(
+        "POST", "/contexts/corpus-d/associations", [{"label": "近い", "object": "a3", "subject": "a1", "weight": 1.0}]
+    )
     body = await client.ok("POST", "/contexts/corpus-d/communities/search", {"query": "酒造り"})
     assert body["result"]["stale"] is True
     assert body["result"]["revision"] == {"recorded_graph": 1, "current_graph": 2}
@@ -46,8 +49,10 @@ async def test_missing_manifest_degrades_evidence_and_refuses_search(client: Cli
     await client.ok("PUT", "/contexts/c", content_type=None)
     await client.ok("PUT", "/contexts/c::communities", content_type=None)
     body = await client.ok("POST", "/contexts/c/evidence", {"origins": [], "include_communities": True})
-    reason = ("context 'c::communities' holds no 'communities:manifest' record — run `taguru communities` "
-              "to (re)build the artifact")
+    reason = (
+        "context 'c::communities' holds no 'communities:manifest' record — run `taguru communities` "
+        "to (re)build the artifact"
+    )
     assert body["result"]["plan"]["lanes"]["communities"] == {"ran": False, "reason": reason}
     status, parsed, _h = await client.call("POST", "/contexts/c/communities/search", {"query": "x"})
     assert (status, parsed["code"], parsed["error"]) == (404, "no_context", reason)
@@ -57,8 +62,11 @@ async def test_missing_manifest_degrades_evidence_and_refuses_search(client: Cli
 async def test_foreign_manifest_is_a_conflict(client: Client) -> None:
     await client.ok("PUT", "/contexts/c", content_type=None)
     await client.ok("PUT", "/contexts/c::communities", content_type=None)
-    await client.ok("POST", "/contexts/c::communities/sources",
-                    {"passages": {"communities:manifest": '{"source_context":"other","algorithm":"louvain-cc/1"}'}})
+    await client.ok(
+        "POST",
+        "/contexts/c::communities/sources",
+        {"passages": {"communities:manifest": '{"source_context":"other","algorithm":"louvain-cc/1"}'}},
+    )
     status, parsed, _h = await client.call("POST", "/contexts/c/evidence", {"origins": [], "include_communities": True})
     assert (status, parsed["code"]) == (409, "conflict")
     assert parsed["error"] == "artifact 'c::communities' was derived from 'other', not 'c'"

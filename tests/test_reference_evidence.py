@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import exact, load_fixture, normalize, start_client
 from reference_setups import EVIDENCE_SETUPS, SETUP_TOKENS
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import Client, exact, load_fixture, normalize
 
 
 async def rpc(client: Client, method: str, params: dict, rid=1):
-    status, body, _h = await client.call("POST", "/mcp", {"id": rid, "jsonrpc": "2.0", "method": method,
-                                                          "params": params})
+    status, body, _h = await client.call(
+        "POST", "/mcp", {"id": rid, "jsonrpc": "2.0", "method": method, "params": params}
+    )
     assert status == 200, body
     return body["result"]
 
@@ -38,8 +38,9 @@ async def test_tool_schema(client: Client) -> None:
 async def test_tool_call(client: Client) -> None:
     fixture = load_fixture("mcp", "assemble_evidence_call")
     await client.ok("PUT", "/contexts/mcp-corpus", content_type=None)
-    await client.ok("POST", "/contexts/mcp-corpus/associations",
-                    [{"label": "rel", "object": "b", "subject": "a", "weight": 1.0}])
+    await client.ok(
+        "POST", "/contexts/mcp-corpus/associations", [{"label": "rel", "object": "b", "subject": "a", "weight": 1.0}]
+    )
     result = await rpc(client, "tools/call", {"arguments": fixture["request"], "name": "assemble_evidence"})
     assert exact(_normalize_result(result)) == exact(_normalize_result(fixture["response"]))
     direct = await client.ok("POST", "/contexts/mcp-corpus/evidence", {"origins": ["a"]})

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import Client, exact, load_fixture, normalize
 from reference_setups import SETUPS, recorded
 
 SUBSTRATE_FIXTURES = [
-    "version", "health", "recall", "contexts_list", "activate", "sources_search", "store_passages", "import",
-    "aliases_register", "aliases_list", "aliases_remove", "import_refusal_durable_prefix", "associations_store",
+    "version",
+    "health",
+    "recall",
+    "contexts_list",
+    "activate",
+    "sources_search",
+    "store_passages",
+    "import",
+    "aliases_register",
+    "aliases_list",
+    "aliases_remove",
+    "import_refusal_durable_prefix",
+    "associations_store",
     "labels",
 ]
 

@@ -11,9 +11,9 @@ import pytest
 import structlog
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
-
 from conftest import Client
 from fake_reranker import FakeReranker
+
 from taguru_server.server.app import build_app
 from taguru_server.server.reranker import RerankSettings
 from taguru_server.stages.model import RerankVerdict
@@ -38,13 +38,26 @@ class Clock:
 async def _seed(client: Client) -> None:
     await client.ok("PUT", "/contexts/sake", content_type=None)
     await client.ok("POST", "/contexts/sake/sources", {"passages": PASSAGES})
-    await client.ok("POST", "/contexts/sake/associations", [
-        {"subject": "青嶺酒造", "label": "杜氏", "object": "高瀬", "weight": 1.0, "source": "a.md", "paragraph": 0},
-        {"subject": "青嶺酒造", "label": "銘柄", "object": "霧の雫", "weight": 2.0, "source": "b.md", "paragraph": 0}])
+    await client.ok(
+        "POST",
+        "/contexts/sake/associations",
+        [
+            {"subject": "青嶺酒造", "label": "杜氏", "object": "高瀬", "weight": 1.0, "source": "a.md", "paragraph": 0},
+            {
+                "subject": "青嶺酒造",
+                "label": "銘柄",
+                "object": "霧の雫",
+                "weight": 2.0,
+                "source": "b.md",
+                "paragraph": 0,
+            },
+        ],
+    )
 
 
-async def _start(tmp_path, fake: FakeReranker | None, clock: Any = None, timeout: int = 5, url: str | None = None,
-                 **env: str):
+async def _start(
+    tmp_path, fake: FakeReranker | None, clock: Any = None, timeout: int = 5, url: str | None = None, **env: str
+):
     from taguru_server.server.config import load_settings
 
     provider = None
@@ -105,18 +118,21 @@ async def test_good_provider_reorders_admission_not_membership(tmp_path) -> None
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("mode", "reason", "hits"), [
-    ("status500", "provider_error", 2),
-    ("status503", "provider_error", 2),
-    ("status429", "provider_error", 2),
-    ("status404", "provider_error", 1),
-    ("garbage", "provider_error", 1),
-    ("no_results", "provider_error", 1),
-    ("float_index", "provider_error", 1),
-    ("oversize", "provider_error", 1),
-    ("wrong_length", "invalid_permutation", 1),
-    ("repeated_index", "invalid_permutation", 1),
-])
+@pytest.mark.parametrize(
+    ("mode", "reason", "hits"),
+    [
+        ("status500", "provider_error", 2),
+        ("status503", "provider_error", 2),
+        ("status429", "provider_error", 2),
+        ("status404", "provider_error", 1),
+        ("garbage", "provider_error", 1),
+        ("no_results", "provider_error", 1),
+        ("float_index", "provider_error", 1),
+        ("oversize", "provider_error", 1),
+        ("wrong_length", "invalid_permutation", 1),
+        ("repeated_index", "invalid_permutation", 1),
+    ],
+)
 async def test_every_fault_mode_degrades_to_the_deterministic_package(tmp_path, mode, reason, hits) -> None:
     fake = FakeReranker(mode)
     client, close = await _start(tmp_path, fake)
@@ -271,11 +287,11 @@ class RandomPermutations:
 
 
 def test_invariants_hold_with_random_permutations() -> None:
+    from stage_support import memory_registry, services
     from test_evidence_properties import check_invariants, random_corpus, random_request
 
     from taguru_server.pipeline import run_graph
     from taguru_server.server.evidence import GRAPH
-    from stage_support import memory_registry, services
     from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES
 
     for seed in range(120):

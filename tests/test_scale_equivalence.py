@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from taguru_server.store import lanes
-from taguru_server.store.context import CONCEPT, LABEL, Context, Meta
+from taguru_server.store.context import CONCEPT, Context, Meta
 from taguru_server.store.text import bigrams, bulk_term_counts, normalize, query_terms, split_paragraphs, terms
 
 # ----- alphabets for random text ----------------------------------------------------------
@@ -51,7 +51,7 @@ text_strategy = st.lists(st.sampled_from(ALPHABET), max_size=40).map("".join)
 def _bulk_counters(docs: list[list[str]]) -> tuple[list[Counter], list[int]]:
     found, p_term, p_doc, p_tf, lens = bulk_term_counts(docs)
     out = [Counter() for _ in docs]
-    for t, d, tf in zip(p_term.tolist(), p_doc.tolist(), p_tf.tolist()):
+    for t, d, tf in zip(p_term.tolist(), p_doc.tolist(), p_tf.tolist(), strict=False):
         assert out[d][found[t]] == 0, "a (document, term) pair appears twice"
         out[d][found[t]] = int(tf)
     return out, lens.tolist()
@@ -61,7 +61,7 @@ def _bulk_counters(docs: list[list[str]]) -> tuple[list[Counter], list[int]]:
 @given(st.lists(st.lists(text_strategy, min_size=1, max_size=3), min_size=1, max_size=6))
 def test_bulk_tokenizer_matches_terms(docs: list[list[str]]) -> None:
     got, lens = _bulk_counters(docs)
-    for parts, counts, n in zip(docs, got, lens):
+    for parts, counts, n in zip(docs, got, lens, strict=False):
         ref = Counter(t for p in parts for t in terms(p))
         assert counts == ref
         assert n == sum(ref.values())
@@ -72,7 +72,7 @@ def test_bulk_tokenizer_seeded_corpora() -> None:
     for _round in range(40):
         docs = [[rand_text(rng, 60) for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(1, 30))]
         got, lens = _bulk_counters(docs)
-        for parts, counts, n in zip(docs, got, lens):
+        for parts, counts, n in zip(docs, got, lens, strict=False):
             ref = Counter(t for p in parts for t in terms(p))
             assert counts == ref and n == sum(ref.values())
 
@@ -133,8 +133,27 @@ def ours_search(ctx: Context, query: str, limit: int, tags: list[str] | None = N
     return [(h["source"], h["paragraph"], struct.pack("<f", h["score"])) for h in hits]
 
 
-WORDS = ["酒造", "杜氏", "霧沢", "青嶺酒造", "水", "米", "Brewery", "toji", "AppState", "蔵", "仕込み", "1852年",
-         "ｶﾀｶﾅ", "カタカナ", "の", "は", "sake", "SAKE", "river"]
+WORDS = [
+    "酒造",
+    "杜氏",
+    "霧沢",
+    "青嶺酒造",
+    "水",
+    "米",
+    "Brewery",
+    "toji",
+    "AppState",
+    "蔵",
+    "仕込み",
+    "1852年",
+    "ｶﾀｶﾅ",
+    "カタカナ",
+    "の",
+    "は",
+    "sake",
+    "SAKE",
+    "river",
+]
 
 
 def _random_passage(rng: random.Random) -> tuple[str, list[tuple[int, str]]]:
@@ -177,8 +196,10 @@ def test_bm25_top_k_matches_full_scoring(seed: int) -> None:
         limit = rng.choice([0, 1, 2, 3, 5, 10, 200])
         assert ours_search(ctx, query, limit) == reference_search(ctx, query, limit), (query, limit)
         docs, scores = ctx.bm25.search(query_terms(query))  # every hit, unordered
-        got = sorted((ctx.sources[ctx.bm25.doc_source[d]], ctx.bm25.doc_par[d], struct.pack("<f", sc))
-                     for d, sc in zip(docs.tolist(), scores.tolist()))
+        got = sorted(
+            (ctx.sources[ctx.bm25.doc_source[d]], ctx.bm25.doc_par[d], struct.pack("<f", sc))
+            for d, sc in zip(docs.tolist(), scores.tolist(), strict=False)
+        )
         assert got == sorted(reference_search(ctx, query, 10**9))
         tag = rng.choice(["a", "b"])
         allowed = {ctx.sources[sid] for sid, p in ctx.passages.items() if tag in p.tags}
@@ -263,8 +284,29 @@ class PlainLexicon:
         return [(r, s, k) for r, (s, k) in best.items()]
 
 
-SPELLING_PIECES = ["酒造", "青嶺", "霧沢", "川", "町", "Aomine", "Brewery", "brew", "kiri", "sawa", " ", "ア", "あ",
-                   "ｱ", "高瀬", "Takase", "ka", "ki", "a", "ー", "Σ"]
+SPELLING_PIECES = [
+    "酒造",
+    "青嶺",
+    "霧沢",
+    "川",
+    "町",
+    "Aomine",
+    "Brewery",
+    "brew",
+    "kiri",
+    "sawa",
+    " ",
+    "ア",
+    "あ",
+    "ｱ",
+    "高瀬",
+    "Takase",
+    "ka",
+    "ki",
+    "a",
+    "ー",
+    "Σ",
+]
 
 
 def _spelling(rng: random.Random) -> str:
@@ -392,8 +434,9 @@ def plain_activate(ctx: Context, origins: list[str], decay: float, limit: int) -
         while chain[-1] in parent:
             chain.append(parent[chain[-1]])
         chain.reverse()
-        matches.append({"strength": strength[e], "path": [ctx.concepts[c] for c in chain],
-                        "association": ctx.association_out(e)})
+        matches.append(
+            {"strength": strength[e], "path": [ctx.concepts[c] for c in chain], "association": ctx.association_out(e)}
+        )
     return {"total": len(strength), "matches": matches}
 
 
@@ -415,7 +458,7 @@ def _random_graph(rng: random.Random, n_concepts: int, n_assertions: int, hubs: 
     ctx = Context(1, "g", Meta())
     names = [f"c{i}" for i in range(n_concepts)]
     labels = ["l0", "l1", "l2"]
-    for i in range(n_assertions):
+    for _i in range(n_assertions):
         if hubs and rng.random() < 0.4:
             s = names[rng.randrange(hubs)]
         else:
@@ -564,7 +607,7 @@ ASSOC_VARIANTS = [
     '{ "subject" : "a" ,\t"label":"b","object":"c","weight":5E-1 }',
     '{"label": "b", "subject": "a", "object": "c", "weight": 0.5}',
     '\ufeff{"subject": "a", "label": "b", "object": "c", "weight": 0.5}',
-    '[1, 2]',
+    "[1, 2]",
     '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": null}',
     '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 9999999999}',
     '{"subject": "a", "label": "b", "object": "c", "weight": 0.5, "paragraph": 12}\r',
@@ -609,7 +652,9 @@ def test_activate_after_scoring_closes(seed: int) -> None:
 
 # ----- paragraph split: fast path vs the line walk of §2.6 ----------------------------------
 
-_WS = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u2028\u2029\u202f\u205f\u3000"
+_WS = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def plain_split(text: str) -> list[str]:
@@ -634,8 +679,14 @@ def plain_split(text: str) -> list[str]:
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.lists(st.sampled_from(["a", "字", "\n", "\n", "\n\n", " ", "\t", "\r", "\u3000", "\x0b", "\x85", "\u2028",
-                                 "\x1c", "b c"]), max_size=30).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["a", "字", "\n", "\n", "\n\n", " ", "\t", "\r", "\u3000", "\x0b", "\x85", "\u2028", "\x1c", "b c"]
+        ),
+        max_size=30,
+    ).map("".join)
+)
 def test_split_paragraphs_fast_path(text: str) -> None:
     assert split_paragraphs(text) == plain_split(text)
 
@@ -660,12 +711,14 @@ def plain_camel(raw: str) -> list[str]:
                     starts.append(i)
         if len(starts) >= 2:
             bounds = starts + [len(run)]
-            out.extend(run[a:b].lower() for a, b in zip(bounds, bounds[1:]))
+            out.extend(run[a:b].lower() for a, b in zip(bounds, bounds[1:], strict=False))
     return out
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.sampled_from(list("aAbBzZ09 -_éＡｂ１") + ["HTTP", "Server", "U64", "Max"]), max_size=14).map("".join))
+@given(
+    st.lists(st.sampled_from(list("aAbBzZ09 -_éＡｂ１") + ["HTTP", "Server", "U64", "Max"]), max_size=14).map("".join)
+)
 def test_camel_pieces(raw: str) -> None:
     from taguru_server.store.text import camel_terms
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from stage_support import cand, fused, plain, request, run_stage
+
 from taguru_server.stages.accounting import cost, overhead, tokens
 from taguru_server.stages.budget import Budget, admit
 from taguru_server.stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, LaneResult, Unit
@@ -14,8 +14,19 @@ CITE = {("s.md", 0): {"text": "猫は哺乳類である。", "source": "s.md", "
 
 def _assoc(o, rank, locators=(("s.md", 0),)):
     payload = {"subject": "猫", "label": "is_a", "object": o, "weight": 1.0, "count": 1, "attributions": []}
-    return fused(cand("association", f"猫\x00is_a\x00{o}", "graph_activate", rank, payload=payload,
-                      locators=locators, corroborating=("s.md",), relation=("猫", "is_a")), rank)
+    return fused(
+        cand(
+            "association",
+            f"猫\x00is_a\x00{o}",
+            "graph_activate",
+            rank,
+            payload=payload,
+            locators=locators,
+            corroborating=("s.md",),
+            relation=("猫", "is_a"),
+        ),
+        rank,
+    )
 
 
 def _passage(i, text="x" * 10):
@@ -31,8 +42,10 @@ def test_token_estimator() -> None:
 @pytest.mark.anyio
 async def test_budget_admits_and_bills_shared_citation_once(snapshot) -> None:
     units = (Unit((_assoc("哺乳類", 1),)), Unit((_assoc("動物", 2),)), Unit((_passage(3),)))
-    out = await run_stage(Budget(), {REQUEST: request(max_items=40), TIERED: units, CITATIONS: LaneResult(CITE, True),
-                                     NEAR_DUP_OMITTED: ()})
+    out = await run_stage(
+        Budget(),
+        {REQUEST: request(max_items=40), TIERED: units, CITATIONS: LaneResult(CITE, True), NEAR_DUP_OMITTED: ()},
+    )
     sel = out.values[SELECTION]
     assert len(sel.items) == 3 and len(sel.citations) == 1
     assert sel.budget["items_used"] == 3
@@ -62,14 +75,18 @@ def test_contradiction_group_is_omitted_whole() -> None:
     assert sel.items == ()
     assert [o.reason for o in sel.omitted] == ["contradiction_group_exceeds_budget"] * 2
     sel = admit((group,), CITE, (), 2, 65536, 4000)
-    assert [i["contradicts"] for i in sel.items] == [["association\x00猫\x00is_a\x00爬虫類"],
-                                                    ["association\x00猫\x00is_a\x00哺乳類"]]
+    assert [i["contradicts"] for i in sel.items] == [
+        ["association\x00猫\x00is_a\x00爬虫類"],
+        ["association\x00猫\x00is_a\x00哺乳類"],
+    ]
 
 
 def test_citation_json_is_the_wire_serialization() -> None:
     from taguru_server.stages.budget import citation_entry, citation_json
     from taguru_server.store.wire import dumps
 
-    for citation in (CITE[("s.md", 0)], {"text": 'q"\\\n\x01é', "source": "s", "section": "章",
-                                          "locator": {"kind": "page", "value": "3"}}):
+    for citation in (
+        CITE[("s.md", 0)],
+        {"text": 'q"\\\n\x01é', "source": "s", "section": "章", "locator": {"kind": "page", "value": "3"}},
+    ):
         assert citation_json(("s.md", 7), citation) == dumps(citation_entry(("s.md", 7), citation))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from stage_support import cand, fused, plain, run_stage
+
 from taguru_server.stages.contradict import Contradict
 from taguru_server.stages.model import CONTRADICTION_GROUPS, REORDERED, UNITS
 

@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 import pytest
-
 from stage_support import cand, plain, run_stage
+
 from taguru_server.stages.dedup import Dedup
-from taguru_server.stages.model import ACTIVATE_HITS, COMMUNITY_HITS, DEDUP_DROPPED, GROUPS, PASSAGE_HITS, QUERY_HITS, LaneResult
+from taguru_server.stages.model import (
+    ACTIVATE_HITS,
+    COMMUNITY_HITS,
+    DEDUP_DROPPED,
+    GROUPS,
+    PASSAGE_HITS,
+    QUERY_HITS,
+    LaneResult,
+)
 
 
 @pytest.mark.anyio
 async def test_dedup_merges_exact_keys(snapshot) -> None:
     q = (cand("association", "a\x00r\x00b", "graph_query", 1, locators=(("x.md", 0),)),)
-    a = (cand("association", "a\x00r\x00b", "graph_activate", 1, locators=(("y.md", 2),)),
-         cand("association", "a\x00r\x00c", "graph_activate", 2))
+    a = (
+        cand("association", "a\x00r\x00b", "graph_activate", 1, locators=(("y.md", 2),)),
+        cand("association", "a\x00r\x00c", "graph_activate", 2),
+    )
     p = (cand("passage", "t\x00x.md\x000", "passage_bm25", 1),)
-    out = await run_stage(Dedup(), {QUERY_HITS: LaneResult(q, True), ACTIVATE_HITS: LaneResult(a, True),
-                                    PASSAGE_HITS: LaneResult(p, True), COMMUNITY_HITS: LaneResult((), False, "x")})
+    out = await run_stage(
+        Dedup(),
+        {
+            QUERY_HITS: LaneResult(q, True),
+            ACTIVATE_HITS: LaneResult(a, True),
+            PASSAGE_HITS: LaneResult(p, True),
+            COMMUNITY_HITS: LaneResult((), False, "x"),
+        },
+    )
     groups = out.values[GROUPS]
     assert out.values[DEDUP_DROPPED] == 1 and len(groups) == 3
     merged = groups[0]

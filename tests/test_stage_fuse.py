@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from stage_support import cand, plain, run_stage
+
 from taguru_server.stages.dedup import merge_duplicates
 from taguru_server.stages.fuse import Fuse
 from taguru_server.stages.model import GROUPS, RANKED

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import pytest
-
 from stage_support import cand, fused, plain, run_stage
+
 from taguru_server.stages.model import NEAR_DUP_OMITTED, RANKED, SURVIVORS
 from taguru_server.stages.near_dup import NearDup, bigram_set, dice
 
 
 def test_dice_examples() -> None:
-    d = dice(bigram_set("the quick brown fox jumps over the lazy dog"),
-             bigram_set("the quick brown fox jumps over the lazy dogs"))
+    d = dice(
+        bigram_set("the quick brown fox jumps over the lazy dog"),
+        bigram_set("the quick brown fox jumps over the lazy dogs"),
+    )
     assert round(d, 3) == 0.987
     assert dice(bigram_set("cats are independent animals"), bigram_set("quarterly revenue exceeded forecasts")) == 0.25
     assert dice(bigram_set("カタカナ テキスト"), bigram_set("かたかな てきすと")) == 1.0
@@ -22,9 +24,13 @@ def test_dice_examples() -> None:
 @pytest.mark.anyio
 async def test_near_dup_keeps_the_better_ranked(snapshot) -> None:
     ranked = (
-        fused(cand("passage", "t\x00a.md\x000", "passage_bm25", 1, text="the quick brown fox jumps over the lazy dog"), 1),
+        fused(
+            cand("passage", "t\x00a.md\x000", "passage_bm25", 1, text="the quick brown fox jumps over the lazy dog"), 1
+        ),
         fused(cand("association", "x\x00r\x00y", "graph_activate", 1, text="x r y"), 2),
-        fused(cand("passage", "t\x00b.md\x000", "passage_bm25", 2, text="the quick brown fox jumps over the lazy dogs"), 3),
+        fused(
+            cand("passage", "t\x00b.md\x000", "passage_bm25", 2, text="the quick brown fox jumps over the lazy dogs"), 3
+        ),
         fused(cand("passage", "t\x00c.md\x000", "passage_bm25", 3, text="an unrelated sentence"), 4),
     )
     out = await run_stage(NearDup(), {RANKED: ranked})
@@ -56,8 +62,9 @@ def test_bitset_path_equals_the_plain_rule() -> None:
     rng = random.Random(9)
     for _ in range(200):
         texts = ["".join(rng.choice("abcab ") for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 12))]
-        ranked = tuple(fused(cand("passage", f"t\x00{i}\x000", "passage_bm25", i + 1, text=t), i + 1)
-                       for i, t in enumerate(texts))
+        ranked = tuple(
+            fused(cand("passage", f"t\x00{i}\x000", "passage_bm25", i + 1, text=t), i + 1) for i, t in enumerate(texts)
+        )
         kept, dropped = suppress_near_duplicates(ranked)
         plain_kept: list = []
         plain_dropped = []

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from stage_support import make_context, plain, request, run_stage
+
 from taguru_server.stages.model import CONTEXT, PASSAGE_HITS, REQUEST
 from taguru_server.stages.passages import Passages
 
@@ -13,7 +13,9 @@ PASSAGES = {"a.md": "青嶺酒造は雲居県霧沢町の蔵元である。\n\n�
 
 @pytest.mark.anyio
 async def test_passage_candidates(snapshot) -> None:
-    out = await run_stage(Passages(), {REQUEST: request(origins=("青嶺酒造",)), CONTEXT: make_context(passages=PASSAGES)})
+    out = await run_stage(
+        Passages(), {REQUEST: request(origins=("青嶺酒造",)), CONTEXT: make_context(passages=PASSAGES)}
+    )
     hits = out.values[PASSAGE_HITS].value
     assert [h.candidate_id for h in hits] == ["passage\x00t\x00a.md\x000"]
     assert hits[0].lane == "passage_bm25"
@@ -21,10 +23,13 @@ async def test_passage_candidates(snapshot) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("req", "reason"), [
-    (request(origins=("x",), search_limit=0), "the requested limit is 0"),
-    (request(origins=(), query="。、"), "the query yields no searchable terms"),
-])
+@pytest.mark.parametrize(
+    ("req", "reason"),
+    [
+        (request(origins=("x",), search_limit=0), "the requested limit is 0"),
+        (request(origins=(), query="。、"), "the query yields no searchable terms"),
+    ],
+)
 async def test_passages_skips(req, reason) -> None:
     out = await run_stage(Passages(), {REQUEST: req, CONTEXT: make_context(passages=PASSAGES)})
     assert out.values[PASSAGE_HITS].plan() == {"ran": False, "reason": reason}

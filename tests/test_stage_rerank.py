@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import attrs
 import pytest
-
 from stage_support import cand, fused, plain, request, run_stage, services
+
 from taguru_server.stages.model import REORDERED, REQUEST, RERANK_PLAN, SERVICES, SURVIVORS, RerankVerdict
 from taguru_server.stages.rerank import Rerank
 
-POOL = tuple(fused(cand("passage", f"t\x00{i}.md\x000", "passage_bm25", i + 1, text=f"text {i}"), i + 1) for i in range(3))
+POOL = tuple(
+    fused(cand("passage", f"t\x00{i}.md\x000", "passage_bm25", i + 1, text=f"text {i}"), i + 1) for i in range(3)
+)
 
 
 @attrs.frozen
@@ -33,8 +35,9 @@ def _values(reranker, **req):
 async def test_rerank_not_requested_not_configured(snapshot) -> None:
     out = await run_stage(Rerank(), {REQUEST: request(origins=("q",)), SERVICES: services(), SURVIVORS: POOL})
     assert out.values[REORDERED] == POOL and out.values[RERANK_PLAN] == {"configured": False, "ran": False}
-    asked = await run_stage(Rerank(), {REQUEST: request(origins=("q",), rerank_requested=True), SERVICES: services(),
-                                       SURVIVORS: POOL})
+    asked = await run_stage(
+        Rerank(), {REQUEST: request(origins=("q",), rerank_requested=True), SERVICES: services(), SURVIVORS: POOL}
+    )
     assert asked.values[RERANK_PLAN] == {"configured": False, "ran": False, "reason": "not_configured"}
     assert plain([out, asked]) == snapshot
 
@@ -47,12 +50,15 @@ async def test_rerank_applies_a_permutation() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("stub", "req", "reason"), [
-    (Stub(), {"rerank_model": "other"}, "model_mismatch"),
-    (Stub(permutation=(0, 0, 1)), {}, "invalid_permutation"),
-    (Stub(permutation=(0, 1)), {}, "invalid_permutation"),
-    (Stub(permutation=None, reason="timeout"), {}, "timeout"),
-])
+@pytest.mark.parametrize(
+    ("stub", "req", "reason"),
+    [
+        (Stub(), {"rerank_model": "other"}, "model_mismatch"),
+        (Stub(permutation=(0, 0, 1)), {}, "invalid_permutation"),
+        (Stub(permutation=(0, 1)), {}, "invalid_permutation"),
+        (Stub(permutation=None, reason="timeout"), {}, "timeout"),
+    ],
+)
 async def test_rerank_degrades_keep_the_order(stub, req, reason) -> None:
     out = await run_stage(Rerank(), _values(stub, rerank_requested=True, **req))
     assert out.values[REORDERED] == POOL

@@ -3,23 +3,36 @@
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
-from multidict import CIMultiDict
-
 from conftest import Client, start_client
+from multidict import CIMultiDict
 from substrate_support import NO_ROUTE, assert_error, assert_ok, ctx_path, state
 
 pytestmark = pytest.mark.anyio
 
-TOKENS = {"admin": "tok-admin", "writer": "tok-writer", "reader": "tok-reader", "bot": "tok-bot",
-          "botread": "tok-botread", "botadmin": "tok-botadmin"}
-SCOPES = {"writer": "write", "reader": "read", "bot": {"role": "write", "contexts": ["sake"]},
-          "botread": {"role": "read", "contexts": ["sake", "shared"]},
-          "botadmin": {"role": "admin", "contexts": ["sake"]}}
-UNAUTHORIZED = {"status": "error", "code": "unauthorized",
-                "error": "missing or invalid bearer token (send Authorization: Bearer <token>)"}
+TOKENS = {
+    "admin": "tok-admin",
+    "writer": "tok-writer",
+    "reader": "tok-reader",
+    "bot": "tok-bot",
+    "botread": "tok-botread",
+    "botadmin": "tok-botadmin",
+}
+SCOPES = {
+    "writer": "write",
+    "reader": "read",
+    "bot": {"role": "write", "contexts": ["sake"]},
+    "botread": {"role": "read", "contexts": ["sake", "shared"]},
+    "botadmin": {"role": "admin", "contexts": ["sake"]},
+}
+UNAUTHORIZED = {
+    "status": "error",
+    "code": "unauthorized",
+    "error": "missing or invalid bearer token (send Authorization: Bearer <token>)",
+}
 
 ASSOC = [{"subject": "alpha", "label": "connects_to", "object": "beta", "weight": 1.0, "source": "doc.md"}]
 
@@ -77,8 +90,11 @@ async def auth_client(settings_factory) -> AsyncIterator[Client]:
         for name in ("sake", "other", "shared"):
             assert_ok(await client.call("PUT", ctx_path(name), token=TOKENS["admin"], content_type=None))
             assert_ok(await client.call("POST", ctx_path(name, "associations"), ASSOC, token=TOKENS["admin"]))
-            assert_ok(await client.call("POST", ctx_path(name, "sources"), {"passages": {"doc.md": "alpha beta"}},
-                                        token=TOKENS["admin"]))
+            assert_ok(
+                await client.call(
+                    "POST", ctx_path(name, "sources"), {"passages": {"doc.md": "alpha beta"}}, token=TOKENS["admin"]
+                )
+            )
         yield client
     finally:
         await session.close()
@@ -113,8 +129,9 @@ async def test_401_on_every_route_family(auth_client: Client) -> None:
             for name in ("sake", "ghost"):
                 assert_unauthorized(await call(auth_client, method, ctx_path(name, tail), body, token))
         assert_unauthorized(await call(auth_client, "GET", "/contexts", None, token))
-        assert_unauthorized(await auth_client.call("POST", "/import", raw=import_text(("sake", "x")),
-                                                   token=token, content_type=None))
+        assert_unauthorized(
+            await auth_client.call("POST", "/import", raw=import_text(("sake", "x")), token=token, content_type=None)
+        )
         # auth comes before routing: unknown paths and wrong methods are 401 too
         assert_unauthorized(await call(auth_client, "GET", "/nope", None, token))
         assert_unauthorized(await call(auth_client, "POST", "/contexts", None, token))
@@ -127,19 +144,22 @@ async def raw_headers(client: Client, method: str, path: str, headers: CIMultiDi
         return resp.status, body, dict(resp.headers)
 
 
-@pytest.mark.parametrize("value,ok", [
-    ("Bearer tok-reader", True),
-    ("bearer tok-reader", True),
-    ("BEARER    tok-reader", True),
-    ("bEaReR tok-reader", True),
-    ("Basic tok-reader", False),
-    ("Bearer", False),
-    ("Bearer ", False),
-    ("Bearertok-reader", False),
-    ("tok-reader", False),
-    ("Bearer tok-reader extra", False),
-    ("Bearer TOK-READER", False),
-])
+@pytest.mark.parametrize(
+    "value,ok",
+    [
+        ("Bearer tok-reader", True),
+        ("bearer tok-reader", True),
+        ("BEARER    tok-reader", True),
+        ("bEaReR tok-reader", True),
+        ("Basic tok-reader", False),
+        ("Bearer", False),
+        ("Bearer ", False),
+        ("Bearertok-reader", False),
+        ("tok-reader", False),
+        ("Bearer tok-reader extra", False),
+        ("Bearer TOK-READER", False),
+    ],
+)
 async def test_authorization_header_forms(auth_client: Client, value: str, ok: bool) -> None:
     resp = await raw_headers(auth_client, "GET", "/contexts", CIMultiDict([("Authorization", value)]))
     if ok:
@@ -173,16 +193,31 @@ async def test_read_key_reads_but_cannot_write(auth_client: Client) -> None:
             assert status == 200, (method, tail, parsed)
     for method, tail, role, body in WRITE_ROUTES + [r for r in CONTEXT_ROUTES if r[2] == "admin"]:
         for name in ("sake", "ghost"):
-            assert_error(await call(auth_client, method, ctx_path(name, tail), body, tok), 403, "forbidden",
-                         f"key 'reader' has role 'read', but {method} {template(tail)} needs '{role}'")
-    assert_error(await auth_client.call("POST", "/import", raw=import_text(("sake", "new")), token=tok,
-                                        content_type=None), 403, "forbidden",
-                 "key 'reader' has role 'read', but POST /import needs 'admin'")
+            assert_error(
+                await call(auth_client, method, ctx_path(name, tail), body, tok),
+                403,
+                "forbidden",
+                f"key 'reader' has role 'read', but {method} {template(tail)} needs '{role}'",
+            )
+    assert_error(
+        await auth_client.call("POST", "/import", raw=import_text(("sake", "new")), token=tok, content_type=None),
+        403,
+        "forbidden",
+        "key 'reader' has role 'read', but POST /import needs 'admin'",
+    )
     # unmatched routes need admin, and the template prints as <unmatched>
-    assert_error(await call(auth_client, "GET", "/nope", None, tok), 403, "forbidden",
-                 "key 'reader' has role 'read', but GET <unmatched> needs 'admin'")
-    assert_error(await call(auth_client, "POST", "/contexts/sake/unknown", {}, tok), 403, "forbidden",
-                 "key 'reader' has role 'read', but POST <unmatched> needs 'admin'")
+    assert_error(
+        await call(auth_client, "GET", "/nope", None, tok),
+        403,
+        "forbidden",
+        "key 'reader' has role 'read', but GET <unmatched> needs 'admin'",
+    )
+    assert_error(
+        await call(auth_client, "POST", "/contexts/sake/unknown", {}, tok),
+        403,
+        "forbidden",
+        "key 'reader' has role 'read', but POST <unmatched> needs 'admin'",
+    )
     listing = assert_ok(await auth_client.call("GET", "/contexts", token=tok))
     assert listing["total"] == 3
     assert await snapshot(auth_client) == before
@@ -197,11 +232,18 @@ async def test_write_key_writes_but_cannot_delete_or_import(auth_client: Client)
         assert status == 200, (method, tail, parsed)
     assert_ok(await auth_client.call("PUT", ctx_path("fresh"), token=tok, content_type=None))
     before = await snapshot(auth_client)
-    assert_error(await call(auth_client, "DELETE", ctx_path("other"), None, tok), 403, "forbidden",
-                 "key 'writer' has role 'write', but DELETE /contexts/{name} needs 'admin'")
-    body = assert_error(await auth_client.call("POST", "/import", raw=import_text(("sake", "new")), token=tok,
-                                               content_type=None), 403, "forbidden",
-                        "key 'writer' has role 'write', but POST /import needs 'admin'")
+    assert_error(
+        await call(auth_client, "DELETE", ctx_path("other"), None, tok),
+        403,
+        "forbidden",
+        "key 'writer' has role 'write', but DELETE /contexts/{name} needs 'admin'",
+    )
+    body = assert_error(
+        await auth_client.call("POST", "/import", raw=import_text(("sake", "new")), token=tok, content_type=None),
+        403,
+        "forbidden",
+        "key 'writer' has role 'write', but POST /import needs 'admin'",
+    )
     assert "integrity" not in body
     assert await snapshot(auth_client) == before
     # an unlisted key is admin on every context
@@ -219,8 +261,9 @@ async def test_scoped_key_stays_in_its_context(auth_client: Client) -> None:
             resp = await call(auth_client, method, ctx_path(name, tail), body, tok)
             if role == "admin":
                 # the role is checked before the grant
-                assert_error(resp, 403, "forbidden",
-                             f"key 'bot' has role 'write', but {method} {template(tail)} needs 'admin'")
+                assert_error(
+                    resp, 403, "forbidden", f"key 'bot' has role 'write', but {method} {template(tail)} needs 'admin'"
+                )
             else:
                 assert_error(resp, 403, "forbidden", f"key 'bot' has no grant on context '{name}'")
     assert await snapshot(auth_client) == before
@@ -241,14 +284,26 @@ async def test_scoped_read_key(auth_client: Client) -> None:
         for name in ("sake", "shared"):
             status, parsed, _h = await call(auth_client, method, ctx_path(name, tail), body, tok)
             assert status == 200, (method, tail, parsed)
-        assert_error(await call(auth_client, method, ctx_path("other", tail), body, tok), 403, "forbidden",
-                     "key 'botread' has no grant on context 'other'")
+        assert_error(
+            await call(auth_client, method, ctx_path("other", tail), body, tok),
+            403,
+            "forbidden",
+            "key 'botread' has no grant on context 'other'",
+        )
     for method, tail, role, body in WRITE_ROUTES:
-        assert_error(await call(auth_client, method, ctx_path("sake", tail), body, tok), 403, "forbidden",
-                     f"key 'botread' has role 'read', but {method} {template(tail)} needs '{role}'")
+        assert_error(
+            await call(auth_client, method, ctx_path("sake", tail), body, tok),
+            403,
+            "forbidden",
+            f"key 'botread' has role 'read', but {method} {template(tail)} needs '{role}'",
+        )
     # an ungranted name is a 403 even when it does not exist; grants match the decoded name
-    assert_error(await call(auth_client, "GET", ctx_path("shared2"), None, tok), 403, "forbidden",
-                 "key 'botread' has no grant on context 'shared2'")
+    assert_error(
+        await call(auth_client, "GET", ctx_path("shared2"), None, tok),
+        403,
+        "forbidden",
+        "key 'botread' has no grant on context 'shared2'",
+    )
     assert assert_ok(await auth_client.call("GET", "/contexts/sh%61red", token=tok))["name"] == "shared"
     assert await snapshot(auth_client) == before
 
@@ -276,30 +331,53 @@ async def test_import_grants(auth_client: Client) -> None:
     # every batch's context is checked before anything lands
     for query in ("", "?dry_run=true"):
         body = assert_error(
-            await auth_client.call("POST", "/import" + query, raw=import_text(("sake", "s1"), ("other", "s2")),
-                                   token=tok, content_type=None),
-            403, "forbidden", "key 'botadmin' has no grant on context 'other' (batch source 's2'); nothing was applied")
+            await auth_client.call(
+                "POST",
+                "/import" + query,
+                raw=import_text(("sake", "s1"), ("other", "s2")),
+                token=tok,
+                content_type=None,
+            ),
+            403,
+            "forbidden",
+            "key 'botadmin' has no grant on context 'other' (batch source 's2'); nothing was applied",
+        )
         assert body["integrity"] == "nothing_written"
         assert "durable_batches" not in body
     body = assert_error(
         await auth_client.call("POST", "/import", raw=import_text(("brand-new", "n1")), token=tok, content_type=None),
-        403, "forbidden", "key 'botadmin' has no grant on context 'brand-new' (batch source 'n1'); nothing was applied")
+        403,
+        "forbidden",
+        "key 'botadmin' has no grant on context 'brand-new' (batch source 'n1'); nothing was applied",
+    )
     assert body["integrity"] == "nothing_written"
     assert await snapshot(auth_client) == before
     listing = assert_ok(await auth_client.call("GET", "/contexts", token=TOKENS["admin"]))
     assert listing["total"] == 3
     # a parse error is reported as such, even for a scoped key
-    assert_error(await auth_client.call("POST", "/import", raw="{", token=tok, content_type=None), 400,
-                 "malformed_request", prefix="line 1: not JSON: ")
+    assert_error(
+        await auth_client.call("POST", "/import", raw="{", token=tok, content_type=None),
+        400,
+        "malformed_request",
+        prefix="line 1: not JSON: ",
+    )
     # granted batches land; the role (admin) lets the scoped key delete its own context only
-    result = assert_ok(await auth_client.call("POST", "/import", raw=import_text(("sake", "s1")), token=tok,
-                                              content_type=None))
+    result = assert_ok(
+        await auth_client.call("POST", "/import", raw=import_text(("sake", "s1")), token=tok, content_type=None)
+    )
     assert [b["source"] for b in result["batches"]] == ["s1"]
-    assert_error(await call(auth_client, "DELETE", ctx_path("other"), None, tok), 403, "forbidden",
-                 "key 'botadmin' has no grant on context 'other'")
+    assert_error(
+        await call(auth_client, "DELETE", ctx_path("other"), None, tok),
+        403,
+        "forbidden",
+        "key 'botadmin' has no grant on context 'other'",
+    )
     # the unscoped admin key imports anywhere
-    result = assert_ok(await auth_client.call("POST", "/import", raw=import_text(("other", "s2"), ("new", "s3")),
-                                              token=TOKENS["admin"], content_type=None))
+    result = assert_ok(
+        await auth_client.call(
+            "POST", "/import", raw=import_text(("other", "s2"), ("new", "s3")), token=TOKENS["admin"], content_type=None
+        )
+    )
     assert [b["created"] for b in result["batches"]] == [False, True]
 
 
@@ -307,13 +385,24 @@ async def test_auth_precedes_other_refusals(auth_client: Client) -> None:
     """401, then 403, then routing (404/405), then 413/415/400/422, then the handler's 400 and 404."""
     tok = TOKENS["reader"]
     assert_unauthorized(await auth_client.call("POST", ctx_path("ghost", "associations"), raw=b"{", token=None))
-    assert_error(await auth_client.call("POST", ctx_path("ghost", "associations"), raw=b"{", token=tok), 403,
-                 "forbidden")
-    assert_error(await auth_client.call("POST", ctx_path("sake", "query"), raw=b"{", token=tok), 400,
-                 "malformed_request")
-    assert_error(await auth_client.call("POST", ctx_path("ghost", "query"), {"subject": "a"}, token=tok), 404,
-                 "no_context", "context 'ghost' not found")
-    assert_error(await auth_client.call("GET", "/nope", token=TOKENS["admin"]), 404, "unknown_path",
-                 NO_ROUTE.format(m="GET", u="/nope"))
-    assert_error(await auth_client.call("POST", "/contexts", token=TOKENS["admin"], content_type=None), 405,
-                 "method_not_allowed")
+    assert_error(
+        await auth_client.call("POST", ctx_path("ghost", "associations"), raw=b"{", token=tok), 403, "forbidden"
+    )
+    assert_error(
+        await auth_client.call("POST", ctx_path("sake", "query"), raw=b"{", token=tok), 400, "malformed_request"
+    )
+    assert_error(
+        await auth_client.call("POST", ctx_path("ghost", "query"), {"subject": "a"}, token=tok),
+        404,
+        "no_context",
+        "context 'ghost' not found",
+    )
+    assert_error(
+        await auth_client.call("GET", "/nope", token=TOKENS["admin"]),
+        404,
+        "unknown_path",
+        NO_ROUTE.format(m="GET", u="/nope"),
+    )
+    assert_error(
+        await auth_client.call("POST", "/contexts", token=TOKENS["admin"], content_type=None), 405, "method_not_allowed"
+    )

@@ -11,29 +11,32 @@ from taguru_server.server.auth import authenticate
 from taguru_server.server.config import ConfigError, load_settings
 
 
-@pytest.mark.parametrize("env", [
-    {"TAGURU_API_TOKENS": "ci@corp:t1"},
-    {"TAGURU_API_TOKENS": "a:t1,a:t2"},
-    {"TAGURU_API_TOKENS": "a:t1, b:t1"},
-    {"TAGURU_API_TOKEN": "t1", "TAGURU_API_TOKENS": "default:t2"},
-    {"TAGURU_API_TOKEN": "t1", "TAGURU_API_TOKENS": "x:t1"},
-    {"TAGURU_API_TOKENS": "no-colon"},
-    {"TAGURU_API_TOKENS": "a:"},
-    {"TAGURU_API_TOKENS": ":t"},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"ghost":"read"}'},
-    {"TAGURU_KEY_SCOPES": '{"ci":"read"}'},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"write","contexts":[]}}'},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":"owner"}'},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"superuser","contexts":["x"]}}'},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"READ"}}'},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"read","contexts":"x"}}'},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"read","contexts":[1]}}'},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":5}'},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": "not json"},
-    {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '["a"]'},
-    {"TAGURU_MAX_BODY_BYTES": "lots"},
-    {"TAGURU_REQUEST_TIMEOUT_SECS": "-1"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"TAGURU_API_TOKENS": "ci@corp:t1"},
+        {"TAGURU_API_TOKENS": "a:t1,a:t2"},
+        {"TAGURU_API_TOKENS": "a:t1, b:t1"},
+        {"TAGURU_API_TOKEN": "t1", "TAGURU_API_TOKENS": "default:t2"},
+        {"TAGURU_API_TOKEN": "t1", "TAGURU_API_TOKENS": "x:t1"},
+        {"TAGURU_API_TOKENS": "no-colon"},
+        {"TAGURU_API_TOKENS": "a:"},
+        {"TAGURU_API_TOKENS": ":t"},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"ghost":"read"}'},
+        {"TAGURU_KEY_SCOPES": '{"ci":"read"}'},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"write","contexts":[]}}'},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":"owner"}'},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"superuser","contexts":["x"]}}'},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"READ"}}'},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"read","contexts":"x"}}'},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":{"role":"read","contexts":[1]}}'},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '{"a":5}'},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": "not json"},
+        {"TAGURU_API_TOKENS": "a:t1", "TAGURU_KEY_SCOPES": '["a"]'},
+        {"TAGURU_MAX_BODY_BYTES": "lots"},
+        {"TAGURU_REQUEST_TIMEOUT_SECS": "-1"},
+    ],
+)
 def test_boot_refusals(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(env)
@@ -51,11 +54,14 @@ def test_tokens_trimmed_trailing_comma_and_default_key() -> None:
 
 
 def test_scopes_and_roles() -> None:
-    s = load_settings({
-        "TAGURU_API_TOKENS": "ci:t-ci,bot:t-bot,root:t-root,w:t-w",
-        "TAGURU_KEY_SCOPES": json.dumps({"ci": "read", "bot": {"role": "write", "contexts": ["sake"]},
-                                         "w": {"role": "write"}}),
-    })
+    s = load_settings(
+        {
+            "TAGURU_API_TOKENS": "ci:t-ci,bot:t-bot,root:t-root,w:t-w",
+            "TAGURU_KEY_SCOPES": json.dumps(
+                {"ci": "read", "bot": {"role": "write", "contexts": ["sake"]}, "w": {"role": "write"}}
+            ),
+        }
+    )
     ci = authenticate(s, ["Bearer t-ci"])
     assert (ci.key, ci.role, ci.contexts) == ("ci", "read", None)
     bot = authenticate(s, ["Bearer t-bot"])
@@ -68,8 +74,7 @@ def test_scopes_and_roles() -> None:
 
 
 def test_numeric_settings_and_zero_meanings() -> None:
-    s = load_settings({"TAGURU_MAX_BODY_BYTES": "0", "TAGURU_REQUEST_TIMEOUT_SECS": "0",
-                       "TAGURU_ADDR": "127.0.0.1:0"})
+    s = load_settings({"TAGURU_MAX_BODY_BYTES": "0", "TAGURU_REQUEST_TIMEOUT_SECS": "0", "TAGURU_ADDR": "127.0.0.1:0"})
     assert s.max_body_bytes == 8 * 1024 * 1024 and s.request_timeout_secs == 1
     assert s.host_port == ("127.0.0.1", 0)
     d = load_settings({})
@@ -78,8 +83,10 @@ def test_numeric_settings_and_zero_meanings() -> None:
 
 def test_config_file_and_environment_precedence(tmp_path: Path) -> None:
     cfg = tmp_path / "taguru.conf"
-    cfg.write_text("# comment\n\nTAGURU_MAX_BODY_BYTES=1234\nTAGURU_API_TOKENS=a:t-file\nTAGURU_DATA_DIR=fromfile\n",
-                   encoding="utf-8")
+    cfg.write_text(
+        "# comment\n\nTAGURU_MAX_BODY_BYTES=1234\nTAGURU_API_TOKENS=a:t-file\nTAGURU_DATA_DIR=fromfile\n",
+        encoding="utf-8",
+    )
     s = load_settings({"TAGURU_CONFIG": str(cfg), "TAGURU_DATA_DIR": "fromenv"})
     assert (s.max_body_bytes, s.data_dir, s.tokens) == (1234, "fromenv", {"t-file": "a"})
     s = load_settings({"TAGURU_MAX_BODY_BYTES": "99"}, config_file=str(cfg))

@@ -12,8 +12,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -38,8 +39,9 @@ def base_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def cli(*args: str, env: dict[str, str], **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "taguru_server.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, **kw)
+    return subprocess.run(
+        [PYTHON, "-m", "taguru_server.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, **kw
+    )
 
 
 class Server:
@@ -50,8 +52,12 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "ab")
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "taguru_server.cli", "serve"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
-            env=base_env(data_dir, TAGURU_ADDR=f"127.0.0.1:{self.port}", **env))
+            [PYTHON, "-m", "taguru_server.cli", "serve"],
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=base_env(data_dir, TAGURU_ADDR=f"127.0.0.1:{self.port}", **env),
+        )
         self._wait_ready()
 
     def _wait_ready(self) -> None:
@@ -68,8 +74,9 @@ class Server:
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data else {})
+        req = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"} if data else {}
+        )
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
                 return resp.status, json.loads(resp.read())
@@ -120,8 +127,10 @@ def batch_lines(i: int) -> list[dict[str, Any]]:
         {"passage": f"Passage number {i}.\n\nSecond paragraph of {i}."},
         {"subject": f"s{i}", "label": "in", "object": "hub", "weight": 1.0, "paragraph": 0},
     ]
-    lines += [{"subject": f"s{i}", "label": "rel", "object": f"o{i}-{k}", "weight": float(k), "paragraph": 1}
-              for k in range(1, OBJECTS + 1)]
+    lines += [
+        {"subject": f"s{i}", "label": "rel", "object": f"o{i}-{k}", "weight": float(k), "paragraph": 1}
+        for k in range(1, OBJECTS + 1)
+    ]
     return lines
 
 
@@ -145,7 +154,7 @@ def collect(server: Server) -> tuple[set[str], dict[str, str], dict[str, dict[tu
         after = page["sources"][-1]
     texts: dict[str, str] = {}
     for k in range(0, len(listed), 1000):
-        found = server.ok("POST", f"/contexts/{CONTEXT}/sources/lookup", {"sources": listed[k:k + 1000]})
+        found = server.ok("POST", f"/contexts/{CONTEXT}/sources/lookup", {"sources": listed[k : k + 1000]})
         assert found["missing"] == []
         texts.update(found["passages"])
     edges: dict[str, dict[tuple[str, str, str], Any]] = {}
@@ -194,8 +203,11 @@ def check_whole_batches(server: Server, must_have: int, reimported: int = 0) -> 
     assert stats["associations"] == n * (OBJECTS + 1) and stats["dead_edges"] == 0
     assert stats["sources"] == n and stats["concepts"] == n * (OBJECTS + 1) + 1 and stats["labels"] == 2
     # the counters committed with the data they count
-    assert entry["revision"] == {"graph": (n + reimported) * (OBJECTS + 1) + reimported,
-                                 "passages": n + 2 * reimported, "config": 0}
+    assert entry["revision"] == {
+        "graph": (n + reimported) * (OBJECTS + 1) + reimported,
+        "passages": n + 2 * reimported,
+        "config": 0,
+    }
     return n
 
 
@@ -209,8 +221,14 @@ def test_sigkill_mid_import_keeps_whole_acknowledged_batches(tmp_path: Path, ser
     # a small body cap forces the CLI to halve its 4 MiB budget and send many chunks
     first = Server(data, tmp_path / "server1.log", TAGURU_MAX_BODY_BYTES="32768")
     servers.append(first)
-    proc = subprocess.Popen([PYTHON, "-m", "taguru_server.cli", "import", "--url", first.url, str(stream)], cwd=ROOT,
-                            env=base_env(data), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "taguru_server.cli", "import", "--url", first.url, str(stream)],
+        cwd=ROOT,
+        env=base_env(data),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stderr is not None
     lines: list[str] = []
     acked = 0
@@ -235,8 +253,14 @@ def test_sigkill_mid_import_keeps_whole_acknowledged_batches(tmp_path: Path, ser
     landed = check_whole_batches(second, must_have=acked)
     assert landed < N_BATCHES
     # re-sending the whole stream is exact: every batch replaces its own source
-    done = subprocess.run([PYTHON, "-m", "taguru_server.cli", "import", "--url", second.url, str(stream)], cwd=ROOT,
-                          env=base_env(data), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [PYTHON, "-m", "taguru_server.cli", "import", "--url", second.url, str(stream)],
+        cwd=ROOT,
+        env=base_env(data),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert check_whole_batches(second, must_have=N_BATCHES, reimported=landed) == N_BATCHES
 
@@ -246,8 +270,13 @@ def test_cli_url_mode_reports_a_batch_over_the_cap(tmp_path: Path, servers: list
     server = Server(data, tmp_path / "server.log", TAGURU_MAX_BODY_BYTES="2048")
     servers.append(server)
     f = tmp_path / "big.jsonl"
-    f.write_text(json.dumps({"taguru_batch": 1, "context": "big", "source": "huge.md", "create": {}}) + "\n"
-                 + json.dumps({"passage": "x" * 5000}) + "\n", encoding="utf-8")
+    f.write_text(
+        json.dumps({"taguru_batch": 1, "context": "big", "source": "huge.md", "create": {}})
+        + "\n"
+        + json.dumps({"passage": "x" * 5000})
+        + "\n",
+        encoding="utf-8",
+    )
     result = cli("import", "--json", "--url", server.url, str(f), env=base_env(data))
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
@@ -270,19 +299,26 @@ def test_cli_url_mode_reports_a_batch_over_the_cap(tmp_path: Path, servers: list
 
 def test_cli_url_mode_with_auth(tmp_path: Path, servers: list[Server]) -> None:
     data = tmp_path / "data"
-    server = Server(data, tmp_path / "server.log", TAGURU_API_TOKENS="ops:tok-ops,ci:tok-ci",
-                    TAGURU_KEY_SCOPES='{"ci":"read"}')
+    server = Server(
+        data, tmp_path / "server.log", TAGURU_API_TOKENS="ops:tok-ops,ci:tok-ci", TAGURU_KEY_SCOPES='{"ci":"read"}'
+    )
     servers.append(server)
-    f = write_stream(tmp_path / "s.jsonl", ("authd", "one.md", [{"passage": "p"}, edge("a", "b")]),
-                     ("authd", "two.md", [edge("b", "c")]))
+    f = write_stream(
+        tmp_path / "s.jsonl",
+        ("authd", "one.md", [{"passage": "p"}, edge("a", "b")]),
+        ("authd", "two.md", [edge("b", "c")]),
+    )
     env = base_env(data)
     # the first entry of TAGURU_API_TOKENS is used
-    result = cli("import", "--json", "--url", server.url, str(f),
-                 env=dict(env, TAGURU_API_TOKENS="ops:tok-ops,ci:tok-ci"))
+    result = cli(
+        "import", "--json", "--url", server.url, str(f), env=dict(env, TAGURU_API_TOKENS="ops:tok-ops,ci:tok-ci")
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["dry_run"] is False and [b["source"] for b in doc["batches"]] == ["one.md", "two.md"]
-    result = cli("import", "--json", "--dry-run", "--url", server.url, str(f), env=dict(env, TAGURU_API_TOKEN="tok-ops"))
+    result = cli(
+        "import", "--json", "--dry-run", "--url", server.url, str(f), env=dict(env, TAGURU_API_TOKEN="tok-ops")
+    )
     assert result.returncode == 0 and json.loads(result.stdout)["dry_run"] is True
     assert [b["retracted"] for b in json.loads(result.stdout)["batches"]] == [1, 1]
     result = cli("import", "--json", "--url", server.url, str(f), env=dict(env, TAGURU_API_TOKENS="ci:tok-ci"))
@@ -335,8 +371,11 @@ def test_offline_import_cli(tmp_path: Path, servers: list[Server]) -> None:
     inputs = tmp_path / "in"
     inputs.mkdir()
     write_stream(inputs / "b.jsonl", ("off", "two.md", [edge("c", "d")]))
-    write_stream(inputs / "a.jsonl", ("off", "one.md", [{"passage": "p0\n\np1"}, edge("a", "b")]),
-                 ("other", "x.md", [edge("x", "y", 2.0)]))
+    write_stream(
+        inputs / "a.jsonl",
+        ("off", "one.md", [{"passage": "p0\n\np1"}, edge("a", "b")]),
+        ("other", "x.md", [edge("x", "y", 2.0)]),
+    )
     (inputs / "ignored.txt").write_text("not a stream", encoding="utf-8")
 
     # a dry run over a directory: sorted *.jsonl files, predicted outcomes, nothing written
@@ -345,7 +384,10 @@ def test_offline_import_cli(tmp_path: Path, servers: list[Server]) -> None:
     doc = json.loads(result.stdout)
     assert set(doc) == {"dry_run", "batches"} and doc["dry_run"] is True
     assert [(b["context"], b["source"], b["created"]) for b in doc["batches"]] == [
-        ("off", "one.md", True), ("other", "x.md", True), ("off", "two.md", False)]
+        ("off", "one.md", True),
+        ("other", "x.md", True),
+        ("off", "two.md", False),
+    ]
     assert read_store(data) == {}
 
     result = cli("import", "--json", str(inputs), env=env)
@@ -353,11 +395,28 @@ def test_offline_import_cli(tmp_path: Path, servers: list[Server]) -> None:
     doc = json.loads(result.stdout)
     assert set(doc) == {"dry_run", "batches"} and doc["dry_run"] is False
     assert [(b["source"], b["associations"], b["passage_stored"]) for b in doc["batches"]] == [
-        ("one.md", 1, True), ("x.md", 1, False), ("two.md", 1, False)]
+        ("one.md", 1, True),
+        ("x.md", 1, False),
+        ("two.md", 1, False),
+    ]
     assert set(doc["batches"][0]) == {
-        "context", "source", "created", "retracted", "associations", "aliases", "passage_stored", "passage_dropped",
-        "questions_stored", "questions_dropped", "sections_stored", "sections_dropped", "locators_stored",
-        "locators_dropped", "association_paragraphs_dropped", "schema_violations"}
+        "context",
+        "source",
+        "created",
+        "retracted",
+        "associations",
+        "aliases",
+        "passage_stored",
+        "passage_dropped",
+        "questions_stored",
+        "questions_dropped",
+        "sections_stored",
+        "sections_dropped",
+        "locators_stored",
+        "locators_dropped",
+        "association_paragraphs_dropped",
+        "schema_violations",
+    }
     landed = read_store(data)
     assert sorted(landed) == ["off", "other"]
     assert landed["off"]["stats"]["associations"] == 2 and landed["off"]["passages"] == ["one.md"]
@@ -368,8 +427,10 @@ def test_offline_import_cli(tmp_path: Path, servers: list[Server]) -> None:
     result = cli("import", "--json", str(good), str(bad), env=env)
     assert result.returncode == 1
     assert json.loads(result.stdout) == {
-        "dry_run": False, "batches": [],
-        "error": "1 of 2 file(s) refused during validation; nothing was applied"}
+        "dry_run": False,
+        "batches": [],
+        "error": "1 of 2 file(s) refused during validation; nothing was applied",
+    }
     result = cli("import", str(good), str(bad), str(tmp_path / "missing.jsonl"), env=env)
     assert result.returncode == 1
     assert "2 of 3 file(s) refused during validation; nothing was applied" in result.stderr
@@ -377,7 +438,8 @@ def test_offline_import_cli(tmp_path: Path, servers: list[Server]) -> None:
     # a number past the f64 range is a refusal too, not a crash
     (tmp_path / "inf.jsonl").write_text(
         '{"taguru_batch":1,"context":"off","source":"inf"}\n{"subject":"a","label":"r","object":"b","weight":1e400}\n',
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     result = cli("import", str(tmp_path / "inf.jsonl"), env=env)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "1 of 1 file(s) refused during validation; nothing was applied" in result.stderr
@@ -417,8 +479,11 @@ def test_offline_import_cli(tmp_path: Path, servers: list[Server]) -> None:
 
 
 def test_serve_refuses_bad_configuration(tmp_path: Path) -> None:
-    for extra in ({"TAGURU_API_TOKENS": "a@b:t"}, {"TAGURU_API_TOKENS": "a:t", "TAGURU_KEY_SCOPES": '{"z":"read"}'},
-                  {"TAGURU_API_TOKENS": "a:t", "TAGURU_KEY_SCOPES": '{"a":{"role":"read","contexts":[]}}'}):
+    for extra in (
+        {"TAGURU_API_TOKENS": "a@b:t"},
+        {"TAGURU_API_TOKENS": "a:t", "TAGURU_KEY_SCOPES": '{"z":"read"}'},
+        {"TAGURU_API_TOKENS": "a:t", "TAGURU_KEY_SCOPES": '{"a":{"role":"read","contexts":[]}}'},
+    ):
         result = cli("serve", env=base_env(tmp_path / "data", TAGURU_ADDR=f"127.0.0.1:{free_port()}", **extra))
         assert result.returncode == 2
         assert result.stderr.startswith("taguru: configuration refused: ")

@@ -13,9 +13,16 @@ def demo_stream_path() -> Path:
 def demo_requests() -> list[tuple[str, str, dict[str, Any]]]:
     """The calls `taguru demo` makes to show what the service answers."""
     return [
-        ("assemble an evidence package", "/contexts/demo/evidence",
-         {"origins": ["青嶺酒造"], "labels": ["杜氏"], "text_fallback_query": "青嶺酒造の杜氏は誰か",
-          "budget": {"max_items": 6, "max_tokens": 1500}}),
+        (
+            "assemble an evidence package",
+            "/contexts/demo/evidence",
+            {
+                "origins": ["青嶺酒造"],
+                "labels": ["杜氏"],
+                "text_fallback_query": "青嶺酒造の杜氏は誰か",
+                "budget": {"max_items": 6, "max_tokens": 1500},
+            },
+        ),
         ("resolve an English alias", "/contexts/demo/resolve", {"cue": "aomine brewery", "limit": 3}),
         ("spread activation from a brewery", "/contexts/demo/activate", {"origins": ["青嶺酒造"], "limit": 5}),
         ("search passages", "/contexts/demo/sources/search", {"query": "青嶺酒造の杜氏は誰か", "limit": 3}),

@@ -53,15 +53,25 @@ async def _site(app: web.Application) -> tuple[web.AppRunner, str]:
 
 async def _import(url: str) -> None:
     async with ClientSession() as s:
-        async with s.post(url + "/import", data=(EXAMPLE / "corpus.jsonl").read_bytes(),
-                          headers={"Content-Type": "application/x-ndjson"}) as resp:
+        async with s.post(
+            url + "/import",
+            data=(EXAMPLE / "corpus.jsonl").read_bytes(),
+            headers={"Content-Type": "application/x-ndjson"},
+        ) as resp:
             assert resp.status == 200, await resp.text()
 
 
 async def _taguru(out_dir: Path, ports: dict[str, str], *argv: str) -> int:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "taguru_server.cli", *argv, cwd=out_dir, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        sys.executable,
+        "-m",
+        "taguru_server.cli",
+        *argv,
+        cwd=out_dir,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     output, _ = await proc.communicate()
     text = output.decode("utf-8")
     shown = " ".join(argv)
@@ -74,11 +84,25 @@ async def _taguru(out_dir: Path, ports: dict[str, str], *argv: str) -> int:
 
 
 def _table(out_dir: Path) -> None:
-    runs = {name: json.loads((out_dir / f"{name}.json").read_text(encoding="utf-8"))
-            for name in ("baseline", "assembly", "assembly-reranked")}
-    rows = ["recall.recall_at_k", "recall.mrr", "recall.ndcg", "citations.recall", "citations.locator_validity",
-            "diversity.sources", "coverage.concepts", "coverage.labels", "coverage.associations",
-            "budget.items_used", "budget.tokens_used", "budget.omitted_rate", "rerank.ran"]
+    runs = {
+        name: json.loads((out_dir / f"{name}.json").read_text(encoding="utf-8"))
+        for name in ("baseline", "assembly", "assembly-reranked")
+    }
+    rows = [
+        "recall.recall_at_k",
+        "recall.mrr",
+        "recall.ndcg",
+        "citations.recall",
+        "citations.locator_validity",
+        "diversity.sources",
+        "coverage.concepts",
+        "coverage.labels",
+        "coverage.associations",
+        "budget.items_used",
+        "budget.tokens_used",
+        "budget.omitted_rate",
+        "rerank.ran",
+    ]
     print("| metric | " + " | ".join(runs) + " |")
     print("|---|" + "---|" * len(runs))
     for m in rows:
@@ -97,8 +121,10 @@ async def main(out_dir: Path) -> int:
     fake_runner, fake_url = await _site(fake.app())
     with tempfile.TemporaryDirectory() as data:
         plain = build_app(load_settings({"TAGURU_DATA_DIR": f"{data}/plain"}))
-        reranking = build_app(load_settings({"TAGURU_DATA_DIR": f"{data}/rerank"}),
-                              rerank=RerankSettings(fake_url + "/rerank", MODEL, None, 5))
+        reranking = build_app(
+            load_settings({"TAGURU_DATA_DIR": f"{data}/rerank"}),
+            rerank=RerankSettings(fake_url + "/rerank", MODEL, None, 5),
+        )
         plain_runner, plain_url = await _site(plain)
         rerank_runner, rerank_url = await _site(reranking)
         try:
@@ -106,17 +132,81 @@ async def main(out_dir: Path) -> int:
             await _import(rerank_url)
             ports = {"plain": plain_url.removeprefix("http://"), "rerank": rerank_url.removeprefix("http://")}
             ev, th = str(EXAMPLE / "eval.jsonl"), str(EXAMPLE / "thresholds.json")
-            await _taguru(out_dir, ports, "evaluate", "--eval", ev, "--context", "sake", "--url", plain_url,
-                          *BUDGET, "--out", "baseline.json")
-            await _taguru(out_dir, ports, "evaluate", "--eval", ev, "--context", "sake", "--url", plain_url,
-                          "--assembly", *BUDGET, "--thresholds", th, "--out", "assembly.json")
-            await _taguru(out_dir, ports, "evaluate", "--eval", ev, "--context", "sake", "--url", rerank_url,
-                          "--assembly", *BUDGET, "--rerank", MODEL, "--out", "assembly-reranked.json")
+            await _taguru(
+                out_dir,
+                ports,
+                "evaluate",
+                "--eval",
+                ev,
+                "--context",
+                "sake",
+                "--url",
+                plain_url,
+                *BUDGET,
+                "--out",
+                "baseline.json",
+            )
+            await _taguru(
+                out_dir,
+                ports,
+                "evaluate",
+                "--eval",
+                ev,
+                "--context",
+                "sake",
+                "--url",
+                plain_url,
+                "--assembly",
+                *BUDGET,
+                "--thresholds",
+                th,
+                "--out",
+                "assembly.json",
+            )
+            await _taguru(
+                out_dir,
+                ports,
+                "evaluate",
+                "--eval",
+                ev,
+                "--context",
+                "sake",
+                "--url",
+                rerank_url,
+                "--assembly",
+                *BUDGET,
+                "--rerank",
+                MODEL,
+                "--out",
+                "assembly-reranked.json",
+            )
             await _taguru(out_dir, ports, "evaluate", "compare", "baseline.json", "assembly.json")
-            await _taguru(out_dir, ports, "evaluate", "compare", "assembly.json", "assembly-reranked.json",
-                          "--out", "changes-reranked.jsonl")
-            await _taguru(out_dir, ports, "evaluate", "--eval", ev, "--context", "sake", "--url", plain_url,
-                          *BUDGET, "--thresholds", th, "--out", "baseline-gated.json")
+            await _taguru(
+                out_dir,
+                ports,
+                "evaluate",
+                "compare",
+                "assembly.json",
+                "assembly-reranked.json",
+                "--out",
+                "changes-reranked.jsonl",
+            )
+            await _taguru(
+                out_dir,
+                ports,
+                "evaluate",
+                "--eval",
+                ev,
+                "--context",
+                "sake",
+                "--url",
+                plain_url,
+                *BUDGET,
+                "--thresholds",
+                th,
+                "--out",
+                "baseline-gated.json",
+            )
         finally:
             await plain_runner.cleanup()
             await rerank_runner.cleanup()

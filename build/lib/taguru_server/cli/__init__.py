@@ -1,1 +1,0 @@
-"""The `taguru` command line: every subcommand, above every other package of the project."""

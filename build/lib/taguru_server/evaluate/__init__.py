@@ -1,1 +1,0 @@
-"""`taguru evaluate`: an HTTP-only quality harness for sources/search versus budgeted evidence assembly."""
