@@ -73,7 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.server.app import build_app
     from taguru_server.server.config import read_config_file
     from taguru_server.server.logging import configure_logging
-    from taguru_server.server.reranker import rerank_settings
+    from taguru_server.server.providers.reranker import rerank_settings
 
     settings = _settings(args.config)
     configure_logging()

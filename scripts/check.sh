@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # the top level, so a throw-away tree of links gives mypy that view without an install.
 tree=.typecheck/taguru_server
 rm -rf .typecheck && mkdir -p "$tree"
-for pkg in pipeline stages store server evaluate cli; do
+for pkg in pipeline stages store server evaluate cli client; do
   ln -s "../../$pkg" "$tree/$pkg"
 done
 (cd .typecheck && ../.venv/bin/mypy --config-file ../pyproject.toml -p taguru_server)
-.venv/bin/python scripts/complexity.py 25 pipeline stages store server evaluate cli
+.venv/bin/python scripts/complexity.py 25 pipeline stages store server evaluate cli client

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 import attrs
+
+from taguru_server.client.config import read_config_file
 
 ROLES = ("read", "write", "admin")
 
@@ -57,18 +58,6 @@ def _int(env: Mapping[str, str], key: str, default: int, zero_means: int | None 
     if value == 0 and zero_means is not None:
         return zero_means
     return value
-
-
-def read_config_file(path: str | os.PathLike[str]) -> dict[str, str]:
-    """KEY=VALUE lines; blank lines and # comments are skipped."""
-    out: dict[str, str] = {}
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def load_settings(env: Mapping[str, str] | None = None, config_file: str | None = None) -> Settings:

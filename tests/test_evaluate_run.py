@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_evaluate_support import FORBIDDEN, Live, evaluate, load, seed, start, write_eval
 
-from taguru_server.server.reranker import RerankSettings
+from taguru_server.server.providers.reranker import RerankSettings
 
 pytestmark = pytest.mark.anyio
 REPORT_ONLY = "taguru: evaluate: no --thresholds given — this run is report-only and always exits 0\n"

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from taguru_server.cli.evaluate import main_async
 from taguru_server.server.app import build_app
 from taguru_server.server.config import load_settings
-from taguru_server.server.reranker import RerankSettings
+from taguru_server.server.providers.reranker import RerankSettings
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sake"
 FORBIDDEN = ("/recall", "/activate", "/explore", "/describe", "/explain")

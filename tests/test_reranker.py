@@ -15,7 +15,7 @@ from conftest import Client
 from fake_reranker import FakeReranker
 
 from taguru_server.server.app import build_app
-from taguru_server.server.reranker import RerankSettings
+from taguru_server.server.providers.reranker import RerankSettings
 from taguru_server.stages.model import RerankVerdict
 
 KEY = "sekrit-rerank-key-should-never-leak"

@@ -34,7 +34,7 @@ from fake_reranker import FakeReranker  # noqa: E402
 
 from taguru_server.server.app import build_app  # noqa: E402
 from taguru_server.server.config import load_settings  # noqa: E402
-from taguru_server.server.reranker import RerankSettings  # noqa: E402
+from taguru_server.server.providers.reranker import RerankSettings  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parent
 BUDGET = ["--max-items", "40", "--max-bytes", "65536", "--max-tokens", "4000"]

@@ -17,6 +17,7 @@ import attrs
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from taguru_server.server.providers.retry import AttemptFailed, RetryPolicy, with_retries
 from taguru_server.stages.model import RerankVerdict
 
 log = structlog.get_logger("taguru.rerank")
@@ -36,6 +37,7 @@ RETRY_PAUSE_SECS = 0.1
 FAILURE_THRESHOLD = 3
 COOLDOWN_SECS = 30.0
 BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
+RETRY = RetryPolicy(attempts=2, pause_secs=RETRY_PAUSE_SECS)
 
 
 @attrs.frozen
@@ -171,11 +173,8 @@ class Breaker:
             self.metrics.failures.set(self.failures)
 
 
-class _Failure(Exception):
-    def __init__(self, token: str, retryable: bool) -> None:
-        super().__init__(token)
-        self.token = token
-        self.retryable = retryable
+def _log_retry(attempt: int, failure: AttemptFailed) -> None:
+    log.warning("transient reranker failure; retrying", attempt=attempt, reason=failure.reason)
 
 
 class HttpReranker:
@@ -204,7 +203,8 @@ class HttpReranker:
         headers = {"Content-Type": "application/json"}
         if self.settings.api_key is not None:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        for attempt in (1, 2):
+
+        async def attempt(_n: int) -> list[int] | RerankVerdict:
             left = remaining()
             if left is not None and left <= 0:
                 return RerankVerdict(None, "timeout")
@@ -212,20 +212,22 @@ class HttpReranker:
                 return RerankVerdict(None, "circuit_open")
             try:
                 order = await self._attempt(body, headers, left)
-            except _Failure as failure:
+            except AttemptFailed:
                 self.breaker.failure()
-                left = remaining()
-                if attempt == 1 and failure.retryable and (left is None or left > 0):
-                    log.warning("transient reranker failure; retrying", attempt=attempt, reason=failure.token)
-                    await self.sleep(RETRY_PAUSE_SECS if left is None else min(RETRY_PAUSE_SECS, left))
-                    continue
-                return RerankVerdict(None, failure.token)
+                raise
             self.breaker.success()
-            n = len(documents)
-            if len(order) != n or sorted(order) != list(range(n)):
-                return RerankVerdict(None, "invalid_permutation")
-            return RerankVerdict(tuple(order), None)
-        return RerankVerdict(None, "provider_error")  # not reached: the loop always returns
+            return order
+
+        try:
+            outcome = await with_retries(RETRY, attempt, remaining=remaining, sleep=self.sleep, on_retry=_log_retry)
+        except AttemptFailed as failure:
+            return RerankVerdict(None, failure.reason)
+        if isinstance(outcome, RerankVerdict):
+            return outcome
+        n = len(documents)
+        if len(outcome) != n or sorted(outcome) != list(range(n)):
+            return RerankVerdict(None, "invalid_permutation")
+        return RerankVerdict(tuple(outcome), None)
 
     async def _attempt(self, body: bytes, headers: dict[str, str], left: float | None) -> list[int]:
         timeout = float(self.settings.timeout_secs) if left is None else min(float(self.settings.timeout_secs), left)
@@ -239,32 +241,32 @@ class HttpReranker:
                 allow_redirects=False,
             ) as resp:
                 if resp.status == 429 or resp.status >= 500:
-                    raise _Failure("provider_error", True)
+                    raise AttemptFailed("provider_error", True)
                 if not 200 <= resp.status < 300:
-                    raise _Failure("provider_error", False)
+                    raise AttemptFailed("provider_error", False)
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in resp.content.iter_chunked(65536):
                     chunks.append(chunk)
                     size += len(chunk)
                     if size > MAX_RESPONSE_BYTES:
-                        raise _Failure("provider_error", False)
+                        raise AttemptFailed("provider_error", False)
                 raw = b"".join(chunks)
         except TimeoutError:
-            raise _Failure("timeout" if deadline_bound else "provider_error", not deadline_bound) from None
+            raise AttemptFailed("timeout" if deadline_bound else "provider_error", not deadline_bound) from None
         except aiohttp.ClientError:
-            raise _Failure("provider_error", True) from None
+            raise AttemptFailed("provider_error", True) from None
         try:
             doc = json.loads(raw)
         except ValueError:
-            raise _Failure("provider_error", False) from None
+            raise AttemptFailed("provider_error", False) from None
         results = doc.get("results") if isinstance(doc, dict) else None
         if not isinstance(results, list):
-            raise _Failure("provider_error", False)
+            raise AttemptFailed("provider_error", False)
         order = []
         for entry in results:
             index = entry.get("index") if isinstance(entry, dict) else None
             if type(index) is not int or index < 0:
-                raise _Failure("provider_error", False)
+                raise AttemptFailed("provider_error", False)
             order.append(index)
         return order

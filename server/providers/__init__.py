@@ -1,0 +1,1 @@
+"""Clients of outbound providers (reranker, chat completions) and their one retry policy."""
