@@ -16,20 +16,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-import aiohttp
-
+from taguru_server.client.http import (
+    ConfigFileError,
+    NotEnvelope,
+    Reply,
+    ServerError,
+    SetupError,
+    TaguruClient,
+    TransportError,
+    base_url,
+    bearer_token,
+    environment,
+    new_session,
+    server_error,
+)
+from taguru_server.server.providers.chat import ChatConfigError, ChatFailed, ChatProvider, ProviderConfig
 from taguru_server.store.communities import COMMUNITY_PREFIX, MANIFEST_SOURCE, artifact_name
 from taguru_server.store.summaries import (
     EXTRACTIVE,
     Hierarchy,
-    chat_answer,
-    chat_body,
     leaf_messages,
     leaf_summary,
     manifest_text,
@@ -37,15 +47,15 @@ from taguru_server.store.summaries import (
     parent_summary,
 )
 
+if TYPE_CHECKING:
+    from aiohttp import ClientSession
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
 LOOKUP_CHUNK = 1000
 LIST_PAGE = 1000
 MAX_WEIGHT = 1e6
 HTTP_TIMEOUT_SECS = 600
-DEFAULT_ADDR = "127.0.0.1:8248"
-DEFAULT_EXTRACT_TIMEOUT_SECS = 60
-PROVIDER_ATTEMPTS = 3
 TAG_MAX_BYTES = 128
 
 
@@ -62,122 +72,37 @@ class UsageError(Exception):
 
 def _environment(config: str | None) -> dict[str, str]:
     """TAGURU_* settings: the config file's KEY=VALUE lines, overridden by the real environment."""
-    from taguru_server.server.config import read_config_file
-
-    env = dict(os.environ)
-    path = config or env.get("TAGURU_CONFIG")
-    if path:
-        try:
-            merged = read_config_file(path)
-        except OSError as exc:
-            raise UsageError(f"cannot read the config file: {exc.strerror or exc}") from None
-        merged.update(env)
-        env = merged
-    return env
-
-
-def _token(env: dict[str, str]) -> str:
-    token = env.get("TAGURU_API_TOKEN", "").strip()
-    if not token:
-        first = env.get("TAGURU_API_TOKENS", "").split(",")[0].strip()
-        token = first.partition(":")[2].strip()
-    return token
+    try:
+        return environment(config)
+    except ConfigFileError as exc:
+        reason = getattr(exc.cause, "strerror", None) or exc.cause
+        raise UsageError(f"cannot read the config file: {reason}") from None
 
 
 def _base_url(explicit: str | None, env: dict[str, str]) -> str:
-    if explicit:
-        url = explicit
-    else:
-        addr = env.get("TAGURU_ADDR", "").strip() or DEFAULT_ADDR
-        url = addr if "://" in addr else f"http://{addr}"
+    try:
+        url = base_url(explicit or None, env)
+    except SetupError as exc:
+        raise UsageError(str(exc)) from None
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"the server URL must start with http:// or https://, got '{url}'")
-    return url.rstrip("/")
+    return url
 
 
-class ProviderConfig:
-    """The optional OpenAI-compatible chat provider (TAGURU_EXTRACT_*)."""
+def _provider_config(env: dict[str, str]) -> ProviderConfig | None:
+    try:
+        return ProviderConfig.from_env(env)
+    except ChatConfigError as exc:
+        raise UsageError(str(exc)) from None
 
-    def __init__(self, url: str, model: str, api_key: str, timeout_secs: float) -> None:
-        self.url = url
-        self.model = model
-        self.api_key = api_key
-        self.timeout_secs = timeout_secs
 
-    @classmethod
-    def from_env(cls, env: dict[str, str]) -> ProviderConfig | None:
-        url = env.get("TAGURU_EXTRACT_URL", "").strip()
-        model = env.get("TAGURU_EXTRACT_MODEL", "").strip()
-        if not url and not model:
-            return None
-        if not url or not model:
-            raise UsageError(
-                "TAGURU_EXTRACT_URL and TAGURU_EXTRACT_MODEL must be set together to use a chat "
-                "provider for summaries (unset both for the extractive summaries)"
-            )
-        raw = env.get("TAGURU_EXTRACT_TIMEOUT_SECS", "").strip()
-        try:
-            timeout = float(raw) if raw else DEFAULT_EXTRACT_TIMEOUT_SECS
-        except ValueError:
-            raise UsageError("TAGURU_EXTRACT_TIMEOUT_SECS must be a number of seconds") from None
-        if not timeout > 0:
-            raise UsageError("TAGURU_EXTRACT_TIMEOUT_SECS must be positive")
-        return cls(url, model, env.get("TAGURU_EXTRACT_API_KEY", "").strip(), timeout)
-
-    @property
-    def summarizer_tag(self) -> str:
-        return _tag(f"summarizer:chat/{self.model}")
+def _summarizer_tag(config: ProviderConfig) -> str:
+    return _tag(f"summarizer:chat/{config.model}")
 
 
 def _tag(text: str) -> str:
     raw = text.encode("utf-8")[:TAG_MAX_BYTES]
     return raw.decode("utf-8", "ignore")
-
-
-# ----- the chat provider ---------------------------------------------------------------
-
-
-class ChatProvider:
-    """Summaries from an OpenAI-compatible /chat/completions endpoint, with a timeout and bounded retries."""
-
-    def __init__(self, config: ProviderConfig, session: aiohttp.ClientSession, backoff_secs: float = 0.5) -> None:
-        self.config = config
-        self.session = session
-        self.backoff_secs = backoff_secs
-        self.calls = 0
-
-    async def complete(self, messages: list[dict[str, str]]) -> str:
-        cfg = self.config
-        headers = {"Content-Type": "application/json"}
-        if cfg.api_key:
-            headers["Authorization"] = f"Bearer {cfg.api_key}"
-        body = json.dumps(chat_body(cfg.model, messages), ensure_ascii=False).encode("utf-8")
-        last = ""
-        for attempt in range(PROVIDER_ATTEMPTS):
-            if attempt:
-                await asyncio.sleep(self.backoff_secs * 2 ** (attempt - 1))
-            self.calls += 1
-            try:
-                timeout = aiohttp.ClientTimeout(total=cfg.timeout_secs)
-                async with self.session.post(cfg.url, data=body, headers=headers, timeout=timeout) as resp:
-                    if resp.status == 200:
-                        try:
-                            return chat_answer(await resp.json(content_type=None))
-                        except ValueError as exc:
-                            raise BuildFailed(
-                                f"the summary provider at {cfg.url} gave an unusable answer: {exc}"
-                            ) from None
-                    last = f"HTTP {resp.status}"
-                    if resp.status not in (408, 409, 425, 429) and resp.status < 500:
-                        raise BuildFailed(
-                            f"the summary provider at {cfg.url} refused the request ({last}); check "
-                            "TAGURU_EXTRACT_URL, TAGURU_EXTRACT_MODEL and TAGURU_EXTRACT_API_KEY"
-                        )
-            except TimeoutError:
-                last = f"no answer within {cfg.timeout_secs:g}s (TAGURU_EXTRACT_TIMEOUT_SECS)"
-            except aiohttp.ClientError as exc:
-                last = f"connection failed ({type(exc).__name__})"
-        raise BuildFailed(f"the summary provider at {cfg.url} failed {PROVIDER_ATTEMPTS} times; last: {last}")
 
 
 # ----- the server ----------------------------------------------------------------------
@@ -190,31 +115,21 @@ def _seg(name: str) -> str:
 class Server:
     """The few taguru endpoints the derivation uses."""
 
-    def __init__(self, session: aiohttp.ClientSession, base: str, token: str) -> None:
-        self.session = session
+    def __init__(self, session: ClientSession, base: str, token: str) -> None:
         self.base = base
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.client = TaguruClient(base, token, session, timeout=HTTP_TIMEOUT_SECS, max_response_bytes=None)
 
     async def request(
         self, method: str, path: str, body: Any = None, raw: bytes | None = None, content_type: str = "application/json"
-    ) -> tuple[int, bytes]:
-        headers = dict(self.headers)
-        data = raw
-        if body is not None:
-            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        if data is not None:
-            headers["Content-Type"] = content_type
-        timeout = aiohttp.ClientTimeout(total=HTTP_TIMEOUT_SECS)
+    ) -> Reply:
+        """One request; any status comes back, BuildFailed when no answer arrives."""
         try:
-            async with self.session.request(
-                method, self.base + path, data=data, headers=headers, timeout=timeout
-            ) as resp:
-                return resp.status, await resp.read()
-        except TimeoutError:
-            raise BuildFailed(f"{method} {path} got no answer within {HTTP_TIMEOUT_SECS}s") from None
-        except aiohttp.ClientError as exc:
+            return await self.client.send(method, path, body, data=raw, content_type=content_type)
+        except TransportError as exc:
+            if exc.timed_out:
+                raise BuildFailed(f"{method} {path} got no answer within {HTTP_TIMEOUT_SECS}s") from None
             raise BuildFailed(
-                f"cannot reach the server at {self.base} ({type(exc).__name__}); is it running? (--url or TAGURU_ADDR)"
+                f"cannot reach the server at {self.base} ({exc.kind}); is it running? (--url or TAGURU_ADDR)"
             ) from None
 
     async def call(
@@ -228,23 +143,22 @@ class Server:
         content_type: str = "application/json",
     ) -> tuple[int, Any]:
         """An enveloped call: the `result` on 200, the status alone for an allowed error, else BuildFailed."""
-        status, data = await self.request(method, path, body, raw, content_type)
-        if status == 200:
-            try:
-                return status, json.loads(data)["result"]
-            except (ValueError, KeyError, TypeError):
-                raise BuildFailed(f"{method} {path} answered 200 with a body that is not a taguru envelope") from None
-        if status in allow:
-            return status, None
-        raise BuildFailed(f"{method} {path} failed: {_error_text(status, data)}")
+        reply = await self.request(method, path, body, raw, content_type)
+        if reply.status != 200 and reply.status in allow:
+            return reply.status, None
+        try:
+            return reply.status, self.client.decode(reply, path)
+        except NotEnvelope:
+            raise BuildFailed(f"{method} {path} answered 200 with a body that is not a taguru envelope") from None
+        except ServerError:
+            raise BuildFailed(f"{method} {path} failed: {_error_text(reply)}") from None
 
 
-def _error_text(status: int, data: bytes) -> str:
-    try:
-        doc = json.loads(data)
-        return f"{doc['error']} (HTTP {status}, {doc.get('code')})"
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {status}"
+def _error_text(reply: Reply) -> str:
+    err = server_error(reply, "")
+    if err.error is None:
+        return f"HTTP {reply.status}"
+    return f"{err.error} (HTTP {reply.status}, {err.code})"
 
 
 def parse_analysis(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -293,17 +207,17 @@ async def derive(
     """Build (or refresh) the communities artifact of `name`; returns the run's report."""
     derived = into or artifact_name(name)
     progress("reading the analysis")
-    status, data = await server.request("GET", f"/contexts/{_seg(name)}/communities")
-    if status != 200:
-        raise BuildFailed(f"GET /contexts/{name}/communities failed: {_error_text(status, data)}")
-    header, communities = parse_analysis(data)
+    reply = await server.request("GET", f"/contexts/{_seg(name)}/communities")
+    if reply.status != 200:
+        raise BuildFailed(f"GET /contexts/{name}/communities failed: {_error_text(reply)}")
+    header, communities = parse_analysis(reply.body)
     algorithm = header.get("algorithm")
     revision = header.get("revision") or {}
 
     old = await _old_manifest(server, name, derived)
     stored = await _stored_communities(server, derived)
     rebuilt = old is None or old.get("algorithm") != algorithm
-    summarizer = provider.config.summarizer_tag if provider is not None else f"summarizer:{EXTRACTIVE}"
+    summarizer = _summarizer_tag(provider.config) if provider is not None else f"summarizer:{EXTRACTIVE}"
 
     summaries: dict[str, str] = {}
     in_place: set[str] = set()
@@ -464,11 +378,16 @@ async def _summarize(
     if community["level"] == 0:
         if provider is None:
             return leaf_summary(community)
-        return await provider.complete(leaf_messages(community))
-    if provider is None:
-        return parent_summary(community, hierarchy, summaries)
-    kids = hierarchy.ordered_children(community)
-    return await provider.complete(parent_messages(community, [summaries[k] for k in kids if k in summaries]))
+        messages = leaf_messages(community)
+    else:
+        if provider is None:
+            return parent_summary(community, hierarchy, summaries)
+        kids = hierarchy.ordered_children(community)
+        messages = parent_messages(community, [summaries[k] for k in kids if k in summaries])
+    try:
+        return await provider.complete(messages)
+    except ChatFailed as exc:
+        raise BuildFailed(str(exc)) from None
 
 
 def _artifact_stream(
@@ -535,10 +454,10 @@ async def _import(server: Server, batches: list[str], budget: int, progress: Pro
     while done < len(batches):
         chunk = _chunks(batches[done:], budget)[0]
         progress(f"importing {done + len(chunk)}/{len(batches)} batches")
-        status, data = await server.request(
+        reply = await server.request(
             "POST", "/import", raw="".join(chunk).encode("utf-8"), content_type="application/x-ndjson"
         )
-        if status == 413:
+        if reply.status == 413:
             if len(chunk) == 1:
                 raise BuildFailed(
                     "one community batch is larger than the server's body cap "
@@ -546,10 +465,10 @@ async def _import(server: Server, batches: list[str], budget: int, progress: Pro
                 )
             budget = max(budget // 2, 1)
             continue
-        if status != 200:
+        if reply.status != 200:
             raise BuildFailed(
                 f"POST /import failed after {done} of {len(batches)} batches landed: "
-                f"{_error_text(status, data)}; the previous manifest is still in place — run again"
+                f"{_error_text(reply)}; the previous manifest is still in place — run again"
             )
         done += len(chunk)
 
@@ -585,14 +504,16 @@ def cmd_communities(args: argparse.Namespace) -> int:
     try:
         env = _environment(args.config)
         base = _base_url(args.url or args.url_arg, env)
-        provider = ProviderConfig.from_env(env)
+        provider = _provider_config(env)
     except UsageError as exc:
         return _usage(str(exc))
     if args.group is not None:
         return _finish(args, [], "context groups are not supported by this server; run --context for each context")
     progress = _tty_progress(args.context) if sys.stderr.isatty() and not args.json else _silent
     try:
-        report = asyncio.run(_run(base, _token(env), args.context, args.into, args.dry_run, provider, progress))
+        report = asyncio.run(
+            _run(base, bearer_token(env) or "", args.context, args.into, args.dry_run, provider, progress)
+        )
     except BuildFailed as exc:
         _clear_progress(progress)
         return _finish(args, [], str(exc))
@@ -606,7 +527,7 @@ def cmd_communities(args: argparse.Namespace) -> int:
 async def _run(
     base: str, token: str, name: str, into: str | None, dry_run: bool, config: ProviderConfig | None, progress: Progress
 ) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as session:
+    async with new_session(HTTP_TIMEOUT_SECS) as session:
         provider = ChatProvider(config, session) if config is not None and not dry_run else None
         return await derive(
             Server(session, base, token), name, into=into, dry_run=dry_run, provider=provider, progress=progress

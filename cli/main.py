@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import http.client
 import importlib.metadata
 import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
+from taguru_server.client.http import NotEnvelope, ServerError, TaguruClient, TransportError, bearer_token
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
+IMPORT_TIMEOUT_SECS = 600
+DEMO_TIMEOUT_SECS = 30
 
 
 LOCKED = "the data dir is in use by another process (a running server?); stop it or use --url"
@@ -70,8 +71,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from aiohttp import web
 
+    from taguru_server.client.config import read_config_file
     from taguru_server.server.app import build_app
-    from taguru_server.server.config import read_config_file
     from taguru_server.server.logging import configure_logging
     from taguru_server.server.providers.reranker import rerank_settings
 
@@ -214,18 +215,15 @@ def _batch_chunks(text: str, batches: list[Any], budget: int) -> list[str]:
 
 
 def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
-    token = os.environ.get("TAGURU_API_TOKEN", "").strip()
-    if not token:
-        first = os.environ.get("TAGURU_API_TOKENS", "").split(",")[0].strip()
-        token = first.partition(":")[2].strip()
-    url = args.url.rstrip("/") + "/import" + ("?dry_run=true" if args.dry_run else "")
+    client = TaguruClient(args.url, bearer_token(os.environ), timeout=IMPORT_TIMEOUT_SECS)
+    path = "/import" + ("?dry_run=true" if args.dry_run else "")
     outcomes: list[Any] = []
     budget = CHUNK_BUDGET
     for _f, text, batches in parsed:
         pending = _batch_chunks(text, batches, budget)
         while pending:
             chunk = pending[0]
-            status, body = _post(url, chunk.encode(), token)
+            status, body = _post(client, path, chunk.encode())
             if status == 413:
                 chunk_batches = _reparse(chunk)
                 if len(chunk_batches) <= 1:
@@ -255,24 +253,21 @@ def _reparse(chunk: str) -> list[Any]:
     return parse_stream(chunk)
 
 
-def _post(url: str, data: bytes, token: str) -> tuple[int, Any]:
-    req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/x-ndjson"})
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
+def _post(client: TaguruClient, path: str, data: bytes) -> tuple[int, Any]:
+    """POST one NDJSON chunk: (status, the envelope) or (status, {"error": …}); status 0 when no answer came."""
     try:
-        with urllib.request.urlopen(req, timeout=600) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        try:
-            return exc.code, json.loads(raw)
-        except ValueError:
-            return exc.code, {"error": f"HTTP {exc.code}"}
-    except urllib.error.URLError as exc:
-        return 0, {"error": f"cannot reach the server: {exc.reason}"}
-    except (OSError, http.client.HTTPException) as exc:
-        return 0, {"error": f"the server connection failed: {type(exc).__name__}"}
-    except ValueError:
+        reply = client.send_sync("POST", path, data=data, content_type="application/x-ndjson")
+    except TransportError as exc:
+        if not exc.reached:
+            return 0, {"error": f"cannot reach the server: {exc.detail}"}
+        return 0, {"error": f"the server connection failed: {exc.kind}"}
+    if reply.status == 413:
+        return 413, {}
+    try:
+        return 200, {"result": client.decode(reply, path)}
+    except ServerError as exc:
+        return exc.status or 0, {"error": exc.error if exc.error is not None else f"HTTP {exc.status}"}
+    except NotEnvelope:
         return 0, {"error": "the server answered with something that is not JSON"}
 
 
@@ -295,24 +290,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     server_log = open(log_path, "ab")  # the server's own log lines stay out of the demo's output
     server = subprocess.Popen(exe + ["serve"], env=env, stdout=subprocess.DEVNULL, stderr=server_log)
     base = f"http://{args.addr}"
+    client = TaguruClient(base, timeout=DEMO_TIMEOUT_SECS)
     try:
         for _ in range(100):
             try:
-                urllib.request.urlopen(base + "/live", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.1)
+                if client.send_sync("GET", "/live", timeout=1).status < 400:
+                    break
+            except TransportError:
+                pass
+            time.sleep(0.1)
         for label, path, body in demo_requests():
-            req = urllib.request.Request(
-                base + path,
-                data=json.dumps(body, ensure_ascii=False).encode(),
-                method="POST",
-                headers={"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                doc = json.loads(resp.read())
+            result = client.decode(client.send_sync("POST", path, body), path)
             print(f"\n== {label}: POST {path}\n{json.dumps(body, ensure_ascii=False)}")
-            print(json.dumps(doc["result"], ensure_ascii=False, indent=2))
+            print(json.dumps(result, ensure_ascii=False, indent=2))
         print(
             f"\ntaguru demo: the server is running on {base} (data in {data_dir}, log in {log_path}); Ctrl-C stops it.",
             file=sys.stderr,

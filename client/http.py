@@ -209,6 +209,16 @@ def _envelope_fields(raw: bytes) -> tuple[str | None, str | None]:
     return error, code
 
 
+def server_error(reply: Reply, url: str) -> ServerError:
+    """The ServerError an error reply stands for, with its envelope's `error` and `code` when it has them."""
+    error, code = _envelope_fields(reply.body)
+    message = f"{url} answered {reply.status}: {error if error is not None else _trimmed(reply.body)}"
+    retry = reply.headers.get("Retry-After")
+    if retry:
+        message += f" (Retry-After: {retry})"
+    return ServerError(message, reply.status, code, error)
+
+
 class TaguruClient:
     """A JSON client of one taguru server (async over aiohttp; `send_sync` for synchronous tools)."""
 
@@ -345,12 +355,7 @@ class TaguruClient:
     def decode(self, reply: Reply, url: str) -> Any:
         """The envelope's `result` of a 200 reply; ServerError for another status, NotEnvelope for a bad body."""
         if reply.status != 200:
-            error, code = _envelope_fields(reply.body)
-            message = f"{url} answered {reply.status}: {error if error is not None else _trimmed(reply.body)}"
-            retry = reply.headers.get("Retry-After")
-            if retry:
-                message += f" (Retry-After: {retry})"
-            raise ServerError(message, reply.status, code, error)
+            raise server_error(reply, url)
         try:
             doc = json.loads(reply.body)
         except ValueError:
@@ -364,10 +369,7 @@ class TaguruClient:
         url = self.base + "/health"
         reply = await self.send("GET", url, accept=JSON)
         if reply.status != 200:
-            try:
-                self.decode(reply, url)
-            except ServerError as exc:
-                raise CallError(exc.message, exc.status) from None
+            raise server_error(reply, url)
 
     async def call(self, method: str, segments: list[str], body: Any = None, query: str = "") -> Any:
         """One enveloped JSON call; returns the `result`, raises CallError (or a subclass) otherwise."""

@@ -15,10 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from taguru_server.evaluate import html as html_report
-from taguru_server.evaluate.evalfile import UNSET, Case, EvalError, EvalSet, load_eval, normalize_entry
-from taguru_server.evaluate.http import (
-    Api,
+from taguru_server.client.http import (
     CallError,
     SetupError,
     base_url,
@@ -28,6 +25,9 @@ from taguru_server.evaluate.http import (
     mask_url,
     new_session,
 )
+from taguru_server.client.http import TaguruClient as Api
+from taguru_server.evaluate import html as html_report
+from taguru_server.evaluate.evalfile import UNSET, Case, EvalError, EvalSet, load_eval, normalize_entry
 from taguru_server.evaluate.metrics import (
     MATCHING,
     aggregate,

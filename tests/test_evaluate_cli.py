@@ -11,8 +11,8 @@ import pytest
 from test_evaluate_support import evaluate, write_eval
 
 from taguru_server.cli.main import main as taguru_main
+from taguru_server.client.http import SetupError, base_url, bearer_token, check_url, cut, mask_url
 from taguru_server.evaluate.evalfile import Case, EvalError, ExpectedSource, load_eval, normalize_entry
-from taguru_server.evaluate.http import SetupError, base_url, bearer_token, check_url, cut, mask_url
 from taguru_server.evaluate.metrics import CASE_SCOPED, METRIC_NAMES, definitions, distribution, ratio, recall_block
 from taguru_server.evaluate.truncate import Limits, measure, truncate
 
