@@ -22,8 +22,8 @@ from taguru_server.server import mcp
 from taguru_server.server.auth import EXEMPT_PATHS, FailedAuthLimiter, KeyRateLimiter, authenticate
 from taguru_server.server.config import Settings
 from taguru_server.server.handlers import Call, Handler
-from taguru_server.server.reply import Raw, Reply
 from taguru_server.server.providers.reranker import Breaker, HttpReranker, RerankMetrics, RerankSettings
+from taguru_server.server.reply import Raw, Reply
 from taguru_server.server.schemas import openapi_document
 from taguru_server.store.errors import ApiError
 from taguru_server.store.registry import Registry
