@@ -230,17 +230,19 @@ class TaguruClient:
         *,
         timeout: float = TIMEOUT_SECS,
         max_response_bytes: int | None = RESPONSE_CAP,
+        connections: int = CONNECTIONS,
     ) -> None:
         self.base = base.rstrip("/")
         self.token = token or None
         self.session = session
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
+        self.connections = connections
         self._owned: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> TaguruClient:
         if self.session is None:
-            self._owned = self.session = new_session(self.timeout)
+            self._owned = self.session = new_session(self.timeout, self.connections)
         return self
 
     async def __aexit__(
@@ -259,7 +261,7 @@ class TaguruClient:
         return self.base + target if target.startswith("/") else target
 
     def _prepare(
-        self, body: Any, data: bytes | None, content_type: str, accept: str | None
+        self, body: Any, data: bytes | None, content_type: str, accept: str | None, extra: Mapping[str, str] | None
     ) -> tuple[bytes | None, dict[str, str]]:
         headers: dict[str, str] = {}
         if accept:
@@ -270,6 +272,7 @@ class TaguruClient:
             headers["Content-Type"] = content_type
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        headers.update(extra or {})
         return data, headers
 
     async def send(
@@ -281,23 +284,25 @@ class TaguruClient:
         data: bytes | None = None,
         content_type: str = JSON,
         accept: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> Reply:
         """One request (`target`: an absolute URL or a path under the base); any status comes back as a Reply."""
         if self.session is None:
             raise RuntimeError("TaguruClient needs a session: pass one or use `async with`")
         url = self._absolute(target)
-        payload, headers = self._prepare(body, data, content_type, accept)
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        payload, sent = self._prepare(body, data, content_type, accept, headers)
+        secs = self.timeout if timeout is None else timeout
         try:
             async with self.session.request(
-                method, URL(url, encoded=True), data=payload, headers=headers, timeout=timeout
+                method, URL(url, encoded=True), data=payload, headers=sent, timeout=aiohttp.ClientTimeout(total=secs)
             ) as resp:
                 raw = await self._read(resp, url)
                 return Reply(resp.status, raw, resp.headers)
         except CallError:
             raise
         except TimeoutError:
-            message = f"{url}: timed out after {self.timeout:g}s"
+            message = f"{url}: timed out after {secs:g}s"
             raise TransportError(message, kind="TimeoutError", detail=message, timed_out=True, reached=True) from None
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             kind = type(exc).__name__
@@ -328,12 +333,13 @@ class TaguruClient:
         data: bytes | None = None,
         content_type: str = JSON,
         accept: str | None = None,
+        headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Reply:
         """`send` for a synchronous caller (no event loop); any status comes back as a Reply."""
         url = self._absolute(target)
-        payload, headers = self._prepare(body, data, content_type, accept)
-        request = urllib.request.Request(url, data=payload, method=method, headers=headers)
+        payload, sent = self._prepare(body, data, content_type, accept, headers)
+        request = urllib.request.Request(url, data=payload, method=method, headers=sent)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as resp:
                 return Reply(resp.status, resp.read(), CIMultiDict(resp.headers.items()))
