@@ -76,29 +76,6 @@ class WorkGraph:
     def __len__(self) -> int:
         return len(self.neighbors)
 
-    @classmethod
-    def from_pairs(
-        cls, n: int, pairs: Sequence[tuple[int, int, float]], self_weight: Sequence[float] | None = None
-    ) -> WorkGraph:
-        """A graph from `(a, b, w)` pairs with a != b (each unordered pair at most once)."""
-        neighbors: list[list[int]] = [[] for _ in range(n)]
-        weights: list[list[float]] = [[] for _ in range(n)]
-        for a, b, w in sorted((min(a, b), max(a, b), w) for a, b, w in pairs):
-            neighbors[a].append(b)
-            weights[a].append(w)
-            neighbors[b].append(a)
-            weights[b].append(w)
-        _sort_lists(neighbors, weights)
-        return cls(neighbors, weights, list(self_weight) if self_weight is not None else [0.0] * n)
-
-
-def _sort_lists(neighbors: list[list[int]], weights: list[list[float]]) -> None:
-    for i, nb in enumerate(neighbors):
-        if any(nb[k] > nb[k + 1] for k in range(len(nb) - 1)):
-            order = sorted(range(len(nb)), key=nb.__getitem__)
-            neighbors[i] = [nb[k] for k in order]
-            weights[i] = [weights[i][k] for k in order]
-
 
 def _sat(v: float) -> float:
     """Saturate an accumulated sum at ±f64::MAX, as the reference accumulates."""
@@ -507,24 +484,6 @@ def _named(name: str) -> bytes:
 
 
 _SUM_COUNT = struct.Struct("<dQ")
-
-
-def _edge_bytes(s: str, lab: str, o: str, total: float, count: int) -> bytes:
-    if total == 0.0:
-        total = 0.0  # -0.0 and 0.0 are one netted edge
-    return _named(s) + _named(lab) + _named(o) + _SUM_COUNT.pack(total, count & _MASK)
-
-
-def leaf_stream(member_names: Sequence[str], edges: Sequence[tuple[str, str, str, float, int]]) -> bytes:
-    """The bytes a leaf fingerprint folds: sorted member names, then the sorted induced edges."""
-    parts = [_named(name) for name in sorted(member_names)]
-    parts.extend(_edge_bytes(*e) for e in sorted(edges, key=lambda e: (e[0], e[1], e[2])))
-    return b"".join(parts)
-
-
-def leaf_fingerprint(member_names: Sequence[str], edges: Sequence[tuple[str, str, str, float, int]]) -> int:
-    """Sorted member names, then the induced edges sorted by names with their sums and counts."""
-    return fnv1a(leaf_stream(member_names, edges))
 
 
 def parent_fingerprint(child_digests: Sequence[int]) -> int:
