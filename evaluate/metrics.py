@@ -443,20 +443,6 @@ def case_value(case: dict[str, Any], metric: str) -> float | None:
 BUDGET_DROP_REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget")
 
 
-_CASE_SCOPED = (
-    "recall.recall_at_k",
-    "recall.mrr",
-    "recall.ndcg",
-    "coverage.concepts",
-    "coverage.labels",
-    "coverage.associations",
-    "citations.recall",
-    "citations.locator_validity",
-    "diversity.sources",
-    "latency.passage_ms",
-)
-
-
 def aggregate(cases: list[dict[str, Any]], rerank: bool) -> dict[str, Any]:
     """Every aggregate metric over the cases, keyed and sorted by metric name."""
     out: dict[str, Any] = {m: distribution(v) for m, v in _samples(cases).items()}
@@ -474,7 +460,7 @@ def _samples(cases: list[dict[str, Any]]) -> dict[str, list[float]]:
     """Per distribution metric, the samples every case contributes."""
     samples: dict[str, list[float]] = {m: [] for m in METRIC_NAMES if statistic(m) == DIST}
     for c in cases:
-        for m in _CASE_SCOPED:
+        for m in CASE_SCOPED:
             v = case_value(c, m)
             if v is not None:
                 samples[m].append(v)
