@@ -219,8 +219,10 @@ def _case_changes(base: Side, head: Side) -> tuple[dict[str, int], list[dict[str
         b, h = base.cases.get(cid), head.cases.get(cid)
         if b is None or h is None:
             kind = "added" if b is None else "removed"
+            side_case = h if b is None else b
+            assert side_case is not None  # every case id comes from one side or the other
             counts[kind] += 1
-            records.append(_one_sided_record(cid, kind, h if b is None else b))
+            records.append(_one_sided_record(cid, kind, side_case))
             continue
         changed, improved, regressed = _changed_metrics(cid, b, h, one_sided)
         if regressed or improved:

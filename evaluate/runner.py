@@ -639,7 +639,7 @@ async def list_sources(api: Api, ctx: str) -> list[str]:
 # ----- the whole run ---------------------------------------------------------------------
 
 
-def _budget_text(limits: dict[str, int] | None) -> str:
+def _budget_text(limits: dict[str, Any] | None) -> str:
     if not limits:
         return "none (untruncated baseline)"
     return f"max_items={limits['max_items']} max_bytes={limits['max_bytes']} max_tokens={limits['max_tokens']}"
