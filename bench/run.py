@@ -147,10 +147,8 @@ def run_import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
 
 def run_query_phase(data_dir: Path, context: str, skip_baselines: bool) -> dict[str, Any]:
     from taguru_server.store import lanes
-    from taguru_server.store.context import CONCEPT
     from taguru_server.store.registry import Registry
     from taguru_server.store.sqlite import SqlitePersistence
-    from taguru_server.store.text import query_terms
 
     out: dict[str, Any] = {}
     rss0, _ = _rss_mb()
@@ -165,6 +163,28 @@ def run_query_phase(data_dir: Path, context: str, skip_baselines: bool) -> dict[
     out["rss_mb"], out["rss_peak_mb"] = _rss_mb()
     out["rss_before_load_mb"] = rss0
     qs = json.loads((data_dir / "queries.json").read_text(encoding="utf-8"))
+    latencies, term_sets = _lane_latencies(ctx, qs)
+    out.update(latencies)
+    if skip_baselines:
+        return out
+    docs = _document_terms(ctx)
+    ours_top = [[d for d, _s in lanes.top_documents(ctx, t, 5, None)] for t in term_sets]
+    del ctx, registry
+    gc.collect()
+    out["tantivy"] = _tantivy(docs, term_sets)
+    out["bm25s"] = _bm25s(docs, term_sets, ours_top)
+    return out
+
+
+def _lane_latencies(ctx: Any, qs: dict[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
+    """Latencies of resolve, activate, passage search and the BM25 core, and the search term sets."""
+    # The timed callables take the context as a parameter: the caller drops its own reference
+    # to the context before the baselines, so no closure may outlive that.
+    from taguru_server.store import lanes
+    from taguru_server.store.context import CONCEPT
+    from taguru_server.store.text import query_terms
+
+    out: dict[str, Any] = {}
     floor = 0.3
     out["resolve"] = _time_each(lambda cue: lanes.resolve(ctx, CONCEPT, cue, floor, 1000), qs["resolve"])
     out["activate"] = _time_each(lambda origins: lanes.activate(ctx, origins, 0.5, 20), qs["activate"])
@@ -177,15 +197,7 @@ def run_query_phase(data_dir: Path, context: str, skip_baselines: bool) -> dict[
     act = [lanes.activate(ctx, o, 0.5, 20)["total"] for o in qs["activate"]]
     out["activate_total_p50"] = _pct([float(a) for a in act], 0.5)
     out["activate_total_max"] = max(act)
-    if skip_baselines:
-        return out
-    docs = _document_terms(ctx)
-    ours_top = [[d for d, _s in lanes.top_documents(ctx, t, 5, None)] for t in term_sets]
-    del ctx, registry
-    gc.collect()
-    out["tantivy"] = _tantivy(docs, term_sets)
-    out["bm25s"] = _bm25s(docs, term_sets, ours_top)
-    return out
+    return out, term_sets
 
 
 def _document_terms(ctx: Any) -> list[list[str]]:

@@ -155,6 +155,28 @@ def _short(sha: Any) -> str:
 
 
 def compare(base: Side, head: Side) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+    """The changes header, the per-case change records, and the warnings, BASE against HEAD."""
+    warnings = _identity_warnings(base, head)
+    counts, records, one_sided = _case_changes(base, head)
+    warnings.extend(one_sided)
+    warnings.extend(base.metric_warnings)
+    warnings.extend(head.metric_warnings)
+    header: dict[str, Any] = {
+        "kind": "header",
+        "taguru_evaluation_changes": 1,
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "base": base.identity,
+        "head": head.identity,
+        "counts": counts,
+        "metrics": _metric_deltas(base, head),
+    }
+    if warnings:
+        header["warnings"] = warnings
+    return header, records, warnings
+
+
+def _identity_warnings(base: Side, head: Side) -> list[str]:
+    """Warnings that the two runs differ in what they measured or how."""
     warnings: list[str] = []
     bc, hc = base.get("inputs", "context"), head.get("inputs", "context")
     if bc != hc:
@@ -177,7 +199,11 @@ def compare(base: Side, head: Side) -> tuple[dict[str, Any], list[dict[str, Any]
     for side in (base, head):
         for cid in side.duplicates:
             warnings.append(f"{side.label}: duplicate case_id '{cid}' — using the last occurrence")
+    return warnings
 
+
+def _case_changes(base: Side, head: Side) -> tuple[dict[str, int], list[dict[str, Any]], list[str]]:
+    """Counts by kind, the records of cases that changed, and one-sided metric warnings."""
     counts = {
         "improved": 0,
         "regressed": 0,
@@ -194,48 +220,57 @@ def compare(base: Side, head: Side) -> tuple[dict[str, Any], list[dict[str, Any]
         if b is None or h is None:
             kind = "added" if b is None else "removed"
             side_case = h if b is None else b
-            ms = []
-            for m in CLASSIFICATION:
-                v = _case_metric(side_case, m)
-                if v is None:
-                    continue
-                sides = {"base": None, "head": v} if kind == "added" else {"base": v, "head": None}
-                ms.append({"metric": m, "sides": sides, "delta": None, "direction": "not_comparable"})
+            assert side_case is not None  # every case id comes from one side or the other
             counts[kind] += 1
-            records.append({"kind": kind, "case_id": cid, "metrics": ms})
+            records.append(_one_sided_record(cid, kind, side_case))
             continue
-        changed = []
-        regressed = improved = False
-        for m in CLASSIFICATION:
-            bv, hv = _case_metric(b, m), _case_metric(h, m)
-            if bv is None and hv is None:
-                continue
-            if bv is None or hv is None:
-                one_sided.append(
-                    f"case '{cid}': metric '{m}' has a value on only one side — excluded from classification"
-                )
-                continue
-            delta = hv - bv
-            if delta > EPS:
-                improved = True
-                changed.append(
-                    {"metric": m, "sides": {"base": bv, "head": hv}, "delta": delta, "direction": "improved"}
-                )
-            elif delta < -EPS:
-                regressed = True
-                changed.append(
-                    {"metric": m, "sides": {"base": bv, "head": hv}, "delta": delta, "direction": "regressed"}
-                )
+        changed, improved, regressed = _changed_metrics(cid, b, h, one_sided)
         if regressed or improved:
             kind = "regressed" if regressed else "improved"
             counts[kind] += 1
             records.append({"kind": kind, "case_id": cid, "metrics": changed})
         else:
             counts["unchanged"] += 1
-    warnings.extend(one_sided)
-    warnings.extend(base.metric_warnings)
-    warnings.extend(head.metric_warnings)
+    return counts, records, one_sided
 
+
+def _one_sided_record(cid: str, kind: str, side_case: dict[str, Any]) -> dict[str, Any]:
+    """The record of a case present on only one side, with that side's metric values."""
+    ms = []
+    for m in CLASSIFICATION:
+        v = _case_metric(side_case, m)
+        if v is None:
+            continue
+        sides = {"base": None, "head": v} if kind == "added" else {"base": v, "head": None}
+        ms.append({"metric": m, "sides": sides, "delta": None, "direction": "not_comparable"})
+    return {"kind": kind, "case_id": cid, "metrics": ms}
+
+
+def _changed_metrics(
+    cid: str, b: dict[str, Any], h: dict[str, Any], one_sided: list[str]
+) -> tuple[list[dict[str, Any]], bool, bool]:
+    """The classification metrics that moved beyond EPS, and whether any improved or regressed."""
+    changed = []
+    regressed = improved = False
+    for m in CLASSIFICATION:
+        bv, hv = _case_metric(b, m), _case_metric(h, m)
+        if bv is None and hv is None:
+            continue
+        if bv is None or hv is None:
+            one_sided.append(f"case '{cid}': metric '{m}' has a value on only one side — excluded from classification")
+            continue
+        delta = hv - bv
+        if delta > EPS:
+            improved = True
+            changed.append({"metric": m, "sides": {"base": bv, "head": hv}, "delta": delta, "direction": "improved"})
+        elif delta < -EPS:
+            regressed = True
+            changed.append({"metric": m, "sides": {"base": bv, "head": hv}, "delta": delta, "direction": "regressed"})
+    return changed, improved, regressed
+
+
+def _metric_deltas(base: Side, head: Side) -> list[dict[str, Any]]:
+    """Each aggregate metric's value on both sides and the difference."""
     metrics = []
     for m in sorted(set(base.scalars) | set(head.scalars)):
         bv, hv = base.scalars.get(m), head.scalars.get(m)
@@ -250,18 +285,7 @@ def compare(base: Side, head: Side) -> tuple[dict[str, Any], list[dict[str, Any]
                 "delta": None if bv is None or hv is None else hv - bv,
             }
         )
-    header: dict[str, Any] = {
-        "kind": "header",
-        "taguru_evaluation_changes": 1,
-        "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "base": base.identity,
-        "head": head.identity,
-        "counts": counts,
-        "metrics": metrics,
-    }
-    if warnings:
-        header["warnings"] = warnings
-    return header, records, warnings
+    return metrics
 
 
 def _budget_desc(b: Any) -> str:

@@ -7,6 +7,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from taguru_server.store.wire import describe_value
+
 MAX_U32 = 2**32 - 1
 MAX_U64 = 2**64 - 1
 UNSET: Any = object()  # `section` absent (null means "outside every section")
@@ -89,25 +91,9 @@ class _Bad(Exception):
     """A type/shape error inside one record (mapped to a line error by the caller)."""
 
 
-def _describe(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return f"boolean `{'true' if v else 'false'}`"
-    if isinstance(v, int):
-        return f"integer `{v}`"
-    if isinstance(v, float):
-        return f"floating point `{v}`"
-    if isinstance(v, str):
-        return f"string {json.dumps(v, ensure_ascii=False)}"
-    if isinstance(v, list):
-        return "a sequence"
-    return "a map"
-
-
 def _obj(v: Any, what: str, allowed: tuple[str, ...], where: str = "") -> dict[str, Any]:
     if not isinstance(v, dict):
-        raise _Bad(f"{where}invalid type: {_describe(v)}, expected {what}")
+        raise _Bad(f"{where}invalid type: {describe_value(v)}, expected {what}")
     for k in v:
         if k not in allowed:
             raise _Bad(f"{where}unknown field `{k}`, expected one of {', '.join('`' + a + '`' for a in allowed)}")
@@ -116,7 +102,7 @@ def _obj(v: Any, what: str, allowed: tuple[str, ...], where: str = "") -> dict[s
 
 def _str(v: Any, where: str) -> str:
     if not isinstance(v, str):
-        raise _Bad(f"{where}: invalid type: {_describe(v)}, expected a string")
+        raise _Bad(f"{where}: invalid type: {describe_value(v)}, expected a string")
     return v
 
 
@@ -125,13 +111,13 @@ def _uint(v: Any, where: str, top: int) -> int:
         kind = "u32" if top == MAX_U32 else "u64"
         if type(v) is int:
             raise _Bad(f"{where}: invalid value: integer `{v}`, expected {kind}")
-        raise _Bad(f"{where}: invalid type: {_describe(v)}, expected {kind}")
+        raise _Bad(f"{where}: invalid type: {describe_value(v)}, expected {kind}")
     return v
 
 
 def _str_list(v: Any, where: str) -> list[str]:
     if not isinstance(v, list):
-        raise _Bad(f"{where}: invalid type: {_describe(v)}, expected a sequence")
+        raise _Bad(f"{where}: invalid type: {describe_value(v)}, expected a sequence")
     return [_str(x, f"{where}[{i}]") for i, x in enumerate(v)]
 
 
@@ -166,7 +152,7 @@ def _base_case(rec: Any) -> tuple[Case, dict[str, Any]]:
     if "expected_sources" in obj:
         raw = obj["expected_sources"]
         if not isinstance(raw, list):
-            raise _Bad(f"expected_sources: invalid type: {_describe(raw)}, expected a sequence")
+            raise _Bad(f"expected_sources: invalid type: {describe_value(raw)}, expected a sequence")
         for i, e in enumerate(raw):
             where = f"expected_sources[{i}]"
             eo = _obj(e, "struct ExpectedSource", ("source", "paragraphs", "relevance"), where + ": ")
@@ -175,7 +161,7 @@ def _base_case(rec: Any) -> tuple[Case, dict[str, Any]]:
             if "paragraphs" in eo:
                 p = eo["paragraphs"]
                 if not isinstance(p, list):
-                    raise _Bad(f"{where}.paragraphs: invalid type: {_describe(p)}, expected a sequence")
+                    raise _Bad(f"{where}.paragraphs: invalid type: {describe_value(p)}, expected a sequence")
                 pars = [_uint(x, f"{where}.paragraphs[{j}]", MAX_U32) for j, x in enumerate(p)]
             rel = 1
             if eo.get("relevance") is not None:
@@ -191,7 +177,7 @@ def _base_case(rec: Any) -> tuple[Case, dict[str, Any]]:
         if oo.get("floor") is not None:
             f = oo["floor"]
             if isinstance(f, bool) or not isinstance(f, (int, float)):
-                raise _Bad(f"options.floor: invalid type: {_describe(f)}, expected f32")
+                raise _Bad(f"options.floor: invalid type: {describe_value(f)}, expected f32")
             opt.floor = float(f)
         if oo.get("tags") is not None:
             opt.tags = _str_list(oo["tags"], "options.tags")
@@ -219,7 +205,7 @@ def _extensions(case: Case, obj: dict[str, Any]) -> None:
         raw = obj["expected_associations"]
         try:
             if not isinstance(raw, list):
-                raise _Bad(f"invalid type: {_describe(raw)}, expected a sequence")
+                raise _Bad(f"invalid type: {describe_value(raw)}, expected a sequence")
             for i, e in enumerate(raw):
                 eo = _obj(e, "struct ExpectedAssociation", ("subject", "label", "object"), f"[{i}]: ")
                 case.expected_associations.append(
@@ -235,7 +221,7 @@ def _extensions(case: Case, obj: dict[str, Any]) -> None:
         raw = obj["expected_citations"]
         try:
             if not isinstance(raw, list):
-                raise _Bad(f"invalid type: {_describe(raw)}, expected a sequence")
+                raise _Bad(f"invalid type: {describe_value(raw)}, expected a sequence")
             for i, e in enumerate(raw):
                 eo = _obj(e, "struct ExpectedCitation", ("source", "paragraph", "section", "quote"), f"[{i}]: ")
                 cit = ExpectedCitation(
@@ -310,7 +296,7 @@ def load_eval(path: str) -> EvalSet:
                 hdr = _obj(rec, "struct EvalHeader", ("taguru_eval", "name", "default_target"))
                 stamp = _required(hdr, "taguru_eval")
                 if type(stamp) is not int:
-                    raise _Bad(f"taguru_eval: invalid type: {_describe(stamp)}, expected u32")
+                    raise _Bad(f"taguru_eval: invalid type: {describe_value(stamp)}, expected u32")
                 if hdr.get("name") is not None:
                     name = _str(hdr["name"], "name")
             except _Bad as exc:

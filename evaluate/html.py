@@ -7,20 +7,30 @@ from typing import Any
 
 from taguru_server.evaluate.metrics import CLASSIFICATION, METRIC_NAMES, case_value
 
-_CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK JP",sans-serif;margin:24px;color:#1d2330;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d9dde5;padding-bottom:4px}
-.meta{color:#566074;font-size:13px;margin:2px 0}.legend span{display:inline-block;margin-right:16px;font-size:13px}
-.sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:-1px;margin-right:5px}
-.base{background:#8a94a8;fill:#8a94a8}.head{background:#2f6fde;fill:#2f6fde}
-table{border-collapse:collapse;font-size:12.5px;margin-top:6px}th,td{border:1px solid #d9dde5;padding:4px 7px;text-align:right}
-th{background:#f2f4f8;position:sticky;top:0}td.l,th.l{text-align:left}tr:nth-child(even) td{background:#fafbfc}
-.bars td{border:none;padding:3px 8px;vertical-align:middle}.bars td.name{text-align:left;font-family:ui-monospace,monospace;font-size:12px}
-.up{color:#137333;font-weight:600}.down{color:#b3261e;font-weight:600}.na{color:#9aa1ae}
-.tag{display:inline-block;border-radius:3px;padding:0 5px;font-size:11.5px}.t-improved{background:#e3f4e8;color:#137333}
-.t-regressed{background:#fbe5e3;color:#b3261e}.t-added,.t-removed{background:#eef0f4;color:#566074}.t-unchanged{color:#9aa1ae}
-.pass{color:#137333;font-weight:600}.fail{color:#b3261e;font-weight:600}ul.warn{font-size:13px;color:#7a4b00}
-"""
+_CSS = (
+    "\n"
+    'body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK JP",sans-serif;'
+    "margin:24px;color:#1d2330;background:#fff}\n"
+    "h1{font-size:22px;margin:0 0 4px}"
+    "h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d9dde5;padding-bottom:4px}\n"
+    ".meta{color:#566074;font-size:13px;margin:2px 0}"
+    ".legend span{display:inline-block;margin-right:16px;font-size:13px}\n"
+    ".sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:-1px;margin-right:5px}\n"
+    ".base{background:#8a94a8;fill:#8a94a8}.head{background:#2f6fde;fill:#2f6fde}\n"
+    "table{border-collapse:collapse;font-size:12.5px;margin-top:6px}"
+    "th,td{border:1px solid #d9dde5;padding:4px 7px;text-align:right}\n"
+    "th{background:#f2f4f8;position:sticky;top:0}td.l,th.l{text-align:left}"
+    "tr:nth-child(even) td{background:#fafbfc}\n"
+    ".bars td{border:none;padding:3px 8px;vertical-align:middle}"
+    ".bars td.name{text-align:left;font-family:ui-monospace,monospace;font-size:12px}\n"
+    ".up{color:#137333;font-weight:600}.down{color:#b3261e;font-weight:600}.na{color:#9aa1ae}\n"
+    ".tag{display:inline-block;border-radius:3px;padding:0 5px;font-size:11.5px}"
+    ".t-improved{background:#e3f4e8;color:#137333}\n"
+    ".t-regressed{background:#fbe5e3;color:#b3261e}.t-added,.t-removed{background:#eef0f4;color:#566074}"
+    ".t-unchanged{color:#9aa1ae}\n"
+    ".pass{color:#137333;font-weight:600}.fail{color:#b3261e;font-weight:600}"
+    "ul.warn{font-size:13px;color:#7a4b00}\n"
+)
 _W = 320
 
 

@@ -444,32 +444,29 @@ BUDGET_DROP_REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget")
 
 
 def aggregate(cases: list[dict[str, Any]], rerank: bool) -> dict[str, Any]:
+    """Every aggregate metric over the cases, keyed and sorted by metric name."""
+    out: dict[str, Any] = {m: distribution(v) for m, v in _samples(cases).items()}
+    out.update(_citation_ratios(cases))
+    out.update(_lane_ratios(cases))
+    n_cases = len(cases)
+    out["passage.failure_rate"] = ratio(sum(1 for c in cases if c["passage"]["outcome"] == "failed"), n_cases)
+    out["structural.case_rate"] = ratio(sum(1 for c in cases if "structural" in c), n_cases)
+    out["budget.omitted_rate"] = _budget_omitted_rate(cases)
+    out["rerank.ran"] = _rerank_ran(cases, rerank)
+    return {k: out[k] for k in sorted(out)}
+
+
+def _samples(cases: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per distribution metric, the samples every case contributes."""
     samples: dict[str, list[float]] = {m: [] for m in METRIC_NAMES if statistic(m) == DIST}
     for c in cases:
-        for m in (
-            "recall.recall_at_k",
-            "recall.mrr",
-            "recall.ndcg",
-            "coverage.concepts",
-            "coverage.labels",
-            "coverage.associations",
-            "citations.recall",
-            "citations.locator_validity",
-            "diversity.sources",
-            "latency.passage_ms",
-        ):
+        for m in CASE_SCOPED:
             v = case_value(c, m)
             if v is not None:
                 samples[m].append(v)
         st = c.get("structural")
         if st:
-            for rec in st["cues"]:
-                samples["latency.resolve_ms"].append(rec["latency_ms"])
-            for a in st["associations"]:
-                for pos in ("subject", "label", "object"):
-                    samples["latency.resolve_ms"].append(a[pos]["latency_ms"])
-                if "query" in a:
-                    samples["latency.query_ms"].append(a["query"]["latency_ms"])
+            _add_structural_latencies(st, samples)
         for chk in (c.get("citations") or {}).get("checks", []):
             samples["latency.citation_ms"].append(chk["latency_ms"])
         ev = c.get("evidence")
@@ -480,34 +477,58 @@ def aggregate(cases: list[dict[str, Any]], rerank: bool) -> dict[str, Any]:
             samples["budget.items_used"].append(b["items_used"])
             samples["budget.bytes_used"].append(b["bytes_used"])
             samples["budget.tokens_used"].append(b["tokens_used"])
+    return samples
 
-    out: dict[str, Any] = {m: distribution(v) for m, v in samples.items()}
+
+def _add_structural_latencies(st: dict[str, Any], samples: dict[str, list[float]]) -> None:
+    """A case's resolve and query latencies from its structural lane."""
+    for rec in st["cues"]:
+        samples["latency.resolve_ms"].append(rec["latency_ms"])
+    for a in st["associations"]:
+        for pos in ("subject", "label", "object"):
+            samples["latency.resolve_ms"].append(a[pos]["latency_ms"])
+        if "query" in a:
+            samples["latency.query_ms"].append(a["query"]["latency_ms"])
+
+
+def _citation_ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the citation checks of all cases came out."""
     checks = [chk for c in cases for chk in (c.get("citations") or {}).get("checks", [])]
     n_calls = len(checks)
     resolved = [chk for chk in checks if chk["outcome"] == "resolved"]
-    out["citations.resolved"] = ratio(len(resolved), n_calls)
-    out["citations.no_source"] = ratio(
-        sum(1 for k in checks if k["outcome"] != "resolved" and k.get("code") == "no_source"), n_calls
-    )
-    out["citations.no_paragraph"] = ratio(
-        sum(1 for k in checks if k["outcome"] != "resolved" and k.get("code") == "no_paragraph"), n_calls
-    )
-    out["citations.other"] = ratio(
-        sum(1 for k in checks if k["outcome"] != "resolved" and k.get("code") not in ("no_source", "no_paragraph")),
-        n_calls,
-    )
+    failed_codes = [k.get("code") for k in checks if k["outcome"] != "resolved"]
+    return {
+        "citations.resolved": ratio(len(resolved), n_calls),
+        "citations.no_source": ratio(sum(1 for code in failed_codes if code == "no_source"), n_calls),
+        "citations.no_paragraph": ratio(sum(1 for code in failed_codes if code == "no_paragraph"), n_calls),
+        "citations.other": ratio(sum(1 for code in failed_codes if code not in ("no_source", "no_paragraph")), n_calls),
+        **_match_ratios(resolved),
+    }
+
+
+def _match_ratios(resolved: list[dict[str, Any]]) -> dict[str, Any]:
+    """How often the resolved citations' sections and quotes matched, where they were checked."""
     sec = [k for k in resolved if k["section"]["check"] != "not_checked"]
-    out["citations.section_match"] = ratio(sum(1 for k in sec if k["section"]["check"] == "matched"), len(sec))
     quo = [k for k in resolved if "quote" in k]
-    out["citations.quote_match"] = ratio(sum(1 for k in quo if k["quote"]["matched"]), len(quo))
+    return {
+        "citations.section_match": ratio(sum(1 for k in sec if k["section"]["check"] == "matched"), len(sec)),
+        "citations.quote_match": ratio(sum(1 for k in quo if k["quote"]["matched"]), len(quo)),
+    }
+
+
+def _lane_ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """How often the structural and passage lanes found the expected evidence, alone or together."""
     lx = [c["lane_cross"] for c in cases if "lane_cross" in c]
-    out["lanes.structural_hit"] = ratio(sum(1 for x in lx if x["structural_hit"]), len(lx))
-    out["lanes.passage_hit"] = ratio(sum(1 for x in lx if x["passage_hit"]), len(lx))
-    out["lanes.both"] = ratio(sum(1 for x in lx if x["structural_hit"] and x["passage_hit"]), len(lx))
-    out["lanes.neither"] = ratio(sum(1 for x in lx if not x["structural_hit"] and not x["passage_hit"]), len(lx))
-    n_cases = len(cases)
-    out["passage.failure_rate"] = ratio(sum(1 for c in cases if c["passage"]["outcome"] == "failed"), n_cases)
-    out["structural.case_rate"] = ratio(sum(1 for c in cases if "structural" in c), n_cases)
+    return {
+        "lanes.structural_hit": ratio(sum(1 for x in lx if x["structural_hit"]), len(lx)),
+        "lanes.passage_hit": ratio(sum(1 for x in lx if x["passage_hit"]), len(lx)),
+        "lanes.both": ratio(sum(1 for x in lx if x["structural_hit"] and x["passage_hit"]), len(lx)),
+        "lanes.neither": ratio(sum(1 for x in lx if not x["structural_hit"] and not x["passage_hit"]), len(lx)),
+    }
+
+
+def _budget_omitted_rate(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The share of candidate items the budget dropped."""
     dropped = denom = 0
     for c in cases:
         b = c.get("budget")
@@ -520,7 +541,11 @@ def aggregate(cases: list[dict[str, Any]], rerank: bool) -> dict[str, Any]:
             dropped += sum(by_reason.get(r, 0) for r in BUDGET_DROP_REASONS)
         else:
             dropped += b["omitted_total"]
-    out["budget.omitted_rate"] = ratio(dropped, denom)
+    return ratio(dropped, denom)
+
+
+def _rerank_ran(cases: list[dict[str, Any]], rerank: bool) -> dict[str, Any]:
+    """The share of assembled evidence requests with a non-empty pool on which the reranker ran."""
     attempted = ran = 0
     if rerank:
         for c in cases:
@@ -529,8 +554,7 @@ def aggregate(cases: list[dict[str, Any]], rerank: bool) -> dict[str, Any]:
                 continue
             attempted += 1
             ran += 1 if ev["reranker"].get("ran") else 0
-    out["rerank.ran"] = ratio(ran, attempted)
-    return {k: out[k] for k in sorted(out)}
+    return ratio(ran, attempted)
 
 
 def scalar(metric: str, value: Any) -> float | None:

@@ -508,6 +508,7 @@ class Runner:
     # -- one case
 
     async def run_case(self, case: Case) -> dict[str, Any]:
+        """Run the case's lanes and return its result record."""
         work: dict[str, Any] = {}
         if self.args.assembly:
             hits = await self.evidence_lane(case, work)
@@ -516,42 +517,60 @@ class Runner:
         structural = None
         if case.expected_concepts or case.expected_labels or case.expected_associations:
             structural = await self.structural_lane(case)
-        served = {(h["source"], h["paragraph"]) for h in hits or []}
-        for a in (structural or {}).get("associations", []):
-            for at in a.get("query", {}).get("attributions", []):
-                if at["paragraph"] is not None:
-                    served.add((at["source"], at["paragraph"]))
+        served = _served_paragraphs(hits, structural)
         checks = await self.citation_lane(case, served) if case.expected_citations else None
-        block: dict[str, Any] = {"case_id": case.case_id, "query": case.query}
-        if case.cues:
-            block["cues"] = list(case.cues)
-        block["limit"] = case.limit
-        block["passage"] = work["passage"]
-        if structural is not None:
-            block["structural"] = structural
-        recall = recall_block(case, hits) if hits is not None else None
-        if recall is not None:
-            block["recall"] = recall
-        coverage = coverage_block(case, structural) if structural is not None else None
-        if coverage is not None:
-            block["coverage"] = coverage
-        if structural is not None and recall is not None:
-            block["lane_cross"] = {
-                "structural_hit": any(p["matched"] > 0 for p in coverage.values()),
-                "passage_hit": recall["matched"] > 0,
-            }
-        if checks is not None:
-            block["citations"] = citations_block(case, checks)
-        missed, truncated = missed_list(case, hits, structural, checks)
-        block["missed"] = missed
-        block["missed_truncated"] = truncated
-        if "_evidence" in work:
-            block["evidence"] = work["_evidence"]
-        if "_budget" in work:
-            block["budget"] = work["_budget"]
-        if hits is not None:
-            block["diversity_sources"] = len({h["source"] for h in hits})
-        return block
+        return _case_record(case, work, hits, structural, checks)
+
+
+def _served_paragraphs(hits: list[dict[str, Any]] | None, structural: dict[str, Any] | None) -> set[tuple[str, int]]:
+    """The (source, paragraph) pairs the passage hits and structural attributions served."""
+    served = {(h["source"], h["paragraph"]) for h in hits or []}
+    for a in (structural or {}).get("associations", []):
+        for at in a.get("query", {}).get("attributions", []):
+            if at["paragraph"] is not None:
+                served.add((at["source"], at["paragraph"]))
+    return served
+
+
+def _case_record(
+    case: Case,
+    work: dict[str, Any],
+    hits: list[dict[str, Any]] | None,
+    structural: dict[str, Any] | None,
+    checks: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """One case's result record from what its lanes returned."""
+    block: dict[str, Any] = {"case_id": case.case_id, "query": case.query}
+    if case.cues:
+        block["cues"] = list(case.cues)
+    block["limit"] = case.limit
+    block["passage"] = work["passage"]
+    if structural is not None:
+        block["structural"] = structural
+    recall = recall_block(case, hits) if hits is not None else None
+    if recall is not None:
+        block["recall"] = recall
+    coverage = coverage_block(case, structural) if structural is not None else None
+    if coverage is not None:
+        block["coverage"] = coverage
+    if structural is not None and recall is not None:
+        assert coverage is not None
+        block["lane_cross"] = {
+            "structural_hit": any(p["matched"] > 0 for p in coverage.values()),
+            "passage_hit": recall["matched"] > 0,
+        }
+    if checks is not None:
+        block["citations"] = citations_block(case, checks)
+    missed, truncated = missed_list(case, hits, structural, checks)
+    block["missed"] = missed
+    block["missed_truncated"] = truncated
+    if "_evidence" in work:
+        block["evidence"] = work["_evidence"]
+    if "_budget" in work:
+        block["budget"] = work["_budget"]
+    if hits is not None:
+        block["diversity_sources"] = len({h["source"] for h in hits})
+    return block
 
 
 async def run_cases(
@@ -620,7 +639,7 @@ async def list_sources(api: Api, ctx: str) -> list[str]:
 # ----- the whole run ---------------------------------------------------------------------
 
 
-def _budget_text(limits: dict[str, int] | None) -> str:
+def _budget_text(limits: dict[str, Any] | None) -> str:
     if not limits:
         return "none (untruncated baseline)"
     return f"max_items={limits['max_items']} max_bytes={limits['max_bytes']} max_tokens={limits['max_tokens']}"
@@ -711,33 +730,10 @@ async def _run_online(
     err: TextIO,
 ) -> int:
     ctx = args.context
-    try:
-        await api.health()
-    except CallError as exc:
-        raise Fatal(f"server at {masked} is not reachable: {exc.message}", EXIT_FAIL) from None
-    try:
-        entry = await api.call("GET", ["contexts", ctx])
-    except CallError as exc:
-        raise Fatal(exc.message, EXIT_USAGE if exc.status == 404 else EXIT_FAIL) from None
-    rev_before, epoch_before = _entry(entry, ctx, after=False)
-    embeddings: dict[str, Any] | None = None
-    try:
-        emb = await api.call("GET", ["contexts", ctx, "embeddings"])
-        pm = emb.get("provider_model") if isinstance(emb, dict) else None
-        if isinstance(emb, dict) and (pm is None or isinstance(pm, str)):
-            embeddings = {"provider_model": pm}
-        else:
-            warn(f"{ctx}: could not read embedding status (recording none): not an embeddings status", err)
-    except CallError as exc:
-        warn(f"{ctx}: could not read embedding status (recording none): {cut(exc.message)}", err)
+    rev_before, epoch_before = await _read_context_before(api, ctx, masked)
+    embeddings = await _embedding_status(api, ctx, err)
     sources = await list_sources(api, ctx)
-    carried = set(sources)
-    misses = [
-        f"case '{c.case_id}': expected_sources names '{e.source}', which '{ctx}' does not carry"
-        for c in evalset.cases
-        for e in c.expected_sources
-        if e.source not in carried
-    ]
+    misses = _uncarried_sources(evalset, ctx, set(sources))
     if misses:
         for m in misses:
             warn(m, err)
@@ -758,19 +754,6 @@ async def _run_online(
 
     metrics = aggregate(cases, rerank=args.rerank is not None)
     report = gate(thresholds, metrics, cases, stable) if thresholds is not None else None
-    inputs: dict[str, Any] = {
-        "eval": {"path": args.eval, "name": evalset.name, "cases": len(evalset.cases)},
-        "context": ctx,
-        "url": masked,
-        "out": args.out,
-        "default_limit": DEFAULT_LIMIT,
-        "resolve_limit": RESOLVE_LIMIT,
-        "mode": "assembly" if args.assembly else "baseline",
-    }
-    if args.assembly or args.budget_given:
-        inputs["budget"] = args.limits.as_dict()
-    if args.rerank is not None:
-        inputs["rerank"] = args.rerank
     corpus: dict[str, Any] = {
         "revision_before": rev_before,
         "revision_after": rev_after,
@@ -785,7 +768,7 @@ async def _run_online(
         "taguru_evaluation": 1,
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "matching": MATCHING,
-        "inputs": inputs,
+        "inputs": _run_inputs(args, evalset, masked),
         "corpus": corpus,
         "thresholds": report,
         "definitions": defs,
@@ -794,6 +777,71 @@ async def _run_online(
         artifact["warnings"] = warnings
     artifact["cases"] = cases
     artifact["metrics"] = metrics
+    report_path = _write_artifact(args, artifact)
+    _summary(args, artifact, masked, report_path, out)
+    if report is None:
+        warn(REPORT_ONLY, err)
+        return EXIT_OK
+    return EXIT_OK if report["passed"] else EXIT_THRESHOLDS
+
+
+async def _read_context_before(api: Api, ctx: str, masked: str) -> tuple[dict[str, int], Any]:
+    """Check the server is up and read the context's revisions and last write before the run."""
+    try:
+        await api.health()
+    except CallError as exc:
+        raise Fatal(f"server at {masked} is not reachable: {exc.message}", EXIT_FAIL) from None
+    try:
+        entry = await api.call("GET", ["contexts", ctx])
+    except CallError as exc:
+        raise Fatal(exc.message, EXIT_USAGE if exc.status == 404 else EXIT_FAIL) from None
+    return _entry(entry, ctx, after=False)
+
+
+async def _embedding_status(api: Api, ctx: str, err: TextIO) -> dict[str, Any] | None:
+    """The context's embedding provider model, or None (with a warning) when it cannot be read."""
+    try:
+        emb = await api.call("GET", ["contexts", ctx, "embeddings"])
+    except CallError as exc:
+        warn(f"{ctx}: could not read embedding status (recording none): {cut(exc.message)}", err)
+        return None
+    pm = emb.get("provider_model") if isinstance(emb, dict) else None
+    if isinstance(emb, dict) and (pm is None or isinstance(pm, str)):
+        return {"provider_model": pm}
+    warn(f"{ctx}: could not read embedding status (recording none): not an embeddings status", err)
+    return None
+
+
+def _uncarried_sources(evalset: EvalSet, ctx: str, carried: set[str]) -> list[str]:
+    """One message per expected source the context does not carry."""
+    return [
+        f"case '{c.case_id}': expected_sources names '{e.source}', which '{ctx}' does not carry"
+        for c in evalset.cases
+        for e in c.expected_sources
+        if e.source not in carried
+    ]
+
+
+def _run_inputs(args: RunArgs, evalset: EvalSet, masked: str) -> dict[str, Any]:
+    """The artifact's record of what the run was asked to do."""
+    inputs: dict[str, Any] = {
+        "eval": {"path": args.eval, "name": evalset.name, "cases": len(evalset.cases)},
+        "context": args.context,
+        "url": masked,
+        "out": args.out,
+        "default_limit": DEFAULT_LIMIT,
+        "resolve_limit": RESOLVE_LIMIT,
+        "mode": "assembly" if args.assembly else "baseline",
+    }
+    if args.assembly or args.budget_given:
+        inputs["budget"] = args.limits.as_dict()
+    if args.rerank is not None:
+        inputs["rerank"] = args.rerank
+    return inputs
+
+
+def _write_artifact(args: RunArgs, artifact: dict[str, Any]) -> str:
+    """Write the HTML report, then the JSON artifact; return the report's path."""
     text = json.dumps(artifact, ensure_ascii=False, indent=2)
     report_path = html_path(args.out)
     try:
@@ -804,11 +852,7 @@ async def _run_online(
         write_atomic(args.out, text)
     except OSError as exc:
         raise Fatal(f"writing {args.out}: {exc}", EXIT_FAIL) from None
-    _summary(args, artifact, masked, report_path, out)
-    if report is None:
-        warn(REPORT_ONLY, err)
-        return EXIT_OK
-    return EXIT_OK if report["passed"] else EXIT_THRESHOLDS
+    return report_path
 
 
 _SUMMARY_METRICS = (

@@ -236,8 +236,8 @@ class Bm25Index:
         t = self.term_id.get(term)
         entry = None
         if t is not None and self.df[t] > 0:
-            pieces = [seg.postings(t) for seg in (self._main, self._delta) if seg is not None]
-            pieces = [p for p in pieces if p is not None]
+            found = [seg.postings(t) for seg in (self._main, self._delta) if seg is not None]
+            pieces = [p for p in found if p is not None]
             if pieces:
                 docs = pieces[0][0] if len(pieces) == 1 else np.concatenate([p[0] for p in pieces])
                 tfs = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])

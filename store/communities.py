@@ -71,7 +71,7 @@ def community_hits(
     for entry in manifest.get("communities") or []:
         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
             by_id.setdefault(entry["id"], entry)
-    hits = []
+    hits: list[dict[str, Any]] = []
     for hit in found["hits"]:
         if not hit["source"].startswith(COMMUNITY_PREFIX):
             continue

@@ -383,17 +383,6 @@ class Context:
         self.meta.rev_graph += 1
         self.dirty.meta = True
 
-    def alias_outcome(self, kind: int, alias: str, canonical: str) -> str | None:
-        """Predict add_alias without writing: None when it would apply, else the reason."""
-        find = self.find_concept if kind == CONCEPT else self.find_label
-        target = find(canonical)
-        if target is None:
-            return "the canonical spelling is not interned"
-        current = find(alias)
-        if current is not None and current != target:
-            return "the alias already resolves to a different record"
-        return None
-
     def remove_alias(self, kind: int, alias: str) -> bool:
         table = self.aliases[kind]
         if alias not in table:
@@ -540,13 +529,6 @@ class Context:
             "count": self.e_cnt[e],
             "attributions": attributions,
         }
-
-    def concept_edges(self, c: int) -> list[int]:
-        """Outgoing then incoming edges of a concept, a self-loop once, each in creation order."""
-        return self.out_edges[c] + self.in_edges[c]
-
-    def passage_count(self) -> int:
-        return len(self.passages)
 
     def stats(self) -> dict[str, Any]:
         live_degree = [0] * len(self.concepts)

@@ -112,14 +112,6 @@ def collected(what: str, issues: list[Issue]) -> ApiError:
     )
 
 
-def empty_arg(what: str) -> ApiError:
-    return ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
-
-
-def oversized_arg(what: str, size: int, cap: int) -> ApiError:
-    return ApiError("invalid_argument", f"{what} is {size} bytes, over the {cap}-byte cap; nothing was applied")
-
-
 def too_many_items(field: str, n: int) -> ApiError:
     return ApiError("over_limit", f"{field} carries {n} items, past the per-request limit of 1000; split the request")
 

@@ -170,12 +170,10 @@ def parse_stream(data: bytes | str) -> list[Batch]:
     seen: set[tuple[str, str]] = set()
     current: Batch | None = None
     alias_seen: set[tuple[int, str]] = set()
-    n = 0
     decode = _DECODER.decode
     fast_line = _ASSOC_LINE.fullmatch
     fast = FAST_PATHS
-    assoc_keys = _ASSOC_KEYS
-    short = _FAST_NAME_CHARS
+    # The regex shortcut stays inline: it runs once per association line on the import hot path.
     for n, raw in enumerate(text.split("\n"), start=1):
         if fast and current is not None and len(raw) <= _FAST_RAW_CHARS:
             m = fast_line(raw)
@@ -197,152 +195,198 @@ def parse_stream(data: bytes | str) -> list[Batch]:
         line = raw.strip(WHITE_SPACE)
         if not line:
             continue
-        if len(line) > _FAST_LINE_CHARS and utf8_len(line) > MAX_LINE_BYTES:
-            raise ParseError(f"line {n}: the line exceeds the {MAX_LINE_BYTES}-byte cap")
-        try:
-            # json.loads(line, parse_constant=...) without building a decoder per line; a
-            # leading BOM keeps json.loads' own refusal text
-            rec = (
-                decode(line)
-                if line[0] != "\ufeff"
-                else json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
-            )
-            if "\\u" in line and has_lone_surrogate(line, rec):
-                raise ValueError("lone leading surrogate in hex escape")
-        except (ValueError, RecursionError) as exc:
-            raise ParseError(f"line {n}: not JSON: {exc}") from None
-        if not isinstance(rec, dict):
-            raise ParseError(f"line {n}: expected a JSON object")
-        if (
-            fast
-            and current is not None
-            and "subject" in rec
-            and rec.keys() <= assoc_keys
-            and "\\ud" not in line
-            and "\\uD" not in line  # surrogate escapes take the full checks
-        ):
-            # the common association line, when every field is plainly valid; anything
-            # unusual falls through to the full checks below, which word the refusal
-            s = rec.get("subject")
-            lab = rec.get("label")
-            o = rec.get("object")
-            w = rec.get("weight")
-            p = rec.get("paragraph")
-            if (
-                type(s) is str
-                and type(lab) is str
-                and type(o) is str
-                and 0 < len(s) <= short
-                and 0 < len(lab) <= short
-                and 0 < len(o) <= short
-                and type(w) is float
-                and -MAX_WEIGHT <= w <= MAX_WEIGHT
-                and (p is None or (type(p) is int and 0 <= p <= MAX_U32))
-            ):
-                current.last_line = n
-                if p is not None and current.needs_passage_line is None:
-                    current.needs_passage_line = n
-                current.associations.append((s, lab, o, w, p))
-                continue
+        rec = _decode_line(n, line, decode)
+        if fast and current is not None and _took_plain_association(n, line, rec, current):
+            continue
         if "taguru_batch" in rec:
-            current = _header(n, rec)
-            key = (current.context, current.source)
-            if key in seen:
-                raise ParseError(
-                    f"line {n}: source '{current.source}' in context '{current.context}' is already stated by an "
-                    "earlier batch of this stream — one batch owns one source's truth"
-                )
-            seen.add(key)
+            current = _open_batch(n, rec, seen)
             alias_seen = set()
             batches.append(current)
             continue
-        if "taguru_schema" in rec or "taguru_group" in rec:
-            raise ParseError(f"line {n}: schema and group records are not supported by this server")
-        kind = next((_CLASS_OF[k] for k in _CLASSIFY if k in rec), None)
-        if kind is None:
-            raise ParseError(f"line {n}: unrecognized record: expected a batch header or an op line")
-        if current is None:
-            raise ParseError(f"line {n}: an op line before any batch header")
-        if kind == "association" and "source" in rec:
-            raise ParseError(f"line {n}: an association line must not carry 'source' — the batch header names it")
-        unknown = sorted(set(rec) - _KEYS[kind])
-        if unknown:
-            raise ParseError(f"line {n}: unknown field '{unknown[0]}' in a {kind} line")
-        current.last_line = n
-        if kind == "association":
-            s = _name(n, rec, "subject")
-            lab = _name(n, rec, "label")
-            o = _name(n, rec, "object")
-            w = rec.get("weight")
-            if w is None:
-                raise ParseError(f"line {n}: missing field 'weight'")
-            if isinstance(w, bool) or not isinstance(w, (int, float)):
-                raise ParseError(f"line {n}: weight must be a number")
-            if not (abs(w) <= MAX_WEIGHT):
-                raise ParseError(
-                    f"line {n}: weight {_display(w)} is outside the accepted range (finite, |weight| <= 1000000)"
-                )
-            p = _uint(n, rec, "paragraph", MAX_U32, False)
-            if p is not None and current.needs_passage_line is None:
-                current.needs_passage_line = n
-            current.associations.append((s, lab, o, float(w), p))
-        elif kind == "alias":
-            a = _name(n, rec, "alias")
-            c = _name(n, rec, "canonical")
-            k = rec.get("kind")
-            if k not in ("concept", "label"):
-                raise ParseError(f'line {n}: kind must be "concept" or "label"')
-            ki = CONCEPT if k == "concept" else LABEL
-            if (ki, a) in alias_seen:
-                raise ParseError(f"line {n}: {k} alias '{a}' appears twice in this batch")
-            alias_seen.add((ki, a))
-            current.aliases.append((ki, a, c))
-        elif kind == "passage":
-            if current.passage is not None:
-                raise ParseError(f"line {n}: a batch carries at most one passage line")
-            t = rec.get("passage")
-            if not isinstance(t, str):
-                raise ParseError(f"line {n}: passage must be a string")
-            size = utf8_len(t)
-            if size > MAX_PASSAGE_BYTES:
-                raise ParseError(f"line {n}: passage of {size} bytes exceeds the {MAX_PASSAGE_BYTES}-byte cap")
-            current.passage = t
-            current.stored_at = _uint(n, rec, "stored_at", MAX_U64, False)
-            current.date = _uint(n, rec, "date", MAX_U64, False)
-            tags = rec.get("tags")
-            if tags is not None:
-                if not isinstance(tags, list):
-                    raise ParseError(f"line {n}: tags must be an array of strings")
-                if len(tags) > MAX_TAGS:
-                    raise ParseError(f"line {n}: {len(tags)} tags where at most {MAX_TAGS} may be given")
-                for tag in tags:
-                    if not isinstance(tag, str):
-                        raise ParseError(f"line {n}: tags must be an array of strings")
-                    if not tag:
-                        raise ParseError(f"line {n}: tag must not be empty")
-                    if utf8_len(tag) > MAX_TAG_BYTES:
-                        raise ParseError(f"line {n}: tag of {utf8_len(tag)} bytes exceeds the {MAX_TAG_BYTES}-byte cap")
-                current.tags = list(tags)
-        else:
-            p = _uint(n, rec, "paragraph", MAX_U32, True)
-            assert p is not None
-            if current.needs_passage_line is None:
-                current.needs_passage_line = n
-            if kind == "question":
-                q = _name(n, rec, "question", MAX_QUESTION_BYTES)
-                if (p, q) not in current.questions:
-                    if sum(1 for pp, _q in current.questions if pp == p) >= MAX_QUESTIONS_PER_PARAGRAPH:
-                        raise ParseError(f"line {n}: paragraph {p} already has {MAX_QUESTIONS_PER_PARAGRAPH} questions")
-                    current.questions.append((p, q))
-            elif kind == "section":
-                current.sections.append((p, _name(n, rec, "section", MAX_SECTION_BYTES)))
-            else:
-                loc = rec.get("locator")
-                if not isinstance(loc, dict) or set(loc) - {"kind", "value"}:
-                    raise ParseError(f"line {n}: locator must be an object {{kind, value}}")
-                lk = _name(n, loc, "kind", MAX_LOCATOR_KIND_BYTES, "locator kind")
-                lv = _name(n, loc, "value", MAX_LOCATOR_VALUE_BYTES, "locator value")
-                current.locators.append((p, lk, lv))
+        _parse_op_line(n, rec, current, alias_seen)
+    _check_paragraph_references(batches)
+    return batches
+
+
+def _decode_line(n: int, line: str, decode: Callable[[str], Any]) -> dict[str, Any]:
+    """The JSON object on one stripped, non-empty line."""
+    if len(line) > _FAST_LINE_CHARS and utf8_len(line) > MAX_LINE_BYTES:
+        raise ParseError(f"line {n}: the line exceeds the {MAX_LINE_BYTES}-byte cap")
+    try:
+        # json.loads(line, parse_constant=...) without building a decoder per line; a
+        # leading BOM keeps json.loads' own refusal text
+        rec = (
+            decode(line)
+            if line[0] != "\ufeff"
+            else json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
+        )
+        if "\\u" in line and has_lone_surrogate(line, rec):
+            raise ValueError("lone leading surrogate in hex escape")
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"line {n}: not JSON: {exc}") from None
+    if not isinstance(rec, dict):
+        raise ParseError(f"line {n}: expected a JSON object")
+    return rec
+
+
+def _took_plain_association(n: int, line: str, rec: dict[str, Any], current: Batch) -> bool:
+    """Append a common, plainly valid association line to the batch; False leaves it to the full checks."""
+    if "subject" not in rec or not rec.keys() <= _ASSOC_KEYS or "\\ud" in line or "\\uD" in line:
+        return False  # surrogate escapes take the full checks, which also word any refusal
+    s = rec.get("subject")
+    lab = rec.get("label")
+    o = rec.get("object")
+    w = rec.get("weight")
+    p = rec.get("paragraph")
+    short = _FAST_NAME_CHARS
+    if not (
+        type(s) is str
+        and type(lab) is str
+        and type(o) is str
+        and 0 < len(s) <= short
+        and 0 < len(lab) <= short
+        and 0 < len(o) <= short
+        and type(w) is float
+        and -MAX_WEIGHT <= w <= MAX_WEIGHT
+        and (p is None or (type(p) is int and 0 <= p <= MAX_U32))
+    ):
+        return False
+    current.last_line = n
+    if p is not None and current.needs_passage_line is None:
+        current.needs_passage_line = n
+    current.associations.append((s, lab, o, w, p))
+    return True
+
+
+def _open_batch(n: int, rec: dict[str, Any], seen: set[tuple[str, str]]) -> Batch:
+    """A new batch from its header line, refusing a source stated twice in the stream."""
+    batch = _header(n, rec)
+    key = (batch.context, batch.source)
+    if key in seen:
+        raise ParseError(
+            f"line {n}: source '{batch.source}' in context '{batch.context}' is already stated by an "
+            "earlier batch of this stream — one batch owns one source's truth"
+        )
+    seen.add(key)
+    return batch
+
+
+def _parse_op_line(n: int, rec: dict[str, Any], current: Batch | None, alias_seen: set[tuple[int, str]]) -> None:
+    """Classify one non-header line and add it to the current batch."""
+    if "taguru_schema" in rec or "taguru_group" in rec:
+        raise ParseError(f"line {n}: schema and group records are not supported by this server")
+    kind = next((_CLASS_OF[k] for k in _CLASSIFY if k in rec), None)
+    if kind is None:
+        raise ParseError(f"line {n}: unrecognized record: expected a batch header or an op line")
+    if current is None:
+        raise ParseError(f"line {n}: an op line before any batch header")
+    if kind == "association" and "source" in rec:
+        raise ParseError(f"line {n}: an association line must not carry 'source' — the batch header names it")
+    unknown = sorted(set(rec) - _KEYS[kind])
+    if unknown:
+        raise ParseError(f"line {n}: unknown field '{unknown[0]}' in a {kind} line")
+    current.last_line = n
+    if kind == "association":
+        _add_association(n, rec, current)
+    elif kind == "alias":
+        _add_alias(n, rec, current, alias_seen)
+    elif kind == "passage":
+        _set_passage(n, rec, current)
+    else:
+        _add_paragraph_marker(n, rec, current, kind)
+
+
+def _add_association(n: int, rec: dict[str, Any], current: Batch) -> None:
+    """Validate an association line fully and append it."""
+    s = _name(n, rec, "subject")
+    lab = _name(n, rec, "label")
+    o = _name(n, rec, "object")
+    w = rec.get("weight")
+    if w is None:
+        raise ParseError(f"line {n}: missing field 'weight'")
+    if isinstance(w, bool) or not isinstance(w, (int, float)):
+        raise ParseError(f"line {n}: weight must be a number")
+    if not (abs(w) <= MAX_WEIGHT):
+        raise ParseError(f"line {n}: weight {_display(w)} is outside the accepted range (finite, |weight| <= 1000000)")
+    p = _uint(n, rec, "paragraph", MAX_U32, False)
+    if p is not None and current.needs_passage_line is None:
+        current.needs_passage_line = n
+    current.associations.append((s, lab, o, float(w), p))
+
+
+def _add_alias(n: int, rec: dict[str, Any], current: Batch, alias_seen: set[tuple[int, str]]) -> None:
+    """Validate an alias line and append it, refusing an alias stated twice in the batch."""
+    a = _name(n, rec, "alias")
+    c = _name(n, rec, "canonical")
+    k = rec.get("kind")
+    if k not in ("concept", "label"):
+        raise ParseError(f'line {n}: kind must be "concept" or "label"')
+    ki = CONCEPT if k == "concept" else LABEL
+    if (ki, a) in alias_seen:
+        raise ParseError(f"line {n}: {k} alias '{a}' appears twice in this batch")
+    alias_seen.add((ki, a))
+    current.aliases.append((ki, a, c))
+
+
+def _set_passage(n: int, rec: dict[str, Any], current: Batch) -> None:
+    """Validate the batch's one passage line and store it with its dates and tags."""
+    if current.passage is not None:
+        raise ParseError(f"line {n}: a batch carries at most one passage line")
+    t = rec.get("passage")
+    if not isinstance(t, str):
+        raise ParseError(f"line {n}: passage must be a string")
+    size = utf8_len(t)
+    if size > MAX_PASSAGE_BYTES:
+        raise ParseError(f"line {n}: passage of {size} bytes exceeds the {MAX_PASSAGE_BYTES}-byte cap")
+    current.passage = t
+    current.stored_at = _uint(n, rec, "stored_at", MAX_U64, False)
+    current.date = _uint(n, rec, "date", MAX_U64, False)
+    tags = rec.get("tags")
+    if tags is not None:
+        current.tags = _tags(n, tags)
+
+
+def _tags(n: int, tags: Any) -> list[str]:
+    """A passage line's tags, checked against the count and size caps."""
+    if not isinstance(tags, list):
+        raise ParseError(f"line {n}: tags must be an array of strings")
+    if len(tags) > MAX_TAGS:
+        raise ParseError(f"line {n}: {len(tags)} tags where at most {MAX_TAGS} may be given")
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise ParseError(f"line {n}: tags must be an array of strings")
+        if not tag:
+            raise ParseError(f"line {n}: tag must not be empty")
+        if utf8_len(tag) > MAX_TAG_BYTES:
+            raise ParseError(f"line {n}: tag of {utf8_len(tag)} bytes exceeds the {MAX_TAG_BYTES}-byte cap")
+    return list(tags)
+
+
+def _add_paragraph_marker(n: int, rec: dict[str, Any], current: Batch, kind: str) -> None:
+    """Validate a question, section or locator line and append it to the batch."""
+    p = _uint(n, rec, "paragraph", MAX_U32, True)
+    assert p is not None
+    if current.needs_passage_line is None:
+        current.needs_passage_line = n
+    if kind == "question":
+        q = _name(n, rec, "question", MAX_QUESTION_BYTES)
+        if (p, q) not in current.questions:
+            if sum(1 for pp, _q in current.questions if pp == p) >= MAX_QUESTIONS_PER_PARAGRAPH:
+                raise ParseError(f"line {n}: paragraph {p} already has {MAX_QUESTIONS_PER_PARAGRAPH} questions")
+            current.questions.append((p, q))
+    elif kind == "section":
+        current.sections.append((p, _name(n, rec, "section", MAX_SECTION_BYTES)))
+    else:
+        loc = rec.get("locator")
+        if not isinstance(loc, dict) or set(loc) - {"kind", "value"}:
+            raise ParseError(f"line {n}: locator must be an object {{kind, value}}")
+        lk = _name(n, loc, "kind", MAX_LOCATOR_KIND_BYTES, "locator kind")
+        lv = _name(n, loc, "value", MAX_LOCATOR_VALUE_BYTES, "locator value")
+        current.locators.append((p, lk, lv))
+
+
+def _check_paragraph_references(batches: list[Batch]) -> None:
+    """Refuse a batch that cites paragraphs without a passage, and an empty stream."""
     for b in batches:
         if b.needs_passage_line is not None and b.passage is None:
             raise ParseError(
@@ -350,7 +394,6 @@ def parse_stream(data: bytes | str) -> list[Batch]:
             )
     if not batches:
         raise ParseError("empty file: expected a batch header, schema record, or group record line")
-    return batches
 
 
 def _no_constant(name: str) -> Any:
@@ -455,7 +498,8 @@ def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | 
             if not target_known:
                 return ApiError(
                     "conflict",
-                    f"{word} alias '{alias}' → '{canonical}': the canonical spelling is not interned; nothing was applied",
+                    f"{word} alias '{alias}' → '{canonical}': the canonical spelling is not interned; "
+                    "nothing was applied",
                     issues=[
                         Issue(
                             path,

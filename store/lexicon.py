@@ -156,9 +156,16 @@ class Lexicon:
 
     def _containment(self, q: str) -> dict[int, float]:
         """Entries equal to, containing, or contained in q, with their ratio score."""
+        found = self._spellings_inside(q)
+        candidates = self._holding_every_gram(q)
+        if candidates:
+            self._add_spellings_containing(q, candidates, found)
+        return found
+
+    def _spellings_inside(self, q: str) -> dict[int, float]:
+        """Entries whose spelling is a substring of q (including equal), scored by their share of q."""
         found: dict[int, float] = {}
         lq = len(q)
-        # spellings inside q (including equal)
         if lq <= MAX_ENUMERATED_CUE:
             by_norm = self.by_norm
             for size in range(lq, 0, -1):
@@ -172,29 +179,33 @@ class Lexicon:
             for e, norm in enumerate(self.norms):
                 if self.alive[e] and norm and norm in q:
                     found.setdefault(e, len(norm) / lq)
-        # spellings containing q: candidates hold every bigram (or the character) of q
-        if lq >= 2:
-            gids = [self.gram_id.get(g) for g in bigrams(q)]
-            if any(g is None for g in gids):
-                return found
-            lists = sorted((self.gram_post[g] for g in gids), key=len)
-            cand = np.frombuffer(lists[0], dtype=np.int32) if len(lists[0]) else np.zeros(0, np.int32)
-            for other in lists[1:]:
-                if len(cand) <= 8:
-                    break
-                cand = np.intersect1d(cand, np.frombuffer(other, dtype=np.int32), assume_unique=True)
-            cand_list = cand.tolist()
-            del cand
-        else:
+        return found
+
+    def _holding_every_gram(self, q: str) -> list[int]:
+        """Entries posting every bigram of q (or its one character): the candidates for containing q."""
+        if len(q) < 2:
             post = self.char_post.get(q)
-            cand_list = post.tolist() if post is not None else []
-        if not cand_list:
-            return found
+            return post.tolist() if post is not None else []
+        gids = [self.gram_id.get(g) for g in bigrams(q)]
+        if any(g is None for g in gids):
+            return []
+        lists = sorted((self.gram_post[g] for g in gids if g is not None), key=len)
+        cand = np.frombuffer(lists[0], dtype=np.int32) if len(lists[0]) else np.zeros(0, np.int32)
+        for other in lists[1:]:
+            if len(cand) <= 8:
+                break
+            cand = np.intersect1d(cand, np.frombuffer(other, dtype=np.int32), assume_unique=True)
+        out: list[int] = cand.tolist()
+        return out
+
+    def _add_spellings_containing(self, q: str, candidates: list[int], found: dict[int, float]) -> None:
+        """Score the candidates longer than q that contain it, unless already found."""
+        lq = len(q)
         _t, lengths, _df, _stop = self._views()
         longer = (
-            [e for e in cand_list if lengths[e] > lq]
-            if len(cand_list) < 64
-            else (np.asarray(cand_list)[lengths[np.asarray(cand_list)] > lq].tolist())
+            [e for e in candidates if lengths[e] > lq]
+            if len(candidates) < 64
+            else (np.asarray(candidates)[lengths[np.asarray(candidates)] > lq].tolist())
         )
         norms = self.norms
         if lq <= 2:
@@ -207,7 +218,6 @@ class Lexicon:
                 s = norms[e]
                 if q in s and e not in found:
                     found[e] = lq / len(s)
-        return found
 
     def lookup(self, cue: str, dice_floor: float) -> list[tuple[int, float, str]]:
         """Best (record, score, kind) per record, unsorted; kind exact/alias/containment/fuzzy."""

@@ -76,29 +76,6 @@ class WorkGraph:
     def __len__(self) -> int:
         return len(self.neighbors)
 
-    @classmethod
-    def from_pairs(
-        cls, n: int, pairs: Sequence[tuple[int, int, float]], self_weight: Sequence[float] | None = None
-    ) -> WorkGraph:
-        """A graph from `(a, b, w)` pairs with a != b (each unordered pair at most once)."""
-        neighbors: list[list[int]] = [[] for _ in range(n)]
-        weights: list[list[float]] = [[] for _ in range(n)]
-        for a, b, w in sorted((min(a, b), max(a, b), w) for a, b, w in pairs):
-            neighbors[a].append(b)
-            weights[a].append(w)
-            neighbors[b].append(a)
-            weights[b].append(w)
-        _sort_lists(neighbors, weights)
-        return cls(neighbors, weights, list(self_weight) if self_weight is not None else [0.0] * n)
-
-
-def _sort_lists(neighbors: list[list[int]], weights: list[list[float]]) -> None:
-    for i, nb in enumerate(neighbors):
-        if any(nb[k] > nb[k + 1] for k in range(len(nb) - 1)):
-            order = sorted(range(len(nb)), key=nb.__getitem__)
-            neighbors[i] = [nb[k] for k in order]
-            weights[i] = [weights[i][k] for k in order]
-
 
 def _sat(v: float) -> float:
     """Saturate an accumulated sum at ±f64::MAX, as the reference accumulates."""
@@ -509,24 +486,6 @@ def _named(name: str) -> bytes:
 _SUM_COUNT = struct.Struct("<dQ")
 
 
-def _edge_bytes(s: str, lab: str, o: str, total: float, count: int) -> bytes:
-    if total == 0.0:
-        total = 0.0  # -0.0 and 0.0 are one netted edge
-    return _named(s) + _named(lab) + _named(o) + _SUM_COUNT.pack(total, count & _MASK)
-
-
-def leaf_stream(member_names: Sequence[str], edges: Sequence[tuple[str, str, str, float, int]]) -> bytes:
-    """The bytes a leaf fingerprint folds: sorted member names, then the sorted induced edges."""
-    parts = [_named(name) for name in sorted(member_names)]
-    parts.extend(_edge_bytes(*e) for e in sorted(edges, key=lambda e: (e[0], e[1], e[2])))
-    return b"".join(parts)
-
-
-def leaf_fingerprint(member_names: Sequence[str], edges: Sequence[tuple[str, str, str, float, int]]) -> int:
-    """Sorted member names, then the induced edges sorted by names with their sums and counts."""
-    return fnv1a(leaf_stream(member_names, edges))
-
-
 def parent_fingerprint(child_digests: Sequence[int]) -> int:
     """The child count, then each child digest in ascending numeric order."""
     ordered = sorted(child_digests)
@@ -559,48 +518,103 @@ def analyze(snap: GraphSnapshot, deadline: float | None = None) -> dict[str, Any
 
 
 def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], check: Check) -> list[dict[str, Any]]:
-    n_levels = len(levels)
+    """Every community's record, leaves first, then each higher level in order."""
+    per_level = _levels_per_node(levels)
+    leaf_count = _community_count(per_level[0])
+    edges = _LeafEdges.of(snap, nodes, per_level[0])
+    check()
+    strength = _member_strength(edges, len(snap.concepts))
+    concept_rank, label_rank = _name_ranks(snap, nodes)
+    check()
+    order = _LeafOrders.of(edges, leaf_count, strength, concept_rank, label_rank)
+    check()
+    out, streams = _leaf_communities(snap, nodes, levels, edges, order, strength, check)
+    check()
+    fingerprints = fnv1a_many(streams)
+    for community, digest in zip(out, fingerprints, strict=False):
+        community["fingerprint"] = hex16(digest)
+    out.extend(_upper_communities(levels, per_level, fingerprints, check))
+    return out
+
+
+def _levels_per_node(levels: list[list[int]]) -> list[list[int]]:
+    """For each level, every leaf-graph node's community at that level."""
     per_level = [list(levels[0])]
     for assignment in levels[1:]:
         prev = per_level[-1]
         per_level.append([assignment[c] for c in prev])
+    return per_level
 
-    def count_at(level: int) -> int:
-        return max(per_level[level]) + 1 if per_level[level] else 0
 
-    concepts, labels = snap.concepts, snap.labels
-    leaf_count = count_at(0)
-    node_arr = np.asarray(nodes, dtype=np.int64)
-    node_leaf = np.asarray(per_level[0], dtype=np.int64)
-    leaf_of = np.full(len(concepts), -1, dtype=np.int64)
-    leaf_of[node_arr] = node_leaf
-    e_s = np.asarray(snap.e_s, dtype=np.int64)
-    e_l = np.asarray(snap.e_l, dtype=np.int64)
-    e_o = np.asarray(snap.e_o, dtype=np.int64)
-    e_sum = np.asarray(snap.e_sum, dtype=np.float64)
-    e_cnt = np.asarray(snap.e_cnt, dtype=np.int64)
-    home = leaf_of[e_s]
-    induced = np.nonzero((e_cnt != 0) & (home >= 0) & (leaf_of[e_o] == home))[0]  # live, both ends in one leaf
-    ind_home = home[induced]
-    ind_s, ind_l, ind_o = e_s[induced], e_l[induced], e_o[induced]
-    ind_sum = e_sum[induced]
-    ind_mag = np.abs(ind_sum)
-    check()
+def _community_count(assignment: list[int]) -> int:
+    """How many communities a dense assignment names."""
+    return max(assignment) + 1 if assignment else 0
 
-    # Member strength: each induced edge's |sum| to its subject, then to its object unless it is a
-    # self-loop, accumulated in edge id order (bincount keeps input order within a bin).
+
+@attrs.frozen
+class _LeafEdges:
+    """The nodes with their leaf, and the live edges whose both ends share one leaf (`ind_*`)."""
+
+    node_arr: np.ndarray
+    node_leaf: np.ndarray
+    induced: np.ndarray
+    ind_home: np.ndarray
+    ind_s: np.ndarray
+    ind_l: np.ndarray
+    ind_o: np.ndarray
+    ind_sum: np.ndarray
+    ind_cnt: np.ndarray
+    ind_mag: np.ndarray
+
+    @classmethod
+    def of(cls, snap: GraphSnapshot, nodes: list[int], leaf_assignment: list[int]) -> _LeafEdges:
+        """Select the edges induced by each leaf community."""
+        node_arr = np.asarray(nodes, dtype=np.int64)
+        node_leaf = np.asarray(leaf_assignment, dtype=np.int64)
+        leaf_of = np.full(len(snap.concepts), -1, dtype=np.int64)
+        leaf_of[node_arr] = node_leaf
+        e_s = np.asarray(snap.e_s, dtype=np.int64)
+        e_o = np.asarray(snap.e_o, dtype=np.int64)
+        e_cnt = np.asarray(snap.e_cnt, dtype=np.int64)
+        home = leaf_of[e_s]
+        induced = np.nonzero((e_cnt != 0) & (home >= 0) & (leaf_of[e_o] == home))[0]  # live, both ends in one leaf
+        ind_sum = np.asarray(snap.e_sum, dtype=np.float64)[induced]
+        return cls(
+            node_arr=node_arr,
+            node_leaf=node_leaf,
+            induced=induced,
+            ind_home=home[induced],
+            ind_s=e_s[induced],
+            ind_l=np.asarray(snap.e_l, dtype=np.int64)[induced],
+            ind_o=e_o[induced],
+            ind_sum=ind_sum,
+            ind_cnt=e_cnt[induced],
+            ind_mag=np.abs(ind_sum),
+        )
+
+
+def _member_strength(edges: _LeafEdges, n_concepts: int) -> np.ndarray:
+    """Each concept's summed |sum| over the induced edges it is an end of."""
+    ind_s, ind_o, ind_mag = edges.ind_s, edges.ind_o, edges.ind_mag
+    # Each induced edge's |sum| to its subject, then to its object unless it is a self-loop,
+    # accumulated in edge id order (bincount keeps input order within a bin).
     if _safe_total(ind_mag):
         events = np.column_stack((ind_s, ind_o)).ravel()
         amounts = np.column_stack((ind_mag, np.where(ind_o != ind_s, ind_mag, 0.0))).ravel()
-        strength = np.bincount(events, weights=amounts, minlength=len(concepts))
-    else:
-        strength = np.zeros(len(concepts), dtype=np.float64)
-        for s, o, mag in zip(ind_s.tolist(), ind_o.tolist(), ind_mag.tolist(), strict=False):
-            strength[s] = _sat(float(strength[s]) + mag)
-            if o != s:
-                strength[o] = _sat(float(strength[o]) + mag)
+        strength: np.ndarray = np.bincount(events, weights=amounts, minlength=n_concepts)
+        return strength
+    strength = np.zeros(n_concepts, dtype=np.float64)
+    for s, o, mag in zip(ind_s.tolist(), ind_o.tolist(), ind_mag.tolist(), strict=False):
+        strength[s] = _sat(float(strength[s]) + mag)
+        if o != s:
+            strength[o] = _sat(float(strength[o]) + mag)
+    return strength
 
-    # Name-order ranks (Python str order is code-point order, i.e. UTF-8 byte order).
+
+def _name_ranks(snap: GraphSnapshot, nodes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Name-order ranks of the node concepts and of every label."""
+    # Python str order is code-point order, i.e. UTF-8 byte order.
+    concepts, labels = snap.concepts, snap.labels
     concept_rank = np.full(len(concepts), -1, dtype=np.int64)
     concept_rank[np.asarray(sorted(nodes, key=concepts.__getitem__), dtype=np.int64)] = np.arange(len(nodes))
     label_rank = np.zeros(max(len(labels), 1), dtype=np.int64)
@@ -608,39 +622,75 @@ def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], ch
         label_rank[np.asarray(sorted(range(len(labels)), key=labels.__getitem__), dtype=np.int64)] = np.arange(
             len(labels)
         )
-    check()
+    return concept_rank, label_rank
 
-    def grouped(order: np.ndarray, keys: np.ndarray, values: np.ndarray) -> list[list[int]]:
-        """`values[order]` split by the (sorted) leaf in `keys[order]`."""
-        flat = values[order].tolist()
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(keys[order], minlength=leaf_count)))).tolist()
-        return [flat[bounds[c] : bounds[c + 1]] for c in range(leaf_count)]
 
-    member_order = np.lexsort((concept_rank[node_arr], -strength[node_arr], node_leaf))
-    members_by_leaf = grouped(member_order, node_leaf, node_arr)
-    name_order = np.lexsort((concept_rank[node_arr], node_leaf))
-    names_by_leaf = grouped(name_order, node_leaf, node_arr)
-    positions = np.arange(len(induced))
-    fp_order = np.lexsort((concept_rank[ind_o], label_rank[ind_l], concept_rank[ind_s], ind_home))
-    fp_by_leaf = grouped(fp_order, ind_home, positions)
-    top_order = np.lexsort((induced, -ind_mag, ind_home))
-    top_by_leaf = grouped(top_order, ind_home, positions)
-    check()
+@attrs.frozen
+class _LeafOrders:
+    """Per leaf: members by strength, members by name, and induced-edge positions in two orders."""
 
-    s_list, l_list, o_list = ind_s.tolist(), ind_l.tolist(), ind_o.tolist()
-    sum_list, cnt_list = ind_sum.tolist(), e_cnt[induced].tolist()
-    mag_list = ind_mag.tolist()
+    members: list[list[int]]
+    names: list[list[int]]
+    fingerprint_edges: list[list[int]]
+    top_edges: list[list[int]]
+
+    @classmethod
+    def of(
+        cls,
+        edges: _LeafEdges,
+        leaf_count: int,
+        strength: np.ndarray,
+        concept_rank: np.ndarray,
+        label_rank: np.ndarray,
+    ) -> _LeafOrders:
+        """Sort members and induced edges within each leaf."""
+
+        def grouped(order: np.ndarray, keys: np.ndarray, values: np.ndarray) -> list[list[int]]:
+            """`values[order]` split by the (sorted) leaf in `keys[order]`."""
+            flat = values[order].tolist()
+            bounds = np.concatenate(([0], np.cumsum(np.bincount(keys[order], minlength=leaf_count)))).tolist()
+            return [flat[bounds[c] : bounds[c + 1]] for c in range(leaf_count)]
+
+        node_arr, node_leaf, ind_home = edges.node_arr, edges.node_leaf, edges.ind_home
+        member_order = np.lexsort((concept_rank[node_arr], -strength[node_arr], node_leaf))
+        name_order = np.lexsort((concept_rank[node_arr], node_leaf))
+        positions = np.arange(len(edges.induced))
+        fp_order = np.lexsort((concept_rank[edges.ind_o], label_rank[edges.ind_l], concept_rank[edges.ind_s], ind_home))
+        top_order = np.lexsort((edges.induced, -edges.ind_mag, ind_home))
+        return cls(
+            members=grouped(member_order, node_leaf, node_arr),
+            names=grouped(name_order, node_leaf, node_arr),
+            fingerprint_edges=grouped(fp_order, ind_home, positions),
+            top_edges=grouped(top_order, ind_home, positions),
+        )
+
+
+def _leaf_communities(
+    snap: GraphSnapshot,
+    nodes: list[int],
+    levels: list[list[int]],
+    edges: _LeafEdges,
+    order: _LeafOrders,
+    strength: np.ndarray,
+    check: Check,
+) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """The leaf communities (fingerprint still blank) and the byte stream each fingerprint hashes."""
+    concepts, labels = snap.concepts, snap.labels
+    s_list, l_list, o_list = edges.ind_s.tolist(), edges.ind_l.tolist(), edges.ind_o.tolist()
+    sum_list, cnt_list = edges.ind_sum.tolist(), edges.ind_cnt.tolist()
+    mag_list = edges.ind_mag.tolist()
     strength_list = strength.tolist()
     named_concept = {c: _named(concepts[c]) for c in nodes}
     named_label: dict[int, bytes] = {}
+    has_parent = len(levels) > 1
 
     streams: list[bytes] = []
     out: list[dict[str, Any]] = []
-    for cid in range(leaf_count):
+    for cid in range(len(order.members)):
         if not cid & 255:
             check()
-        parts = [named_concept[c] for c in names_by_leaf[cid]]
-        for p in fp_by_leaf[cid]:
+        parts = [named_concept[c] for c in order.names[cid]]
+        for p in order.fingerprint_edges[cid]:
             lab = l_list[p]
             nl = named_label.get(lab)
             if nl is None:
@@ -653,13 +703,13 @@ def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], ch
             )
         streams.append(b"".join(parts))
         community: dict[str, Any] = {"id": f"L0-{cid}", "level": 0}
-        if n_levels > 1:
+        if has_parent:
             community["parent"] = f"L1-{levels[1][cid]}"
         community["fingerprint"] = ""
-        community["concept_count"] = len(members_by_leaf[cid])
-        community["members"] = [{"name": concepts[c], "strength": strength_list[c]} for c in members_by_leaf[cid]]
+        community["concept_count"] = len(order.members[cid])
+        community["members"] = [{"name": concepts[c], "strength": strength_list[c]} for c in order.members[cid]]
         associations: list[dict[str, Any]] = []
-        for p in top_by_leaf[cid]:
+        for p in order.top_edges[cid]:
             if len(associations) == TOP_ASSOCIATIONS or mag_list[p] == 0.0:
                 break
             associations.append(
@@ -674,15 +724,20 @@ def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], ch
         if associations:
             community["top_associations"] = associations
         out.append(community)
-    check()
-    fingerprints = fnv1a_many(streams)
-    for community, digest in zip(out, fingerprints, strict=False):
-        community["fingerprint"] = hex16(digest)
+    return out, streams
 
+
+def _upper_communities(
+    levels: list[list[int]], per_level: list[list[int]], leaf_fingerprints: list[int], check: Check
+) -> list[dict[str, Any]]:
+    """The communities of every level above the leaves, each fingerprinted from its children."""
+    n_levels = len(levels)
+    out: list[dict[str, Any]] = []
+    fingerprints = leaf_fingerprints
     for level in range(1, n_levels):
         check()
-        count = count_at(level)
-        below = count_at(level - 1)
+        count = _community_count(per_level[level])
+        below = _community_count(per_level[level - 1])
         assignment = levels[level]
         children: list[list[int]] = [[] for _ in range(count)]
         for child in range(below):
@@ -694,7 +749,7 @@ def _assemble(snap: GraphSnapshot, nodes: list[int], levels: list[list[int]], ch
         for cid, kids in enumerate(children):
             digest = parent_fingerprint([fingerprints[k] for k in kids])
             level_fingerprints.append(digest)
-            community = {"id": f"L{level}-{cid}", "level": level}
+            community: dict[str, Any] = {"id": f"L{level}-{cid}", "level": level}
             if level + 1 < n_levels:
                 community["parent"] = f"L{level + 1}-{levels[level + 1][cid]}"
             community["fingerprint"] = hex16(digest)

@@ -194,10 +194,10 @@ def bulk_term_counts(docs: list[list[str]]):
     for d, parts in enumerate(docs):
         normed = []
         for p in parts:
-            n = _normalize_unfolded(p)
-            if _DOC_SEP in n:
-                n = n.replace(_DOC_SEP, _PART_SEP)
-            normed.append(n)
+            part = _normalize_unfolded(p)
+            if _DOC_SEP in part:
+                part = part.replace(_DOC_SEP, _PART_SEP)
+            normed.append(part)
             if _camel_candidate(p):
                 pieces = camel_terms(p)
                 if pieces:

@@ -66,6 +66,28 @@ def format_number(v: Any) -> str:
     return format_f64(v)
 
 
+def describe_value(v: Any) -> str:
+    """How serde names an unexpected JSON value."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return f"boolean `{'true' if v else 'false'}`"
+    if isinstance(v, int):
+        return f"integer `{v}`"
+    if isinstance(v, float):
+        return f"floating point `{_serde_float(v)}`"
+    if isinstance(v, str):
+        return "string " + json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "sequence"
+    return "map"
+
+
+def _serde_float(v: float) -> str:
+    r = repr(v)
+    return r if ("." in r or "e" in r or "inf" in r or "nan" in r) else r + ".0"
+
+
 class RawJSON(str):
     """Already-serialized JSON text, emitted verbatim by the encoder."""
 

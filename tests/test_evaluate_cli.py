@@ -182,7 +182,8 @@ HDR = '{"taguru_eval": 1}'
         (
             [
                 HDR,
-                '{"case_id": "a", "query": "q", "expected_associations": [{"subject": "s", "label": " ", "object": "o"}]}',
+                '{"case_id": "a", "query": "q", '
+                '"expected_associations": [{"subject": "s", "label": " ", "object": "o"}]}',
             ],
             "EVAL: line 2: case 'a': expected_associations: subject/label/object must not be empty",
         ),
@@ -315,7 +316,8 @@ def test_normalize_entry() -> None:
             "cases.overrides.a: 'recall.mrr': min 2 must be <= max 1; cases.overrides: unknown case_id 'zz'",
         ),
         (
-            '{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.mrr": {"min": 1e999}, "recall.ndcg": {"max": -1e999}}}',
+            '{"taguru_evaluate_thresholds": 1, '
+            '"aggregate": {"recall.mrr": {"min": 1e999}, "recall.ndcg": {"max": -1e999}}}',
             "T: aggregate: 'recall.mrr': min inf must be finite; aggregate: 'recall.ndcg': max -inf must be finite",
         ),
     ],

@@ -250,9 +250,13 @@ async def test_bad_requests(client: Client, body, status, code) -> None:
 async def test_serde_style_messages(client: Client) -> None:
     await seed_sake(client)
     cases = {
-        b'{"origins":["x"],"search_limit":-1}': "search_limit: invalid value: integer `-1`, expected usize at line 1 column 34",
+        b'{"origins":["x"],"search_limit":-1}': (
+            "search_limit: invalid value: integer `-1`, expected usize at line 1 column 34"
+        ),
         b'{"labels":[]}': "missing field `origins` at line 1 column 13",
-        b'{"origins":["x"],"rerank":5}': "rerank: invalid type: integer `5`, expected struct RerankRequest at line 1 column 27",
+        b'{"origins":["x"],"rerank":5}': (
+            "rerank: invalid type: integer `5`, expected struct RerankRequest at line 1 column 27"
+        ),
         b'{"origins":"x","origins":"y"}': "duplicate field `origins`",
     }
     for raw, tail in cases.items():

@@ -331,15 +331,31 @@ def test_equal_gains_go_to_the_lowest_community_id() -> None:
     assert ["b1", "b2", "b3", "x"] in leaves(analyze(context(edges)))
 
 
+def pair_graph(n: int, pairs: list[tuple[int, int, float]]) -> lv.WorkGraph:
+    """The leaf graph of concepts 0..n-1 joined by `(a, b, w)` pairs, every concept on some pair."""
+    snap = lv.GraphSnapshot(
+        [str(i) for i in range(n)],
+        ["r"],
+        [a for a, _b, _w in pairs],
+        [0] * len(pairs),
+        [b for _a, b, _w in pairs],
+        [w for _a, _b, w in pairs],
+        [1] * len(pairs),
+    )
+    nodes, g = lv.leaf_graph(snap)
+    assert nodes == list(range(n))
+    return g
+
+
 def test_staying_wins_a_tie_with_a_move() -> None:
     # node 1 of the path 0-1-2 gains 0.5 by staying and 0.5 by moving: it stays (strict ">")
-    g = lv.WorkGraph.from_pairs(3, [(0, 1, 1.0), (1, 2, 1.0)])
+    g = pair_graph(3, [(0, 1, 1.0), (1, 2, 1.0)])
     k = [lv._strength(g, i) for i in range(3)]
     assert lv._move_nodes(g, lv._total_weight(g), k, lv._no_check) == [1, 1, 1]
 
 
 def test_component_split_renumbers_by_first_member() -> None:
-    g = lv.WorkGraph.from_pairs(5, [(0, 2, 1.0), (1, 3, 1.0), (3, 4, 1.0)])
+    g = pair_graph(5, [(0, 2, 1.0), (1, 3, 1.0), (3, 4, 1.0)])
     assignment = [0, 0, 0, 1, 1]  # {0,1,2} is not connected: 1 has no edge to 0 or 2
     assert lv._split_components(g, assignment) == 3
     assert assignment == [0, 1, 0, 2, 2]
@@ -403,8 +419,11 @@ def test_fnv1a_many_matches_one_at_a_time() -> None:
 
 
 def test_leaf_fingerprint_layout() -> None:
-    members = ["b", "a"]
-    edges = [("b", "r", "a", -0.0, 0), ("a", "r", "b", 1.5, 2)]
+    # one leaf {a, b} (concept ids put b first): sorted member names, then the induced edges
+    # sorted by names, each with its sum and count
+    def snapshot(zero: float) -> lv.GraphSnapshot:
+        return lv.GraphSnapshot(["b", "a"], ["r"], [0, 1], [0, 0], [1, 0], [zero, 1.5], [1, 2])
+
     expected = _fnv(
         _named("a")
         + _named("b")
@@ -417,11 +436,15 @@ def test_leaf_fingerprint_layout() -> None:
         + _named("r")
         + _named("a")
         + struct.pack("<d", 0.0)
-        + struct.pack("<Q", 0)
+        + struct.pack("<Q", 1)
     )
-    assert lv.leaf_fingerprint(members, edges) == expected
+
+    def leaf_fingerprints(snap: lv.GraphSnapshot) -> list[str]:
+        return [c["fingerprint"] for c in lv.analyze(snap)["communities"] if c["level"] == 0]
+
+    assert leaf_fingerprints(snapshot(-0.0)) == [lv.hex16(expected)]
     # -0.0 folds like 0.0
-    assert lv.leaf_fingerprint(members, [("b", "r", "a", 0.0, 0), edges[1]]) == expected
+    assert leaf_fingerprints(snapshot(0.0)) == [lv.hex16(expected)]
 
 
 def test_parent_fingerprint_ignores_child_order() -> None:

@@ -45,7 +45,7 @@ NOTES = "高瀬は南部杜氏の流れをくむ。\n\n霧沢町は雪深い。"
 
 
 def server_binary(tmp: Path) -> Path:
-    """A one-line launcher so the SDK harness (which runs a single binary) starts `python -m taguru_server.cli serve`."""
+    """A one-line launcher so the SDK harness (one binary) starts `python -m taguru_server.cli serve`."""
     script = tmp / "taguru-serve"
     script.write_text(f'#!/bin/sh\ncd "{ROOT}"\nexec "{PYTHON}" -m taguru_server.cli serve "$@"\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)

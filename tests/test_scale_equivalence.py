@@ -567,7 +567,7 @@ def _parse_outcome(text: str, fast: bool) -> Any:
         importer.FAST_PATHS = saved
     out = []
     for b in batches:
-        rows = [(s, l, o, struct.pack("<d", w), type(w).__name__, p) for s, l, o, w, p in b.associations]
+        rows = [(s, lab, o, struct.pack("<d", w), type(w).__name__, p) for s, lab, o, w, p in b.associations]
         out.append((b.context, b.source, b.first_line, b.last_line, b.needs_passage_line, rows, b.aliases, b.passage))
     return out
 
