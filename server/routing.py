@@ -16,7 +16,8 @@ from taguru_server.store.errors import ApiError
 
 UNMATCHED = "<unmatched>"
 
-# the published order (`/openapi.json` lists paths in it)
+# The published order (`/openapi.json` lists paths in it). A new route goes into its resource module's
+# table; its request and result shapes into `schemas.ROUTE_SHAPES`, which the document is built from.
 ROUTES: list[Route] = [
     *contexts.ROUTES,
     *graph.ROUTES,

@@ -12,33 +12,18 @@ from taguru_server.store.errors import ApiError
 from taguru_server.store.text import utf8_len
 
 MAX_NAME_BYTES = 1024
-
-
 MAX_CONTEXT_NAME_BYTES = 64
-
-
 MAX_DESCRIPTION_BYTES = 4096
-
-
 MAX_INPUT_ITEMS = 1000
-
-
 MAX_MATCH_LIMIT = 1000
-
-
 DEFAULT_MATCH_LIMIT = 100
-
-
 MAX_ASSOCIATIONS = 10000
-
-
 MAX_PASSAGES = 1000
-
-
 MAX_WEIGHT = 1e6
-
-
 NON_EMPTY = "a non-empty string"
+
+
+# the helpers keep their underscore: they serve routes/ only and are no API of the package
 
 
 def _limit(value: int | None, default: int, ceiling: int = MAX_MATCH_LIMIT) -> int:
