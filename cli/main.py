@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     from taguru_server.cli.evaluate import add_parser as add_evaluate
 
     add_evaluate(sub)
-    from taguru_server.server.mcp_stdio import add_parser as add_mcp
+    from taguru_server.server.mcp.stdio import add_parser as add_mcp
 
     add_mcp(sub)
     from taguru_server.cli.communities import add_parser as add_communities

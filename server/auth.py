@@ -12,7 +12,6 @@ from taguru_server.server.config import ROLES, Settings
 from taguru_server.store.errors import ApiError
 
 UNAUTHORIZED = "missing or invalid bearer token (send Authorization: Bearer <token>)"
-EXEMPT_PATHS = frozenset({"/health", "/live", "/metrics", "/version", "/openapi.json"})
 
 
 class Principal:

@@ -6,7 +6,8 @@ import json
 import math
 from typing import Any
 
-from taguru_server.store.errors import ApiError, malformed
+from taguru_server.server.errors import malformed
+from taguru_server.store.errors import ApiError
 from taguru_server.store.wire import has_lone_surrogate
 
 PREFIX = "Failed to deserialize the JSON body into the target type: "

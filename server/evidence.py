@@ -11,7 +11,8 @@ import structlog
 
 from taguru_server.pipeline import Graph, RunResult, run_graph
 from taguru_server.server.body import PREFIX, Spans, describe_value, require_json
-from taguru_server.server.handlers import Call
+from taguru_server.server.call import Call
+from taguru_server.server.errors import malformed
 from taguru_server.server.reply import Reply
 from taguru_server.server.schemas import BUDGET, EVIDENCE, RERANK
 from taguru_server.stages.budget import omitted_summary
@@ -36,7 +37,7 @@ from taguru_server.stages.model import (
     gate,
 )
 from taguru_server.stages.wiring import evidence_graph
-from taguru_server.store.errors import ApiError, malformed, no_context, too_many_items
+from taguru_server.store.errors import ApiError, no_context, too_many_items
 from taguru_server.store.wire import has_lone_surrogate
 
 log = structlog.get_logger("taguru.evidence")

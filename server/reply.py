@@ -1,8 +1,13 @@
-"""A handler result that also carries response headers."""
+"""Handler results and how they become responses: the ok envelope, `Reply` headers, `Raw` bodies."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+from aiohttp import web
+
+from taguru_server.store.wire import dumps_bytes
 
 
 class Reply:
@@ -20,3 +25,28 @@ class Raw:
         self.status = status
         self.body = body
         self.content_type = content_type
+
+
+def ok_body(result: Any, elapsed: float) -> dict[str, Any]:
+    """The success envelope."""
+    return {"result": result, "status": "ok", "time": elapsed}
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """Compact UTF-8 JSON with the reference float layout."""
+    return web.Response(
+        body=dumps_bytes(body), status=status, content_type="application/json", charset="utf-8", headers=headers
+    )
+
+
+def render(result: Any, started: float) -> web.Response:
+    """A handler's result as the HTTP response: `Raw` as is, anything else in the ok envelope."""
+    if isinstance(result, Raw):
+        raw = web.Response(body=result.body, status=result.status)
+        if result.content_type:
+            raw.content_type = result.content_type
+        return raw
+    headers = None
+    if isinstance(result, Reply):
+        headers, result = result.headers, result.result
+    return json_response(ok_body(result, time.perf_counter() - started), headers=headers)

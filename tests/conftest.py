@@ -33,7 +33,8 @@ def response_validator(schema: dict[str, Any]) -> Any:
 
 def check_against_openapi(method: str, path: str, status: int, parsed: Any) -> None:
     """Every JSON response the suite sees must match the schema `/openapi.json` publishes for it."""
-    from taguru_server.server.app import ROUTER, _segments
+    from taguru_server.server.routing import ROUTER
+    from taguru_server.server.routing import segments as _segments
     from taguru_server.server.schemas import ROUTE_SHAPES, ref, result_schema
 
     path = path.split("?", 1)[0]

@@ -14,7 +14,8 @@ from multidict import CIMultiDict
 import taguru_server.server.evidence as evidence_module
 from taguru_server.pipeline import Graph, Key, Outcome, StageContext
 from taguru_server.server.auth import OPEN
-from taguru_server.server.handlers import Call
+from taguru_server.server.call import Call
+from taguru_server.server.errors import status_of
 from taguru_server.stages.model import GROUPS, INPUTS, RANKED
 from taguru_server.stages.wiring import STAGES
 from taguru_server.store.errors import ApiError
@@ -287,7 +288,7 @@ async def test_spent_deadline_wins_over_missing_context(client: Client) -> None:
     )  # type: ignore[arg-type]
     with pytest.raises(ApiError) as err:
         await evidence_module.evidence(call)
-    assert err.value.code == "timeout" and err.value.status == 408
+    assert err.value.code == "timeout" and status_of(err.value) == 408
     assert err.value.message == (
         "request exceeded its budget before this operation could start; narrow the query "
         "or raise TAGURU_REQUEST_TIMEOUT_SECS"

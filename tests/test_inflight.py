@@ -7,15 +7,15 @@ import asyncio
 import pytest
 from conftest import start_client
 
-from taguru_server.server.app import STATE_KEY
+from taguru_server.server.state import INFLIGHT_KEY
 
 
 @pytest.mark.anyio
 async def test_in_flight_ceiling(settings_factory) -> None:
     server, client, session = await start_client(settings_factory(TAGURU_MAX_CONCURRENT_REQUESTS="2"))
     try:
-        state = server.app[STATE_KEY]
-        state["inflight"] = 2  # two requests are being served
+        running = server.app[INFLIGHT_KEY]
+        running.count = 2  # two requests are being served
         status, body, headers = await client.call("GET", "/contexts")
         assert (status, body["code"]) == (503, "overloaded")
         assert body["error"] == (
@@ -23,12 +23,12 @@ async def test_in_flight_ceiling(settings_factory) -> None:
             "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)"
         )
         assert headers["Retry-After"] == "1"
-        state["inflight"] = 1
+        running.count = 1
         status, _body, _h = await client.call("GET", "/contexts")
-        assert status == 200 and state["inflight"] == 1  # released after the call
+        assert status == 200 and running.count == 1  # released after the call
         results = await asyncio.gather(*(client.call("GET", "/contexts") for _ in range(5)))
         assert all(r[0] in (200, 503) for r in results)
-        assert state["inflight"] == 1
+        assert running.count == 1
     finally:
         await session.close()
         await server.close()
@@ -38,7 +38,7 @@ async def test_in_flight_ceiling(settings_factory) -> None:
 async def test_zero_disables_the_ceiling(settings_factory) -> None:
     server, client, session = await start_client(settings_factory(TAGURU_MAX_CONCURRENT_REQUESTS="0"))
     try:
-        server.app[STATE_KEY]["inflight"] = 10_000
+        server.app[INFLIGHT_KEY].count = 10_000
         status, _body, _h = await client.call("GET", "/contexts")
         assert status == 200
     finally:

@@ -529,15 +529,17 @@ async def test_analysis_stream_errors_use_the_envelope(client: Client) -> None:
 async def test_heavy_operation_ceiling_and_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     from stage_support import make_context, memory_registry
 
-    from taguru_server.server.communities import HEAVY_OPS_KEY, stream_communities
+    from taguru_server.server.call import Call
     from taguru_server.server.config import Settings
-    from taguru_server.server.handlers import Call
+    from taguru_server.server.errors import status_of
+    from taguru_server.server.routes.communities import stream_communities
+    from taguru_server.server.state import HEAVY_OPS_KEY, AppState, Running
     from taguru_server.store.errors import ApiError
 
     registry = memory_registry()
     make_context("g", associations=[("a", "r", "b", 1.0, None, None)], registry=registry)
 
-    def call(state: dict[str, Any], deadline: float) -> Call:
+    def call(state: dict[Any, Any], deadline: float) -> Call:
         return Call(
             method="GET",
             path="/contexts/g/communities",
@@ -549,24 +551,24 @@ async def test_heavy_operation_ceiling_and_deadline(monkeypatch: pytest.MonkeyPa
             settings=Settings(),
             principal=None,
             deadline=deadline,  # type: ignore[arg-type]
-            app_state=state,
+            app_state=AppState(state),
         )
 
     monkeypatch.setenv("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "1")
     with pytest.raises(ApiError) as err:
-        await stream_communities(call({HEAVY_OPS_KEY: 1}, time.monotonic() + 30))
-    assert (err.value.status, err.value.headers) == (503, {"Retry-After": "1"})
+        await stream_communities(call({HEAVY_OPS_KEY: Running(1)}, time.monotonic() + 30))
+    assert (status_of(err.value), err.value.headers) == (503, {"Retry-After": "1"})
     assert err.value.message == (
         "server is at its heavy-operation ceiling (1 concurrent calls) — retry shortly "
         "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)"
     )
-    state: dict[str, Any] = {}
+    state: dict[Any, Any] = {HEAVY_OPS_KEY: Running()}
     with pytest.raises(ApiError) as err:
         await stream_communities(call(state, time.monotonic() - 1))
-    assert (err.value.status, err.value.message) == (
+    assert (status_of(err.value), err.value.message) == (
         408,
         "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
     )
-    assert state[HEAVY_OPS_KEY] == 0
+    assert state[HEAVY_OPS_KEY].count == 0
     reply = await stream_communities(call(state, time.monotonic() + 30))
-    assert reply.status == 200 and state[HEAVY_OPS_KEY] == 0
+    assert reply.status == 200 and state[HEAVY_OPS_KEY].count == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import Client
 
-from taguru_server.server.app import ROUTES
+from taguru_server.server.routing import ROUTES
 from taguru_server.server.schemas import EVIDENCE, ROUTE_SHAPES
 
 

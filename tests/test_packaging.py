@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from taguru_server.cli.main import main
-from taguru_server.server.handlers import VERSION
+from taguru_server.server.version import VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 

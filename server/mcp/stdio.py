@@ -5,7 +5,7 @@ It is an HTTP client of a running server: each `tools/call` is forwarded as one 
 for its own MCP clients, so the texts are the server's: a 2xx routed call gives the raw body, a
 failed one `HTTP <code>: <body>` plus `structuredContent`. A non-2xx answer from `/mcp` itself
 (a wrong token, say) is shaped the same way; no answer at all is `failed to reach the taguru
-server`. The tool list is the server's own (`server.mcp.TOOLS`). stdout carries only JSON-RPC
+server`. The tool list is the server's own (`server.mcp.tools.TOOLS`). stdout carries only JSON-RPC
 frames; every log line goes to stderr.
 
 Environment: `TAGURU_URL` (http://127.0.0.1:8248), `TAGURU_API_TOKEN` (sent as Bearer),
@@ -28,6 +28,15 @@ from urllib.parse import urlsplit
 import attrs
 import structlog
 
+from taguru_server.server.mcp.jsonrpc import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    SERVER_ERROR,
+    batch_refused,
+    error_frame,
+    shape_problem,
+)
+
 # The CLI imports this module to register `taguru mcp`, so the MCP SDK, aiohttp and the tool
 # table are imported only when the bridge actually runs (they cost seconds on a cold start).
 if TYPE_CHECKING:
@@ -46,7 +55,6 @@ QUEUE_FACTOR = 4
 INSTRUCTIONS_TIMEOUT_CAP = 5.0
 UNREACHABLE = "failed to reach the taguru server"
 QUEUE_FULL = "tool queue is full; retry the call"
-PARSE_ERROR, INVALID_REQUEST, SERVER_ERROR = -32700, -32600, -32000
 
 
 @attrs.frozen
@@ -154,8 +162,8 @@ class Forwarder:
         """The server's own `initialize.instructions`, else the bundled copy (with a warning)."""
         import aiohttp
 
-        from taguru_server.server.handlers import VERSION
-        from taguru_server.server.mcp import LATEST_PROTOCOL, protocol_text
+        from taguru_server.server.mcp.protocol import LATEST_PROTOCOL, protocol_text
+        from taguru_server.server.version import VERSION
 
         try:
             status, raw = await self.post(
@@ -203,7 +211,8 @@ class Forwarder:
             return _tool_error(f"HTTP {status}: {text}", reply)
         result = reply.get("result")
         if not isinstance(result, dict):
-            error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+            found = reply.get("error")
+            error: dict[str, Any] = found if isinstance(found, dict) else {}
             raise MCPError(
                 code=int(error.get("code", SERVER_ERROR)),
                 message=str(error.get("message", text)),
@@ -223,10 +232,10 @@ class Forwarder:
 
 
 def tool_list() -> list[types.Tool]:
-    """The HTTP endpoint's own tool definitions (`server.mcp.TOOLS`), as SDK models."""
+    """The HTTP endpoint's own tool definitions (`server.mcp.tools.TOOLS`), as SDK models."""
     import mcp_types as types
 
-    from taguru_server.server.mcp import TOOLS
+    from taguru_server.server.mcp.tools import TOOLS
 
     return [types.Tool.model_validate(t.definition()) for t in TOOLS]
 
@@ -238,7 +247,7 @@ def build_server(forwarder: Forwarder, instructions: str) -> Server[Any]:
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
 
-    from taguru_server.server.handlers import VERSION
+    from taguru_server.server.version import VERSION
 
     tools = tool_list()
     limit = forwarder.settings.max_concurrent
@@ -268,7 +277,7 @@ def _error_frame(code: int, message: str, rid: str | int | None = None) -> Sessi
     import mcp_types as types
     from mcp.shared.message import SessionMessage
 
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message)))
+    return SessionMessage(types.JSONRPCError.model_validate(error_frame(code, message, rid)))
 
 
 class FramedStdin:
@@ -329,37 +338,15 @@ class FramedStdin:
                 await self._refuse(_error_frame(PARSE_ERROR, "line is not JSON"))
                 continue
             if isinstance(value, list):
-                await self._refuse(
-                    _error_frame(INVALID_REQUEST, "batch messages are not part of MCP; send one message per line")
-                )
+                await self._refuse(_error_frame(INVALID_REQUEST, batch_refused("line")))
                 continue
-            problem = shape_problem(value)
+            problem = shape_problem(value, replies=True)
             if problem is not None:
-                await self._refuse(_error_frame(INVALID_REQUEST, *problem))
+                message, rid = problem
+                # the SDK's ids are strings or integers
+                await self._refuse(_error_frame(INVALID_REQUEST, message, rid if isinstance(rid, (str, int)) else None))
                 continue
             yield text
-
-
-def _valid_id(rid: Any) -> bool:
-    return rid is None or isinstance(rid, str) or (isinstance(rid, (int, float)) and not isinstance(rid, bool))
-
-
-def shape_problem(value: Any) -> tuple[str, Any] | None:
-    """The HTTP endpoint's JSON-RPC shape checks (surfaces §6.2), in its order: (message, id) or None.
-
-    Replies (`result`/`error` with an id) pass: the SDK matches them to its own requests.
-    """
-    if not isinstance(value, dict):
-        return "not a JSON-RPC message (no method)", None
-    rid = value.get("id")
-    if not _valid_id(rid):
-        return "id must be a string, a number, or null", None
-    rid = rid if isinstance(rid, (str, int)) else None
-    if value.get("jsonrpc") != "2.0":
-        return 'not a JSON-RPC 2.0 message (jsonrpc must be "2.0")', rid
-    if not isinstance(value.get("method"), str) and not ("result" in value or "error" in value):
-        return "not a JSON-RPC message (no method)", rid
-    return None
 
 
 async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None) -> None:
@@ -424,7 +411,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m server.mcp_stdio [--url URL]`: the bridge on its own."""
+    """`python -m taguru_server.server.mcp.stdio [--url URL]`: the bridge on its own."""
     args = _options(argparse.ArgumentParser(prog="taguru mcp", description=__doc__.splitlines()[0])).parse_args(argv)
     return int(args.func(args))
 

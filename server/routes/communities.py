@@ -7,8 +7,11 @@ import os
 from typing import Any
 
 from taguru_server.server.body import check_name
-from taguru_server.server.handlers import Call, _count_read, revision
+from taguru_server.server.call import Call, Route
 from taguru_server.server.reply import Raw
+from taguru_server.server.routes.common import _count_read
+from taguru_server.server.routes.contexts import revision
+from taguru_server.server.state import HEAVY_OPS_KEY
 from taguru_server.store.communities import (
     NoArtifact,
     artifact_name,
@@ -57,7 +60,6 @@ async def search_communities(call: Call) -> Any:
     }
 
 
-HEAVY_OPS_KEY = "communities_heavy_ops"
 DEFAULT_HEAVY_OPS = 2
 NDJSON = "application/x-ndjson; charset=utf-8"
 
@@ -75,7 +77,8 @@ async def stream_communities(call: Call) -> Raw:
     """GET /contexts/{name}/communities: the `louvain-cc/1` analysis as NDJSON, header line first (§10.2)."""
     ctx = call.context()
     limit = _heavy_limit()
-    running = call.app_state.get(HEAVY_OPS_KEY, 0)
+    ops = call.app_state[HEAVY_OPS_KEY]
+    running = ops.count
     if limit and running >= limit:
         raise ApiError(
             "overloaded",
@@ -83,7 +86,7 @@ async def stream_communities(call: Call) -> Raw:
             "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
             headers={"Retry-After": "1"},
         )
-    call.app_state[HEAVY_OPS_KEY] = running + 1
+    ops.count = running + 1
     try:
         rev = revision(ctx)  # read before the analysis
         snapshot = GraphSnapshot.of(ctx)
@@ -94,7 +97,7 @@ async def stream_communities(call: Call) -> Raw:
                 "timeout", "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
             ) from None
     finally:
-        call.app_state[HEAVY_OPS_KEY] = call.app_state.get(HEAVY_OPS_KEY, 1) - 1
+        ops.count -= 1
     _count_read(ctx, not analysis["communities"])
     header = {
         "taguru_communities": 1,
@@ -108,3 +111,9 @@ async def stream_communities(call: Call) -> Raw:
     }
     lines = [dumps(header)] + [dumps(c) for c in analysis["communities"]]
     return Raw(200, ("\n".join(lines) + "\n").encode("utf-8"), NDJSON)
+
+
+ROUTES: list[Route] = [
+    Route("POST", "/contexts/{name}/communities/search", search_communities, "read"),
+    Route("GET", "/contexts/{name}/communities", stream_communities, "read"),
+]

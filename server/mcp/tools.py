@@ -1,61 +1,14 @@
-"""MCP over HTTP: stateless `POST /mcp` JSON-RPC whose tools run the same handlers in process."""
+"""The MCP tool table: each tool's published definition and how its arguments become one routed call."""
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import attrs
-from multidict import CIMultiDict
 
-from taguru_server.server.handlers import VERSION, Call, parse_query_string
-from taguru_server.server.reply import Raw, Reply
-from taguru_server.store.errors import ApiError
-from taguru_server.store.wire import dumps, dumps_bytes, has_lone_surrogate
-
-SUPPORTED_PROTOCOLS = ("2024-11-05", "2025-03-26", "2025-06-18")
-LATEST_PROTOCOL = "2025-06-18"
-PROTOCOL_META_KEY = "io.modelcontextprotocol/protocolVersion"
-MAX_RESULT_BYTES = 8 * 1024 * 1024
-SERVER_META = {"io.modelcontextprotocol/serverInfo": {"name": "taguru", "version": VERSION}}
-CAP_MESSAGE = (
-    "tool result exceeds the MCP response cap (TAGURU_MCP_MAX_RESULT_BYTES); narrow the call (a smaller `limit` "
-    "works for most tools), or for a full-context export use GET /contexts/{name}/export over the raw HTTP API, "
-    "or the `taguru export` CLI — both are uncapped"
-)
-
-INSTRUCTIONS = """Taguru keeps knowledge contexts: an association graph (subject —label→ object, with
-signed weights and per-source attributions), aliases, and passages split into paragraphs.
-Start with list_contexts. To answer a question from a context, call assemble_evidence with the
-names you are asking about as `origins` (and relation `labels` when you know them); it returns a
-ranked, deduplicated, citation-complete evidence package under a budget. Quote `citations`
-verbatim when you cite. The finer tools (resolve, describe, query, recall, activate,
-search_passages, cite_passage, search_communities) expose each lane on its own."""
-
-
-def protocol_text() -> str:
-    """`GET /protocol` (text/markdown) and `initialize.instructions`: the manual, then this server's trailer."""
-    from taguru_server.server.handlers import version_body
-
-    return (
-        INSTRUCTIONS.rstrip("\n")
-        + "\n"
-        + "\n---\n\n## This server\n\n"
-        + f"taguru-server {VERSION} (Python), speaking the Taguru HTTP and MCP wire contracts.\n\n"
-        + "Contract versions (also `GET /version`, ADR 0005 §6) — discovery only, not negotiation:\n\n"
-        + "```json\n"
-        + json.dumps(version_body(), indent=2)
-        + "\n```\n"
-    )
-
-
-async def protocol(call: Call) -> Raw:
-    """GET /protocol (read role): the same text `initialize` sends as its instructions."""
-    return Raw(200, protocol_text().encode("utf-8"), "text/markdown; charset=utf-8")
-
+from taguru_server.store.wire import dumps_bytes
 
 _EVIDENCE_DESCRIPTION = (
     "Opt-in evidence assembly: runs the same resolve/query/activate/search_passages/cite_passage fan-out `retrieve` "
@@ -164,6 +117,35 @@ class Tool:
         if self.required:
             schema["required"] = list(self.required)
         return {"name": self.name, "description": self.description, "inputSchema": schema}
+
+    def problem(self, args: dict[str, Any]) -> str | None:
+        """Why these arguments cannot make a call (a tool error text), or None."""
+        if "{context}" in self.path:
+            if args.get("context") is None:
+                return "missing required argument 'context'"
+            if not isinstance(args["context"], str):
+                return "argument 'context' must be a string"
+        for key in self.required:
+            if key != "context" and args.get(key) is None:
+                return f"missing required argument '{key}'"
+        if self.check is not None:
+            return self.check(args)
+        return None
+
+    def request(self, args: dict[str, Any]) -> tuple[str, str, bytes | None, dict[str, str]]:
+        """The routed call for checked arguments: method, path, JSON body (POST only), query."""
+        path = self.path.replace("{context}", quote(args.get("context", ""), safe=""))
+        body = None
+        if self.method == "POST":
+            body = dumps_bytes({k: args[k] for k in self.body_keys if args.get(k) is not None})
+        query = {k: _query_value(args[k]) for k in self.query_keys if args.get(k) is not None}
+        return self.method, path, body, query
+
+
+def _query_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
 
 
 def _cite_check(args: dict[str, Any]) -> str | None:
@@ -371,189 +353,3 @@ TOOLS: tuple[Tool, ...] = (
     ),
 )
 TOOL_BY_NAME = {t.name: t for t in TOOLS}
-
-
-class _RpcError(Exception):
-    def __init__(self, code: int, message: str, status: int = 200, data: Any = None, rid: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
-        self.data = data
-        self.rid = rid
-
-
-def _reply(rid: Any, result: Any) -> Raw:
-    return Raw(200, dumps_bytes({"jsonrpc": "2.0", "id": rid, "result": result}))
-
-
-def _error(err: _RpcError) -> Raw:
-    body: dict[str, Any] = {"code": err.code, "message": err.message}
-    if err.data is not None:
-        body["data"] = err.data
-    return Raw(err.status, dumps_bytes({"jsonrpc": "2.0", "id": err.rid, "error": body}))
-
-
-def _valid_id(rid: Any) -> bool:
-    return rid is None or isinstance(rid, str) or (isinstance(rid, (int, float)) and not isinstance(rid, bool))
-
-
-def _tool_error(text: str, structured: Any = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
-    if isinstance(structured, dict):
-        out["structuredContent"] = structured
-    out["resultType"] = "complete"
-    out["_meta"] = SERVER_META
-    return out
-
-
-def _tool_ok(text: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "resultType": "complete", "_meta": SERVER_META}
-
-
-async def mcp_endpoint(call: Call) -> Any:
-    """One JSON-RPC message in, one reply out (202 with no body for a notification)."""
-    try:
-        return await _handle(call)
-    except _RpcError as err:
-        return _error(err)
-
-
-async def _handle(call: Call) -> Raw:
-    try:
-        message = json.loads(call.body.decode("utf-8"))
-        if has_lone_surrogate(call.body, message):
-            raise ValueError("lone surrogate")
-    except (UnicodeDecodeError, ValueError):
-        raise _RpcError(-32700, "body is not JSON", 400) from None
-    if isinstance(message, list):
-        raise _RpcError(-32600, "batch messages are not part of MCP; send one message per request", 400)
-    if not isinstance(message, dict):
-        raise _RpcError(-32600, "not a JSON-RPC message (no method)", 400)
-    rid = message.get("id")
-    if not _valid_id(rid):
-        raise _RpcError(-32600, "id must be a string, a number, or null", 400)
-    if message.get("jsonrpc") != "2.0":
-        raise _RpcError(-32600, 'not a JSON-RPC 2.0 message (jsonrpc must be "2.0")', 400, rid=rid)
-    method = message.get("method")
-    if not isinstance(method, str):
-        raise _RpcError(-32600, "not a JSON-RPC message (no method)", 400, rid=rid)
-    if rid is None:
-        return Raw(202, b"", None)
-    params = message.get("params") or {}
-    if not isinstance(params, dict):
-        params = {}
-    meta = params.get("_meta")
-    if isinstance(meta, dict) and PROTOCOL_META_KEY in meta:
-        raise _RpcError(
-            -32022,
-            "unsupported protocol version",
-            400,
-            rid=rid,
-            data={"supported": list(SUPPORTED_PROTOCOLS), "requested": meta[PROTOCOL_META_KEY]},
-        )
-    if method == "initialize":
-        asked = params.get("protocolVersion")
-        version = asked if asked in SUPPORTED_PROTOCOLS else LATEST_PROTOCOL
-        return _reply(
-            rid,
-            {
-                "protocolVersion": version,
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "taguru", "version": VERSION},
-                "instructions": protocol_text(),
-            },
-        )
-    if method == "ping":
-        return _reply(rid, {})
-    if method == "tools/list":
-        return _reply(
-            rid,
-            {
-                "tools": [t.definition() for t in TOOLS],
-                "ttlMs": 3600000,
-                "cacheScope": "private",
-                "resultType": "complete",
-                "_meta": SERVER_META,
-            },
-        )
-    if method == "tools/call":
-        return _reply(rid, await call_tool(call, params))
-    raise _RpcError(-32601, f"unknown method '{method}'", 200, rid=rid)
-
-
-async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    """Run one tool by routing its HTTP call in process; failures are tool errors, never RPC errors."""
-    name = params.get("name")
-    if not isinstance(name, str) or not name:
-        return _tool_error("tool name is required — params.name was missing, empty, or not a string")
-    tool = TOOL_BY_NAME.get(name)
-    if tool is None:
-        return _tool_error(f"unknown tool '{name}'")
-    args = params.get("arguments")
-    if not isinstance(args, dict):
-        args = {}
-    if "{context}" in tool.path:
-        if args.get("context") is None:
-            return _tool_error("missing required argument 'context'")
-        if not isinstance(args["context"], str):
-            return _tool_error("argument 'context' must be a string")
-    for key in tool.required:
-        if key != "context" and args.get(key) is None:
-            return _tool_error(f"missing required argument '{key}'")
-    if tool.check is not None and (problem := tool.check(args)) is not None:
-        return _tool_error(problem)
-    path = tool.path.replace("{context}", quote(args.get("context", ""), safe=""))
-    body = None
-    if tool.method == "POST":
-        body = dumps_bytes({k: args[k] for k in tool.body_keys if args.get(k) is not None})
-    query = {k: _query_value(args[k]) for k in tool.query_keys if args.get(k) is not None}
-    status, raw = await route(call, tool.method, path, body, query)
-    text = raw.decode("utf-8")
-    if status >= 400:
-        if len(raw) > MAX_RESULT_BYTES:
-            return _tool_error(f"HTTP {status}: (error body exceeds the MCP response cap, TAGURU_MCP_MAX_RESULT_BYTES)")
-        try:
-            structured = json.loads(text)
-        except ValueError:
-            structured = None
-        return _tool_error(f"HTTP {status}: {text}", structured)
-    if len(raw) > MAX_RESULT_BYTES:
-        return _tool_error(CAP_MESSAGE)
-    return _tool_ok(text)
-
-
-def _query_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-async def route(call: Call, method: str, path: str, body: bytes | None, query: dict[str, str]) -> tuple[int, bytes]:
-    """Run one API call in process under the caller's key and deadline; returns (status, body)."""
-    from taguru_server.server.app import ROUTER, _segments
-
-    started = time.perf_counter()
-    try:
-        segments = _segments(path)
-        template, role, handler, name, matched = ROUTER.match(method, segments)
-        call.principal.require_role(method, template, role)
-        if handler is None:
-            raise ApiError("unknown_path", f"no route for {method} {path}; GET /protocol lists the API")
-        if name is not None:
-            call.principal.require_grant(name)
-        sub = attrs.evolve(
-            call,
-            method=method,
-            path=path,
-            name=name,
-            query=parse_query_string(urlencode(query)),
-            headers=CIMultiDict({"Content-Type": "application/json"}) if body is not None else CIMultiDict(),
-            body=body or b"",
-        )
-        result = await handler(sub)
-        if isinstance(result, Reply):
-            result = result.result
-        return 200, dumps({"result": result, "status": "ok", "time": time.perf_counter() - started}).encode("utf-8")
-    except ApiError as err:
-        return err.status, dumps_bytes(err.body(time.perf_counter() - started))

@@ -1,0 +1,81 @@
+"""Running a routed call: the HTTP endpoint behind the middlewares, and the in-process calls MCP tools make."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlencode
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from taguru_server.server.auth import Principal
+from taguru_server.server.call import Call, parse_query_string
+from taguru_server.server.errors import error_body, status_of
+from taguru_server.server.reply import Reply, ok_body, render
+from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize
+from taguru_server.server.state import (
+    BODY_KEY,
+    DEADLINE_KEY,
+    PRINCIPAL_KEY,
+    REGISTRY_KEY,
+    SETTINGS_KEY,
+    STARTED_KEY,
+    AppState,
+    Dispatch,
+)
+from taguru_server.store.errors import ApiError
+from taguru_server.store.wire import dumps_bytes
+
+
+async def endpoint(request: web.Request) -> web.StreamResponse:
+    """The matched route's handler on the request the middlewares admitted, read and timed."""
+    match = request[MATCH_KEY]
+    assert match.handler is not None
+    app = request.app
+    call = Call(
+        method=request.method,
+        path=request.raw_path.split("?", 1)[0],
+        name=match.name,
+        query=parse_query_string(request.query_string),
+        headers=request.headers,
+        body=request[BODY_KEY],
+        registry=app[REGISTRY_KEY],
+        settings=app[SETTINGS_KEY],
+        principal=request[PRINCIPAL_KEY],
+        deadline=request[DEADLINE_KEY],
+        app_state=AppState(app),
+    )
+    return render(await match.handler(call), request[STARTED_KEY])
+
+
+def in_process(app: web.Application) -> Dispatch:
+    """Calls through the same router, role and grant checks and envelopes as HTTP, without a request."""
+
+    async def dispatch(
+        principal: Principal, deadline: float, method: str, path: str, body: bytes | None, query: dict[str, str]
+    ) -> tuple[int, bytes]:
+        started = time.perf_counter()
+        try:
+            match = ROUTER.resolve(method, path)
+            handler = authorize(principal, method, match, path)
+            call = Call(
+                method=method,
+                path=path,
+                name=match.name,
+                query=parse_query_string(urlencode(query)),
+                headers=CIMultiDict({"Content-Type": "application/json"}) if body is not None else CIMultiDict(),
+                body=body or b"",
+                registry=app[REGISTRY_KEY],
+                settings=app[SETTINGS_KEY],
+                principal=principal,
+                deadline=deadline,
+                app_state=AppState(app),
+            )
+            result = await handler(call)
+            if isinstance(result, Reply):
+                result = result.result
+            return 200, dumps_bytes(ok_body(result, time.perf_counter() - started))
+        except ApiError as err:
+            return status_of(err), dumps_bytes(error_body(err, time.perf_counter() - started))
+
+    return dispatch

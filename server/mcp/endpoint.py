@@ -1,0 +1,153 @@
+"""MCP over HTTP: stateless `POST /mcp` JSON-RPC whose tools run through the server's own router in process."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from taguru_server.server.call import Call, Route
+from taguru_server.server.mcp.jsonrpc import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RpcError,
+    batch_refused,
+    reply_frame,
+    shape_problem,
+)
+from taguru_server.server.mcp.protocol import (
+    LATEST_PROTOCOL,
+    PROTOCOL_META_KEY,
+    SERVER_META,
+    SUPPORTED_PROTOCOLS,
+    protocol_text,
+)
+from taguru_server.server.mcp.tools import TOOL_BY_NAME, TOOLS
+from taguru_server.server.reply import Raw
+from taguru_server.server.state import DISPATCH_KEY
+from taguru_server.server.version import VERSION
+from taguru_server.store.wire import dumps_bytes, has_lone_surrogate
+
+MAX_RESULT_BYTES = 8 * 1024 * 1024
+CAP_MESSAGE = (
+    "tool result exceeds the MCP response cap (TAGURU_MCP_MAX_RESULT_BYTES); narrow the call (a smaller `limit` "
+    "works for most tools), or for a full-context export use GET /contexts/{name}/export over the raw HTTP API, "
+    "or the `taguru export` CLI — both are uncapped"
+)
+
+
+def _reply(rid: Any, result: Any) -> Raw:
+    return Raw(200, dumps_bytes(reply_frame(rid, result)))
+
+
+def _tool_error(text: str, structured: Any = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+    if isinstance(structured, dict):
+        out["structuredContent"] = structured
+    out["resultType"] = "complete"
+    out["_meta"] = SERVER_META
+    return out
+
+
+def _tool_ok(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "resultType": "complete", "_meta": SERVER_META}
+
+
+async def mcp_endpoint(call: Call) -> Any:
+    """One JSON-RPC message in, one reply out (202 with no body for a notification)."""
+    try:
+        return await _handle(call)
+    except RpcError as err:
+        return Raw(err.status, dumps_bytes(err.frame()))
+
+
+async def _handle(call: Call) -> Raw:
+    try:
+        message = json.loads(call.body.decode("utf-8"))
+        if has_lone_surrogate(call.body, message):
+            raise ValueError("lone surrogate")
+    except (UnicodeDecodeError, ValueError):
+        raise RpcError(PARSE_ERROR, "body is not JSON", 400) from None
+    if isinstance(message, list):
+        raise RpcError(INVALID_REQUEST, batch_refused("request"), 400)
+    problem = shape_problem(message)
+    if problem is not None:
+        raise RpcError(INVALID_REQUEST, problem[0], 400, rid=problem[1])
+    rid = message.get("id")
+    method = message["method"]
+    if rid is None:
+        return Raw(202, b"", None)
+    params = message.get("params") or {}
+    if not isinstance(params, dict):
+        params = {}
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and PROTOCOL_META_KEY in meta:
+        raise RpcError(
+            -32022,
+            "unsupported protocol version",
+            400,
+            rid=rid,
+            data={"supported": list(SUPPORTED_PROTOCOLS), "requested": meta[PROTOCOL_META_KEY]},
+        )
+    if method == "initialize":
+        asked = params.get("protocolVersion")
+        version = asked if asked in SUPPORTED_PROTOCOLS else LATEST_PROTOCOL
+        return _reply(
+            rid,
+            {
+                "protocolVersion": version,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "taguru", "version": VERSION},
+                "instructions": protocol_text(),
+            },
+        )
+    if method == "ping":
+        return _reply(rid, {})
+    if method == "tools/list":
+        return _reply(
+            rid,
+            {
+                "tools": [t.definition() for t in TOOLS],
+                "ttlMs": 3600000,
+                "cacheScope": "private",
+                "resultType": "complete",
+                "_meta": SERVER_META,
+            },
+        )
+    if method == "tools/call":
+        return _reply(rid, await call_tool(call, params))
+    raise RpcError(METHOD_NOT_FOUND, f"unknown method '{method}'", 200, rid=rid)
+
+
+async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    """Run one tool as one routed API call under the caller's key; failures are tool errors, never RPC errors."""
+    name = params.get("name")
+    if not isinstance(name, str) or not name:
+        return _tool_error("tool name is required — params.name was missing, empty, or not a string")
+    tool = TOOL_BY_NAME.get(name)
+    if tool is None:
+        return _tool_error(f"unknown tool '{name}'")
+    args = params.get("arguments")
+    if not isinstance(args, dict):
+        args = {}
+    problem = tool.problem(args)
+    if problem is not None:
+        return _tool_error(problem)
+    method, path, body, query = tool.request(args)
+    dispatch = call.app_state[DISPATCH_KEY]
+    status, raw = await dispatch(call.principal, call.deadline, method, path, body, query)
+    text = raw.decode("utf-8")
+    if status >= 400:
+        if len(raw) > MAX_RESULT_BYTES:
+            return _tool_error(f"HTTP {status}: (error body exceeds the MCP response cap, TAGURU_MCP_MAX_RESULT_BYTES)")
+        try:
+            structured = json.loads(text)
+        except ValueError:
+            structured = None
+        return _tool_error(f"HTTP {status}: {text}", structured)
+    if len(raw) > MAX_RESULT_BYTES:
+        return _tool_error(CAP_MESSAGE)
+    return _tool_ok(text)
+
+
+ROUTES: list[Route] = [Route("POST", "/mcp", mcp_endpoint, "read")]

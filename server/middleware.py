@@ -1,0 +1,184 @@
+"""The request pipeline as aiohttp middlewares, outermost first, one job each."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+from taguru_server.server.auth import authenticate
+from taguru_server.server.errors import error_response
+from taguru_server.server.routing import MATCH_KEY, PROBES, ROUTER, UNMATCHED, authorize
+from taguru_server.server.state import (
+    AUTH_LIMITER_KEY,
+    BODY_KEY,
+    DEADLINE_KEY,
+    INFLIGHT_KEY,
+    KEY_LIMITER_KEY,
+    METRICS_KEY,
+    PRINCIPAL_KEY,
+    ROUTE_KEY,
+    SETTINGS_KEY,
+    STARTED_KEY,
+)
+from taguru_server.store.errors import ApiError
+
+log = structlog.get_logger("taguru.http")
+
+NextHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _request_id(given: str | None) -> str:
+    if given and len(given) <= 64 and all(c.isalnum() or c in "-_." for c in given):
+        return given
+    return uuid.uuid4().hex
+
+
+@web.middleware
+async def request_id(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Echo a well-formed X-Request-Id (else make one) and bind it to every log line of the request."""
+    request[STARTED_KEY] = time.perf_counter()
+    rid = _request_id(request.headers.get("X-Request-Id"))
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(request_id=rid)
+    try:
+        response = await handler(request)
+        response.headers["X-Request-Id"] = rid
+        return response
+    finally:
+        structlog.contextvars.clear_contextvars()
+
+
+@web.middleware
+async def metrics(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Count the request and time it under its route template, and log its end."""
+    response = await handler(request)
+    metrics = request.app[METRICS_KEY]
+    method, status = request.method, response.status
+    elapsed = time.perf_counter() - request[STARTED_KEY]
+    route = request.get(ROUTE_KEY, UNMATCHED)
+    metrics.requests.labels(method, route, str(status)).inc()
+    metrics.duration.labels(method, route).observe(elapsed)
+    log.info("request.finished", method=method, route=route, status=status, duration_ms=round(elapsed * 1000, 3))
+    return response
+
+
+@web.middleware
+async def errors(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Refusals become the error envelope; anything else is a 500 logged by type and frames only."""
+    try:
+        return await handler(request)
+    except ApiError as err:
+        return error_response(err, request[STARTED_KEY])
+    except web.HTTPException:
+        raise
+    except Exception as exc:  # a bug: logged by type and frames only (never messages or data)
+        frames = [
+            f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)
+        ]
+        log.error(
+            "request.failed",
+            route=request.get(ROUTE_KEY, UNMATCHED),
+            error_type=type(exc).__name__,
+            frames=frames[-8:],
+        )
+        return error_response(ApiError("internal", "internal error; the server log has details"), request[STARTED_KEY])
+
+
+@web.middleware
+async def inflight(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Past TAGURU_MAX_CONCURRENT_REQUESTS requests in flight, answer 503 (probes included)."""
+    ceiling = request.app[SETTINGS_KEY].max_concurrent_requests
+    running = request.app[INFLIGHT_KEY]
+    if ceiling and running.count >= ceiling:
+        raise ApiError(
+            "overloaded",
+            f"server is at its in-flight ceiling ({ceiling} requests) — retry shortly "
+            "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)",
+            headers={"Retry-After": "1"},
+        )
+    running.count += 1
+    try:
+        return await handler(request)
+    finally:
+        running.count -= 1
+
+
+@web.middleware
+async def probes(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Answer the GET-only probes before auth; any other method on them is a 405, never a 500."""
+    path = request.raw_path.split("?", 1)[0]
+    probe = PROBES.get(path)
+    if probe is None:
+        return await handler(request)
+    request[ROUTE_KEY] = path
+    if request.method != "GET":
+        raise ApiError(
+            "method_not_allowed",
+            f"{request.method} is not supported on {request.raw_path}; GET /protocol lists the API",
+        )
+    return await probe(request)
+
+
+@web.middleware
+async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Authenticate (failed attempts and per-key requests are rate limited), then check role and grant for the route."""
+    app = request.app
+    try:
+        principal = authenticate(app[SETTINGS_KEY], request.headers.getall("Authorization", []))
+    except ApiError as err:
+        if err.code == "unauthorized":
+            address = request.remote or "-"
+            app[AUTH_LIMITER_KEY].check(address)
+            app[AUTH_LIMITER_KEY].failed(address)
+        raise
+    app[KEY_LIMITER_KEY].admit(principal.key)
+    method, uri = request.method, request.raw_path
+    match = ROUTER.resolve(method, uri)
+    request[ROUTE_KEY] = match.template
+    structlog.contextvars.bind_contextvars(route=match.template)
+    authorize(principal, method, match, uri)
+    request[PRINCIPAL_KEY] = principal
+    request[MATCH_KEY] = match
+    return await handler(request)
+
+
+@web.middleware
+async def body_cap(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Read the whole body, refusing it past TAGURU_MAX_BODY_BYTES."""
+    cap = request.app[SETTINGS_KEY].max_body_bytes
+    too_large = f"the request body exceeds the {cap}-byte limit (TAGURU_MAX_BODY_BYTES)"
+    length = request.content_length
+    if length is not None and length > cap:
+        raise ApiError("payload_too_large", too_large)
+    chunks = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > cap:
+            raise ApiError("payload_too_large", too_large)
+        chunks.append(chunk)
+    request[BODY_KEY] = b"".join(chunks)
+    return await handler(request)
+
+
+@web.middleware
+async def deadline(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Give the handler TAGURU_REQUEST_TIMEOUT_SECS, else answer 408."""
+    timeout = request.app[SETTINGS_KEY].request_timeout_secs
+    request[DEADLINE_KEY] = time.monotonic() + timeout
+    try:
+        return await asyncio.wait_for(handler(request), timeout)
+    except TimeoutError:
+        raise ApiError(
+            "timeout",
+            f"request exceeded the {timeout}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
+        ) from None
+
+
+MIDDLEWARES = (request_id, metrics, errors, inflight, probes, auth, body_cap, deadline)

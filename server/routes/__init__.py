@@ -1,0 +1,1 @@
+"""The route handlers by resource; each module exports its route-table entries."""

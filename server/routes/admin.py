@@ -1,0 +1,102 @@
+"""The admin and discovery routes: POST /import, GET /protocol, and the probes answered without auth."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from taguru_server.server.call import Call, Route
+from taguru_server.server.errors import HttpError
+from taguru_server.server.mcp.protocol import protocol_text
+from taguru_server.server.metrics import render_metrics
+from taguru_server.server.reply import Raw, json_response
+from taguru_server.server.schemas import openapi_document
+from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.version import VERSION, version_body
+from taguru_server.store.errors import ApiError
+from taguru_server.store.importer import ParseError, parse_stream, run_import
+from taguru_server.store.registry import CommitFailed
+
+Probe = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def import_stream(call: Call) -> Any:
+    dry_run = call.query.get("dry_run") == "true"
+    try:
+        batches = parse_stream(call.body)
+    except (ParseError, UnicodeDecodeError) as exc:
+        raise HttpError(
+            "malformed_request", str(exc), status=400, integrity="nothing_written", retryable=True
+        ) from None
+    except (ArithmeticError, ValueError, RecursionError):
+        # a stream the parser could not classify (e.g. a number past the f64 range): still a parse
+        # refusal, never a 500; the text names no request content
+        raise HttpError(
+            "malformed_request",
+            "the stream could not be parsed: a line holds a value outside the JSON the "
+            "importer accepts (for example a number past the f64 range)",
+            status=400,
+            integrity="nothing_written",
+            retryable=True,
+        ) from None
+    for batch in batches:
+        if not call.principal.may_access(batch.context):
+            raise ApiError(
+                "forbidden",
+                f"key '{call.principal.key}' has no grant on context '{batch.context}' (batch source "
+                f"'{batch.source}'); nothing was applied",
+                integrity="nothing_written",
+            )
+    try:
+        outcomes = run_import(
+            call.registry,
+            batches,
+            dry_run=dry_run,
+            deadline=call.deadline,
+            timeout_secs=call.settings.request_timeout_secs,
+        )
+    except CommitFailed:
+        raise ApiError("internal", "the import could not be made durable; the landed prefix is intact") from None
+    return {"batches": outcomes}
+
+
+async def protocol(call: Call) -> Raw:
+    """GET /protocol (read role): the same text `initialize` sends as its instructions."""
+    return Raw(200, protocol_text().encode("utf-8"), "text/markdown; charset=utf-8")
+
+
+IMPORT_ROUTES: list[Route] = [Route("POST", "/import", import_stream, "admin")]
+PROTOCOL_ROUTES: list[Route] = [Route("GET", "/protocol", protocol, "read")]
+
+
+# ----- probes: GET only, exempt from auth, no body and no deadline ----------------
+
+
+async def health(request: web.Request) -> web.StreamResponse:
+    return json_response({"status": "ok", "version": VERSION})
+
+
+async def live(request: web.Request) -> web.StreamResponse:
+    return web.Response(text="ok")
+
+
+async def version(request: web.Request) -> web.StreamResponse:
+    return json_response(version_body())
+
+
+async def metrics(request: web.Request) -> web.StreamResponse:
+    body = render_metrics(request.app[METRICS_KEY].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def probes(routes: list[Route]) -> dict[str, Probe]:
+    """The probes by exact raw path; `/openapi.json` describes `routes`."""
+
+    async def openapi(request: web.Request) -> web.StreamResponse:
+        table: list[tuple[str, str, Any, str]] = [*routes]
+        return json_response(openapi_document(table, VERSION))
+
+    return {"/health": health, "/live": live, "/version": version, "/openapi.json": openapi, "/metrics": metrics}

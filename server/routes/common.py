@@ -1,0 +1,89 @@
+"""What the resource handlers share: request caps, paging limits, read accounting, JSON type names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taguru_server.server.body import MAX_U32
+from taguru_server.server.call import Call
+from taguru_server.server.errors import malformed
+from taguru_server.store.context import Context
+from taguru_server.store.errors import ApiError
+from taguru_server.store.text import utf8_len
+
+MAX_NAME_BYTES = 1024
+MAX_CONTEXT_NAME_BYTES = 64
+MAX_DESCRIPTION_BYTES = 4096
+MAX_INPUT_ITEMS = 1000
+MAX_MATCH_LIMIT = 1000
+DEFAULT_MATCH_LIMIT = 100
+MAX_ASSOCIATIONS = 10000
+MAX_PASSAGES = 1000
+MAX_WEIGHT = 1e6
+NON_EMPTY = "a non-empty string"
+
+
+# the helpers keep their underscore: they serve routes/ only and are no API of the package
+
+
+def _limit(value: int | None, default: int, ceiling: int = MAX_MATCH_LIMIT) -> int:
+    return min(default if value is None else value, ceiling)
+
+
+def _count_read(ctx: Context, empty: bool) -> None:
+    ctx.meta.record_read(empty)
+
+
+def _query_int(call: Call, key: str) -> int | None:
+    raw = call.query.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise malformed(
+            f"Failed to deserialize query string: {key}: invalid digit found in string", status=400
+        ) from None
+    if value < 0:
+        raise malformed(f"Failed to deserialize query string: {key}: invalid digit found in string", status=400)
+    return value
+
+
+def _keyset_limit(call: Call) -> int:
+    return max(1, _limit(_query_int(call, "limit"), MAX_MATCH_LIMIT))
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _is_u32(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= MAX_U32
+
+
+def _check_cursor(after: str | None, prefix: str | None) -> None:
+    for what, value in (("after", after), ("prefix", prefix)):
+        if value is not None and utf8_len(value) > 1032:
+            raise ApiError(
+                "invalid_argument", f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied"
+            )
+
+
+def _keyset_page(names: list[str], call: Call) -> tuple[int, list[str]]:
+    limit = _keyset_limit(call)
+    after = call.query.get("after")
+    prefix = call.query.get("prefix") or ""
+    _check_cursor(after, prefix)
+    matching = sorted(n for n in names if n.startswith(prefix))
+    page = [n for n in matching if after is None or n > after][:limit]
+    return len(matching), page

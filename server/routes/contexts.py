@@ -1,0 +1,175 @@
+"""The context routes: list, create, configure, read and delete a context; its directory entry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taguru_server.server.body import Typed, parse_json
+from taguru_server.server.call import Call, Route
+from taguru_server.server.errors import HttpError, malformed
+from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, _keyset_limit
+from taguru_server.store.context import Context, Meta
+from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.text import utf8_len
+from taguru_server.store.wire import F32
+
+
+def _floor(value: float | None) -> float | None:
+    return None if value is None else min(max(value, 0.0), 1.0)
+
+
+async def put_context(call: Call) -> Any:
+    name = call.name or ""
+    fields: dict[str, Any] = {}
+    if call.body.strip():
+        try:
+            value = parse_json(call.body)
+        except ApiError as exc:
+            raise HttpError(
+                "malformed_request", "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1], status=400
+            ) from None
+        typed = Typed(value, call.body, "ContextConfig")
+        fields = {
+            "description": typed.string("description"),
+            "pinned": typed.boolean("pinned"),
+            "dice_floor": typed.number("dice_floor"),
+            "semantic_floor": typed.number("semantic_floor", "f32"),
+        }
+    size = utf8_len(name)
+    if size > MAX_CONTEXT_NAME_BYTES:
+        raise ApiError(
+            "invalid_argument", f"the context name is {size} bytes, over the 64-byte cap; nothing was applied"
+        )
+    desc = fields.get("description") or ""
+    if utf8_len(desc) > MAX_DESCRIPTION_BYTES:
+        raise ApiError(
+            "invalid_argument",
+            f"the description is {utf8_len(desc)} bytes, over the 4096-byte cap; nothing was applied",
+        )
+    if call.registry.exists(name):
+        raise ApiError("already_exists", f"context '{name}' already exists")
+    if not name:
+        raise ApiError("invalid_argument", "the context name must not be empty")
+    meta = Meta(
+        description=desc,
+        pinned=bool(fields.get("pinned") or False),
+        dice_floor=_floor(fields.get("dice_floor")),
+        semantic_floor=_floor(fields.get("semantic_floor")),
+    )
+    ctx = call.registry.create(name, meta)
+    try:
+        call.commit(ctx)
+    except ApiError:
+        call.registry.rollback([ctx])
+        raise
+    return True
+
+
+async def patch_context(call: Call) -> Any:
+    typed = call.typed("ContextPatch")
+    description = typed.string("description")
+    pinned = typed.boolean("pinned")
+    dice = typed.number("dice_floor")
+    semantic = typed.number("semantic_floor", "f32")
+    if description is not None and utf8_len(description) > MAX_DESCRIPTION_BYTES:
+        raise ApiError(
+            "invalid_argument",
+            f"the description is {utf8_len(description)} bytes, over the 4096-byte cap; nothing was applied",
+        )
+    ctx = call.context()
+    m = ctx.meta
+    if description is not None:
+        m.description = description
+    if pinned is not None:
+        m.pinned = pinned
+    if typed.has("dice_floor"):
+        m.dice_floor = _floor(dice)
+    if typed.has("semantic_floor"):
+        m.semantic_floor = _floor(semantic)
+    m.rev_config += 1
+    ctx.dirty.meta = True
+    call.commit(ctx)
+    return {
+        "description": m.description,
+        "pinned": m.pinned,
+        "dice_floor": m.dice_floor,
+        "semantic_floor": _f32_or_none(m.semantic_floor),
+    }
+
+
+def _f32_or_none(v: float | None) -> Any:
+    return None if v is None else F32(v)
+
+
+def directory_entry(ctx: Context) -> dict[str, Any]:
+    m = ctx.meta
+    return {
+        "name": ctx.name,
+        "description": m.description,
+        "pinned": m.pinned,
+        "loaded": True,
+        "dice_floor": m.dice_floor,
+        "semantic_floor": _f32_or_none(m.semantic_floor),
+        "stats": ctx.stats(),
+        "usage": {
+            "reads": m.reads,
+            "empty_reads": m.empty_reads,
+            "writes": m.writes,
+            "last_read_epoch": m.last_read_epoch,
+            "last_write_epoch": m.last_write_epoch,
+        },
+        "revision": revision(ctx),
+        "schema_mode": None,
+    }
+
+
+def revision(ctx: Context) -> dict[str, int]:
+    return {"graph": ctx.meta.rev_graph, "passages": ctx.meta.rev_passages, "config": ctx.meta.rev_config}
+
+
+async def get_context(call: Call) -> Any:
+    return directory_entry(call.context())
+
+
+async def delete_context(call: Call) -> Any:
+    assert call.name is not None
+    if not call.registry.delete(call.name):
+        raise no_context(call.name)
+    return True
+
+
+async def list_contexts(call: Call) -> Any:
+    limit = _keyset_limit(call)
+    after = call.query.get("after")
+    pinned_raw = call.query.get("pinned")
+    pinned = None
+    if pinned_raw is not None:
+        if pinned_raw not in ("true", "false"):
+            raise malformed(
+                "Failed to deserialize query string: pinned: provided string was not `true` or `false`", status=400
+            )
+        pinned = pinned_raw == "true"
+    entries: list[dict[str, Any]] = []
+    total = 0
+    for name in call.registry.names():
+        if not call.principal.may_access(name):
+            continue
+        ctx = call.registry.get(name)
+        assert ctx is not None
+        if pinned is not None and ctx.meta.pinned != pinned:
+            continue
+        total += 1
+        if after is not None and name <= after:
+            continue
+        if len(entries) < limit:
+            entries.append(directory_entry(ctx))
+    return {"total": total, "contexts": entries}
+
+
+ROUTES: list[Route] = [
+    Route("GET", "/contexts", list_contexts, "read"),
+    Route("PUT", "/contexts/{name}", put_context, "write"),
+    Route("PATCH", "/contexts/{name}", patch_context, "write"),
+    Route("GET", "/contexts/{name}", get_context, "read"),
+    Route("DELETE", "/contexts/{name}", delete_context, "admin"),
+]

@@ -1,0 +1,317 @@
+"""The graph routes: associations, aliases and labels, and the read lanes (resolve … activate)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taguru_server.server import schemas as S
+from taguru_server.server.body import check_name, describe_value
+from taguru_server.server.call import Call, Handler, Route
+from taguru_server.server.routes.common import (
+    DEFAULT_MATCH_LIMIT,
+    MAX_ASSOCIATIONS,
+    MAX_INPUT_ITEMS,
+    MAX_MATCH_LIMIT,
+    MAX_NAME_BYTES,
+    MAX_WEIGHT,
+    NON_EMPTY,
+    _check_cursor,
+    _count_read,
+    _is_u32,
+    _json_type,
+    _keyset_limit,
+    _keyset_page,
+    _limit,
+)
+from taguru_server.store import lanes
+from taguru_server.store.context import CONCEPT, LABEL, AliasRefused
+from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
+from taguru_server.store.text import utf8_len
+from taguru_server.store.wire import format_number
+
+
+def _name_issue(path: str, value: Any, optional: bool = False) -> Issue | None:
+    if value is None:
+        return None if optional else Issue(path, "missing", NON_EMPTY, "absent")
+    if not isinstance(value, str):
+        return Issue(path, "type", "a string" if optional else NON_EMPTY, _json_type(value))
+    if not value:
+        return Issue(path, "empty", NON_EMPTY, "an empty string")
+    size = utf8_len(value)
+    if size > MAX_NAME_BYTES:
+        return Issue(path, "too_long", f"at most {MAX_NAME_BYTES} bytes", f"{size} bytes")
+    return None
+
+
+async def post_associations(call: Call) -> Any:
+    body = call.json()
+    if isinstance(body, list) and len(body) > MAX_ASSOCIATIONS:
+        raise ApiError(
+            "over_limit", f"batch of {len(body)} associations exceeds the per-request limit of 10000; split the ingest"
+        )
+    issues: list[Issue] = []
+    items: list[tuple[str, str, str, float, str | None, int | None]] = []
+    if not isinstance(body, list):
+        issues.append(Issue("associations", "type", "an array", _json_type(body)))
+    else:
+        for i, item in enumerate(body):
+            base = f"associations[{i}]"
+            if not isinstance(item, dict):
+                issues.append(Issue(base, "type", "an object", _json_type(item)))
+                continue
+            found = [
+                _name_issue(f"{base}.subject", item.get("subject")),
+                _name_issue(f"{base}.label", item.get("label")),
+                _name_issue(f"{base}.object", item.get("object")),
+            ]
+            w = item.get("weight")
+            if w is None:
+                found.append(Issue(f"{base}.weight", "missing", "a finite number with |weight| <= 1000000", "absent"))
+            elif isinstance(w, bool) or not isinstance(w, (int, float)):
+                found.append(Issue(f"{base}.weight", "type", "a finite number with |weight| <= 1000000", _json_type(w)))
+            elif not abs(w) <= MAX_WEIGHT:
+                found.append(
+                    Issue(
+                        f"{base}.weight",
+                        "range",
+                        "a finite number with |weight| <= 1000000",
+                        f"number {format_number(w)}",
+                    )
+                )
+            found.append(_name_issue(f"{base}.source", item.get("source"), optional=True))
+            p = item.get("paragraph")
+            if p is not None and not _is_u32(p):
+                found.append(
+                    Issue(f"{base}.paragraph", "type", "a non-negative integer paragraph index", _json_type(p))
+                )
+            real = [f for f in found if f is not None]
+            if real:
+                issues.extend(real)
+            else:
+                items.append((item["subject"], item["label"], item["object"], float(w), item.get("source"), p))  # type: ignore[arg-type]
+    if issues:
+        raise collected("the associations batch", issues)
+    ctx = call.context()
+    for s, lab, o, w, src, p in items:
+        ctx.assert_association(s, lab, o, w, src, p if src is not None else None)
+    if items:
+        ctx.meta.record_write()
+    call.commit(ctx)
+    return len(items)
+
+
+def _triple(call: Call) -> tuple[str, str, str]:
+    args = call.decode(S.TRIPLE)
+    for key in ("subject", "label", "object"):
+        check_name(args[key], key)
+    return args["subject"], args["label"], args["object"]
+
+
+async def retract_association(call: Call) -> Any:
+    s, lab, o = _triple(call)
+    ctx = call.context()
+    retracted, removed = ctx.retract_association(s, lab, o)
+    if retracted:
+        ctx.meta.record_write()
+        call.commit(ctx)
+    return {"retracted": retracted, "attributions_removed": removed}
+
+
+async def post_aliases(call: Call) -> Any:
+    typed = call.typed("AliasRequest")
+    maps: list[tuple[int, dict[str, str]]] = []
+    for kind, key in ((CONCEPT, "concepts"), (LABEL, "labels")):
+        v = typed.raw_value(key)
+        if v is None:
+            maps.append((kind, {}))
+            continue
+        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+            raise typed.reject(key, f"invalid type: {describe_value(v)}, expected a map")
+        maps.append((kind, v))
+    n = sum(len(m) for _k, m in maps)
+    if n > MAX_ASSOCIATIONS:
+        raise ApiError("over_limit", f"batch of {n} aliases exceeds the per-request limit of 10000; split the ingest")
+    for kind, m in maps:
+        word = "concepts" if kind == CONCEPT else "labels"
+        for alias, canonical in m.items():
+            pair = ((f"a {word} alias", alias), (f"a {word} canonical", canonical))
+            # each pair is checked for size, then for emptiness
+            for what, value in pair:
+                size = utf8_len(value)
+                if size > MAX_NAME_BYTES:
+                    raise ApiError(
+                        "invalid_argument",
+                        f"{what} is {size} bytes, over the {MAX_NAME_BYTES}-byte cap; nothing was applied",
+                    )
+            for what, value in pair:
+                if not value:
+                    raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
+    ctx = call.context()
+    applied = 0
+    try:
+        for kind, m in maps:
+            word = "concept" if kind == CONCEPT else "label"
+            for alias in sorted(m):
+                try:
+                    ctx.add_alias(kind, alias, m[alias])
+                except AliasRefused as exc:
+                    raise ApiError(
+                        "conflict", f"applied {applied} aliases, then {word} alias '{alias}' → '{m[alias]}': {exc}"
+                    ) from None
+                applied += 1
+    finally:
+        if applied:
+            ctx.meta.record_write()
+        call.commit(ctx)
+    return applied
+
+
+async def delete_aliases(call: Call) -> Any:
+    args = call.decode(S.ALIAS_REMOVAL)
+    concepts = args["concepts"] or []
+    label_list = args["labels"] or []
+    if not concepts and not label_list:
+        raise ApiError("invalid_argument", "the request names no aliases to remove")
+    n = len(concepts) + len(label_list)
+    if n > MAX_ASSOCIATIONS:
+        raise ApiError(
+            "over_limit", f"batch of {n} alias removals exceeds the per-request limit of 10000; split the request"
+        )
+    ctx = call.context()
+    removed = 0
+    try:
+        for kind, names in ((CONCEPT, concepts), (LABEL, label_list)):
+            word = "concept" if kind == CONCEPT else "label"
+            for alias in names:
+                if not ctx.remove_alias(kind, alias):
+                    raise ApiError(
+                        "conflict",
+                        f"removed {removed} aliases, then '{alias}' is not a {word} alias "
+                        "(canonical names cannot be removed this way)",
+                    )
+                removed += 1
+    finally:
+        if removed:
+            ctx.meta.record_write()
+        call.commit(ctx)
+    return removed
+
+
+async def list_aliases(call: Call) -> Any:
+    limit = _keyset_limit(call)
+    after = call.query.get("after")
+    prefix = call.query.get("prefix") or ""
+    _check_cursor(after, prefix)
+    start: tuple[int, str] | None = None
+    if after is not None:
+        kind_word, sep, alias = after.partition(":")
+        if not sep or kind_word not in ("concept", "label"):
+            raise ApiError(
+                "invalid_argument",
+                "after must be 'concept:<alias>' or 'label:<alias>' — the last entry of the previous page",
+            )
+        start = (CONCEPT if kind_word == "concept" else LABEL, alias)
+    ctx = call.context()
+    out: dict[str, dict[str, str]] = {"concepts": {}, "labels": {}}
+    total = 0
+    taken = 0
+    for kind, key in ((CONCEPT, "concepts"), (LABEL, "labels")):
+        names = ctx.concepts if kind == CONCEPT else ctx.labels
+        for alias in sorted(a for a in ctx.aliases[kind] if a.startswith(prefix)):
+            total += 1
+            if start is not None and (kind, alias) <= start:
+                continue
+            if taken < limit:
+                out[key][alias] = names[ctx.aliases[kind][alias]]
+                taken += 1
+    return {"total": total, "concepts": out["concepts"], "labels": out["labels"]}
+
+
+async def list_labels(call: Call) -> Any:
+    _check_cursor(call.query.get("after"), call.query.get("prefix"))
+    _keyset_limit(call)
+    ctx = call.context()
+    total, page = _keyset_page(ctx.labels, call)
+    return {"total": total, "labels": page}
+
+
+def _resolve(kind: int) -> Handler:
+    async def handler(call: Call) -> Any:
+        args = call.decode(S.RESOLVE)
+        cue, dice = args["cue"], args["dice_floor"]
+        limit = _limit(args["limit"], MAX_MATCH_LIMIT)
+        ctx = call.context()
+        floor = dice if dice is not None else ctx.meta.dice_floor if ctx.meta.dice_floor is not None else 0.3
+        result = lanes.resolve(ctx, kind, cue, min(max(floor, 0.0), 1.0), limit)
+        _count_read(ctx, not result)
+        return result
+
+    return handler
+
+
+async def describe(call: Call) -> Any:
+    concept = call.decode(S.DESCRIBE)["concept"]
+    ctx = call.context()
+    result = lanes.describe(ctx, concept)
+    _count_read(ctx, result is None)
+    return result
+
+
+async def query(call: Call) -> Any:
+    args = call.decode(S.QUERY)
+    positions = {key: args[key] for key in ("subject", "label", "object")}
+    limit = _limit(args["limit"], DEFAULT_MATCH_LIMIT)
+    after = args["after"]
+    # the whole shape decodes (422) before the handler's own 400s
+    for key, values in positions.items():
+        if values is not None and len(values) > MAX_INPUT_ITEMS:
+            raise too_many_items(key, len(values))
+    if all(v is None for v in positions.values()):
+        raise ApiError("invalid_argument", "'subject', 'label', or 'object' must pin at least one value")
+    ctx = call.context()
+    edges = lanes.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
+    result = lanes.page_matches(ctx, edges, limit, after)
+    _count_read(ctx, not result["matches"])
+    return result
+
+
+async def recall(call: Call) -> Any:
+    args = call.decode(S.RECALL)
+    cue = args["cue"]
+    limit = _limit(args["limit"], DEFAULT_MATCH_LIMIT)
+    after = args["after"]
+    ctx = call.context()
+    result = lanes.page_matches(ctx, lanes.recall_edges(ctx, cue), limit, after)
+    _count_read(ctx, not result["matches"])
+    return result
+
+
+async def activate(call: Call) -> Any:
+    args = call.decode(S.ACTIVATE)
+    origins, decay = args["origins"], args["decay"]
+    limit = _limit(args["limit"], 20)
+    if len(origins) > MAX_INPUT_ITEMS:
+        raise too_many_items("origins", len(origins))
+    ctx = call.context()
+    result = lanes.activate(ctx, origins, min(max(0.5 if decay is None else decay, 0.0), 1.0), limit)
+    _count_read(ctx, not result["matches"])
+    return result
+
+
+# the table keeps the published order: these routes, the passage routes, then the read lanes
+ROUTES: list[Route] = [
+    Route("POST", "/contexts/{name}/associations", post_associations, "write"),
+    Route("POST", "/contexts/{name}/associations/retract", retract_association, "write"),
+    Route("POST", "/contexts/{name}/aliases", post_aliases, "write"),
+    Route("DELETE", "/contexts/{name}/aliases", delete_aliases, "write"),
+    Route("GET", "/contexts/{name}/aliases", list_aliases, "read"),
+    Route("GET", "/contexts/{name}/labels", list_labels, "read"),
+]
+LANE_ROUTES: list[Route] = [
+    Route("POST", "/contexts/{name}/resolve", _resolve(0), "read"),
+    Route("POST", "/contexts/{name}/resolve_label", _resolve(1), "read"),
+    Route("POST", "/contexts/{name}/describe", describe, "read"),
+    Route("POST", "/contexts/{name}/query", query, "read"),
+    Route("POST", "/contexts/{name}/recall", recall, "read"),
+    Route("POST", "/contexts/{name}/activate", activate, "read"),
+]

@@ -1,0 +1,110 @@
+"""The one route table, matching raw paths against it, and the access check of a matched route."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import attrs
+from aiohttp import web
+
+from taguru_server.server import evidence as ev
+from taguru_server.server.auth import Principal
+from taguru_server.server.call import Handler, Route
+from taguru_server.server.mcp import endpoint as mcp
+from taguru_server.server.routes import admin, communities, contexts, graph, passages
+from taguru_server.store.errors import ApiError
+
+UNMATCHED = "<unmatched>"
+
+# The published order (`/openapi.json` lists paths in it). A new route goes into its resource module's
+# table; its request and result shapes into `schemas.ROUTE_SHAPES`, which the document is built from.
+ROUTES: list[Route] = [
+    *contexts.ROUTES,
+    *graph.ROUTES,
+    *passages.ROUTES,
+    *graph.LANE_ROUTES,
+    Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
+    *communities.ROUTES,
+    *admin.IMPORT_ROUTES,
+    *mcp.ROUTES,
+    *admin.PROTOCOL_ROUTES,
+]
+
+PROBES = admin.probes(ROUTES)
+
+
+@attrs.frozen
+class Match:
+    """Where a request landed: the template (its metrics label), the role it needs, its handler and `{name}`."""
+
+    template: str
+    role: str
+    handler: Handler | None
+    name: str | None
+    path_matched: bool
+
+
+class Router:
+    """Matches decoded path segments against templates; `{name}` is one percent-decoded segment."""
+
+    def __init__(self, routes: list[Route]) -> None:
+        self.routes: list[tuple[str, str, tuple[str, ...], Handler, str]] = [
+            (method, template, tuple(template.strip("/").split("/")), handler, role)
+            for method, template, handler, role in routes
+        ]
+
+    def match(self, method: str, segments: list[str]) -> tuple[str, str, Handler | None, str | None, bool]:
+        """Return (template, role, handler, name, path_matched)."""
+        path_matched = None
+        for r_method, template, parts, handler, role in self.routes:
+            if len(parts) != len(segments):
+                continue
+            name = None
+            ok = True
+            for part, seg in zip(parts, segments, strict=False):
+                if part == "{name}":
+                    name = seg
+                elif part != seg:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            if r_method == method:
+                return template, role, handler, name, True
+            path_matched = (template, name)
+        if path_matched is not None:
+            return path_matched[0], "admin", None, path_matched[1], True
+        return UNMATCHED, "admin", None, None, False
+
+    def resolve(self, method: str, uri: str) -> Match:
+        """Match a raw request target (its query string is ignored); an undecodable path is an unknown path."""
+        try:
+            parts = segments(uri)
+        except UnicodeDecodeError:
+            raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API") from None
+        return Match(*self.match(method, parts))
+
+
+ROUTER = Router(ROUTES)
+MATCH_KEY: web.RequestKey[Match] = web.RequestKey("match", Match)
+
+
+def segments(raw_path: str) -> list[str]:
+    """The percent-decoded path segments (a trailing slash is a last empty segment)."""
+    path = raw_path.split("?", 1)[0]
+    parts = path.strip("/").split("/") if path.strip("/") else []
+    if path.endswith("/") and len(path) > 1:
+        parts.append("")
+    return [unquote(p, errors="strict") for p in parts]
+
+
+def authorize(principal: Principal, method: str, match: Match, uri: str) -> Handler:
+    """The matched route's handler if this key may call it: role first, then the route exists, then the grant."""
+    principal.require_role(method, match.template, match.role)
+    if match.handler is None:
+        if match.path_matched:
+            raise ApiError("method_not_allowed", f"{method} is not supported on {uri}; GET /protocol lists the API")
+        raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API")
+    if match.name is not None:
+        principal.require_grant(match.name)
+    return match.handler

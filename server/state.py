@@ -1,0 +1,77 @@
+"""Typed application and request keys, and the typed view of the app that handlers get."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+import attrs
+from aiohttp import web
+
+from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter, Principal
+from taguru_server.server.config import Settings
+from taguru_server.server.metrics import Metrics
+from taguru_server.server.providers.reranker import HttpReranker
+from taguru_server.store.registry import Registry
+
+T = TypeVar("T")
+
+
+@attrs.define
+class Running:
+    """How many operations of one kind are running now (the in-flight and heavy-operation ceilings)."""
+
+    count: int = 0
+
+
+class Dispatch(Protocol):
+    """Runs one API call in process under a caller's key and deadline; returns (status, envelope bytes)."""
+
+    async def __call__(
+        self, principal: Principal, deadline: float, method: str, path: str, body: bytes | None, query: dict[str, str]
+    ) -> tuple[int, bytes]: ...
+
+
+# per application
+REGISTRY_KEY: web.AppKey[Registry] = web.AppKey("registry", Registry)
+SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("settings", Settings)
+METRICS_KEY: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
+RERANKER_KEY: web.AppKey[HttpReranker] = web.AppKey("reranker", HttpReranker)
+RERANK_OBSERVER_KEY: web.AppKey[Callable[[str, float], None]] = web.AppKey("observe_rerank")
+INFLIGHT_KEY: web.AppKey[Running] = web.AppKey("inflight", Running)
+HEAVY_OPS_KEY: web.AppKey[Running] = web.AppKey("communities_heavy_ops", Running)
+AUTH_LIMITER_KEY: web.AppKey[FailedAuthLimiter] = web.AppKey("auth_limiter", FailedAuthLimiter)
+KEY_LIMITER_KEY: web.AppKey[KeyRateLimiter] = web.AppKey("key_limiter", KeyRateLimiter)
+DISPATCH_KEY: web.AppKey[Dispatch] = web.AppKey("dispatch")
+
+# per request, set by the middlewares
+STARTED_KEY: web.RequestKey[float] = web.RequestKey("started", float)
+ROUTE_KEY: web.RequestKey[str] = web.RequestKey("route", str)
+PRINCIPAL_KEY: web.RequestKey[Principal] = web.RequestKey("principal", Principal)
+BODY_KEY: web.RequestKey[bytes] = web.RequestKey("body", bytes)
+DEADLINE_KEY: web.RequestKey[float] = web.RequestKey("deadline", float)
+
+# the names handlers used before the keys were typed (evidence.py still reads these)
+_BY_NAME: dict[str, web.AppKey[Any]] = {
+    "metrics": METRICS_KEY,
+    "reranker": RERANKER_KEY,
+    "observe_rerank": RERANK_OBSERVER_KEY,
+}
+
+
+class AppState:
+    """Typed read access to the per-app services a handler may use (`call.app_state[HEAVY_OPS_KEY]`)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[Any, Any] | None = None) -> None:
+        self._items: Mapping[Any, Any] = {} if items is None else items
+
+    def __getitem__(self, key: web.AppKey[T]) -> T:
+        value: T = self._items[key]
+        return value
+
+    def get(self, key: web.AppKey[T] | str, default: Any = None) -> Any:
+        """The service under `key` (or its former name), else `default`."""
+        found = _BY_NAME.get(key) if isinstance(key, str) else key
+        return default if found is None else self._items.get(found, default)

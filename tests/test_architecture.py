@@ -1,0 +1,132 @@
+"""The layering rules of the project, checked on the source (function-level imports count)."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterator
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACE = "taguru_server"
+
+
+def package_dirs() -> dict[str, Path]:
+    """`taguru_server.<pkg>` -> its folder, as pyproject.toml maps them."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    mapping = config["tool"]["setuptools"]["package-dir"]
+    return {name: ROOT / folder for name, folder in mapping.items()}
+
+
+def modules() -> dict[str, Path]:
+    """Every project module by dotted name."""
+    out: dict[str, Path] = {}
+    for package, folder in package_dirs().items():
+        for path in sorted(folder.rglob("*.py")):
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+def imported_names(path: Path, module: str) -> Iterator[str]:
+    """Every absolute module name an import statement anywhere in the file names."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            yield prefix
+            for alias in node.names:
+                yield f"{prefix}.{alias.name}"
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets = set()
+        for imported in imported_names(path, name):
+            if imported in mods and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def third_party(path: Path, module: str) -> set[str]:
+    return {n.split(".")[0] for n in imported_names(path, module)}
+
+
+def layer(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_every_package_folder_is_installed() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = set()
+    for package, folder in package_dirs().items():
+        for init in folder.rglob("__init__.py"):
+            rel = init.parent.relative_to(folder)
+            found.add(".".join([package, *rel.parts]))
+    assert found == listed
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    try:
+        list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+@pytest.mark.parametrize(
+    ("lower", "forbidden"),
+    [
+        ("pipeline", {"stages", "store", "server", "evaluate", "cli", "client"}),
+        ("store", {"pipeline", "stages", "server", "evaluate", "cli", "client"}),
+        ("stages", {"server", "evaluate", "cli", "client"}),
+        ("evaluate", {"server", "cli"}),
+        ("client", {"pipeline", "stages", "store", "server", "evaluate", "cli"}),
+        ("server", {"cli", "evaluate"}),
+    ],
+)
+def test_layers_import_one_way(lower: str, forbidden: set[str]) -> None:
+    offending = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        if layer(module) == lower
+        for target in targets
+        if layer(target) in forbidden
+    )
+    assert offending == []
+
+
+@pytest.mark.parametrize("lower", ["pipeline", "store", "stages"])
+def test_lower_layers_know_no_http_server(lower: str) -> None:
+    offending = sorted(
+        module
+        for module, path in modules().items()
+        if layer(module) == lower and "aiohttp" in third_party(path, module)
+    )
+    assert offending == []
+
+
+def test_server_modules_have_one_job_each() -> None:
+    oversized = {
+        module: n
+        for module, path in modules().items()
+        if layer(module) == "server" and (n := len(path.read_text().splitlines())) > 600
+    }
+    assert oversized == {}
