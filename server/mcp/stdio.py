@@ -40,10 +40,11 @@ from taguru_server.server.mcp.jsonrpc import (
 # The CLI imports this module to register `taguru mcp`, so the MCP SDK, aiohttp and the tool
 # table are imported only when the bridge actually runs (they cost seconds on a cold start).
 if TYPE_CHECKING:
-    import aiohttp
     import mcp_types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.message import SessionMessage
+
+    from taguru_server.client.http import TaguruClient
 
 log = structlog.get_logger("taguru.mcp_stdio")
 
@@ -133,35 +134,22 @@ def _tool_error(text: str, structured: Any = None) -> types.CallToolResult:
 class Forwarder:
     """The HTTP side: one JSON-RPC message per `POST {url}/mcp`."""
 
-    def __init__(self, settings: BridgeSettings, session: aiohttp.ClientSession) -> None:
+    def __init__(self, settings: BridgeSettings, client: TaguruClient) -> None:
         self.settings = settings
-        self.session = session
+        self.client = client
         self.ids = 0
 
     async def post(
         self, method: str, params: dict[str, Any], timeout: float, traceparent: Mapping[str, str] | None = None
     ) -> tuple[int, bytes]:
-        import aiohttp
-
         self.ids += 1
-        headers = {"Content-Type": "application/json"}
-        if self.settings.token:
-            headers["Authorization"] = f"Bearer {self.settings.token}"
-        headers.update(traceparent or {})
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        ).encode("utf-8")
-        async with self.session.post(
-            self.settings.url + "/mcp", data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
-        ) as response:
-            return response.status, await response.read()
+        message = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}
+        reply = await self.client.send("POST", "/mcp", message, headers=traceparent, timeout=timeout)
+        return reply.status, reply.body
 
     async def instructions(self) -> str:
         """The server's own `initialize.instructions`, else the bundled copy (with a warning)."""
-        import aiohttp
-
+        from taguru_server.client.http import TransportError
         from taguru_server.server.mcp.protocol import LATEST_PROTOCOL, protocol_text
         from taguru_server.server.version import VERSION
 
@@ -176,7 +164,7 @@ class Forwarder:
                 min(self.settings.timeout, INSTRUCTIONS_TIMEOUT_CAP),
             )
             text = json.loads(raw)["result"]["instructions"] if status == 200 else None
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError, KeyError, TypeError):
+        except (TransportError, ValueError, KeyError, TypeError):
             text = None
         if isinstance(text, str):
             return text
@@ -190,16 +178,17 @@ class Forwarder:
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None = None
     ) -> types.CallToolResult:
-        import aiohttp
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
+
+        from taguru_server.client.http import TransportError
 
         trace = {k: v for k, v in (meta or {}).items() if k in ("traceparent", "tracestate") and isinstance(v, str)}
         try:
             status, raw = await self.post(
                 "tools/call", {"name": name, "arguments": arguments or {}}, self.settings.timeout, trace
             )
-        except (aiohttp.ClientError, TimeoutError, OSError):
+        except TransportError:
             log.warning("taguru.degrade", reason="bridge_unreachable", tool=name)
             return _tool_error(UNREACHABLE)
         text = raw.decode("utf-8", "replace")
@@ -351,14 +340,18 @@ class FramedStdin:
 
 async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None) -> None:
     """Run the bridge until stdin closes."""
-    import aiohttp
     import anyio
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
+    from taguru_server.client.http import TaguruClient
+
     startup_warnings(settings)
-    async with aiohttp.ClientSession() as session:
-        forwarder = Forwarder(settings, session)
+    bridge = TaguruClient(
+        settings.url, settings.token, timeout=settings.timeout, max_response_bytes=None, connections=100
+    )
+    async with bridge as client:
+        forwarder = Forwarder(settings, client)
         server = build_server(forwarder, await forwarder.instructions())
         send_refusal, receive_refusal = anyio.create_memory_object_stream[SessionMessage](64)
         framed = FramedStdin(stdin if stdin is not None else sys.stdin.buffer, settings.max_line_bytes, send_refusal)
