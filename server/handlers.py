@@ -9,11 +9,13 @@ from urllib.parse import parse_qsl
 
 import attrs
 
-from taguru_server.server import schemas as S
+from taguru_server.server import decode as S
 from taguru_server.server.auth import Principal
-from taguru_server.server.body import MAX_U32, MAX_U64, Typed, check_name, describe_value, parse_json, require_json
 from taguru_server.server.config import Settings
-from taguru_server.server.schemas import Fields, Spec
+from taguru_server.server.decode import MAX_NAME_BYTES, MAX_U64, NON_EMPTY, Spec, check_name, parse_json, require_json
+from taguru_server.server.decode import is_u32 as _is_u32
+from taguru_server.server.decode import json_type as _json_type
+from taguru_server.server.decode import name_issue as _name_issue
 from taguru_server.store import lanes
 from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
 from taguru_server.store.errors import ApiError, Issue, collected, malformed, no_context, too_many_items
@@ -23,7 +25,6 @@ from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import F32, format_number
 
 VERSION = "0.1.0"
-MAX_NAME_BYTES = 1024
 MAX_CONTEXT_NAME_BYTES = 64
 MAX_DESCRIPTION_BYTES = 4096
 MAX_INPUT_ITEMS = 1000
@@ -32,7 +33,6 @@ DEFAULT_MATCH_LIMIT = 100
 MAX_ASSOCIATIONS = 10000
 MAX_PASSAGES = 1000
 MAX_WEIGHT = 1e6
-NON_EMPTY = "a non-empty string"
 
 
 @attrs.define
@@ -54,12 +54,9 @@ class Call:
     def json(self) -> Any:
         return require_json(self.headers.get("Content-Type"), self.body)
 
-    def typed(self, struct: str) -> Typed:
-        return Typed(self.json(), self.body, struct)
-
-    def decode(self, spec: Spec) -> Fields:
+    def decode(self, spec: Spec) -> dict[str, Any]:
         """Decode the typed body with the same spec `/openapi.json` publishes."""
-        return spec.decode(self.json(), self.body)
+        return spec.read(self.headers.get("Content-Type"), self.body)
 
     def context(self) -> Context:
         assert self.name is not None
@@ -120,13 +117,7 @@ async def put_context(call: Call) -> Any:
             raise ApiError(
                 "malformed_request", "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1], status=400
             ) from None
-        typed = Typed(value, call.body, "ContextConfig")
-        fields = {
-            "description": typed.string("description"),
-            "pinned": typed.boolean("pinned"),
-            "dice_floor": typed.number("dice_floor"),
-            "semantic_floor": typed.number("semantic_floor", "f32"),
-        }
+        fields = S.CONTEXT_CONFIG.decode(value, call.body)
     size = utf8_len(name)
     if size > MAX_CONTEXT_NAME_BYTES:
         raise ApiError(
@@ -158,11 +149,8 @@ async def put_context(call: Call) -> Any:
 
 
 async def patch_context(call: Call) -> Any:
-    typed = call.typed("ContextPatch")
-    description = typed.string("description")
-    pinned = typed.boolean("pinned")
-    dice = typed.number("dice_floor")
-    semantic = typed.number("semantic_floor", "f32")
+    args = call.decode(S.CONTEXT_PATCH)
+    description, pinned, dice, semantic = (args[k] for k in ("description", "pinned", "dice_floor", "semantic_floor"))
     if description is not None and utf8_len(description) > MAX_DESCRIPTION_BYTES:
         raise ApiError(
             "invalid_argument",
@@ -174,9 +162,9 @@ async def patch_context(call: Call) -> Any:
         m.description = description
     if pinned is not None:
         m.pinned = pinned
-    if typed.has("dice_floor"):
+    if dice is not None:
         m.dice_floor = _floor(dice)
-    if typed.has("semantic_floor"):
+    if semantic is not None:
         m.semantic_floor = _floor(semantic)
     m.rev_config += 1
     ctx.dirty.meta = True
@@ -280,37 +268,6 @@ async def list_contexts(call: Call) -> Any:
 # ----- associations --------------------------------------------------------------
 
 
-def _name_issue(path: str, value: Any, optional: bool = False) -> Issue | None:
-    if value is None:
-        return None if optional else Issue(path, "missing", NON_EMPTY, "absent")
-    if not isinstance(value, str):
-        return Issue(path, "type", "a string" if optional else NON_EMPTY, _json_type(value))
-    if not value:
-        return Issue(path, "empty", NON_EMPTY, "an empty string")
-    size = utf8_len(value)
-    if size > MAX_NAME_BYTES:
-        return Issue(path, "too_long", f"at most {MAX_NAME_BYTES} bytes", f"{size} bytes")
-    return None
-
-
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
-def _is_u32(v: Any) -> bool:
-    return type(v) is int and 0 <= v <= MAX_U32
-
-
 async def post_associations(call: Call) -> Any:
     body = call.json()
     if isinstance(body, list) and len(body) > MAX_ASSOCIATIONS:
@@ -389,16 +346,8 @@ async def retract_association(call: Call) -> Any:
 
 
 async def post_aliases(call: Call) -> Any:
-    typed = call.typed("AliasRequest")
-    maps: list[tuple[int, dict[str, str]]] = []
-    for kind, key in ((CONCEPT, "concepts"), (LABEL, "labels")):
-        v = typed.raw_value(key)
-        if v is None:
-            maps.append((kind, {}))
-            continue
-        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-            raise typed.reject(key, f"invalid type: {describe_value(v)}, expected a map")
-        maps.append((kind, v))
+    args = call.decode(S.ALIASES)
+    maps: list[tuple[int, dict[str, str]]] = [(CONCEPT, args["concepts"] or {}), (LABEL, args["labels"] or {})]
     n = sum(len(m) for _k, m in maps)
     if n > MAX_ASSOCIATIONS:
         raise ApiError("over_limit", f"batch of {n} aliases exceeds the per-request limit of 10000; split the ingest")
@@ -802,13 +751,7 @@ async def retract_source(call: Call) -> Any:
 
 async def citations(call: Call) -> Any:
     args = call.decode(S.CITATION)
-    typed = args.typed
-    if args["index"] is not None and args["paragraph"] is not None:
-        raise typed.reject("index", "duplicate field `paragraph`")
-    source = args["source"]
-    paragraph = args["paragraph"] if args["paragraph"] is not None else args["index"]
-    if paragraph is None:
-        raise typed.missing("paragraph")
+    source, paragraph = args["source"], args["paragraph"]
     check_name(source, "source")
     ctx = call.context()
     found = lanes.citation(ctx, source, paragraph)
