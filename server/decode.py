@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -135,10 +136,7 @@ class _Refusal(Exception):
 def _report(raw: bytes, refusal: _Refusal) -> ApiError:
     label = ".".join(refusal.path)
     prefix = f"{label}: " if label else ""
-    offset = None
-    if refusal.anchor != "eof":
-        spans = _Spans(raw)
-        offset = (spans.closes if refusal.anchor == "close" else spans.ends).get(refusal.path)
+    offset = None if refusal.anchor == "eof" else _Locator(raw, refusal.path).offset(refusal.anchor == "close")
     return malformed(f"{PREFIX}{prefix}{refusal.detail} at {_position(raw, offset)}")
 
 
@@ -151,68 +149,62 @@ def _position(raw: bytes, end: int | None) -> str:
     return f"line {line} column {col}"
 
 
-class _Spans:
-    """Byte offsets of values in the raw body: where each keyed value ends, where each object closes."""
+_WS = re.compile(r"[ \t\n\r]*")
+_SCAN = json.JSONDecoder().raw_decode  # the body already parsed, so this only measures values
 
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
-        self.ends: dict[tuple[str, ...], int] = {}
-        self.closes: dict[tuple[str, ...], int] = {}
-        try:
-            self._value(self._ws(0), ())
-        except (IndexError, ValueError):
-            pass
+
+class _Locator:
+    """Where the value at one path of a parsed body ends, walking only the members on that path.
+
+    An object at the path (the last one, if its key repeats) gives both its closing brace and its
+    end; otherwise the first value reached through an object key gives its end, and nothing closes.
+    """
+
+    def __init__(self, raw: bytes, target: _Path) -> None:
+        self.text = raw.decode("utf-8")
+        self.target = target
+        self.end: int | None = None
+        self.close: int | None = None
+        self._visit(self._ws(0), (), keyed=False)
+
+    def offset(self, close: bool) -> int | None:
+        at = self.close if close else self.end
+        return None if at is None else len(self.text[:at].encode("utf-8", "surrogatepass"))
 
     def _ws(self, i: int) -> int:
-        raw = self.raw
-        while i < len(raw) and raw[i] in b" \t\r\n":
-            i += 1
-        return i
+        match = _WS.match(self.text, i)
+        return i if match is None else match.end()
 
-    def _string(self, i: int) -> tuple[str, int]:
-        raw = self.raw
-        j = i + 1
-        while raw[j] != 0x22:
-            j += 2 if raw[j] == 0x5C else 1
-        return json.loads(raw[i : j + 1].decode("utf-8")), j + 1
-
-    def _value(self, i: int, path: tuple[str, ...]) -> int:
-        raw = self.raw
-        c = raw[i]
-        if c == 0x7B:  # {
+    def _visit(self, i: int, path: _Path, keyed: bool) -> int:
+        """Walk the value starting at `i` (its path a prefix of the target); returns where it ends."""
+        text, target = self.text, self.target
+        if path == target:
+            end = _SCAN(text, i)[1]
+            if text[i] == "{":
+                self.end = self.close = end
+            elif keyed and self.end is None:
+                self.end = end
+            return end
+        if text[i] == "{":
             i = self._ws(i + 1)
-            if raw[i] == 0x7D:
-                self.closes[path] = self.ends[path] = i + 1
-                return i + 1
-            while True:
-                key, i = self._string(self._ws(i))
+            while text[i] != "}":
+                key, i = _SCAN(text, i)
                 i = self._ws(self._ws(i) + 1)  # past ':'
-                end = self._value(i, path + (key,))
-                self.ends.setdefault(path + (key,), end)
-                i = self._ws(end)
-                if raw[i] == 0x2C:
-                    i += 1
-                    continue
-                self.closes[path] = self.ends[path] = i + 1
-                return i + 1
-        if c == 0x5B:  # [
-            i = self._ws(i + 1)
-            if raw[i] == 0x5D:
-                return i + 1
-            k = 0
-            while True:
-                i = self._ws(self._value(self._ws(i), path + (str(k),)))
+                inner = path + (key,)
+                i = self._ws(self._visit(i, inner, True) if target[: len(inner)] == inner else _SCAN(text, i)[1])
+                if text[i] == ",":
+                    i = self._ws(i + 1)
+            return i + 1
+        if text[i] == "[":
+            i, k = self._ws(i + 1), 0
+            while text[i] != "]":
+                inner = path + (str(k),)
+                i = self._ws(self._visit(i, inner, False) if target[: len(inner)] == inner else _SCAN(text, i)[1])
                 k += 1
-                if raw[i] == 0x2C:
-                    i += 1
-                    continue
-                return i + 1
-        if c == 0x22:
-            return self._string(i)[1]
-        j = i
-        while j < len(raw) and raw[j] not in b",]} \t\r\n":
-            j += 1
-        return j
+                if text[i] == ",":
+                    i = self._ws(i + 1)
+            return i + 1
+        return _SCAN(text, i)[1]
 
 
 # ----- field kinds ---------------------------------------------------------------------
