@@ -44,3 +44,16 @@ def test_request_spec_is_the_decoder() -> None:
     with pytest.raises(ApiError) as err:
         EVIDENCE.read("application/json", b'{"budget":"no"}')
     assert err.value.status == 422
+    # the evidence handler builds its request from exactly this decode
+    from types import SimpleNamespace
+
+    from taguru_server.server.evidence import parse_request
+
+    call = SimpleNamespace(
+        headers={"Content-Type": "application/json"}, body=b'{"origins":"x","budget":{"max_items":3}}'
+    )
+    request, _explain = parse_request(call)  # type: ignore[arg-type]
+    assert request.origins == ("x",) and request.max_items == 3
+    with pytest.raises(ApiError) as again:
+        parse_request(SimpleNamespace(headers=call.headers, body=b'{"budget":"no"}'))  # type: ignore[arg-type]
+    assert again.value.message == err.value.message
