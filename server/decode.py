@@ -295,7 +295,7 @@ class Field:
     """One request field: wire name, kind, meaning, and the rules the engine applies to it.
 
     `default` is what an absent (or null) field decodes to; `ceiling` silently clamps an unsigned
-    value; `max_items` caps a list (400 over_limit, checked after the whole body decodes);
+    value; `max_items` caps a top-level list (400 over_limit, checked once the whole body has decoded);
     `null_is_absent=False` makes a null an ordinary (wrong-typed) value; `alias_of` names the field
     this one is a deprecated spelling of (both given is a duplicate).
     """
@@ -335,6 +335,12 @@ class Spec:
     closed: bool = False
     component: str | None = None  # the `/openapi.json` component name, when not `struct`
     refuse_duplicates: bool = False  # a repeated key naming one of its fields (any depth) is a 422
+    _aliased: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)
+    _checked: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_aliased", tuple(f.alias_of for f in self.fields if f.alias_of))
+        object.__setattr__(self, "_checked", self.field_names() if self.refuse_duplicates else frozenset())
 
     @property
     def component_name(self) -> str:
@@ -344,7 +350,7 @@ class Spec:
         """The whole typed-body path: content type (415), JSON (400), shape (422), item caps (400)."""
         if not is_json_content_type(content_type):
             raise malformed("Expected request with `Content-Type: application/json`", status=415)
-        return self.decode(parse_json(raw, self.field_names() if self.refuse_duplicates else frozenset()), raw)
+        return self.decode(parse_json(raw, self._checked), raw)
 
     def decode(self, value: Any, raw: bytes) -> dict[str, Any]:
         """Decode a parsed body (`raw` is only read to place a refusal)."""
@@ -366,7 +372,7 @@ class Spec:
             if unknown:
                 expected = ", ".join(f"`{n}`" for n in names)
                 raise _Refusal(path + (unknown[0],), f"unknown field `{unknown[0]}`, expected one of {expected}")
-        aliased = {f.alias_of for f in self.fields if f.alias_of}
+        aliased = self._aliased
         out: dict[str, Any] = {}
         for f in self.fields:
             v = value.get(f.name)
@@ -396,7 +402,7 @@ class Spec:
 
     def json_schema(self) -> dict[str, Any]:
         props: dict[str, Any] = {}
-        aliased = {f.alias_of for f in self.fields if f.alias_of}
+        aliased = self._aliased
         for f in self.fields:
             schema = f.nested.json_schema() if f.nested is not None else dict(_KINDS[f.kind][1])
             if f.description:
