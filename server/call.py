@@ -9,9 +9,8 @@ from urllib.parse import parse_qsl
 import attrs
 
 from taguru_server.server.auth import Principal
-from taguru_server.server.body import Typed, require_json
 from taguru_server.server.config import Settings
-from taguru_server.server.schemas import Fields, Spec
+from taguru_server.server.decode import Spec, require_json
 from taguru_server.server.state import AppState
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, no_context
@@ -37,12 +36,9 @@ class Call:
     def json(self) -> Any:
         return require_json(self.headers.get("Content-Type"), self.body)
 
-    def typed(self, struct: str) -> Typed:
-        return Typed(self.json(), self.body, struct)
-
-    def decode(self, spec: Spec) -> Fields:
+    def decode(self, spec: Spec) -> dict[str, Any]:
         """Decode the typed body with the same spec `/openapi.json` publishes."""
-        return spec.decode(self.json(), self.body)
+        return spec.read(self.headers.get("Content-Type"), self.body)
 
     def context(self) -> Context:
         assert self.name is not None

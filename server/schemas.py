@@ -1,242 +1,14 @@
-"""Wire schemas: the request and response definitions behind `GET /openapi.json`.
+"""Wire schemas: the response definitions and the document behind `GET /openapi.json`.
 
-Typed request bodies are described by `Spec` objects that also decode them (with the
-reference's 422 texts), so the published schema and the server's validation are one
-definition. Response shapes are JSON Schemas that the test suite checks every response against.
+Typed request bodies are published from the specs in `decode.py`, the same ones every handler
+decodes with. Response shapes are JSON Schemas that the test suite checks every response against.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
-from taguru_server.server.body import MAX_U32, MAX_U64, Typed
-
-# ----- typed request bodies ----------------------------------------------------------
-
-_KIND_SCHEMA: dict[str, dict[str, Any]] = {
-    "string": {"type": "string"},
-    "usize": {"type": "integer", "minimum": 0},
-    "u32": {"type": "integer", "minimum": 0, "maximum": MAX_U32},
-    "u64": {"type": "integer", "minimum": 0, "maximum": MAX_U64},
-    "f64": {"type": "number"},
-    "f32": {"type": "number"},
-    "bool": {"type": "boolean"},
-    "strings": {"type": "array", "items": {"type": "string"}},
-    "one_or_many": {"type": ["string", "array"], "items": {"type": "string"}},
-}
-
-
-@attrs.frozen
-class Field:
-    """One request field: its wire name, kind, whether it is required, what it means."""
-
-    name: str
-    kind: str
-    description: str = ""
-    required: bool = False
-    nested: Spec | None = None
-
-
-class Fields(dict):  # type: ignore[type-arg]
-    """Decoded fields, plus the decoder (for a handler's own follow-up 422s)."""
-
-    typed: Typed
-
-
-@attrs.frozen
-class Spec:
-    """A typed request body: decodes a JSON value into a dict of fields, or raises the 422."""
-
-    struct: str
-    fields: tuple[Field, ...]
-    description: str = ""
-    closed: bool = False
-
-    def decode(self, value: Any, raw: bytes) -> Fields:
-        return self._decode(Typed(value, raw, self.struct))
-
-    def _decode(self, typed: Typed) -> Fields:
-        out = Fields()
-        out.typed = typed
-        if self.closed:
-            names = [f.name for f in self.fields]
-            unknown = sorted(set(typed.obj) - set(names))
-            if unknown:
-                expected = ", ".join(f"`{n}`" for n in names)
-                raise typed.reject(unknown[0], f"unknown field `{unknown[0]}`, expected one of {expected}")
-        for f in self.fields:
-            if f.kind == "string":
-                out[f.name] = typed.string(f.name, required=f.required)
-            elif f.kind in ("usize", "u32", "u64"):
-                top = {"usize": MAX_U64, "u32": MAX_U32, "u64": MAX_U64}[f.kind]
-                out[f.name] = typed.uint(f.name, top=top, name=f.kind, required=f.required)
-            elif f.kind in ("f64", "f32"):
-                out[f.name] = typed.number(f.name, f.kind)
-                if f.required and out[f.name] is None:
-                    raise typed.missing(f.name)
-            elif f.kind == "bool":
-                out[f.name] = typed.boolean(f.name)
-            elif f.kind == "strings":
-                out[f.name] = typed.strings(f.name, required=f.required)
-            elif f.kind == "one_or_many":
-                out[f.name] = typed.string_or_list(f.name, required=f.required)
-            elif f.kind == "struct":
-                assert f.nested is not None
-                inner = typed.nested(f.name, f.nested.struct)
-                if inner is None and f.required:
-                    raise typed.missing(f.name)
-                out[f.name] = None if inner is None else f.nested._decode(inner)
-            else:
-                out[f.name] = typed.raw_value(f.name)
-        return out
-
-    def json_schema(self) -> dict[str, Any]:
-        props: dict[str, Any] = {}
-        for f in self.fields:
-            schema = f.nested.json_schema() if f.kind == "struct" and f.nested else dict(_KIND_SCHEMA.get(f.kind, {}))
-            if f.description:
-                schema["description"] = f.description
-            props[f.name] = schema
-        out: dict[str, Any] = {"type": "object", "properties": props}
-        if self.closed:
-            out["additionalProperties"] = False
-        required = [f.name for f in self.fields if f.required]
-        if required:
-            out["required"] = required
-        if self.description:
-            out["description"] = self.description
-        return out
-
-
-CONTEXT_CONFIG = Spec(
-    "ContextConfig",
-    (
-        Field("description", "string", "free text, at most 4096 bytes"),
-        Field("pinned", "bool", "advisory"),
-        Field("dice_floor", "f64", "resolve's fuzzy floor, clamped to [0, 1]; null means 0.3"),
-        Field("semantic_floor", "f32", "semantic floor, clamped to [0, 1]; null means 0.35"),
-    ),
-)
-TRIPLE = Spec(
-    "TripleRequest",
-    (
-        Field("subject", "string", "exact spelling", True),
-        Field("label", "string", "exact spelling", True),
-        Field("object", "string", "exact spelling", True),
-    ),
-)
-ALIAS_REMOVAL = Spec(
-    "AliasRemoval",
-    (
-        Field("concepts", "strings", "concept alias spellings to remove"),
-        Field("labels", "strings", "label alias spellings to remove"),
-    ),
-)
-LOOKUP = Spec("LookupRequest", (Field("sources", "strings", "source ids (at most 1000)", True),))
-RETRACT_SOURCE = Spec("RetractSource", (Field("source", "string", "the source id", True),))
-CITATION = Spec(
-    "CitationRequest",
-    (
-        Field("source", "string", "the source id", True),
-        Field("paragraph", "u32", "paragraph index (0-based)"),
-        Field("index", "u32", "deprecated alias of paragraph"),
-    ),
-)
-RESOLVE = Spec(
-    "ResolveRequest",
-    (
-        Field("cue", "string", "the wording to resolve", True),
-        Field("dice_floor", "f64", "fuzzy floor override"),
-        Field("semantic_floor", "f32", "semantic floor override"),
-        Field("limit", "usize", "default and ceiling 1000"),
-    ),
-)
-DESCRIBE = Spec("DescribeRequest", (Field("concept", "string", "exact spelling", True),))
-CURSOR = Spec(
-    "Cursor",
-    (
-        Field("weight", "f64", "the last match's weight", True),
-        Field("subject", "string", "", True),
-        Field("label", "string", "", True),
-        Field("object", "string", "", True),
-    ),
-    closed=True,
-)
-QUERY = Spec(
-    "QueryRequest",
-    (
-        Field("subject", "one_or_many", "a name or an OR-set of names"),
-        Field("label", "one_or_many", "a name or an OR-set of names"),
-        Field("object", "one_or_many", "a name or an OR-set of names"),
-        Field("limit", "usize", "default 100, ceiling 1000"),
-        Field("after", "struct", "keyset cursor", nested=CURSOR),
-    ),
-)
-RECALL = Spec(
-    "RecallRequest",
-    (
-        Field("cue", "string", "exact spelling of a subject, object or label", True),
-        Field("limit", "usize", "default 100, ceiling 1000"),
-        Field("after", "struct", "keyset cursor", nested=CURSOR),
-    ),
-)
-ACTIVATE = Spec(
-    "ActivateRequest",
-    (
-        Field("origins", "strings", "origin concepts (at most 1000)", True),
-        Field("decay", "f64", "default 0.5, clamped to [0, 1]"),
-        Field("limit", "usize", "default 20, ceiling 1000"),
-    ),
-)
-SEARCH = Spec(
-    "SearchRequest",
-    (
-        Field("query", "string", "search text", True),
-        Field("limit", "usize", "default 5, ceiling 1000"),
-        Field("semantic_floor", "f32", "vector-lane floor (no provider here)"),
-        Field("tags", "strings", "eligible sources carry any of these tags"),
-        Field("since", "u64", "epoch seconds, inclusive"),
-        Field("until", "u64", "epoch seconds, exclusive"),
-    ),
-)
-COMMUNITY_SEARCH = Spec(
-    "CommunitySearchRequest",
-    (
-        Field("query", "string", "search text", True),
-        Field("limit", "usize", "default 5, ceiling 1000"),
-        Field("semantic_floor", "f32", "vector-lane floor"),
-        Field("derived", "string", "artifact context (default {name}::communities)"),
-    ),
-)
-BUDGET = Spec(
-    "BudgetRequest",
-    (
-        Field("max_items", "usize", "default 40, ceiling 1000"),
-        Field("max_bytes", "usize", "default 65536, ceiling 1048576"),
-        Field("max_tokens", "usize", "default 4000"),
-    ),
-)
-RERANK = Spec("RerankRequest", (Field("model", "string", "pins the configured reranker model"),))
-EVIDENCE = Spec(
-    "EvidenceRequest",
-    (
-        Field("origins", "one_or_many", "cue(s) to resolve into anchors (at most 1000)", True),
-        Field("labels", "one_or_many", "relation labels for the query lane (at most 1000)"),
-        Field("dice_floor", "f64", "resolve fuzzy floor override"),
-        Field("semantic_floor", "f32", "semantic floor override"),
-        Field("resolve_limit", "usize", "default and ceiling 1000"),
-        Field("activate_decay", "f64", "default 0.5"),
-        Field("activate_limit", "usize", "default 20, ceiling 1000"),
-        Field("text_fallback_query", "string", "passage/community search text; default origins joined with '; '"),
-        Field("search_limit", "usize", "default 5, ceiling 200"),
-        Field("include_communities", "bool", "search the {name}::communities artifact (null is a 422)"),
-        Field("budget", "struct", "three independent hard ceilings", nested=BUDGET),
-        Field("rerank", "struct", "ask the configured reranker to reorder the survivors", nested=RERANK),
-        Field("explain", "bool", "add plan.stages (one entry per stage)"),
-    ),
-)
+from taguru_server.server.decode import ALIASES, PUBLISHED
 
 # ----- response schemas --------------------------------------------------------------
 
@@ -574,23 +346,8 @@ COMPONENTS: dict[str, Any] = {
     },
 }
 
-for _spec in (
-    CONTEXT_CONFIG,
-    TRIPLE,
-    ALIAS_REMOVAL,
-    LOOKUP,
-    RETRACT_SOURCE,
-    CITATION,
-    RESOLVE,
-    DESCRIBE,
-    QUERY,
-    RECALL,
-    ACTIVATE,
-    SEARCH,
-    COMMUNITY_SEARCH,
-    EVIDENCE,
-):
-    COMPONENTS[_spec.struct] = _spec.json_schema()
+for _spec in PUBLISHED:
+    COMPONENTS[_spec.component_name] = _spec.json_schema()
 
 _ASSOCIATION_IN = _obj(
     {
@@ -618,14 +375,7 @@ COMPONENTS["PassageStore"] = _obj(
     ["passages"],
     closed=False,
 )
-COMPONENTS["AliasRegistration"] = _obj(
-    {
-        "concepts": {"type": "object", "additionalProperties": STR},
-        "labels": {"type": "object", "additionalProperties": STR},
-    },
-    [],
-    closed=False,
-)
+COMPONENTS[ALIASES.component_name] = ALIASES.json_schema()
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],

@@ -20,6 +20,21 @@ GATE_MESSAGE = (
 )
 
 
+# The evidence request's defaults and ceilings; the published request spec refers to these.
+MAX_CUES = 1000  # origins / labels per request; more is a 400 over_limit
+DEFAULT_RESOLVE_LIMIT = 1000
+DEFAULT_ACTIVATE_DECAY = 0.5
+DEFAULT_ACTIVATE_LIMIT = 20
+MATCH_LIMIT_CEILING = 1000  # resolve_limit and activate_limit
+DEFAULT_SEARCH_LIMIT = 5
+SEARCH_LIMIT_CEILING = 200
+DEFAULT_MAX_ITEMS = 40
+MAX_ITEMS_CEILING = 1000
+DEFAULT_MAX_BYTES = 65536
+MAX_BYTES_CEILING = 1048576
+DEFAULT_MAX_TOKENS = 4000
+
+
 @attrs.frozen
 class EvidenceRequest:
     """A validated request with every default and ceiling applied."""
@@ -28,15 +43,15 @@ class EvidenceRequest:
     labels: tuple[str, ...] = ()
     dice_floor: float | None = None
     semantic_floor: float | None = None
-    resolve_limit: int = 1000
-    activate_decay: float = 0.5
-    activate_limit: int = 20
+    resolve_limit: int = DEFAULT_RESOLVE_LIMIT
+    activate_decay: float = DEFAULT_ACTIVATE_DECAY
+    activate_limit: int = DEFAULT_ACTIVATE_LIMIT
     query: str = ""
-    search_limit: int = 5
+    search_limit: int = DEFAULT_SEARCH_LIMIT
     include_communities: bool = False
-    max_items: int = 40
-    max_bytes: int = 65536
-    max_tokens: int = 4000
+    max_items: int = DEFAULT_MAX_ITEMS
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_tokens: int = DEFAULT_MAX_TOKENS
     rerank_requested: bool = False
     rerank_model: str | None = None
 

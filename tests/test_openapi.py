@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import Client
 
+from taguru_server.server.decode import EVIDENCE
 from taguru_server.server.routing import ROUTES
-from taguru_server.server.schemas import EVIDENCE, ROUTE_SHAPES
+from taguru_server.server.schemas import ROUTE_SHAPES
 
 
 @pytest.mark.anyio
@@ -37,8 +38,22 @@ def test_openapi_document_is_valid() -> None:
 def test_request_spec_is_the_decoder() -> None:
     from taguru_server.store.errors import ApiError
 
-    decoded = EVIDENCE.decode({"origins": "x", "budget": {"max_items": 3}}, b'{"origins":"x","budget":{"max_items":3}}')
+    # `read` is what the evidence handler (and `Call.decode`, for every other typed body) runs
+    decoded = EVIDENCE.read("application/json", b'{"origins":"x","budget":{"max_items":3}}')
     assert decoded["origins"] == ["x"] and decoded["budget"]["max_items"] == 3
     with pytest.raises(ApiError) as err:
-        EVIDENCE.decode({"budget": "no"}, b'{"budget":"no"}')
+        EVIDENCE.read("application/json", b'{"budget":"no"}')
     assert err.value.status == 422
+    # the evidence handler builds its request from exactly this decode
+    from types import SimpleNamespace
+
+    from taguru_server.server.evidence import parse_request
+
+    call = SimpleNamespace(
+        headers={"Content-Type": "application/json"}, body=b'{"origins":"x","budget":{"max_items":3}}'
+    )
+    request, _explain = parse_request(call)  # type: ignore[arg-type]
+    assert request.origins == ("x",) and request.max_items == 3
+    with pytest.raises(ApiError) as again:
+        parse_request(SimpleNamespace(headers=call.headers, body=b'{"budget":"no"}'))  # type: ignore[arg-type]
+    assert again.value.message == err.value.message

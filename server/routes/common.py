@@ -1,17 +1,13 @@
-"""What the resource handlers share: request caps, paging limits, read accounting, JSON type names."""
+"""What the resource handlers share: request caps, paging limits, read accounting, cursors."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from taguru_server.server.body import MAX_U32
 from taguru_server.server.call import Call
 from taguru_server.server.errors import malformed
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError
 from taguru_server.store.text import utf8_len
 
-MAX_NAME_BYTES = 1024
 MAX_CONTEXT_NAME_BYTES = 64
 MAX_DESCRIPTION_BYTES = 4096
 MAX_INPUT_ITEMS = 1000
@@ -20,7 +16,6 @@ DEFAULT_MATCH_LIMIT = 100
 MAX_ASSOCIATIONS = 10000
 MAX_PASSAGES = 1000
 MAX_WEIGHT = 1e6
-NON_EMPTY = "a non-empty string"
 
 
 # the helpers keep their underscore: they serve routes/ only and are no API of the package
@@ -51,24 +46,6 @@ def _query_int(call: Call, key: str) -> int | None:
 
 def _keyset_limit(call: Call) -> int:
     return max(1, _limit(_query_int(call, "limit"), MAX_MATCH_LIMIT))
-
-
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
-def _is_u32(v: Any) -> bool:
-    return type(v) is int and 0 <= v <= MAX_U32
 
 
 def _check_cursor(after: str | None, prefix: str | None) -> None:

@@ -6,8 +6,8 @@ import asyncio
 import os
 from typing import Any
 
-from taguru_server.server.body import check_name
 from taguru_server.server.call import Call, Route
+from taguru_server.server.decode import COMMUNITY_SEARCH, check_name
 from taguru_server.server.reply import Raw
 from taguru_server.server.routes.common import _count_read
 from taguru_server.server.routes.contexts import revision
@@ -25,15 +25,13 @@ from taguru_server.store.wire import dumps
 
 
 async def search_communities(call: Call) -> Any:
-    typed = call.typed("CommunitySearchRequest")
-    query = typed.string("query", required=True)
-    assert query is not None
-    requested = typed.uint("limit", name="usize")
+    args = call.decode(COMMUNITY_SEARCH)
+    query = args["query"]
+    requested = args["limit"]
     limit = min(5 if requested is None else requested, 1000)
-    typed.number("semantic_floor", "f32")
     assert call.name is not None
     name = call.name
-    derived = typed.string("derived") or artifact_name(name)
+    derived = args["derived"] or artifact_name(name)
     check_name(derived, "derived")
     if not call.principal.may_access(derived):
         raise ApiError(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server.body import Typed, parse_json
+from taguru_server.server import decode as S
 from taguru_server.server.call import Call, Route
+from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, _keyset_limit
 from taguru_server.store.context import Context, Meta
@@ -28,13 +29,7 @@ async def put_context(call: Call) -> Any:
             raise HttpError(
                 "malformed_request", "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1], status=400
             ) from None
-        typed = Typed(value, call.body, "ContextConfig")
-        fields = {
-            "description": typed.string("description"),
-            "pinned": typed.boolean("pinned"),
-            "dice_floor": typed.number("dice_floor"),
-            "semantic_floor": typed.number("semantic_floor", "f32"),
-        }
+        fields = S.CONTEXT_CONFIG.decode(value, call.body)
     size = utf8_len(name)
     if size > MAX_CONTEXT_NAME_BYTES:
         raise ApiError(
@@ -66,11 +61,8 @@ async def put_context(call: Call) -> Any:
 
 
 async def patch_context(call: Call) -> Any:
-    typed = call.typed("ContextPatch")
-    description = typed.string("description")
-    pinned = typed.boolean("pinned")
-    dice = typed.number("dice_floor")
-    semantic = typed.number("semantic_floor", "f32")
+    args = call.decode(S.CONTEXT_PATCH)
+    description, pinned, dice, semantic = (args[k] for k in ("description", "pinned", "dice_floor", "semantic_floor"))
     if description is not None and utf8_len(description) > MAX_DESCRIPTION_BYTES:
         raise ApiError(
             "invalid_argument",
@@ -82,9 +74,9 @@ async def patch_context(call: Call) -> Any:
         m.description = description
     if pinned is not None:
         m.pinned = pinned
-    if typed.has("dice_floor"):
+    if dice is not None:
         m.dice_floor = _floor(dice)
-    if typed.has("semantic_floor"):
+    if semantic is not None:
         m.semantic_floor = _floor(semantic)
     m.rev_config += 1
     ctx.dirty.meta = True

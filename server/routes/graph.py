@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server import schemas as S
-from taguru_server.server.body import check_name, describe_value
+from taguru_server.server import decode as S
 from taguru_server.server.call import Call, Handler, Route
+from taguru_server.server.decode import MAX_NAME_BYTES, check_name
+from taguru_server.server.decode import is_u32 as _is_u32
+from taguru_server.server.decode import json_type as _json_type
+from taguru_server.server.decode import name_issue as _name_issue
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_ASSOCIATIONS,
     MAX_INPUT_ITEMS,
     MAX_MATCH_LIMIT,
-    MAX_NAME_BYTES,
     MAX_WEIGHT,
-    NON_EMPTY,
     _check_cursor,
     _count_read,
-    _is_u32,
-    _json_type,
     _keyset_limit,
     _keyset_page,
     _limit,
@@ -28,19 +27,6 @@ from taguru_server.store.context import CONCEPT, LABEL, AliasRefused
 from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import format_number
-
-
-def _name_issue(path: str, value: Any, optional: bool = False) -> Issue | None:
-    if value is None:
-        return None if optional else Issue(path, "missing", NON_EMPTY, "absent")
-    if not isinstance(value, str):
-        return Issue(path, "type", "a string" if optional else NON_EMPTY, _json_type(value))
-    if not value:
-        return Issue(path, "empty", NON_EMPTY, "an empty string")
-    size = utf8_len(value)
-    if size > MAX_NAME_BYTES:
-        return Issue(path, "too_long", f"at most {MAX_NAME_BYTES} bytes", f"{size} bytes")
-    return None
 
 
 async def post_associations(call: Call) -> Any:
@@ -118,16 +104,8 @@ async def retract_association(call: Call) -> Any:
 
 
 async def post_aliases(call: Call) -> Any:
-    typed = call.typed("AliasRequest")
-    maps: list[tuple[int, dict[str, str]]] = []
-    for kind, key in ((CONCEPT, "concepts"), (LABEL, "labels")):
-        v = typed.raw_value(key)
-        if v is None:
-            maps.append((kind, {}))
-            continue
-        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-            raise typed.reject(key, f"invalid type: {describe_value(v)}, expected a map")
-        maps.append((kind, v))
+    args = call.decode(S.ALIASES)
+    maps: list[tuple[int, dict[str, str]]] = [(CONCEPT, args["concepts"] or {}), (LABEL, args["labels"] or {})]
     n = sum(len(m) for _k, m in maps)
     if n > MAX_ASSOCIATIONS:
         raise ApiError("over_limit", f"batch of {n} aliases exceeds the per-request limit of 10000; split the ingest")

@@ -7,18 +7,16 @@ from typing import Any
 
 import attrs
 
-from taguru_server.server import schemas as S
-from taguru_server.server.body import MAX_U64, check_name
+from taguru_server.server import decode as S
 from taguru_server.server.call import Call, Route
+from taguru_server.server.decode import MAX_NAME_BYTES, MAX_U64, NON_EMPTY, check_name
+from taguru_server.server.decode import is_u32 as _is_u32
+from taguru_server.server.decode import json_type as _json_type
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
-    MAX_NAME_BYTES,
     MAX_PASSAGES,
-    NON_EMPTY,
     _check_cursor,
     _count_read,
-    _is_u32,
-    _json_type,
     _keyset_limit,
     _keyset_page,
     _limit,
@@ -303,13 +301,7 @@ async def retract_source(call: Call) -> Any:
 
 async def citations(call: Call) -> Any:
     args = call.decode(S.CITATION)
-    typed = args.typed
-    if args["index"] is not None and args["paragraph"] is not None:
-        raise typed.reject("index", "duplicate field `paragraph`")
-    source = args["source"]
-    paragraph = args["paragraph"] if args["paragraph"] is not None else args["index"]
-    if paragraph is None:
-        raise typed.missing("paragraph")
+    source, paragraph = args["source"], args["paragraph"]
     check_name(source, "source")
     ctx = call.context()
     found = lanes.citation(ctx, source, paragraph)

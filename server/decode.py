@@ -1,0 +1,596 @@
+"""Request decoding: the typed-body specs `/openapi.json` publishes and the one engine that reads them.
+
+A typed body keeps the reference's statuses: 415 for a non-JSON content type, 400 for a body that
+is not JSON, 422 (serde's wording, with a line/column position) for a wrong shape. Positions are
+looked up only once a body is refused. The collected-validation bodies (associations, passage
+store) answer 400 issue lists instead; their shared pieces live here too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from taguru_server.server.errors import malformed
+from taguru_server.stages import model as M
+from taguru_server.store.errors import ApiError, Issue, too_many_items
+from taguru_server.store.text import utf8_len
+from taguru_server.store.wire import describe_value, has_lone_surrogate
+
+PREFIX = "Failed to deserialize the JSON body into the target type: "
+MAX_U32 = 2**32 - 1
+MAX_U64 = 2**64 - 1
+MAX_DEPTH = 128  # serde_json's recursion limit
+MAX_NAME_BYTES = 1024
+NON_EMPTY = "a non-empty string"
+
+# ----- content type and JSON parse (415, 400) ----------------------------------------
+
+
+def is_json_content_type(value: str | None) -> bool:
+    if not value:
+        return False
+    mime = value.split(";", 1)[0].strip().lower()
+    return mime == "application/json" or (mime.startswith("application/") and mime.endswith("+json"))
+
+
+def require_json(content_type: str | None, raw: bytes) -> Any:
+    """An any-JSON body: JSON content type (415), valid JSON (400)."""
+    if not is_json_content_type(content_type):
+        raise malformed("Expected request with `Content-Type: application/json`", status=415)
+    return parse_json(raw)
+
+
+def parse_json(raw: bytes, checked: frozenset[str] = frozenset()) -> Any:
+    """Parse a JSON body or raise the 400; a repeated key named in `checked` is then the 422."""
+    repeated: list[str] = []
+    hook = _pairs_hook(checked, repeated) if checked else None
+    try:
+        text = raw.decode("utf-8")
+        value = json.loads(
+            text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_json_int, object_pairs_hook=hook
+        )
+        _check_depth(value)
+        if has_lone_surrogate(raw, value):
+            raise ValueError("lone leading surrogate in hex escape")
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise malformed(f"Failed to parse the request body as JSON: {exc}", status=400) from None
+    if repeated:
+        raise _report(raw, _Refusal((), f"duplicate field `{repeated[0]}`", "eof"))
+    return value
+
+
+def _pairs_hook(checked: frozenset[str], repeated: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """Objects as dicts (the last of a repeated key wins), noting the first repeat of a checked key."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs) and not repeated:
+            seen: set[str] = set()
+            for key, _value in pairs:
+                if key in seen and key in checked:
+                    repeated.append(key)
+                    break
+                seen.add(key)
+        return out
+
+    return hook
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse nesting past serde_json's limit (a syntax error there, so 400), iteratively."""
+    if not isinstance(value, (dict, list)):
+        return
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError("recursion limit exceeded")
+        items = v.values() if isinstance(v, dict) else v
+        for child in items:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    """serde_json refuses a number outside the f64 range while parsing (a syntax error, so 400)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def _json_int(text: str) -> int | float:
+    """Integers past i64/u64 are read as f64, as serde_json does; past the f64 range they are refused."""
+    value = int(text)
+    if -(2**63) <= value <= MAX_U64:
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError("number out of range") from None
+
+
+# ----- 422 positions (only for a refused body) ---------------------------------------
+
+
+class _Refusal(Exception):
+    """A 422 found while decoding: the dotted path it names, the detail, where its position points."""
+
+    def __init__(self, path: tuple[str, ...], detail: str, anchor: str = "end") -> None:
+        super().__init__(detail)
+        self.path = path
+        self.detail = detail
+        self.anchor = anchor  # "end": the value's last byte; "close": the struct's closing brace; "eof"
+
+
+def _report(raw: bytes, refusal: _Refusal) -> ApiError:
+    label = ".".join(refusal.path)
+    prefix = f"{label}: " if label else ""
+    offset = None if refusal.anchor == "eof" else _Locator(raw, refusal.path).offset(refusal.anchor == "close")
+    return malformed(f"{PREFIX}{prefix}{refusal.detail} at {_position(raw, offset)}")
+
+
+def _position(raw: bytes, end: int | None) -> str:
+    if end is None:
+        end = len(raw)
+    before = raw[:end]
+    line = before.count(b"\n") + 1
+    col = end - (before.rfind(b"\n") + 1)
+    return f"line {line} column {col}"
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_SCAN = json.JSONDecoder().raw_decode  # the body already parsed, so this only measures values
+
+
+class _Locator:
+    """Where the value at one path of a parsed body ends, walking only the members on that path.
+
+    An object at the path (the last one, if its key repeats) gives both its closing brace and its
+    end; otherwise the first value reached through an object key gives its end, and nothing closes.
+    """
+
+    def __init__(self, raw: bytes, target: _Path) -> None:
+        self.text = raw.decode("utf-8")
+        self.target = target
+        self.end: int | None = None
+        self.close: int | None = None
+        self._visit(self._ws(0), (), keyed=False)
+
+    def offset(self, close: bool) -> int | None:
+        at = self.close if close else self.end
+        return None if at is None else len(self.text[:at].encode("utf-8", "surrogatepass"))
+
+    def _ws(self, i: int) -> int:
+        match = _WS.match(self.text, i)
+        return i if match is None else match.end()
+
+    def _visit(self, i: int, path: _Path, keyed: bool) -> int:
+        """Walk the value starting at `i` (its path a prefix of the target); returns where it ends."""
+        text, target = self.text, self.target
+        if path == target:
+            end = _SCAN(text, i)[1]
+            if text[i] == "{":
+                self.end = self.close = end
+            elif keyed and self.end is None:
+                self.end = end
+            return end
+        if text[i] == "{":
+            i = self._ws(i + 1)
+            while text[i] != "}":
+                key, i = _SCAN(text, i)
+                i = self._ws(self._ws(i) + 1)  # past ':'
+                inner = path + (key,)
+                i = self._ws(self._visit(i, inner, True) if target[: len(inner)] == inner else _SCAN(text, i)[1])
+                if text[i] == ",":
+                    i = self._ws(i + 1)
+            return i + 1
+        if text[i] == "[":
+            i, k = self._ws(i + 1), 0
+            while text[i] != "]":
+                inner = path + (str(k),)
+                i = self._ws(self._visit(i, inner, False) if target[: len(inner)] == inner else _SCAN(text, i)[1])
+                k += 1
+                if text[i] == ",":
+                    i = self._ws(i + 1)
+            return i + 1
+        return _SCAN(text, i)[1]
+
+
+# ----- field kinds ---------------------------------------------------------------------
+
+_Path = tuple[str, ...]
+
+
+def _string(v: Any, path: _Path, f: Field) -> str:
+    if not isinstance(v, str):
+        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected a string")
+    return v
+
+
+_UINT_TOP = {"usize": MAX_U64, "u32": MAX_U32, "u64": MAX_U64}  # usize is 64-bit on the reference's targets
+
+
+def _uint(v: Any, path: _Path, f: Field) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected {f.kind}")
+    if v < 0 or v > _UINT_TOP[f.kind]:
+        raise _Refusal(path, f"invalid value: integer `{v}`, expected {f.kind}")
+    return v if f.ceiling is None else min(v, f.ceiling)
+
+
+def _number(v: Any, path: _Path, f: Field) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected {f.kind}")
+    if isinstance(v, float) and math.isinf(v):
+        raise _Refusal(path, "number out of range")
+    return float(v)
+
+
+def _boolean(v: Any, path: _Path, f: Field) -> bool:
+    if not isinstance(v, bool):
+        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected a boolean")
+    return v
+
+
+def _strings(v: Any, path: _Path, f: Field) -> list[str]:
+    if not isinstance(v, list):
+        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected a sequence")
+    if not all(isinstance(item, str) for item in v):
+        i, item = next((i, item) for i, item in enumerate(v) if not isinstance(item, str))
+        raise _Refusal(path + (str(i),), f"invalid type: {describe_value(item)}, expected a string")
+    return v
+
+
+def _one_or_many(v: Any, path: _Path, f: Field) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and all(isinstance(item, str) for item in v):
+        return v
+    raise _Refusal(path, "data did not match any variant of untagged enum OneOrMany")
+
+
+def _string_map(v: Any, path: _Path, f: Field) -> dict[str, str]:
+    if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected a map")
+    return v
+
+
+def _struct(v: Any, path: _Path, f: Field) -> dict[str, Any]:
+    assert f.nested is not None
+    return f.nested.decode_at(v, path)
+
+
+_KINDS: dict[str, tuple[Callable[[Any, _Path, Field], Any], dict[str, Any]]] = {  # decoder, JSON Schema
+    "string": (_string, {"type": "string"}),
+    "usize": (_uint, {"type": "integer", "minimum": 0}),
+    "u32": (_uint, {"type": "integer", "minimum": 0, "maximum": MAX_U32}),
+    "u64": (_uint, {"type": "integer", "minimum": 0, "maximum": MAX_U64}),
+    "f64": (_number, {"type": "number"}),
+    "f32": (_number, {"type": "number"}),
+    "bool": (_boolean, {"type": "boolean"}),
+    "strings": (_strings, {"type": "array", "items": {"type": "string"}}),
+    "one_or_many": (_one_or_many, {"type": ["string", "array"], "items": {"type": "string"}}),
+    "string_map": (_string_map, {"type": "object", "additionalProperties": {"type": "string"}}),
+    "struct": (_struct, {}),
+}
+_NUMERIC = frozenset({"usize", "u32", "u64", "f64", "f32"})
+
+
+# ----- specs -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Field:
+    """One request field: wire name, kind, meaning, and the rules the engine applies to it.
+
+    `default` is what an absent (or null) field decodes to; `ceiling` silently clamps an unsigned
+    value; `max_items` caps a top-level list (400 over_limit, checked once the whole body has decoded);
+    `null_is_absent=False` makes a null an ordinary (wrong-typed) value; `alias_of` names the field
+    this one is a deprecated spelling of (both given is a duplicate).
+    """
+
+    name: str
+    kind: str
+    note: str = ""
+    required: bool = False
+    nested: Spec | None = None
+    default: Any = None
+    ceiling: int | None = None
+    max_items: int | None = None
+    null_is_absent: bool = True
+    alias_of: str | None = None
+
+    @property
+    def description(self) -> str:
+        """The published text: the note, the item cap, the default and ceiling."""
+        text = self.note if self.max_items is None else f"{self.note} (at most {self.max_items})"
+        if self.kind not in _NUMERIC or (self.default is None and self.ceiling is None):
+            return text
+        if self.default == self.ceiling:
+            limits = f"default and ceiling {self.default}"
+        else:
+            parts = [f"default {self.default}"] if self.default is not None else []
+            limits = ", ".join(parts + ([f"ceiling {self.ceiling}"] if self.ceiling is not None else []))
+        return f"{text}, {limits}" if text else limits
+
+
+@attrs.frozen
+class Spec:
+    """A typed request body: published as a JSON Schema, decoded into a dict of fields or refused."""
+
+    struct: str  # the name a 422 gives ("expected struct …")
+    fields: tuple[Field, ...]
+    description: str = ""
+    closed: bool = False
+    component: str | None = None  # the `/openapi.json` component name, when not `struct`
+    refuse_duplicates: bool = False  # a repeated key naming one of its fields (any depth) is a 422
+    _aliased: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)
+    _checked: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_aliased", tuple(f.alias_of for f in self.fields if f.alias_of))
+        object.__setattr__(self, "_checked", self.field_names() if self.refuse_duplicates else frozenset())
+
+    @property
+    def component_name(self) -> str:
+        return self.component or self.struct
+
+    def read(self, content_type: str | None, raw: bytes) -> dict[str, Any]:
+        """The whole typed-body path: content type (415), JSON (400), shape (422), item caps (400)."""
+        if not is_json_content_type(content_type):
+            raise malformed("Expected request with `Content-Type: application/json`", status=415)
+        return self.decode(parse_json(raw, self._checked), raw)
+
+    def decode(self, value: Any, raw: bytes) -> dict[str, Any]:
+        """Decode a parsed body (`raw` is only read to place a refusal)."""
+        try:
+            out = self.decode_at(value, ())
+        except _Refusal as refusal:
+            raise _report(raw, refusal) from None
+        for f in self.fields:
+            if f.max_items is not None and out[f.name] is not None and len(out[f.name]) > f.max_items:
+                raise too_many_items(f.name, len(out[f.name]))
+        return out
+
+    def decode_at(self, value: Any, path: _Path) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _Refusal(path, f"invalid type: {describe_value(value)}, expected struct {self.struct}")
+        if self.closed:
+            names = [f.name for f in self.fields]
+            unknown = sorted(set(value) - set(names))
+            if unknown:
+                expected = ", ".join(f"`{n}`" for n in names)
+                raise _Refusal(path + (unknown[0],), f"unknown field `{unknown[0]}`, expected one of {expected}")
+        aliased = self._aliased
+        out: dict[str, Any] = {}
+        for f in self.fields:
+            v = value.get(f.name)
+            if v is None and (f.null_is_absent or f.name not in value):
+                if f.required and f.name not in aliased:
+                    raise _Refusal(path, f"missing field `{f.name}`", "close")
+                out[f.name] = f.default
+            else:
+                out[f.name] = _KINDS[f.kind][0](v, path + (f.name,), f)
+        for f in self.fields:
+            if f.alias_of and out[f.name] is not None:
+                if out[f.alias_of] is not None:
+                    raise _Refusal(path + (f.name,), f"duplicate field `{f.alias_of}`")
+                out[f.alias_of] = out[f.name]
+        for name in aliased:
+            if out[name] is None:
+                raise _Refusal(path, f"missing field `{name}`", "close")
+        return out
+
+    def field_names(self) -> frozenset[str]:
+        """Every field name of this spec and of the structs nested in it."""
+        names = {f.name for f in self.fields}
+        for f in self.fields:
+            if f.nested is not None:
+                names |= f.nested.field_names()
+        return frozenset(names)
+
+    def json_schema(self) -> dict[str, Any]:
+        props: dict[str, Any] = {}
+        aliased = self._aliased
+        for f in self.fields:
+            schema = f.nested.json_schema() if f.nested is not None else dict(_KINDS[f.kind][1])
+            if f.description:
+                schema["description"] = f.description
+            props[f.name] = schema
+        out: dict[str, Any] = {"type": "object", "properties": props}
+        if self.closed:
+            out["additionalProperties"] = False
+        required = [f.name for f in self.fields if f.required and f.name not in aliased]
+        if required:
+            out["required"] = required
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+# ----- the typed bodies the server reads -------------------------------------------------
+
+PUBLISHED: list[Spec] = []  # under `#/components/schemas/<component_name>`, in this order
+
+
+def _body(struct: str, *fields: Field, publish: bool = True, **rules: Any) -> Spec:
+    spec = Spec(struct, fields, **rules)
+    if publish:
+        PUBLISHED.append(spec)
+    return spec
+
+
+CONTEXT_CONFIG = _body(
+    "ContextConfig",
+    Field("description", "string", "free text, at most 4096 bytes"),
+    Field("pinned", "bool", "advisory"),
+    Field("dice_floor", "f64", "resolve's fuzzy floor, clamped to [0, 1]; null means 0.3"),
+    Field("semantic_floor", "f32", "semantic floor, clamped to [0, 1]; null means 0.35"),
+)
+CONTEXT_PATCH = _body("ContextPatch", *CONTEXT_CONFIG.fields, publish=False, component="ContextConfig")
+TRIPLE = _body(
+    "TripleRequest",
+    Field("subject", "string", "exact spelling", True),
+    Field("label", "string", "exact spelling", True),
+    Field("object", "string", "exact spelling", True),
+)
+ALIAS_REMOVAL = _body(
+    "AliasRemoval",
+    Field("concepts", "strings", "concept alias spellings to remove"),
+    Field("labels", "strings", "label alias spellings to remove"),
+)
+LOOKUP = _body("LookupRequest", Field("sources", "strings", "source ids (at most 1000)", True))
+RETRACT_SOURCE = _body("RetractSource", Field("source", "string", "the source id", True))
+CITATION = _body(
+    "CitationRequest",
+    Field("source", "string", "the source id", True),
+    Field("paragraph", "u32", "paragraph index (0-based)", True),
+    Field("index", "u32", "deprecated alias of paragraph", alias_of="paragraph"),
+)
+RESOLVE = _body(
+    "ResolveRequest",
+    Field("cue", "string", "the wording to resolve", True),
+    Field("dice_floor", "f64", "fuzzy floor override"),
+    Field("semantic_floor", "f32", "semantic floor override"),
+    Field("limit", "usize", "default and ceiling 1000"),
+)
+DESCRIBE = _body("DescribeRequest", Field("concept", "string", "exact spelling", True))
+CURSOR = _body(
+    "Cursor",
+    Field("weight", "f64", "the last match's weight", True),
+    Field("subject", "string", "", True),
+    Field("label", "string", "", True),
+    Field("object", "string", "", True),
+    publish=False,
+    closed=True,
+)
+QUERY = _body(
+    "QueryRequest",
+    Field("subject", "one_or_many", "a name or an OR-set of names"),
+    Field("label", "one_or_many", "a name or an OR-set of names"),
+    Field("object", "one_or_many", "a name or an OR-set of names"),
+    Field("limit", "usize", "default 100, ceiling 1000"),
+    Field("after", "struct", "keyset cursor", nested=CURSOR),
+)
+RECALL = _body(
+    "RecallRequest",
+    Field("cue", "string", "exact spelling of a subject, object or label", True),
+    Field("limit", "usize", "default 100, ceiling 1000"),
+    Field("after", "struct", "keyset cursor", nested=CURSOR),
+)
+ACTIVATE = _body(
+    "ActivateRequest",
+    Field("origins", "strings", "origin concepts (at most 1000)", True),
+    Field("decay", "f64", "default 0.5, clamped to [0, 1]"),
+    Field("limit", "usize", "default 20, ceiling 1000"),
+)
+SEARCH = _body(
+    "SearchRequest",
+    Field("query", "string", "search text", True),
+    Field("limit", "usize", "default 5, ceiling 1000"),
+    Field("semantic_floor", "f32", "vector-lane floor (no provider here)"),
+    Field("tags", "strings", "eligible sources carry any of these tags"),
+    Field("since", "u64", "epoch seconds, inclusive"),
+    Field("until", "u64", "epoch seconds, exclusive"),
+)
+COMMUNITY_SEARCH = _body(
+    "CommunitySearchRequest",
+    Field("query", "string", "search text", True),
+    Field("limit", "usize", "default 5, ceiling 1000"),
+    Field("semantic_floor", "f32", "vector-lane floor"),
+    Field("derived", "string", "artifact context (default {name}::communities)"),
+)
+BUDGET = _body(
+    "BudgetRequest",
+    Field("max_items", "usize", default=M.DEFAULT_MAX_ITEMS, ceiling=M.MAX_ITEMS_CEILING),
+    Field("max_bytes", "usize", default=M.DEFAULT_MAX_BYTES, ceiling=M.MAX_BYTES_CEILING),
+    Field("max_tokens", "usize", default=M.DEFAULT_MAX_TOKENS),
+    publish=False,
+)
+RERANK = _body("RerankRequest", Field("model", "string", "pins the configured reranker model"), publish=False)
+EVIDENCE = _body(
+    "EvidenceRequest",
+    Field("origins", "one_or_many", "cue(s) to resolve into anchors", True, max_items=M.MAX_CUES, null_is_absent=False),
+    Field("labels", "one_or_many", "relation labels for the query lane", default=(), max_items=M.MAX_CUES),
+    Field("dice_floor", "f64", "resolve fuzzy floor override"),
+    Field("semantic_floor", "f32", "semantic floor override"),
+    Field("resolve_limit", "usize", default=M.DEFAULT_RESOLVE_LIMIT, ceiling=M.MATCH_LIMIT_CEILING),
+    Field("activate_decay", "f64", default=M.DEFAULT_ACTIVATE_DECAY),
+    Field("activate_limit", "usize", default=M.DEFAULT_ACTIVATE_LIMIT, ceiling=M.MATCH_LIMIT_CEILING),
+    Field("text_fallback_query", "string", "passage/community search text; default origins joined with '; '"),
+    Field("search_limit", "usize", default=M.DEFAULT_SEARCH_LIMIT, ceiling=M.SEARCH_LIMIT_CEILING),
+    Field(
+        "include_communities",
+        "bool",
+        "search the {name}::communities artifact (null is a 422)",
+        default=False,
+        null_is_absent=False,
+    ),
+    Field("budget", "struct", "three independent hard ceilings", nested=BUDGET),
+    Field("rerank", "struct", "ask the configured reranker to reorder the survivors", nested=RERANK),
+    Field("explain", "bool", "add plan.stages (one entry per stage)", default=False),
+    refuse_duplicates=True,
+)
+ALIASES = _body(  # published by schemas.py among the any-JSON bodies, where it has always been listed
+    "AliasRequest",
+    Field("concepts", "string_map"),
+    Field("labels", "string_map"),
+    publish=False,
+    component="AliasRegistration",
+)
+
+
+# ----- collected validation (400 issue lists) ----------------------------------------------
+
+
+def json_type(v: Any) -> str:
+    """How a collected-validation issue names a JSON value's type."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def is_u32(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= MAX_U32
+
+
+def name_issue(path: str, value: Any, optional: bool = False) -> Issue | None:
+    """The issue with a name-like value (absent, not a string, empty, over the byte cap), if any."""
+    if value is None:
+        return None if optional else Issue(path, "missing", NON_EMPTY, "absent")
+    if not isinstance(value, str):
+        return Issue(path, "type", "a string" if optional else NON_EMPTY, json_type(value))
+    if not value:
+        return Issue(path, "empty", NON_EMPTY, "an empty string")
+    size = utf8_len(value)
+    if size > MAX_NAME_BYTES:
+        return Issue(path, "too_long", f"at most {MAX_NAME_BYTES} bytes", f"{size} bytes")
+    return None
+
+
+def check_name(value: str, what: str, cap: int = MAX_NAME_BYTES) -> None:
+    """The standard empty-then-size 400s for a name-like field."""
+    if not value:
+        raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
+    size = len(value.encode("utf-8"))
+    if size > cap:
+        raise ApiError("invalid_argument", f"{what} is {size} bytes, over the {cap}-byte cap; nothing was applied")
