@@ -9,32 +9,13 @@ from typing import Any
 
 import structlog
 
-from taguru_server.pipeline import Graph, RunResult, run_graph
+from taguru_server.pipeline import Graph, run_graph
 from taguru_server.server.body import PREFIX, Spans, describe_value, require_json
 from taguru_server.server.handlers import Call
 from taguru_server.server.reply import Reply
 from taguru_server.server.schemas import BUDGET, EVIDENCE, RERANK
-from taguru_server.stages.budget import omitted_summary
-from taguru_server.stages.model import (
-    ACTIVATE_HITS,
-    ANCHORS,
-    CITATIONS,
-    COMMUNITY_HITS,
-    CONTEXT,
-    CONTRADICTION_GROUPS,
-    DEDUP_DROPPED,
-    PASSAGE_HITS,
-    QUERY_HITS,
-    REQUEST,
-    RERANK_PLAN,
-    SELECTION,
-    SERVICES,
-    TIER_WIDTH,
-    EvidenceRequest,
-    NoReranker,
-    Services,
-    gate,
-)
+from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, NoReranker, Services, gate
+from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
 from taguru_server.store.errors import ApiError, malformed, no_context, too_many_items
 from taguru_server.store.wire import has_lone_surrogate
@@ -196,54 +177,6 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
         rerank_model=rerank_model,
     )
     return request, explain
-
-
-def render_package(run: RunResult, explain: bool, serialized: bool = False) -> dict[str, Any]:
-    """The EvidencePackage in wire order, from the stage values and plan entries.
-
-    With `serialized`, items and citations are the JSON texts the budget stage measured, so
-    the body is exactly what was counted and nothing is encoded twice."""
-    v = run.values
-    selection = v[SELECTION]
-    listed, total, by_reason = omitted_summary(selection.omitted)
-    plan: dict[str, Any] = {
-        "lanes": {
-            "resolve": v[ANCHORS].plan(),
-            "query": v[QUERY_HITS].plan(),
-            "activate": v[ACTIVATE_HITS].plan(),
-            "passages": v[PASSAGE_HITS].plan(),
-            "communities": v[COMMUNITY_HITS].plan(),
-            "citations": v[CITATIONS].plan(),
-        },
-        "selection": {
-            "dedup_dropped": v[DEDUP_DROPPED],
-            "contradiction_groups": v[CONTRADICTION_GROUPS],
-            "diversity_tier_width": v[TIER_WIDTH],
-        },
-        "reranker": v[RERANK_PLAN],
-    }
-    if explain:
-        stages = []
-        for entry in run.entries:
-            row: dict[str, Any] = {"stage": entry.stage, "status": entry.status}
-            if entry.reason is not None:
-                row["reason"] = entry.reason
-            row.update(entry.detail)
-            stages.append(row)
-        plan["stages"] = stages
-    return {
-        "items": list(selection.items_json if serialized else selection.items),
-        "citations": list(selection.citations_json if serialized else selection.citations),
-        "budget": selection.budget,
-        "omitted": listed,
-        "omitted_total": total,
-        "omitted_by_reason": by_reason,
-        "plan": plan,
-    }
-
-
-def server_timing(run: RunResult, graph: Graph) -> str:
-    return ", ".join(f"{name};dur={run.durations.get(name, 0.0) * 1000:.3f}" for name in graph.plan_order)
 
 
 async def evidence(call: Call) -> Any:

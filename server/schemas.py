@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from taguru_server.server.body import MAX_U32, MAX_U64, Typed
+from taguru_server.stages.lanes import PLAN_NAMES
 
 # ----- typed request bodies ----------------------------------------------------------
 
@@ -526,12 +527,7 @@ COMPONENTS: dict[str, Any] = {
             "omitted_by_reason": {"type": "object", "additionalProperties": INT},
             "plan": _obj(
                 {
-                    "lanes": _obj(
-                        {
-                            k: ref("LanePlan")
-                            for k in ("resolve", "query", "activate", "passages", "communities", "citations")
-                        }
-                    ),
+                    "lanes": _obj({k: ref("LanePlan") for k in PLAN_NAMES}),
                     "selection": _obj({"dedup_dropped": INT, "contradiction_groups": INT, "diversity_tier_width": INT}),
                     "reranker": _obj(
                         {"configured": BOOL, "ran": BOOL, "model": STR, "reason": STR}, ["configured", "ran"]

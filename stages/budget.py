@@ -9,8 +9,8 @@ import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.accounting import measure, overhead, tokens
+from taguru_server.stages.lanes import CITATIONS
 from taguru_server.stages.model import (
-    CITATIONS,
     NEAR_DUP_OMITTED,
     REQUEST,
     SELECTION,

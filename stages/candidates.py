@@ -6,6 +6,7 @@ from typing import Any
 
 from taguru_server.stages.model import Candidate
 from taguru_server.store.context import Context
+from taguru_server.store.lanes import PassageHit
 
 
 def primary_source(attributions: list[dict[str, Any]]) -> str | None:
@@ -41,24 +42,16 @@ def candidate_from_association(payload: dict[str, Any], lane: str, rank: int) ->
     )
 
 
-def passage_lane(hit: dict[str, Any]) -> str:
-    lanes = hit["lanes"]
-    if "bm25" in lanes and "vector" in lanes:
-        return "passage_fused"
-    if "vector" in lanes:
-        return "passage_vector"
-    return "passage_bm25"
-
-
-def passage_candidate(context_name: str, hit: dict[str, Any], rank: int) -> Candidate:
+def passage_candidate(context_name: str, hit: PassageHit) -> Candidate:
+    """A candidate for a BM25 passage hit, ranked as in its lane."""
     return Candidate(
         kind="passage",
-        canonical_key=f"{context_name}\u0000{hit['source']}\u0000{hit['paragraph']}",
-        lane=passage_lane(hit),
-        rank=rank,
-        payload=hit,
-        source=hit["source"],
-        text=hit["text"],
+        canonical_key=f"{context_name}\u0000{hit.source}\u0000{hit.paragraph}",
+        lane="passage_bm25",
+        rank=hit.rank,
+        payload=hit.to_wire(),
+        source=hit.source,
+        text=hit.text,
     )
 
 

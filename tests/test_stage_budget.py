@@ -7,7 +7,8 @@ from stage_support import cand, fused, plain, request, run_stage
 
 from taguru_server.stages.accounting import cost, overhead, tokens
 from taguru_server.stages.budget import Budget, admit
-from taguru_server.stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, LaneResult, Unit
+from taguru_server.stages.lanes import CITATIONS
+from taguru_server.stages.model import NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, LaneResult, Unit
 
 CITE = {("s.md", 0): {"text": "猫は哺乳類である。", "source": "s.md", "section": None, "locator": None}}
 
