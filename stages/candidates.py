@@ -5,40 +5,35 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.stages.model import Candidate
+from taguru_server.store import lanes
 from taguru_server.store.context import Context
-from taguru_server.store.lanes import PassageHit
+from taguru_server.store.lanes import Attribution, PassageHit
 
 
-def primary_source(attributions: list[dict[str, Any]]) -> str | None:
+def primary_source(attributions: tuple[Attribution, ...]) -> str | None:
     """Greatest |weight|; ties: smallest source, then with-paragraph, then smallest paragraph."""
     if not attributions:
         return None
-    best = min(
-        attributions,
-        key=lambda a: (-abs(a["weight"]), a["source"], a["paragraph"] is None, a["paragraph"] or 0),
-    )
-    return str(best["source"])
+    best = min(attributions, key=lambda a: (-abs(a.weight), a.source, a.paragraph is None, a.paragraph or 0))
+    return best.source
 
 
 def association_candidate(ctx: Context, edge: int, lane: str, rank: int) -> Candidate:
-    return candidate_from_association(ctx.association_out(edge), lane, rank)
-
-
-def candidate_from_association(payload: dict[str, Any], lane: str, rank: int) -> Candidate:
-    """A candidate for an AssociationOut payload (its identity is the exact triple)."""
-    attributions = payload["attributions"]
-    locators = tuple(sorted({(a["source"], a["paragraph"]) for a in attributions if a["paragraph"] is not None}))
+    """A candidate for one edge (its identity is the exact triple; its payload the AssociationOut)."""
+    facts = lanes.association_facts(ctx, edge)
+    attributions = facts.attributions
+    locators = tuple(sorted({(a.source, a.paragraph) for a in attributions if a.paragraph is not None}))
     return Candidate(
         kind="association",
-        canonical_key=f"{payload['subject']}\u0000{payload['label']}\u0000{payload['object']}",
+        canonical_key=f"{facts.subject}\u0000{facts.label}\u0000{facts.object}",
         lane=lane,
         rank=rank,
-        payload=payload,
+        payload=ctx.association_out(edge),
         source=primary_source(attributions),
         locators=locators,
-        corroborating=tuple(sorted({a["source"] for a in attributions})),
-        relation=(payload["subject"], payload["label"]),
-        text=f"{payload['subject']} {payload['label']} {payload['object']}",
+        corroborating=tuple(sorted({a.source for a in attributions})),
+        relation=(facts.subject, facts.label),
+        text=f"{facts.subject} {facts.label} {facts.object}",
     )
 
 

@@ -11,15 +11,16 @@ from taguru_server.stages.lanes import CITATIONS, CITED_KEYS
 from taguru_server.stages.model import CONTEXT, Candidate, LaneResult, gate
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
+from taguru_server.store.lanes import Citation
 
 
-def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[tuple[str, int], dict[str, Any]]:
+def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[tuple[str, int], Citation]:
     """Every wanted (source, paragraph) that exists, visited sorted; unknown ones are skipped."""
     wanted = sorted({loc for c in candidates for loc in c.locators})
-    found: dict[tuple[str, int], dict[str, Any]] = {}
+    found: dict[tuple[str, int], Citation] = {}
     for source, paragraph in wanted:
-        citation = lanes.citation(ctx, source, paragraph)
-        if isinstance(citation, dict):
+        citation = lanes.find_citation(ctx, source, paragraph)
+        if isinstance(citation, Citation):
             found[(source, paragraph)] = citation
     return found
 

@@ -8,6 +8,7 @@ import attrs
 
 from taguru_server.pipeline import Key
 from taguru_server.stages.model import Candidate, LaneResult
+from taguru_server.store.lanes import Citation
 
 # The lanes' keys: each is provided by exactly one lane stage.
 ANCHORS: Key[LaneResult[tuple[str, ...]]] = Key("anchors", LaneResult)
@@ -15,7 +16,7 @@ QUERY_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("query_hits", LaneResul
 ACTIVATE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("activate_hits", LaneResult)
 PASSAGE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("passage_hits", LaneResult)
 COMMUNITY_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("community_hits", LaneResult)
-CITATIONS: Key[LaneResult[dict[tuple[str, int], Any]]] = Key("citations", LaneResult)
+CITATIONS: Key[LaneResult[dict[tuple[str, int], Citation]]] = Key("citations", LaneResult)
 
 
 @attrs.frozen

@@ -55,8 +55,11 @@ class RerankVerdict:
 class Reranker(Protocol):
     """A reorder-only provider; it never raises, it answers a verdict."""
 
-    configured: bool
-    model: str | None
+    @property
+    def configured(self) -> bool: ...
+
+    @property
+    def model(self) -> str | None: ...
 
     async def rerank(
         self, query: str, documents: list[str], remaining: Callable[[], float | None]

@@ -186,6 +186,36 @@ def query_edges(
     return result
 
 
+@attrs.frozen
+class Attribution:
+    """One source's share of an edge: the source name, its summed weight, the paragraph if any."""
+
+    source: str
+    weight: float
+    paragraph: int | None
+
+
+@attrs.frozen
+class AssociationFacts:
+    """An edge's identity (subject, label, object names) and its attributions, in stored order."""
+
+    subject: str
+    label: str
+    object: str
+    attributions: tuple[Attribution, ...]
+
+
+def association_facts(ctx: Context, e: int) -> AssociationFacts:
+    """The facts of one edge that `association_out` renders, without sections and locators."""
+    sources = ctx.sources
+    return AssociationFacts(
+        ctx.concepts[ctx.e_s[e]],
+        ctx.labels[ctx.e_l[e]],
+        ctx.concepts[ctx.e_o[e]],
+        tuple(Attribution(sources[sid], float(rsum), paragraph) for sid, rsum, _count, paragraph in ctx.e_attr[e]),
+    )
+
+
 def recall_edges(ctx: Context, cue: str) -> list[int]:
     """Edges whose subject, object or label is the cue (exact spelling, alias-folded)."""
     edges: list[int] = []
@@ -788,17 +818,51 @@ def _eligible_sources(ctx: Context, tags: list[str], since: int | None, until: i
 # ----- citations -----------------------------------------------------------------
 
 
-def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
-    """The paragraph slice with its section and locator, or 'no_source' / 'no_paragraph'."""
+@attrs.frozen
+class Locator:
+    """Where a paragraph sits in its original (e.g. a page), as given at import."""
+
+    kind: str
+    value: str
+
+
+@attrs.frozen
+class Citation:
+    """A paragraph's text with its source, section and locator."""
+
+    text: str
+    source: str
+    section: str | None
+    locator: Locator | None
+
+    def to_wire(self) -> dict[str, Any]:
+        loc = self.locator
+        return {
+            "text": self.text,
+            "source": self.source,
+            "section": self.section,
+            "locator": None if loc is None else {"kind": loc.kind, "value": loc.value},
+        }
+
+
+def find_citation(ctx: Context, source: str, paragraph: int) -> Citation | str:
+    """The paragraph's citation, or why there is none: 'no_source' / 'no_paragraph'."""
     sid = ctx.find_source(source)
     passage = ctx.passages.get(sid) if sid is not None else None
     if passage is None:
         return "no_source"
     if paragraph >= len(passage.paragraphs):
         return "no_paragraph"
-    return {
-        "text": passage.paragraphs[paragraph],
-        "source": source,
-        "section": passage.section_for(paragraph),
-        "locator": passage.locator_for(paragraph),
-    }
+    loc = passage.locators.get(paragraph)
+    return Citation(
+        passage.paragraphs[paragraph],
+        source,
+        passage.section_for(paragraph),
+        None if not loc else Locator(loc[0], loc[1]),
+    )
+
+
+def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
+    """The citation's wire shape, or 'no_source' / 'no_paragraph'."""
+    found = find_citation(ctx, source, paragraph)
+    return found if isinstance(found, str) else found.to_wire()
