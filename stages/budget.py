@@ -23,8 +23,6 @@ from taguru_server.stages.model import (
 from taguru_server.store.lanes import Citation
 from taguru_server.store.wire import RawJSON, dumps
 
-MAX_LISTED_OMISSIONS = 20
-
 
 def build_item(fused: Fused, found: dict[tuple[str, int], Citation], contradicts: list[str]) -> dict[str, Any]:
     """The item in wire order, without bytes/estimated_tokens (they are measured on this)."""
@@ -188,11 +186,3 @@ class Budget:
                 "dropped": len(selection.omitted) - len(ctx[NEAR_DUP_OMITTED]),
             },
         )
-
-
-def omitted_summary(omitted: tuple[Omission, ...]) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
-    """The listed omissions (first 20), the true total, and counts per reason (keys sorted)."""
-    counts: dict[str, int] = {}
-    for o in omitted:
-        counts[o.reason] = counts.get(o.reason, 0) + 1
-    return [o.to_wire() for o in omitted[:MAX_LISTED_OMISSIONS]], len(omitted), dict(sorted(counts.items()))

@@ -5,12 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.pipeline import Graph, Key, RunResult
-from taguru_server.stages.budget import omitted_summary
 from taguru_server.stages.lanes import LANE_KEYS, LANES
-from taguru_server.stages.model import CONTRADICTION_GROUPS, DEDUP_DROPPED, RERANK_PLAN, SELECTION, TIER_WIDTH
+from taguru_server.stages.model import (
+    CONTRADICTION_GROUPS,
+    DEDUP_DROPPED,
+    RERANK_PLAN,
+    SELECTION,
+    TIER_WIDTH,
+    Omission,
+)
+
+MAX_LISTED_OMISSIONS = 20
 
 # What render_package reads: the evidence graph declares exactly these as its outputs.
 OUTPUTS: tuple[Key[Any], ...] = (*LANE_KEYS, DEDUP_DROPPED, CONTRADICTION_GROUPS, TIER_WIDTH, RERANK_PLAN, SELECTION)
+
+
+def omitted_summary(omitted: tuple[Omission, ...]) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
+    """The listed omissions (first 20), the true total, and counts per reason (keys sorted)."""
+    counts: dict[str, int] = {}
+    for o in omitted:
+        counts[o.reason] = counts.get(o.reason, 0) + 1
+    return [o.to_wire() for o in omitted[:MAX_LISTED_OMISSIONS]], len(omitted), dict(sorted(counts.items()))
 
 
 def render_package(run: RunResult, explain: bool, serialized: bool = False) -> dict[str, Any]:
