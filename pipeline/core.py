@@ -14,9 +14,13 @@ RAN, DEGRADED, SKIPPED, FAILED = "ran", "degraded", "skipped", "failed"
 
 @attrs.frozen(eq=False, repr=False)
 class Key(Generic[T]):
-    """A typed slot that one stage provides and others require (compared by identity)."""
+    """A typed slot that one stage provides and others require (compared by identity).
+
+    `value_type` is the runtime class a provided value must be an instance of; the executor
+    checks it when contract checking is on (the static `T` is for mypy only)."""
 
     name: str
+    value_type: type[Any]
 
     def __repr__(self) -> str:
         return f"Key({self.name})"

@@ -14,11 +14,18 @@ class GraphError(ValueError):
 
 
 class Graph:
-    """A validated DAG of stages; `levels` groups stages that may run together."""
+    """A validated DAG of stages; `levels` groups stages that may run together.
 
-    def __init__(self, stages: Sequence[Stage], inputs: Sequence[Key[Any]] = ()) -> None:
+    `inputs` are the keys the caller supplies; `outputs` are the keys a consumer may read from
+    a run (`RunResult.output`), each of which some stage or input must provide."""
+
+    def __init__(
+        self, stages: Sequence[Stage], inputs: Sequence[Key[Any]] = (), outputs: Sequence[Key[Any]] = ()
+    ) -> None:
         self.stages = list(stages)
         self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.output_set = frozenset(self.outputs)
         names: dict[str, Stage] = {}
         for stage in self.stages:
             if stage.name in names:
@@ -32,6 +39,9 @@ class Graph:
                     raise GraphError(f"key '{key.name}' is provided twice: by '{provider[key]}' and by '{stage.name}'")
                 provider[key] = stage.name
         self.provider = provider
+        for key in self.outputs:
+            if key not in provider:
+                raise GraphError(f"output '{key.name}' is declared, but no stage provides it and it is not an input")
         deps: dict[str, set[str]] = {}
         for stage in self.stages:
             deps[stage.name] = set()
@@ -73,7 +83,10 @@ class Graph:
 
     def describe(self) -> str:
         """A stable text rendering of the wiring, one stage per line in plan order."""
-        lines = [f"inputs: {', '.join(k.name for k in self.inputs) or '-'}"]
+        lines = [
+            f"inputs: {', '.join(k.name for k in self.inputs) or '-'}",
+            f"outputs: {', '.join(k.name for k in self.outputs) or '-'}",
+        ]
         for i, lv in enumerate(self.levels):
             for stage in lv:
                 req = ", ".join(k.name for k in stage.requires) or "-"

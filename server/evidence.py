@@ -7,31 +7,13 @@ from typing import Any
 
 import structlog
 
-from taguru_server.pipeline import Graph, RunResult, run_graph
+from taguru_server.pipeline import Graph, run_graph
 from taguru_server.server.call import Call
 from taguru_server.server.decode import BUDGET, EVIDENCE
 from taguru_server.server.reply import Reply
-from taguru_server.stages.budget import omitted_summary
-from taguru_server.stages.model import (
-    ACTIVATE_HITS,
-    ANCHORS,
-    CITATIONS,
-    COMMUNITY_HITS,
-    CONTEXT,
-    CONTRADICTION_GROUPS,
-    DEDUP_DROPPED,
-    PASSAGE_HITS,
-    QUERY_HITS,
-    REQUEST,
-    RERANK_PLAN,
-    SELECTION,
-    SERVICES,
-    TIER_WIDTH,
-    EvidenceRequest,
-    NoReranker,
-    Services,
-    gate,
-)
+from taguru_server.server.state import METRICS_KEY, RERANK_OBSERVER_KEY, RERANKER_KEY
+from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, NoReranker, Services, gate
+from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
 from taguru_server.store.errors import ApiError, no_context
 
@@ -66,54 +48,6 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
     return request, args["explain"]
 
 
-def render_package(run: RunResult, explain: bool, serialized: bool = False) -> dict[str, Any]:
-    """The EvidencePackage in wire order, from the stage values and plan entries.
-
-    With `serialized`, items and citations are the JSON texts the budget stage measured, so
-    the body is exactly what was counted and nothing is encoded twice."""
-    v = run.values
-    selection = v[SELECTION]
-    listed, total, by_reason = omitted_summary(selection.omitted)
-    plan: dict[str, Any] = {
-        "lanes": {
-            "resolve": v[ANCHORS].plan(),
-            "query": v[QUERY_HITS].plan(),
-            "activate": v[ACTIVATE_HITS].plan(),
-            "passages": v[PASSAGE_HITS].plan(),
-            "communities": v[COMMUNITY_HITS].plan(),
-            "citations": v[CITATIONS].plan(),
-        },
-        "selection": {
-            "dedup_dropped": v[DEDUP_DROPPED],
-            "contradiction_groups": v[CONTRADICTION_GROUPS],
-            "diversity_tier_width": v[TIER_WIDTH],
-        },
-        "reranker": v[RERANK_PLAN],
-    }
-    if explain:
-        stages = []
-        for entry in run.entries:
-            row: dict[str, Any] = {"stage": entry.stage, "status": entry.status}
-            if entry.reason is not None:
-                row["reason"] = entry.reason
-            row.update(entry.detail)
-            stages.append(row)
-        plan["stages"] = stages
-    return {
-        "items": list(selection.items_json if serialized else selection.items),
-        "citations": list(selection.citations_json if serialized else selection.citations),
-        "budget": selection.budget,
-        "omitted": listed,
-        "omitted_total": total,
-        "omitted_by_reason": by_reason,
-        "plan": plan,
-    }
-
-
-def server_timing(run: RunResult, graph: Graph) -> str:
-    return ", ".join(f"{name};dur={run.durations.get(name, 0.0) * 1000:.3f}" for name in graph.plan_order)
-
-
 async def evidence(call: Call) -> Any:
     request, explain = parse_request(call)
     gate(call.deadline - time.monotonic())
@@ -124,14 +58,14 @@ async def evidence(call: Call) -> Any:
     services = Services(
         registry=call.registry,
         may_access=call.principal.may_access,
-        reranker=call.app_state.get("reranker") or NoReranker(),
-        observe_rerank=call.app_state.get("observe_rerank"),
+        reranker=call.app_state.get(RERANKER_KEY) or NoReranker(),
+        observe_rerank=call.app_state.get(RERANK_OBSERVER_KEY),
     )
     run = await run_graph(
         GRAPH,
         {REQUEST: request, CONTEXT: ctx, SERVICES: services},
         deadline=call.deadline,
-        hooks=call.app_state.get("metrics"),
+        hooks=call.app_state.get(METRICS_KEY),
     )
     if run.failure is not None:
         if isinstance(run.failure, ApiError):

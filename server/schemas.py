@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.server.decode import ALIASES, PUBLISHED
+from taguru_server.stages.lanes import PLAN_NAMES
 
 # ----- response schemas --------------------------------------------------------------
 
@@ -298,12 +299,7 @@ COMPONENTS: dict[str, Any] = {
             "omitted_by_reason": {"type": "object", "additionalProperties": INT},
             "plan": _obj(
                 {
-                    "lanes": _obj(
-                        {
-                            k: ref("LanePlan")
-                            for k in ("resolve", "query", "activate", "passages", "communities", "citations")
-                        }
-                    ),
+                    "lanes": _obj({k: ref("LanePlan") for k in PLAN_NAMES}),
                     "selection": _obj({"dedup_dropped": INT, "contradiction_groups": INT, "diversity_tier_width": INT}),
                     "reranker": _obj(
                         {"configured": BOOL, "ran": BOOL, "model": STR, "reason": STR}, ["configured", "ran"]

@@ -51,14 +51,8 @@ PRINCIPAL_KEY: web.RequestKey[Principal] = web.RequestKey("principal", Principal
 BODY_KEY: web.RequestKey[bytes] = web.RequestKey("body", bytes)
 DEADLINE_KEY: web.RequestKey[float] = web.RequestKey("deadline", float)
 
+
 # the names handlers used before the keys were typed (evidence.py still reads these)
-_BY_NAME: dict[str, web.AppKey[Any]] = {
-    "metrics": METRICS_KEY,
-    "reranker": RERANKER_KEY,
-    "observe_rerank": RERANK_OBSERVER_KEY,
-}
-
-
 class AppState:
     """Typed read access to the per-app services a handler may use (`call.app_state[HEAVY_OPS_KEY]`)."""
 
@@ -71,7 +65,7 @@ class AppState:
         value: T = self._items[key]
         return value
 
-    def get(self, key: web.AppKey[T] | str, default: Any = None) -> Any:
-        """The service under `key` (or its former name), else `default`."""
-        found = _BY_NAME.get(key) if isinstance(key, str) else key
-        return default if found is None else self._items.get(found, default)
+    def get(self, key: web.AppKey[T], default: T | None = None) -> T | None:
+        """The service under `key`, else `default`."""
+        value: T | None = self._items.get(key, default)
+        return value

@@ -7,19 +7,17 @@ from typing import Any, ClassVar
 import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
-from taguru_server.stages.candidates import candidate_from_association
-from taguru_server.stages.model import ACTIVATE_HITS, ANCHORS, CONTEXT, REQUEST, Candidate, LaneResult, gate
-from taguru_server.stages.query import NO_ANCHORS
+from taguru_server.stages.candidates import association_candidate
+from taguru_server.stages.lanes import ACTIVATE_HITS, ANCHORS
+from taguru_server.stages.model import CONTEXT, NO_ANCHORS, REQUEST, Candidate, LaneResult, gate
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
 
 
 def activate_candidates(ctx: Context, anchors: tuple[str, ...], decay: float, limit: int) -> tuple[Candidate, ...]:
     """Activated edges, strongest first (the /activate lane itself), as graph_activate candidates."""
-    found = lanes.activate(ctx, list(anchors), decay, limit)
-    return tuple(
-        candidate_from_association(m["association"], "graph_activate", i + 1) for i, m in enumerate(found["matches"])
-    )
+    found = lanes.activation(ctx, list(anchors), decay, limit)
+    return tuple(association_candidate(ctx, m.edge, "graph_activate", i + 1) for i, m in enumerate(found.matches))
 
 
 @attrs.frozen

@@ -9,8 +9,8 @@ import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.accounting import measure, overhead, tokens
+from taguru_server.stages.lanes import CITATIONS
 from taguru_server.stages.model import (
-    CITATIONS,
     NEAR_DUP_OMITTED,
     REQUEST,
     SELECTION,
@@ -20,12 +20,11 @@ from taguru_server.stages.model import (
     Selection,
     Unit,
 )
+from taguru_server.store.lanes import Citation
 from taguru_server.store.wire import RawJSON, dumps
 
-MAX_LISTED_OMISSIONS = 20
 
-
-def build_item(fused: Fused, found: dict[tuple[str, int], dict[str, Any]], contradicts: list[str]) -> dict[str, Any]:
+def build_item(fused: Fused, found: dict[tuple[str, int], Citation], contradicts: list[str]) -> dict[str, Any]:
     """The item in wire order, without bytes/estimated_tokens (they are measured on this)."""
     cand = fused.candidate
     refs = [{"source": s, "paragraph": p} for s, p in fused.locators if (s, p) in found]
@@ -44,19 +43,19 @@ def build_item(fused: Fused, found: dict[tuple[str, int], dict[str, Any]], contr
     return item
 
 
-def citation_entry(locator: tuple[str, int], citation: dict[str, Any]) -> dict[str, Any]:
-    return {"source": locator[0], "paragraph": locator[1], "citation": citation}
+def citation_entry(locator: tuple[str, int], citation: Citation) -> dict[str, Any]:
+    return {"source": locator[0], "paragraph": locator[1], "citation": citation.to_wire()}
 
 
-def citation_json(locator: tuple[str, int], citation: dict[str, Any]) -> str:
+def citation_json(locator: tuple[str, int], citation: Citation) -> str:
     """`dumps(citation_entry(...))`, written out directly (it is built for every wanted locator)."""
     enc = encode_basestring
-    section = citation["section"]
-    loc = citation["locator"]
-    loc_json = "null" if loc is None else f'{{"kind":{enc(loc["kind"])},"value":{enc(loc["value"])}}}'
+    section = citation.section
+    loc = citation.locator
+    loc_json = "null" if loc is None else f'{{"kind":{enc(loc.kind)},"value":{enc(loc.value)}}}'
     return (
-        f'{{"source":{enc(locator[0])},"paragraph":{locator[1]},"citation":{{"text":{enc(citation["text"])},'
-        f'"source":{enc(citation["source"])},"section":{"null" if section is None else enc(section)},'
+        f'{{"source":{enc(locator[0])},"paragraph":{locator[1]},"citation":{{"text":{enc(citation.text)},'
+        f'"source":{enc(citation.source)},"section":{"null" if section is None else enc(section)},'
         f'"locator":{loc_json}}}}}'
     )
 
@@ -80,7 +79,7 @@ def _measured(item: dict[str, Any], payload_key: str) -> tuple[dict[str, Any], R
 
 def admit(
     tiered: tuple[Unit, ...],
-    found: dict[tuple[str, int], dict[str, Any]],
+    found: dict[tuple[str, int], Citation],
     near_dups: tuple[Omission, ...],
     max_items: int,
     max_bytes: int,
@@ -187,11 +186,3 @@ class Budget:
                 "dropped": len(selection.omitted) - len(ctx[NEAR_DUP_OMITTED]),
             },
         )
-
-
-def omitted_summary(omitted: tuple[Omission, ...]) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
-    """The listed omissions (first 20), the true total, and counts per reason (keys sorted)."""
-    counts: dict[str, int] = {}
-    for o in omitted:
-        counts[o.reason] = counts.get(o.reason, 0) + 1
-    return [o.to_wire() for o in omitted[:MAX_LISTED_OMISSIONS]], len(omitted), dict(sorted(counts.items()))

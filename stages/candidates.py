@@ -5,60 +5,48 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.stages.model import Candidate
+from taguru_server.store import lanes
 from taguru_server.store.context import Context
+from taguru_server.store.lanes import Attribution, PassageHit
 
 
-def primary_source(attributions: list[dict[str, Any]]) -> str | None:
+def primary_source(attributions: tuple[Attribution, ...]) -> str | None:
     """Greatest |weight|; ties: smallest source, then with-paragraph, then smallest paragraph."""
     if not attributions:
         return None
-    best = min(
-        attributions,
-        key=lambda a: (-abs(a["weight"]), a["source"], a["paragraph"] is None, a["paragraph"] or 0),
-    )
-    return str(best["source"])
+    best = min(attributions, key=lambda a: (-abs(a.weight), a.source, a.paragraph is None, a.paragraph or 0))
+    return best.source
 
 
 def association_candidate(ctx: Context, edge: int, lane: str, rank: int) -> Candidate:
-    return candidate_from_association(ctx.association_out(edge), lane, rank)
-
-
-def candidate_from_association(payload: dict[str, Any], lane: str, rank: int) -> Candidate:
-    """A candidate for an AssociationOut payload (its identity is the exact triple)."""
-    attributions = payload["attributions"]
-    locators = tuple(sorted({(a["source"], a["paragraph"]) for a in attributions if a["paragraph"] is not None}))
+    """A candidate for one edge (its identity is the exact triple; its payload the AssociationOut)."""
+    facts = lanes.association_facts(ctx, edge)
+    attributions = facts.attributions
+    locators = tuple(sorted({(a.source, a.paragraph) for a in attributions if a.paragraph is not None}))
     return Candidate(
         kind="association",
-        canonical_key=f"{payload['subject']}\u0000{payload['label']}\u0000{payload['object']}",
+        canonical_key=f"{facts.subject}\u0000{facts.label}\u0000{facts.object}",
         lane=lane,
         rank=rank,
-        payload=payload,
+        payload=ctx.association_out(edge),
         source=primary_source(attributions),
         locators=locators,
-        corroborating=tuple(sorted({a["source"] for a in attributions})),
-        relation=(payload["subject"], payload["label"]),
-        text=f"{payload['subject']} {payload['label']} {payload['object']}",
+        corroborating=tuple(sorted({a.source for a in attributions})),
+        relation=(facts.subject, facts.label),
+        text=f"{facts.subject} {facts.label} {facts.object}",
     )
 
 
-def passage_lane(hit: dict[str, Any]) -> str:
-    lanes = hit["lanes"]
-    if "bm25" in lanes and "vector" in lanes:
-        return "passage_fused"
-    if "vector" in lanes:
-        return "passage_vector"
-    return "passage_bm25"
-
-
-def passage_candidate(context_name: str, hit: dict[str, Any], rank: int) -> Candidate:
+def passage_candidate(context_name: str, hit: PassageHit) -> Candidate:
+    """A candidate for a BM25 passage hit, ranked as in its lane."""
     return Candidate(
         kind="passage",
-        canonical_key=f"{context_name}\u0000{hit['source']}\u0000{hit['paragraph']}",
-        lane=passage_lane(hit),
-        rank=rank,
-        payload=hit,
-        source=hit["source"],
-        text=hit["text"],
+        canonical_key=f"{context_name}\u0000{hit.source}\u0000{hit.paragraph}",
+        lane="passage_bm25",
+        rank=hit.rank,
+        payload=hit.to_wire(),
+        source=hit.source,
+        text=hit.text,
     )
 
 

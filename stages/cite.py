@@ -1,4 +1,4 @@
-"""The cite stage: resolve every association candidate's locators to citation text."""
+"""The cite stage: resolve the locators of the cited lanes' candidates to citation text."""
 
 from __future__ import annotations
 
@@ -7,32 +7,36 @@ from typing import Any, ClassVar
 import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
-from taguru_server.stages.model import ACTIVATE_HITS, CITATIONS, CONTEXT, QUERY_HITS, Candidate, LaneResult, gate
+from taguru_server.stages.lanes import CITATIONS, CITED_KEYS
+from taguru_server.stages.model import CONTEXT, Candidate, LaneResult, gate
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
+from taguru_server.store.lanes import Citation
 
 
-def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[tuple[str, int], dict[str, Any]]:
+def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[tuple[str, int], Citation]:
     """Every wanted (source, paragraph) that exists, visited sorted; unknown ones are skipped."""
-    wanted = sorted({loc for c in candidates if c.kind == "association" for loc in c.locators})
-    found: dict[tuple[str, int], dict[str, Any]] = {}
+    wanted = sorted({loc for c in candidates for loc in c.locators})
+    found: dict[tuple[str, int], Citation] = {}
     for source, paragraph in wanted:
-        citation = lanes.citation(ctx, source, paragraph)
-        if isinstance(citation, dict):
+        citation = lanes.find_citation(ctx, source, paragraph)
+        if isinstance(citation, Citation):
             found[(source, paragraph)] = citation
     return found
 
 
 @attrs.frozen
 class Cite:
-    """Look up the paragraphs the association candidates point at."""
+    """Look up the paragraphs that the candidates of the cited lanes point at."""
 
     name: ClassVar[str] = "cite"
-    requires: ClassVar[tuple[Key[Any], ...]] = (CONTEXT, QUERY_HITS, ACTIVATE_HITS)
+    requires: ClassVar[tuple[Key[Any], ...]] = (CONTEXT, *CITED_KEYS)
     provides: ClassVar[tuple[Key[Any], ...]] = (CITATIONS,)
 
     async def run(self, ctx: StageContext) -> Outcome:
         gate(ctx.remaining())
-        pool = ctx[QUERY_HITS].value + ctx[ACTIVATE_HITS].value
+        pool: tuple[Candidate, ...] = ()
+        for key in CITED_KEYS:
+            pool += ctx[key].value
         found = resolve_citations(ctx[CONTEXT], pool)
         return Outcome.ran({CITATIONS: LaneResult(found, True)}, detail={"out": len(found)})

@@ -1,4 +1,4 @@
-"""The fuse stage: reciprocal-rank-fusion order over the merged candidates (§6.2-6.4)."""
+"""The fuse stage: reciprocal-rank-fusion score and order over the merged candidates (§6.2-6.4)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,24 @@ from typing import Any, ClassVar
 import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
-from taguru_server.stages.model import GROUPS, RANKED, Fused
+from taguru_server.stages.model import GROUPS, RANKED, Fused, Group
+
+RRF_K = 60
 
 
-def rrf_order(groups: tuple[Fused, ...]) -> tuple[Fused, ...]:
+def rrf_score(lane_ranks: tuple[tuple[str, int], ...]) -> float:
+    """Σ 1/(k + rank) over the lane ranks, summed in their (sorted-lane) order."""
+    score = 0.0
+    for _lane, rank in lane_ranks:
+        score += 1.0 / (RRF_K + rank)
+    return score
+
+
+def rrf_order(groups: tuple[Group, ...]) -> tuple[Fused, ...]:
     """Score desc, then kind, then canonical key (code points); fused_rank numbered from 1."""
-    ordered = sorted(groups, key=lambda f: (-f.score, f.candidate.kind, f.candidate.canonical_key))
-    return tuple(attrs.evolve(f, fused_rank=i + 1) for i, f in enumerate(ordered))
+    scored = [(rrf_score(g.lane_ranks), g) for g in groups]
+    scored.sort(key=lambda sg: (-sg[0], sg[1].candidate.kind, sg[1].candidate.canonical_key))
+    return tuple(Fused(g.candidate, g.lane_ranks, g.locators, score, i + 1) for i, (score, g) in enumerate(scored))
 
 
 @attrs.frozen

@@ -14,6 +14,9 @@ from taguru_server.store.registry import Registry
 
 T = TypeVar("T")
 
+# The plan reason of a lane that needs anchors when none resolved (query, activate).
+NO_ANCHORS = "no anchors resolved from 'origins'"
+
 GATE_MESSAGE = (
     "request exceeded its budget before this operation could start; narrow the query or raise "
     "TAGURU_REQUEST_TIMEOUT_SECS"
@@ -67,8 +70,11 @@ class RerankVerdict:
 class Reranker(Protocol):
     """A reorder-only provider; it never raises, it answers a verdict."""
 
-    configured: bool
-    model: str | None
+    @property
+    def configured(self) -> bool: ...
+
+    @property
+    def model(self) -> str | None: ...
 
     async def rerank(
         self, query: str, documents: list[str], remaining: Callable[[], float | None]
@@ -117,8 +123,21 @@ class Candidate:
 
 
 @attrs.frozen
+class Group:
+    """The copies of one candidate merged: the representative, its best rank per lane, merged locators."""
+
+    candidate: Candidate
+    lane_ranks: tuple[tuple[str, int], ...]
+    locators: tuple[tuple[str, int], ...]
+
+    @property
+    def candidate_id(self) -> str:
+        return self.candidate.candidate_id
+
+
+@attrs.frozen
 class Fused:
-    """A fused candidate: the representative, its best rank per lane, merged locators, RRF order."""
+    """A fused candidate: a merged group with its RRF score and its rank in fused order."""
 
     candidate: Candidate
     lane_ranks: tuple[tuple[str, int], ...]
@@ -184,29 +203,22 @@ class Selection:
 
 
 # Inputs
-REQUEST: Key[EvidenceRequest] = Key("request")
-CONTEXT: Key[Context] = Key("context")
-SERVICES: Key[Services] = Key("services")
-# Lanes
-ANCHORS: Key[LaneResult[tuple[str, ...]]] = Key("anchors")
-QUERY_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("query_hits")
-ACTIVATE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("activate_hits")
-PASSAGE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("passage_hits")
-COMMUNITY_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("community_hits")
-CITATIONS: Key[LaneResult[dict[tuple[str, int], dict[str, Any]]]] = Key("citations")
-# Selection
-GROUPS: Key[tuple[Fused, ...]] = Key("groups")
-DEDUP_DROPPED: Key[int] = Key("dedup_dropped")
-RANKED: Key[tuple[Fused, ...]] = Key("ranked")
-SURVIVORS: Key[tuple[Fused, ...]] = Key("survivors")
-NEAR_DUP_OMITTED: Key[tuple[Omission, ...]] = Key("near_dup_omitted")
-REORDERED: Key[tuple[Fused, ...]] = Key("reordered")
-RERANK_PLAN: Key[dict[str, Any]] = Key("rerank_plan")
-UNITS: Key[tuple[Unit, ...]] = Key("units")
-CONTRADICTION_GROUPS: Key[int] = Key("contradiction_groups")
-TIERED: Key[tuple[Unit, ...]] = Key("tiered")
-TIER_WIDTH: Key[int] = Key("tier_width")
-SELECTION: Key[Selection] = Key("selection")
+REQUEST: Key[EvidenceRequest] = Key("request", EvidenceRequest)
+CONTEXT: Key[Context] = Key("context", Context)
+SERVICES: Key[Services] = Key("services", Services)
+# Selection (the lanes' keys are declared with the lane registry, stages/lanes.py)
+GROUPS: Key[tuple[Group, ...]] = Key("groups", tuple)
+DEDUP_DROPPED: Key[int] = Key("dedup_dropped", int)
+RANKED: Key[tuple[Fused, ...]] = Key("ranked", tuple)
+SURVIVORS: Key[tuple[Fused, ...]] = Key("survivors", tuple)
+NEAR_DUP_OMITTED: Key[tuple[Omission, ...]] = Key("near_dup_omitted", tuple)
+REORDERED: Key[tuple[Fused, ...]] = Key("reordered", tuple)
+RERANK_PLAN: Key[dict[str, Any]] = Key("rerank_plan", dict)
+UNITS: Key[tuple[Unit, ...]] = Key("units", tuple)
+CONTRADICTION_GROUPS: Key[int] = Key("contradiction_groups", int)
+TIERED: Key[tuple[Unit, ...]] = Key("tiered", tuple)
+TIER_WIDTH: Key[int] = Key("tier_width", int)
+SELECTION: Key[Selection] = Key("selection", Selection)
 
 INPUTS = (REQUEST, CONTEXT, SERVICES)
 

@@ -27,14 +27,6 @@ def dice(a: frozenset[str], b: frozenset[str]) -> float:
     return 2 * len(a & b) / (len(a) + len(b))
 
 
-def could_match(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
-    """Dice can reach the threshold only if the smaller set is large enough: 2·min/(|a|+|b|) bounds it."""
-    la, lb = len(a), len(b)
-    if la + lb == 0:
-        return True
-    return 2 * min(la, lb) / (la + lb) >= threshold
-
-
 def suppress_near_duplicates(
     ranked: tuple[Fused, ...], threshold: float = THRESHOLD
 ) -> tuple[tuple[Fused, ...], tuple[Omission, ...]]:
@@ -63,7 +55,7 @@ def suppress_near_duplicates(
                 match = other
                 break
             if 2 * min(size, other_size) / total < threshold:
-                continue
+                continue  # Dice is at most 2·min/(|a|+|b|): the sizes alone rule a match out
             if 2 * (bits & other_bits).bit_count() / total >= threshold:
                 match = other
                 break

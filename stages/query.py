@@ -8,18 +8,18 @@ import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.candidates import association_candidate
-from taguru_server.stages.model import ANCHORS, CONTEXT, QUERY_HITS, REQUEST, Candidate, LaneResult, gate
+from taguru_server.stages.lanes import ANCHORS, QUERY_HITS
+from taguru_server.stages.model import CONTEXT, NO_ANCHORS, REQUEST, Candidate, LaneResult, gate
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
 
 QUERY_LIMIT = 100
-NO_ANCHORS = "no anchors resolved from 'origins'"
 
 
 def query_candidates(ctx: Context, anchors: tuple[str, ...], labels: tuple[str, ...]) -> tuple[Candidate, ...]:
     """The first 100 matches in /query order, as graph_query candidates."""
     edges = lanes.query_edges(ctx, list(anchors), list(labels), None)
-    ordered = sorted(edges, key=lambda e: lanes._sort_key(ctx, e))[:QUERY_LIMIT]
+    ordered = lanes.ranked_edges(ctx, edges, QUERY_LIMIT)
     return tuple(association_candidate(ctx, e, "graph_query", i + 1) for i, e in enumerate(ordered))
 
 

@@ -7,7 +7,8 @@ from typing import Any, ClassVar
 import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
-from taguru_server.stages.model import ANCHORS, CONTEXT, REQUEST, EvidenceRequest, LaneResult, gate
+from taguru_server.stages.lanes import ANCHORS
+from taguru_server.stages.model import CONTEXT, REQUEST, EvidenceRequest, LaneResult, gate
 from taguru_server.store import lanes
 from taguru_server.store.context import CONCEPT, Context
 
@@ -24,9 +25,9 @@ def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Any = Non
             gate(remaining())
         if request.resolve_limit == 0:
             continue
-        found = lanes.resolve(ctx, CONCEPT, origin, floor, min(request.resolve_limit, 1))
+        found = lanes.resolve_matches(ctx, CONCEPT, origin, floor, min(request.resolve_limit, 1))
         if found:
-            anchors.setdefault(found[0]["name"], None)
+            anchors.setdefault(found[0].name, None)
     return tuple(anchors)
 
 

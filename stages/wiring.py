@@ -13,13 +13,15 @@ from taguru_server.stages.diversify import Diversify
 from taguru_server.stages.fuse import Fuse
 from taguru_server.stages.model import INPUTS
 from taguru_server.stages.near_dup import NearDup
+from taguru_server.stages.package import OUTPUTS
 from taguru_server.stages.passages import Passages
 from taguru_server.stages.query import Query
 from taguru_server.stages.rerank import Rerank
 from taguru_server.stages.resolve import Resolve
 
 # Declaration order is the order of error precedence (§14.6): when several stages fail,
-# the client gets the error of the first one listed here.
+# the client gets the error of the first one listed here. Lane stages come first, in the
+# order of the lane registry (stages/lanes.py).
 STAGES: tuple[Stage, ...] = (
     Resolve(),
     Query(),
@@ -39,4 +41,4 @@ STAGES: tuple[Stage, ...] = (
 
 def evidence_graph() -> Graph:
     """The validated evidence graph."""
-    return Graph(STAGES, INPUTS)
+    return Graph(STAGES, INPUTS, OUTPUTS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+import attrs
 import numpy as np
 
 from taguru_server.store.context import CONCEPT, Context
@@ -28,7 +29,17 @@ def warm(ctx: Context) -> None:
 # ----- resolve -------------------------------------------------------------------
 
 
-def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) -> list[dict[str, Any]]:
+@attrs.frozen
+class ResolveMatch:
+    """One resolve candidate: the concept (or label) record, its name, Dice score and hit kind."""
+
+    record: int
+    name: str
+    score: float
+    kind: str
+
+
+def resolve_matches(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) -> list[ResolveMatch]:
     """Lexical resolve of a cue to canonical concept (or label) names, best first."""
     names = ctx.concepts if kind == CONCEPT else ctx.labels
     lexicon = ctx.lexicons[kind]
@@ -41,14 +52,18 @@ def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) ->
         name = names[record]
         if hit_kind == "exact" and normalize(name) != q:
             hit_kind = "alias"
-        rows.append((record, name, score, hit_kind))
-    rows.sort(key=lambda r: (-r[2], r[1]))
-    rows = rows[:limit]
+        rows.append(ResolveMatch(record, name, float(score), hit_kind))
+    rows.sort(key=lambda r: (-r.score, r.name))
+    return rows[:limit]
+
+
+def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) -> list[dict[str, Any]]:
+    """The resolve lane's wire candidates: `resolve_matches`, the first few with a gloss."""
     out = []
-    for i, (record, name, score, hit_kind) in enumerate(rows):
-        item: dict[str, Any] = {"name": name, "score": float(score), "tier": "lexical", "kind": hit_kind}
+    for i, m in enumerate(resolve_matches(ctx, kind, cue, dice_floor, limit)):
+        item: dict[str, Any] = {"name": m.name, "score": m.score, "tier": "lexical", "kind": m.kind}
         if i < GLOSSED_CANDIDATES:
-            item["gloss"] = concept_gloss(ctx, record) if kind == CONCEPT else label_gloss(ctx, record)
+            item["gloss"] = concept_gloss(ctx, m.record) if kind == CONCEPT else label_gloss(ctx, m.record)
         out.append(item)
     return out
 
@@ -112,6 +127,13 @@ def _sort_key(ctx: Context, e: int) -> tuple[float, str, str, str]:
     return (-abs(ctx.weight(e)), ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
 
 
+def ranked_edges(ctx: Context, edges: list[int], limit: int) -> list[int]:
+    """The first `limit` edges in /query order: |weight| desc, then subject, label, object names."""
+    keyed = [(_sort_key(ctx, e), e) for e in edges]
+    page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
+    return [e for _k, e in page]
+
+
 def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> dict[str, Any]:
     """Order matching edges, apply the cursor and limit, and shape the page."""
     total = len(edges)
@@ -164,6 +186,36 @@ def query_edges(
     return result
 
 
+@attrs.frozen
+class Attribution:
+    """One source's share of an edge: the source name, its summed weight, the paragraph if any."""
+
+    source: str
+    weight: float
+    paragraph: int | None
+
+
+@attrs.frozen
+class AssociationFacts:
+    """An edge's identity (subject, label, object names) and its attributions, in stored order."""
+
+    subject: str
+    label: str
+    object: str
+    attributions: tuple[Attribution, ...]
+
+
+def association_facts(ctx: Context, e: int) -> AssociationFacts:
+    """The facts of one edge that `association_out` renders, without sections and locators."""
+    sources = ctx.sources
+    return AssociationFacts(
+        ctx.concepts[ctx.e_s[e]],
+        ctx.labels[ctx.e_l[e]],
+        ctx.concepts[ctx.e_o[e]],
+        tuple(Attribution(sources[sid], float(rsum), paragraph) for sid, rsum, _count, paragraph in ctx.e_attr[e]),
+    )
+
+
 def recall_edges(ctx: Context, cue: str) -> list[int]:
     """Edges whose subject, object or label is the cue (exact spelling, alias-folded)."""
     edges: list[int] = []
@@ -187,22 +239,58 @@ BANDED_DECAY_MAX = 1.0 - 1e-9
 BAND_SLACK = 1.0 + 1e-12
 
 
-def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+@attrs.frozen
+class Activated:
+    """One activated edge: its strength and the concept path from an origin to its producer."""
+
+    edge: int
+    strength: float
+    path: tuple[int, ...]
+
+
+@attrs.frozen
+class Activation:
+    """The activate lane's result: how many edges were scored, and the strongest ones in order."""
+
+    total: int
+    matches: tuple[Activated, ...]
+
+
+def activation(ctx: Context, origins: list[str], decay: float, limit: int) -> Activation:
     """Spreading activation from the origins; edges ranked by the strength that reached them."""
     if 0.0 < decay < BANDED_DECAY_MAX:
         return _activate_banded(ctx, origins, decay, limit)
-    return activate_plain(ctx, origins, decay, limit)
+    return activation_plain(ctx, origins, decay, limit)
+
+
+def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """The activate lane's wire result (`activation`, rendered)."""
+    return render_activation(ctx, activation(ctx, origins, decay, limit))
 
 
 def activate_plain(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """§8.3 as written (a max-heap walk over every reachable concept), rendered."""
+    return render_activation(ctx, activation_plain(ctx, origins, decay, limit))
+
+
+def render_activation(ctx: Context, found: Activation) -> dict[str, Any]:
+    """An Activation as the wire's {total, matches: [{strength, path, association}]}."""
+    concepts = ctx.concepts
+    return {
+        "total": found.total,
+        "matches": [
+            {"strength": m.strength, "path": [concepts[c] for c in m.path], "association": ctx.association_out(m.edge)}
+            for m in found.matches
+        ],
+    }
+
+
+def activation_plain(ctx: Context, origins: list[str], decay: float, limit: int) -> Activation:
     """§8.3 as written: a max-heap walk over every reachable concept."""
     strength, source, parent, scored_total = spread(ctx, origins, decay)
     ranked = heapq.nsmallest(limit, strength, key=lambda e: (-strength[e], e))
-    matches = []
-    for e in ranked:
-        path = [ctx.concepts[c] for c in _path(parent, source[e])]
-        matches.append({"strength": float(strength[e]), "path": path, "association": ctx.association_out(e)})
-    return {"total": scored_total, "matches": matches}
+    matches = tuple(Activated(e, float(strength[e]), tuple(_path(parent, source[e]))) for e in ranked)
+    return Activation(scored_total, matches)
 
 
 def spread(
@@ -367,148 +455,156 @@ def _outflows(g: _ActivationGraph, nodes: np.ndarray, ad: np.ndarray, reach: flo
     return g.other[idx], flow
 
 
-def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
-    """§8.3 with identical results, settling a whole band of final activations at a time.
+class _Bands:
+    """The banded walk's state: activations, settle rounds, the frontier and the scored edges."""
 
-    A node's activation is final once it exceeds every flow the unsettled nodes can still
-    send (at most max-unsettled·decay, plus rounding slack), so all such nodes are settled
-    together and relax their edges with array operations. Each node still propagates once,
-    with its final activation and the same f64 operations as the heap walk, so every
-    activation is bit-identical; only edges whose flow can reach the floor are visited
-    (found by |sum|, in which flow grows). Settle order is activation desc, concept id asc
-    (heap ties pop the lower id, and a flow is always below its producer), which fixes each
-    edge's producer (its first-settled endpoint) and each concept's parent (the first
-    settled neighbour whose flow equals its activation). Edges are scored band by band
-    until no later producer can reach the current `limit`-th strength; `total` is then the
-    count of live non-zero edges with a settled endpoint.
-    """
-    g = _activation_graph(ctx)
-    n = len(ctx.concepts)
+    __slots__ = ("best", "round_of", "queued", "stamp", "frontier", "cand_e", "cand_s", "cand_p", "heavy_at", "rnd")
+
+    def __init__(self, n: int, seeds: list[int]) -> None:
+        self.best = np.zeros(n, dtype=np.float64)
+        self.round_of = np.full(n, -1, dtype=np.int64)  # settle round, −1 while unsettled
+        self.queued = np.zeros(n, dtype=bool)  # ever reached
+        self.stamp = np.zeros(n, dtype=np.int64)
+        self.frontier = np.array(sorted(seeds), dtype=np.int64)  # reached, not settled
+        self.best[self.frontier] = 1.0
+        self.queued[self.frontier] = True
+        self.cand_e: list[np.ndarray] = []
+        self.cand_s: list[np.ndarray] = []
+        self.cand_p: list[np.ndarray] = []
+        self.heavy_at = 0
+        self.rnd = 0
+
+
+def _seed_ids(ctx: Context, origins: list[str]) -> list[int]:
+    """The origins' concept ids, first-seen order, unknown names dropped."""
     seeds: list[int] = []
     for name in origins:
         c = ctx.find_concept(name)
         if c is not None and c not in seeds:
             seeds.append(c)
-    if not seeds:
-        return {"total": 0, "matches": []}
-    best = np.zeros(n, dtype=np.float64)
-    round_of = np.full(n, -1, dtype=np.int64)  # settle round, −1 while unsettled
-    queued = np.zeros(n, dtype=bool)  # ever reached
-    stamp = np.zeros(n, dtype=np.int64)
-    frontier = np.array(sorted(seeds), dtype=np.int64)  # reached, not settled
-    best[frontier] = 1.0
-    queued[frontier] = True
-    ptr, adj_other, adj_abs, adj_edge, total = g.ptr, g.other, g.abs, g.edge, g.total
-    reach = FLOW_FLOOR * (1.0 - 1e-9)  # |sum| cut-off margin, far above rounding error
-    scoring = limit > 0
-    cand_e: list[np.ndarray] = []
-    cand_s: list[np.ndarray] = []
-    cand_p: list[np.ndarray] = []
-    heavy_at = 0
-    rnd = 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        while frontier.size:
-            vals = best[frontier]
-            tau = float(vals.max()) * decay * BAND_SLACK
-            in_band = vals > tau
-            if in_band.all():
-                band, a_band, frontier = frontier, vals, frontier[:0]
-            else:
-                band, a_band, frontier = frontier[in_band], vals[in_band], frontier[~in_band]
-            round_of[band] = rnd
-            ad = a_band * decay
-            if scoring:
-                # every edge of the band, scored where the band node is its first-settled endpoint
-                starts = ptr[band]
-                lens = ptr[band + 1] - starts
-                idx = _ragged(starts, lens)
-                nodes = np.repeat(band, lens)
-                other = adj_other[idx]
-                r_o = round_of[other]
-                a_c = np.repeat(a_band, lens)
-                a_o = best[other]
-                mine = (r_o < 0) | ((r_o == rnd) & ((a_c > a_o) | ((a_c == a_o) & (nodes <= other))))
-                prod = np.repeat(ad, lens) * adj_abs[idx]
-                sc = prod[mine]
-                keep = sc > 0
-                cand_e.append(adj_edge[idx][mine][keep])
-                cand_s.append(sc[keep])
-                cand_p.append(nodes[mine][keep])
-                flow = prod / np.repeat(total[band], lens)
-            else:
-                other, flow = _outflows(g, band, ad, reach)
-            ok = (flow >= FLOW_FLOOR) & (round_of[other] < 0)
-            other, flow = other[ok], flow[ok]
-            ok = flow > best[other]
-            other, flow = other[ok], flow[ok]
-            if other.size:
-                np.maximum.at(best, other, flow)
-                new = other[~queued[other]]
-                if new.size:
-                    order = np.arange(len(new))
-                    stamp[new] = order
-                    new = new[stamp[new] == order]  # one of each
-                    queued[new] = True
-                    frontier = np.concatenate((frontier, new))
-            rnd += 1
-            if scoring and frontier.size:
-                # close scoring once no later producer can reach the limit-th strength: later
-                # activations are at most the frontier's max; unscored edges have no settled end
-                sc_all = np.concatenate(cand_s) if len(cand_s) > 1 else cand_s[0]
-                if len(sc_all) >= limit:
-                    kth = float(np.partition(sc_all, len(sc_all) - limit)[len(sc_all) - limit])
-                    heavy = g.heavy
-                    while heavy_at < len(heavy):
-                        e = int(heavy[heavy_at])
-                        if round_of[ctx.e_s[e]] < 0 and round_of[ctx.e_o[e]] < 0:
-                            break
-                        heavy_at += 1
-                    top_abs = float(g.heavy_abs[heavy_at]) if heavy_at < len(heavy) else 0.0
-                    # a waiting node ends at most at max(its value, what others can still
-                    # send it); a node not reached yet at most at the latter
-                    later = float(best[frontier].max()) * decay * BAND_SLACK
-                    fv = best[frontier]
-                    bound = max(
-                        float(((np.maximum(fv, later) * decay) * g.maxabs[frontier]).max()),
-                        (later * decay) * top_abs,
-                    )
-                    if bound < kth:
-                        scoring = False
-                        break
-                    else:
-                        cand_e = [np.concatenate(cand_e)] if len(cand_e) > 1 else cand_e
-                        cand_p = [np.concatenate(cand_p)] if len(cand_p) > 1 else cand_p
-                        cand_s = [sc_all]
-        # Scoring is closed: only which nodes are reached still matters (for `total`). Flow
-        # never amplifies (decay < 1), so relaxing every waiting node with its current value
-        # and re-relaxing whatever improves reaches the same fixpoint as the heap walk, in
-        # fewer rounds than bands.
-        active = frontier
-        while active.size:
-            other, flow = _outflows(g, active, best[active] * decay, reach)
-            ok = (flow >= FLOW_FLOOR) & (flow > best[other])
-            other, flow = other[ok], flow[ok]
-            if not other.size:
-                break
-            np.maximum.at(best, other, flow)
-            order = np.arange(len(other))
-            stamp[other] = order
-            active = other[stamp[other] == order]  # each improved node once
-            queued[active] = True
-    settled = queued  # every reached node settles
+    return seeds
+
+
+def _next_band(st: _Bands, decay: float) -> tuple[np.ndarray, np.ndarray]:
+    """Take from the frontier every node whose activation is final, and stamp its settle round."""
+    frontier = st.frontier
+    vals = st.best[frontier]
+    tau = float(vals.max()) * decay * BAND_SLACK
+    in_band = vals > tau
+    if in_band.all():
+        band, a_band, st.frontier = frontier, vals, frontier[:0]
+    else:
+        band, a_band, st.frontier = frontier[in_band], vals[in_band], frontier[~in_band]
+    st.round_of[band] = st.rnd
+    return band, a_band
+
+
+def _score_band(
+    g: _ActivationGraph, st: _Bands, band: np.ndarray, a_band: np.ndarray, ad: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Score every edge of the band where a band node is its first-settled endpoint; (neighbour, flow)."""
+    starts = g.ptr[band]
+    lens = g.ptr[band + 1] - starts
+    idx = _ragged(starts, lens)
+    nodes = np.repeat(band, lens)
+    other = g.other[idx]
+    r_o = st.round_of[other]
+    a_c = np.repeat(a_band, lens)
+    a_o = st.best[other]
+    mine = (r_o < 0) | ((r_o == st.rnd) & ((a_c > a_o) | ((a_c == a_o) & (nodes <= other))))
+    prod = np.repeat(ad, lens) * g.abs[idx]
+    sc = prod[mine]
+    keep = sc > 0
+    st.cand_e.append(g.edge[idx][mine][keep])
+    st.cand_s.append(sc[keep])
+    st.cand_p.append(nodes[mine][keep])
+    return other, prod / np.repeat(g.total[band], lens)
+
+
+def _relax(st: _Bands, other: np.ndarray, flow: np.ndarray) -> None:
+    """Raise unsettled neighbours to the flows that improve them; newly reached ones join the frontier."""
+    ok = (flow >= FLOW_FLOOR) & (st.round_of[other] < 0)
+    other, flow = other[ok], flow[ok]
+    ok = flow > st.best[other]
+    other, flow = other[ok], flow[ok]
+    if other.size:
+        np.maximum.at(st.best, other, flow)
+        new = other[~st.queued[other]]
+        if new.size:
+            order = np.arange(len(new))
+            st.stamp[new] = order
+            new = new[st.stamp[new] == order]  # one of each
+            st.queued[new] = True
+            st.frontier = np.concatenate((st.frontier, new))
+
+
+def _scoring_done(ctx: Context, g: _ActivationGraph, st: _Bands, decay: float, limit: int) -> bool:
+    """Whether no later producer can reach the limit-th strength scored so far.
+
+    Later activations are at most the frontier's max; unscored edges have no settled end."""
+    sc_all = np.concatenate(st.cand_s) if len(st.cand_s) > 1 else st.cand_s[0]
+    if len(sc_all) < limit:
+        return False
+    kth = float(np.partition(sc_all, len(sc_all) - limit)[len(sc_all) - limit])
+    heavy, round_of = g.heavy, st.round_of
+    while st.heavy_at < len(heavy):
+        e = int(heavy[st.heavy_at])
+        if round_of[ctx.e_s[e]] < 0 and round_of[ctx.e_o[e]] < 0:
+            break
+        st.heavy_at += 1
+    top_abs = float(g.heavy_abs[st.heavy_at]) if st.heavy_at < len(heavy) else 0.0
+    # a waiting node ends at most at max(its value, what others can still send it); a node
+    # not reached yet at most at the latter
+    fv = st.best[st.frontier]
+    later = float(fv.max()) * decay * BAND_SLACK
+    bound = max(float(((np.maximum(fv, later) * decay) * g.maxabs[st.frontier]).max()), (later * decay) * top_abs)
+    if bound < kth:
+        return True
+    st.cand_e = [np.concatenate(st.cand_e)] if len(st.cand_e) > 1 else st.cand_e
+    st.cand_p = [np.concatenate(st.cand_p)] if len(st.cand_p) > 1 else st.cand_p
+    st.cand_s = [sc_all]
+    return False
+
+
+def _reach_rest(g: _ActivationGraph, st: _Bands, decay: float, reach: float) -> None:
+    """Mark every node the waiting frontier still reaches (scoring is closed).
+
+    Flow never amplifies (decay < 1), so relaxing every waiting node with its current value and
+    re-relaxing whatever improves reaches the same fixpoint as the heap walk, in fewer rounds."""
+    best, stamp = st.best, st.stamp
+    active = st.frontier
+    while active.size:
+        other, flow = _outflows(g, active, best[active] * decay, reach)
+        ok = (flow >= FLOW_FLOOR) & (flow > best[other])
+        other, flow = other[ok], flow[ok]
+        if not other.size:
+            break
+        np.maximum.at(best, other, flow)
+        order = np.arange(len(other))
+        stamp[other] = order
+        active = other[stamp[other] == order]  # each improved node once
+        st.queued[active] = True
+
+
+def _scored_total(g: _ActivationGraph, settled: np.ndarray, best: np.ndarray, decay: float) -> int:
+    """Live non-zero edges with a settled endpoint whose score is not zero."""
     if (FLOW_FLOOR * decay) * g.min_abs > 0:
-        scored_total = int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
-    else:  # scores may underflow to zero: count them one by one
-        s_in, o_in = settled[g.use_s], settled[g.use_o]
-        hit = s_in | o_in
-        es, eo = g.use_s[hit], g.use_o[hit]
-        a_hi = np.maximum(np.where(s_in[hit], best[es], -1.0), np.where(o_in[hit], best[eo], -1.0))
-        scored_total = int(np.count_nonzero((a_hi * decay) * g.use_abs[hit] > 0))
-    if limit <= 0 or not cand_e:
-        return {"total": scored_total, "matches": []}
-    edges = np.concatenate(cand_e)
-    score = np.concatenate(cand_s)
-    producer = np.concatenate(cand_p)
+        return int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
+    # scores may underflow to zero: count them one by one
+    s_in, o_in = settled[g.use_s], settled[g.use_o]
+    hit = s_in | o_in
+    es, eo = g.use_s[hit], g.use_o[hit]
+    a_hi = np.maximum(np.where(s_in[hit], best[es], -1.0), np.where(o_in[hit], best[eo], -1.0))
+    return int(np.count_nonzero((a_hi * decay) * g.use_abs[hit] > 0))
+
+
+def _strongest_matches(
+    g: _ActivationGraph, st: _Bands, seeds: list[int], decay: float, limit: int
+) -> tuple[Activated, ...]:
+    """The `limit` strongest scored edges (ties: lower edge id) with each producer's path from a seed."""
+    edges = np.concatenate(st.cand_e)
+    score = np.concatenate(st.cand_s)
+    producer = np.concatenate(st.cand_p)
     if len(edges) > limit:
         cut = np.partition(-score, limit - 1)[limit - 1]
         keep = -score <= cut
@@ -516,6 +612,7 @@ def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int)
     pick = np.lexsort((edges, -score))[:limit]
     parents: dict[int, int] = {}
     seed_set = set(seeds)
+    best, round_of, ptr, adj_other, adj_abs, total = st.best, st.round_of, g.ptr, g.other, g.abs, g.total
 
     def parent_of(c: int) -> int:
         p = parents.get(c)
@@ -532,16 +629,54 @@ def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int)
         return p
 
     matches = []
-    concepts = ctx.concepts
-    for e, c, st in zip(edges[pick].tolist(), producer[pick].tolist(), score[pick].tolist(), strict=False):
+    for e, c, st_e in zip(edges[pick].tolist(), producer[pick].tolist(), score[pick].tolist(), strict=False):
         chain = [c]
         while chain[-1] not in seed_set:
             chain.append(parent_of(chain[-1]))
         chain.reverse()
-        matches.append(
-            {"strength": float(st), "path": [concepts[x] for x in chain], "association": ctx.association_out(e)}
-        )
-    return {"total": scored_total, "matches": matches}
+        matches.append(Activated(e, float(st_e), tuple(chain)))
+    return tuple(matches)
+
+
+def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int) -> Activation:
+    """§8.3 with identical results, settling a whole band of final activations at a time.
+
+    A node's activation is final once it exceeds every flow the unsettled nodes can still
+    send (at most max-unsettled·decay, plus rounding slack), so all such nodes are settled
+    together and relax their edges with array operations. Each node still propagates once,
+    with its final activation and the same f64 operations as the heap walk, so every
+    activation is bit-identical; only edges whose flow can reach the floor are visited
+    (found by |sum|, in which flow grows). Settle order is activation desc, concept id asc
+    (heap ties pop the lower id, and a flow is always below its producer), which fixes each
+    edge's producer (its first-settled endpoint) and each concept's parent (the first
+    settled neighbour whose flow equals its activation). Edges are scored band by band
+    until no later producer can reach the current `limit`-th strength; `total` is then the
+    count of live non-zero edges with a settled endpoint.
+    """
+    g = _activation_graph(ctx)
+    seeds = _seed_ids(ctx, origins)
+    if not seeds:
+        return Activation(0, ())
+    st = _Bands(len(ctx.concepts), seeds)
+    reach = FLOW_FLOOR * (1.0 - 1e-9)  # |sum| cut-off margin, far above rounding error
+    scoring = limit > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while st.frontier.size:
+            band, a_band = _next_band(st, decay)
+            ad = a_band * decay
+            if scoring:
+                other, flow = _score_band(g, st, band, a_band, ad)
+            else:
+                other, flow = _outflows(g, band, ad, reach)
+            _relax(st, other, flow)
+            st.rnd += 1
+            if scoring and st.frontier.size and _scoring_done(ctx, g, st, decay, limit):
+                break
+        _reach_rest(g, st, decay, reach)
+    scored_total = _scored_total(g, st.queued, st.best, decay)  # every reached node settles
+    if limit <= 0 or not st.cand_e:
+        return Activation(scored_total, ())
+    return Activation(scored_total, _strongest_matches(g, st, seeds, decay, limit))
 
 
 def _path(parent: dict[int, int], c: int) -> list[int]:
@@ -560,6 +695,81 @@ def _path(parent: dict[int, int], c: int) -> list[int]:
 # ----- passage search ------------------------------------------------------------
 
 
+@attrs.frozen
+class Skip:
+    """Why a lane did not run: a stable token and the plan's text."""
+
+    token: str
+    text: str
+
+
+ZERO_LIMIT = Skip("zero_limit", "the requested limit is 0")
+NO_QUERY_TERMS = Skip("no_query_terms", "the query yields no searchable terms")
+
+
+@attrs.frozen
+class PassageHit:
+    """One BM25 hit: the paragraph, its f32 score and its rank in the lane."""
+
+    source: str
+    paragraph: int
+    score: float
+    text: str
+    rank: int
+
+    def to_wire(self) -> dict[str, Any]:
+        s = self.score
+        return {
+            "source": self.source,
+            "paragraph": self.paragraph,
+            "score": s,
+            "text": self.text,
+            "lanes": {"bm25": {"rank": self.rank, "score": s}},
+        }
+
+
+@attrs.frozen
+class PassageSearch:
+    """The passage lanes over one context: BM25 hits, or why BM25 did not run; the filter's counts."""
+
+    hits: tuple[PassageHit, ...]
+    skipped: Skip | None = None
+    eligible_sources: int | None = None
+    total_sources: int | None = None
+
+
+def passage_search(
+    ctx: Context,
+    query: str,
+    limit: int,
+    tags: list[str] | None = None,
+    since: int | None = None,
+    until: int | None = None,
+) -> PassageSearch:
+    """BM25 over paragraphs, optionally restricted to sources by tag and date."""
+    filtered = tags is not None or since is not None or until is not None
+    allowed = None
+    eligible = total = None
+    if filtered:
+        allowed, eligible = _eligible_sources(ctx, tags or [], since, until)
+        total = len(ctx.passages)
+    if limit == 0:
+        return PassageSearch((), ZERO_LIMIT, eligible, total)
+    q_terms = query_terms(query)
+    if not q_terms:
+        return PassageSearch((), NO_QUERY_TERMS, eligible, total)
+    doc_source, doc_par = ctx.bm25.doc_source, ctx.bm25.doc_par
+    sources, passages = ctx.sources, ctx.passages
+    make = float.__new__
+    hits = []
+    for rank, (doc, score) in enumerate(top_documents(ctx, q_terms, limit, allowed), start=1):
+        sid = doc_source[doc]
+        par = doc_par[doc]
+        s = make(F32, score)  # already an f32 value: F32() would round it to itself
+        hits.append(PassageHit(sources[sid], par, s, passages[sid].paragraphs[par], rank))
+    return PassageSearch(tuple(hits), None, eligible, total)
+
+
 def search_passages(
     ctx: Context,
     query: str,
@@ -568,46 +778,17 @@ def search_passages(
     since: int | None = None,
     until: int | None = None,
 ) -> dict[str, Any]:
-    """BM25 over paragraphs (the vector lane reports that no provider is configured)."""
-    filtered = tags is not None or since is not None or until is not None
+    """The search wire result (`passage_search`, rendered; the vector lane reports no provider)."""
+    found = passage_search(ctx, query, limit, tags, since, until)
     entry: dict[str, Any] = {"context": ctx.name}
-    allowed = None
-    if filtered:
-        allowed, eligible = _eligible_sources(ctx, tags or [], since, until)
-    plan_filter = {"eligible_sources": eligible, "total_sources": len(ctx.passages)} if filtered else None
-
-    def skipped(reason: str) -> dict[str, Any]:
+    if found.skipped is not None:
+        reason = found.skipped.text
         entry["lanes"] = {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
-        if plan_filter is not None:
-            entry["filter"] = plan_filter
-        return {"plan": {"contexts": [entry]}, "hits": []}
-
-    if limit == 0:
-        return skipped("the requested limit is 0")
-    q_terms = query_terms(query)
-    if not q_terms:
-        return skipped("the query yields no searchable terms")
-    entry["lanes"] = {"bm25": {"ran": True}, "vector": {"ran": False, "reason": NO_EMBEDDINGS}}
-    if plan_filter is not None:
-        entry["filter"] = plan_filter
-    hits = []
-    doc_source, doc_par = ctx.bm25.doc_source, ctx.bm25.doc_par
-    sources, passages = ctx.sources, ctx.passages
-    make = float.__new__
-    for rank, (doc, score) in enumerate(top_documents(ctx, q_terms, limit, allowed), start=1):
-        sid = doc_source[doc]
-        par = doc_par[doc]
-        s = make(F32, score)  # already an f32 value: F32() would round it to itself
-        hits.append(
-            {
-                "source": sources[sid],
-                "paragraph": par,
-                "score": s,
-                "text": passages[sid].paragraphs[par],
-                "lanes": {"bm25": {"rank": rank, "score": s}},
-            }
-        )
-    return {"plan": {"contexts": [entry]}, "hits": hits}
+    else:
+        entry["lanes"] = {"bm25": {"ran": True}, "vector": {"ran": False, "reason": NO_EMBEDDINGS}}
+    if found.eligible_sources is not None:
+        entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
+    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in found.hits]}
 
 
 def top_documents(ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
@@ -637,17 +818,51 @@ def _eligible_sources(ctx: Context, tags: list[str], since: int | None, until: i
 # ----- citations -----------------------------------------------------------------
 
 
-def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
-    """The paragraph slice with its section and locator, or 'no_source' / 'no_paragraph'."""
+@attrs.frozen
+class Locator:
+    """Where a paragraph sits in its original (e.g. a page), as given at import."""
+
+    kind: str
+    value: str
+
+
+@attrs.frozen
+class Citation:
+    """A paragraph's text with its source, section and locator."""
+
+    text: str
+    source: str
+    section: str | None
+    locator: Locator | None
+
+    def to_wire(self) -> dict[str, Any]:
+        loc = self.locator
+        return {
+            "text": self.text,
+            "source": self.source,
+            "section": self.section,
+            "locator": None if loc is None else {"kind": loc.kind, "value": loc.value},
+        }
+
+
+def find_citation(ctx: Context, source: str, paragraph: int) -> Citation | str:
+    """The paragraph's citation, or why there is none: 'no_source' / 'no_paragraph'."""
     sid = ctx.find_source(source)
     passage = ctx.passages.get(sid) if sid is not None else None
     if passage is None:
         return "no_source"
     if paragraph >= len(passage.paragraphs):
         return "no_paragraph"
-    return {
-        "text": passage.paragraphs[paragraph],
-        "source": source,
-        "section": passage.section_for(paragraph),
-        "locator": passage.locator_for(paragraph),
-    }
+    loc = passage.locators.get(paragraph)
+    return Citation(
+        passage.paragraphs[paragraph],
+        source,
+        passage.section_for(paragraph),
+        None if not loc else Locator(loc[0], loc[1]),
+    )
+
+
+def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
+    """The citation's wire shape, or 'no_source' / 'no_paragraph'."""
+    found = find_citation(ctx, source, paragraph)
+    return found if isinstance(found, str) else found.to_wire()

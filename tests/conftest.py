@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,14 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
+from taguru_server.pipeline import check_contracts
+from taguru_server.pipeline.executor import CONTRACT_ENV
 from taguru_server.server.app import build_app
 from taguru_server.server.config import Settings, load_settings
+
+# Every stage's values are checked against their keys' types in tests (and in servers they start).
+os.environ[CONTRACT_ENV] = "1"
+check_contracts(True)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reference"
 PROBES = {"/version", "/health", "/live", "/metrics", "/openapi.json"}

@@ -7,13 +7,15 @@ from typing import Any
 import attrs
 import pytest
 
-from taguru_server.pipeline import Graph, GraphError, Key, Outcome, StageContext, run_graph
+from taguru_server.pipeline import Graph, GraphError, Key, Outcome, StageContext, check_contracts, run_graph
+from taguru_server.pipeline.executor import ContractChecks
+from taguru_server.stages.lanes import ANCHORS
 from taguru_server.stages.wiring import evidence_graph
 
-A: Key[int] = Key("a")
-B: Key[int] = Key("b")
-C: Key[int] = Key("c")
-IN: Key[int] = Key("in")
+A: Key[int] = Key("a", int)
+B: Key[int] = Key("b", int)
+C: Key[int] = Key("c", int)
+IN: Key[int] = Key("in", int)
 
 
 def _stage(name: str, requires: tuple[Key[Any], ...], provides: tuple[Key[Any], ...], fn=None):
@@ -74,3 +76,41 @@ async def test_stage_cannot_read_undeclared_keys() -> None:
     graph = Graph([_stage("x", (), (A,), lambda ctx: Outcome.ran({A: ctx[IN]}))], [IN])
     run = await run_graph(graph, {IN: 1})
     assert run.entries[0].status == "failed" and isinstance(run.failure, KeyError)
+
+
+def test_an_output_nobody_provides_is_a_wiring_error() -> None:
+    with pytest.raises(GraphError) as err:
+        Graph([_stage("x", (IN,), (A,))], [IN], outputs=(A, B))
+    assert "output 'b' is declared, but no stage provides it" in str(err.value)
+
+
+@pytest.mark.anyio
+async def test_run_result_serves_declared_outputs_only() -> None:
+    graph = Graph([_stage("x", (IN,), (A,)), _stage("y", (A,), (B,))], [IN], outputs=(B,))
+    run = await run_graph(graph, {IN: 1})
+    assert run.output(B) == 1
+    with pytest.raises(KeyError, match="'a' is not a declared output"):
+        run.output(A)
+
+
+@pytest.mark.anyio
+async def test_a_value_of_the_wrong_type_fails_its_stage() -> None:
+    assert ContractChecks.enabled  # the suite runs with contract checking on (conftest.py)
+    graph = Graph(
+        [_stage("resolve", (), (ANCHORS,), lambda ctx: Outcome.ran({ANCHORS: 42})), _stage("y", (ANCHORS,), (B,))]
+    )
+    run = await run_graph(graph, {})
+    statuses = {e.stage: (e.status, e.reason) for e in run.entries}
+    assert statuses == {"resolve": ("failed", "exception"), "y": ("skipped", "upstream_failed")}
+    assert str(run.failure) == "stage 'resolve' provided 'anchors' as int, declared LaneResult"
+
+
+@pytest.mark.anyio
+async def test_value_types_go_unchecked_when_checking_is_off() -> None:
+    graph = Graph([_stage("resolve", (), (ANCHORS,), lambda ctx: Outcome.ran({ANCHORS: 42}))])
+    check_contracts(False)
+    try:
+        run = await run_graph(graph, {})
+    finally:
+        check_contracts(True)
+    assert run.entries[0].status == "ran"

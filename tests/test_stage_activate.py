@@ -6,7 +6,8 @@ import pytest
 from stage_support import make_context, plain, request, run_stage
 
 from taguru_server.stages.activate import Activate
-from taguru_server.stages.model import ACTIVATE_HITS, ANCHORS, CONTEXT, REQUEST, LaneResult
+from taguru_server.stages.lanes import ACTIVATE_HITS, ANCHORS
+from taguru_server.stages.model import CONTEXT, REQUEST, LaneResult
 
 CTX = [
     ("a", "r", "b", 2.0, "x.md", 0),

@@ -7,9 +7,11 @@ from stage_support import cand, fused, plain, request, run_stage
 
 from taguru_server.stages.accounting import cost, overhead, tokens
 from taguru_server.stages.budget import Budget, admit
-from taguru_server.stages.model import CITATIONS, NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, LaneResult, Unit
+from taguru_server.stages.lanes import CITATIONS
+from taguru_server.stages.model import NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, LaneResult, Unit
+from taguru_server.store.lanes import Citation, Locator
 
-CITE = {("s.md", 0): {"text": "猫は哺乳類である。", "source": "s.md", "section": None, "locator": None}}
+CITE = {("s.md", 0): Citation("猫は哺乳類である。", "s.md", None, None)}
 
 
 def _assoc(o, rank, locators=(("s.md", 0),)):
@@ -87,6 +89,6 @@ def test_citation_json_is_the_wire_serialization() -> None:
 
     for citation in (
         CITE[("s.md", 0)],
-        {"text": 'q"\\\n\x01é', "source": "s", "section": "章", "locator": {"kind": "page", "value": "3"}},
+        Citation('q"\\\n\x01é', "s", "章", Locator("page", "3")),
     ):
         assert citation_json(("s.md", 7), citation) == dumps(citation_entry(("s.md", 7), citation))

@@ -7,7 +7,8 @@ from stage_support import make_context, plain, run_stage
 
 from taguru_server.stages.candidates import association_candidate
 from taguru_server.stages.cite import Cite
-from taguru_server.stages.model import ACTIVATE_HITS, CITATIONS, CONTEXT, QUERY_HITS, LaneResult
+from taguru_server.stages.lanes import ACTIVATE_HITS, CITATIONS, QUERY_HITS
+from taguru_server.stages.model import CONTEXT, LaneResult
 
 
 @pytest.mark.anyio

@@ -8,7 +8,8 @@ import pytest
 from stage_support import make_context, memory_registry, plain, request, run_stage, services
 
 from taguru_server.stages.communities import Communities
-from taguru_server.stages.model import COMMUNITY_HITS, CONTEXT, REQUEST, SERVICES
+from taguru_server.stages.lanes import COMMUNITY_HITS
+from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES
 from taguru_server.store.errors import ApiError
 
 

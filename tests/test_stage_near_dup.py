@@ -43,15 +43,22 @@ async def test_near_dup_keeps_the_better_ranked(snapshot) -> None:
 def test_size_bound_never_hides_a_match() -> None:
     import random
 
-    from taguru_server.stages.near_dup import could_match
+    from taguru_server.stages.near_dup import suppress_near_duplicates
 
     rng = random.Random(3)
     alphabet = "abcdefg"
     for _ in range(3000):
-        a = bigram_set("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))))
-        b = bigram_set("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))))
-        if dice(a, b) >= 0.9:
-            assert could_match(a, b, 0.9)
+        ta = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        tb = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        if dice(bigram_set(ta), bigram_set(tb)) >= 0.9:
+            pair = (
+                fused(cand("passage", "t\x00a\x000", "passage_bm25", 1, text=ta), 1),
+                fused(cand("passage", "t\x00b\x000", "passage_bm25", 2, text=tb), 2),
+            )
+            kept, dropped = suppress_near_duplicates(pair, 0.9)
+            assert [f.fused_rank for f in kept] == [1] and [o.duplicate_of for o in dropped] == [
+                "passage\x00t\x00a\x000"
+            ]
 
 
 def test_bitset_path_equals_the_plain_rule() -> None:

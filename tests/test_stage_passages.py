@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from stage_support import make_context, plain, request, run_stage
 
-from taguru_server.stages.model import CONTEXT, PASSAGE_HITS, REQUEST
+from taguru_server.stages.lanes import PASSAGE_HITS
+from taguru_server.stages.model import CONTEXT, REQUEST
 from taguru_server.stages.passages import Passages
 
 PASSAGES = {"a.md": "青嶺酒造は雲居県霧沢町の蔵元である。\n\n杜氏は高瀬である。", "b.md": "the brewery uses soft water"}

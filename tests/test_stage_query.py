@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from stage_support import make_context, plain, request, run_stage
 
-from taguru_server.stages.model import ANCHORS, CONTEXT, QUERY_HITS, REQUEST, LaneResult
+from taguru_server.stages.lanes import ANCHORS, QUERY_HITS
+from taguru_server.stages.model import CONTEXT, REQUEST, LaneResult
 from taguru_server.stages.query import Query
 
 CTX = [

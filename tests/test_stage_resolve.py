@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from stage_support import make_context, plain, request, run_stage
 
-from taguru_server.stages.model import ANCHORS, CONTEXT, REQUEST
+from taguru_server.stages.lanes import ANCHORS
+from taguru_server.stages.model import CONTEXT, REQUEST
 from taguru_server.stages.resolve import Resolve
 from taguru_server.store.errors import ApiError
 
