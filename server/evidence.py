@@ -55,10 +55,11 @@ async def evidence(call: Call) -> Any:
     ctx = call.registry.get(call.name)
     if ctx is None:
         raise no_context(call.name)
+    configured = call.app_state.get(RERANKER_KEY)
     services = Services(
         registry=call.registry,
         may_access=call.principal.may_access,
-        reranker=call.app_state.get(RERANKER_KEY) or NoReranker(),
+        reranker=configured if configured is not None else NoReranker(),
         observe_rerank=call.app_state.get(RERANK_OBSERVER_KEY),
     )
     run = await run_graph(

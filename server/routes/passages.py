@@ -9,9 +9,8 @@ import attrs
 
 from taguru_server.server import decode as S
 from taguru_server.server.call import Call, Route
-from taguru_server.server.decode import MAX_NAME_BYTES, MAX_U64, NON_EMPTY, check_name
-from taguru_server.server.decode import is_u32 as _is_u32
-from taguru_server.server.decode import json_type as _json_type
+from taguru_server.server.decode import check_name, json_type
+from taguru_server.server.passage_store import read_passage_store
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_PASSAGES,
@@ -23,110 +22,6 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.store import lanes
 from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
-from taguru_server.store.text import utf8_len
-
-
-def _marker_list(
-    body: dict[str, Any], key: str, field: str, cap: int, issues: list[Issue], sources: set[str]
-) -> dict[str, list[tuple[int, Any]]]:
-    out: dict[str, list[tuple[int, Any]]] = {}
-    raw = body.get(key)
-    if raw is None:
-        return out
-    if not isinstance(raw, dict):
-        issues.append(Issue(key, "type", "an object", _json_type(raw)))
-        return out
-    for src, items in raw.items():
-        base = f"{key}['{src}']"
-        if src not in sources:
-            issues.append(
-                Issue(
-                    base,
-                    "unknown_reference",
-                    "a source id present in this request's own `passages`",
-                    "not present in this request",
-                )
-            )
-            continue
-        if not isinstance(items, list):
-            issues.append(Issue(base, "type", "an array", _json_type(items)))
-            continue
-        kept: list[tuple[int, Any]] = []
-        per_paragraph: dict[int, int] = {}
-        for i, item in enumerate(items):
-            ipath = f"{base}[{i}]"
-            if not isinstance(item, dict):
-                issues.append(Issue(ipath, "type", "an object", _json_type(item)))
-                continue
-            p: Any = item.get("paragraph")
-            ok = True
-            if p is None:
-                issues.append(
-                    Issue(f"{ipath}.paragraph", "missing", "a non-negative integer paragraph index", "absent")
-                )
-                ok = False
-            elif not _is_u32(p):
-                issues.append(
-                    Issue(f"{ipath}.paragraph", "type", "a non-negative integer paragraph index", _json_type(p))
-                )
-                ok = False
-            if field == "locator":
-                loc = item.get("locator")
-                if not isinstance(loc, dict):
-                    issues.append(
-                        Issue(
-                            f"{ipath}.locator",
-                            "missing" if loc is None else "type",
-                            "an object",
-                            "absent" if loc is None else _json_type(loc),
-                        )
-                    )
-                    continue
-                for sub, subcap in (("kind", 64), ("value", 512)):
-                    v = loc.get(sub)
-                    spath = f"{ipath}.locator.{sub}"
-                    if v is None:
-                        issues.append(Issue(spath, "missing", "a string", "absent"))
-                        ok = False
-                    elif not isinstance(v, str):
-                        issues.append(Issue(spath, "type", "a string", _json_type(v)))
-                        ok = False
-                    elif utf8_len(v) > subcap:
-                        issues.append(Issue(spath, "too_long", f"at most {subcap} bytes", f"{utf8_len(v)} bytes"))
-                        ok = False
-                if ok:
-                    kept.append((p, (loc["kind"], loc["value"])))
-                continue
-            v = item.get(field)
-            fpath = f"{ipath}.{field}"
-            if v is None:
-                issues.append(Issue(fpath, "missing", NON_EMPTY if field == "question" else "a string", "absent"))
-                continue
-            if not isinstance(v, str):
-                issues.append(Issue(fpath, "type", NON_EMPTY if field == "question" else "a string", _json_type(v)))
-                continue
-            if field == "question" and not v:
-                issues.append(Issue(fpath, "empty", NON_EMPTY, "an empty string"))
-                continue
-            if utf8_len(v) > cap:
-                issues.append(Issue(fpath, "too_long", f"at most {cap} bytes", f"{utf8_len(v)} bytes"))
-                continue
-            if field == "question" and ok:
-                per_paragraph[p] = per_paragraph.get(p, 0) + 1
-                if per_paragraph[p] > 8:
-                    issues.append(
-                        Issue(
-                            f"{ipath}.paragraph",
-                            "over_limit",
-                            "at most 8 questions per paragraph",
-                            f"{per_paragraph[p]} questions",
-                        )
-                    )
-                    continue
-            if ok:
-                kept.append((p, v))
-        out[src] = kept
-    return out
 
 
 async def post_sources(call: Call) -> Any:
@@ -136,87 +31,9 @@ async def post_sources(call: Call) -> Any:
             "over_limit",
             f"batch of {len(body['passages'])} passages exceeds the per-request limit of 1000; split the store",
         )
-    issues: list[Issue] = []
     if not isinstance(body, dict):
-        raise collected("the passage store", [Issue("", "type", "an object", _json_type(body))])
-    passages = body.get("passages")
-    texts: dict[str, str] = {}
-    if passages is None:
-        issues.append(Issue("passages", "missing", "an object", "absent"))
-    elif not isinstance(passages, dict):
-        issues.append(Issue("passages", "type", "an object", _json_type(passages)))
-    else:
-        for src, text in passages.items():
-            path = f"passages['{src}']"
-            if not src:
-                issues.append(Issue(path, "empty", NON_EMPTY, "an empty string"))
-            elif utf8_len(src) > MAX_NAME_BYTES:
-                issues.append(Issue(path, "too_long", f"at most {MAX_NAME_BYTES} bytes", f"{utf8_len(src)} bytes"))
-            elif not isinstance(text, str):
-                issues.append(Issue(path, "type", "a string", _json_type(text)))
-            else:
-                texts[src] = text
-    sources = set(passages) if isinstance(passages, dict) else set()
-    questions = _marker_list(body, "questions", "question", 512, issues, sources)
-    sections = _marker_list(body, "sections", "section", 512, issues, sources)
-    locators = _marker_list(body, "locators", "locator", 0, issues, sources)
-    tags: dict[str, list[str]] = {}
-    raw_tags = body.get("tags")
-    if raw_tags is not None:
-        if not isinstance(raw_tags, dict):
-            issues.append(Issue("tags", "type", "an object", _json_type(raw_tags)))
-        else:
-            for src, values in raw_tags.items():
-                path = f"tags['{src}']"
-                if src not in sources:
-                    issues.append(
-                        Issue(
-                            path,
-                            "unknown_reference",
-                            "a source id present in this request's own `passages`",
-                            "not present in this request",
-                        )
-                    )
-                elif not isinstance(values, list):
-                    issues.append(Issue(path, "type", "an array", _json_type(values)))
-                elif len(values) > 32:
-                    issues.append(Issue(path, "over_limit", "at most 32 tags", f"{len(values)} tags"))
-                else:
-                    good = []
-                    for i, tag in enumerate(values):
-                        tpath = f"{path}[{i}]"
-                        if not isinstance(tag, str):
-                            issues.append(Issue(tpath, "type", NON_EMPTY, _json_type(tag)))
-                        elif not tag:
-                            issues.append(Issue(tpath, "empty", NON_EMPTY, "an empty string"))
-                        elif utf8_len(tag) > 128:
-                            issues.append(Issue(tpath, "too_long", "at most 128 bytes", f"{utf8_len(tag)} bytes"))
-                        else:
-                            good.append(tag)
-                    tags[src] = good
-    dates: dict[str, int] = {}
-    raw_dates = body.get("dates")
-    if raw_dates is not None:
-        if not isinstance(raw_dates, dict):
-            issues.append(Issue("dates", "type", "an object", _json_type(raw_dates)))
-        else:
-            for src, value in raw_dates.items():
-                path = f"dates['{src}']"
-                if src not in sources:
-                    issues.append(
-                        Issue(
-                            path,
-                            "unknown_reference",
-                            "a source id present in this request's own `passages`",
-                            "not present in this request",
-                        )
-                    )
-                elif type(value) is not int or not 0 <= value <= MAX_U64:
-                    issues.append(Issue(path, "type", "a non-negative integer (epoch seconds)", _json_type(value)))
-                else:
-                    dates[src] = value
-    if issues:
-        raise collected("the passage store", issues)
+        raise collected("the passage store", [Issue("", "type", "an object", json_type(body))])
+    store = read_passage_store(body)
     ctx = call.context()
     now = int(time.time())
     totals = {
@@ -228,21 +45,21 @@ async def post_sources(call: Call) -> Any:
         "locators_stored": 0,
         "locators_dropped": 0,
     }
-    for src, text in texts.items():
+    for src, text in store.texts.items():
         counts = ctx.store_passage(
             src,
             text,
-            questions.get(src, []),
-            sections.get(src, []),
-            [(p, k, v) for p, (k, v) in locators.get(src, [])],
-            tags.get(src, []),
+            store.questions.get(src, []),
+            store.sections.get(src, []),
+            [(p, k, v) for p, (k, v) in store.locators.get(src, [])],
+            store.tags.get(src, []),
             now,
-            dates.get(src),
+            store.dates.get(src),
         )
         totals["stored"] += 1
         for key, value in attrs.asdict(counts).items():
             totals[key] += value
-    if texts:
+    if store.texts:
         ctx.meta.record_write()
     call.commit(ctx)
     return totals
