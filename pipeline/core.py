@@ -87,7 +87,7 @@ class StageContext:
     def __getitem__(self, key: Key[T]) -> T:
         if key not in self._allowed:
             raise KeyError(f"stage '{self.stage}' read {key.name!r} without declaring it in `requires`")
-        return self._values[key]  # type: ignore[no-any-return]
+        return self._values[key]
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None when there is no deadline)."""

@@ -51,7 +51,7 @@ class RunResult:
         """The value of a declared output; an undeclared key is refused even if a stage provided it."""
         if key not in self.outputs:
             raise KeyError(f"{key.name!r} is not a declared output of the graph")
-        return self.values[key]  # type: ignore[no-any-return]
+        return self.values[key]
 
 
 class ContractViolation(RuntimeError):

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 # mypy needs the packages under their installed names (taguru_server.<pkg>); the folders stay at
 # the top level, so a throw-away tree of links gives mypy that view without an install.
 tree=.typecheck/taguru_server

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any, ClassVar
 
 import attrs

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import TYPE_CHECKING, Any
 
 import regex
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Unicode White_Space, used for the blank-line test of the paragraph split.
 WHITE_SPACE = (
@@ -139,13 +143,13 @@ def utf8_len(s: str) -> int:
 # words and camelCase pieces stay in Python. `terms()` remains the definition; the scale
 # tests check that this path yields the same multiset for every document.
 
-_CLASS_TABLE = None  # uint8 per BMP code point: 1 ASCII alphanumeric, 2 other alphanumeric
+_CLASS_TABLE: Any = None  # uint8 per BMP code point: 1 ASCII alphanumeric, 2 other alphanumeric
 _ALNUM = regex.compile(r"[\p{Alphabetic}\p{N}]", regex.V1)
 _DOC_SEP = "\x00"
 _PART_SEP = "\x01"
 
 
-def _class_table():
+def _class_table() -> np.ndarray[Any, Any]:
     global _CLASS_TABLE
     if _CLASS_TABLE is None:
         import numpy as np
@@ -174,7 +178,9 @@ def _camel_candidate(raw: str) -> bool:
     return _HAS_UPPER.search(unicodedata.normalize("NFKC", raw)) is not None
 
 
-def bulk_term_counts(docs: list[list[str]]):
+def bulk_term_counts(
+    docs: list[list[str]],
+) -> tuple[list[str], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Term counts of many documents at once; a document is a list of texts (paragraph, questions).
 
     Returns ``(terms, post_term, post_doc, post_tf, doc_len)``: the distinct terms met, then one

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 import numpy as np
