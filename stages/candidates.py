@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from taguru_server.stages.model import Candidate
 from taguru_server.store import lanes
+from taguru_server.store.communities import CommunityHit
 from taguru_server.store.context import Context
 from taguru_server.store.lanes import Attribution, PassageHit
 
@@ -50,14 +49,14 @@ def passage_candidate(context_name: str, hit: PassageHit) -> Candidate:
     )
 
 
-def community_candidate(context_name: str, hit: dict[str, Any], rank: int) -> Candidate:
-    source = f"community:{hit['community']}"
+def community_candidate(context_name: str, hit: CommunityHit, rank: int) -> Candidate:
+    source = f"community:{hit.community}"
     return Candidate(
         kind="community",
-        canonical_key=f"{context_name}\u0000{source}\u0000{hit['paragraph']}",
+        canonical_key=f"{context_name}\u0000{source}\u0000{hit.paragraph}",
         lane="community",
         rank=rank,
-        payload=hit,
+        payload=hit.record,
         source=source,
-        text=hit["text"],
+        text=hit.text,
     )

@@ -41,6 +41,6 @@ class Communities:
             derived_ctx, manifest = load_manifest(services.registry, name, derived)
         except NoArtifact as exc:
             return Outcome.degraded("no_communities_artifact", {COMMUNITY_HITS: LaneResult((), False, str(exc))})
-        _plan, hits = community_hits(derived_ctx, manifest, request.query, request.search_limit)
+        _found, hits = community_hits(derived_ctx, manifest, request.query, request.search_limit)
         candidates = tuple(community_candidate(name, hit, i + 1) for i, hit in enumerate(hits))
         return Outcome.ran({COMMUNITY_HITS: LaneResult(candidates, True)}, detail={"out": len(candidates)})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
+
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError
@@ -61,40 +63,44 @@ def recorded_graph_revision(manifest: dict[str, Any]) -> int:
     return 0
 
 
+@attrs.frozen
+class CommunityHit:
+    """A community summary paragraph found by search, and its wire record (with manifest facts and members)."""
+
+    community: str
+    paragraph: int
+    text: str
+    record: dict[str, Any]
+
+
 def community_hits(
     derived_ctx: Context, manifest: dict[str, Any], query: str, limit: int
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[lanes.PassageSearch, tuple[CommunityHit, ...]]:
     """Search the artifact's passages; keep community records, with manifest facts and members."""
-    found = lanes.search_passages(derived_ctx, query, limit + 1)
-    lane_plan = found["plan"]["contexts"][0]["lanes"]
+    found = lanes.passage_search(derived_ctx, query, limit + 1)
     by_id: dict[str, dict[str, Any]] = {}
     for entry in manifest.get("communities") or []:
         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
             by_id.setdefault(entry["id"], entry)
-    hits: list[dict[str, Any]] = []
-    for hit in found["hits"]:
-        if not hit["source"].startswith(COMMUNITY_PREFIX):
+    hits: list[CommunityHit] = []
+    for hit in found.hits:
+        if not hit.source.startswith(COMMUNITY_PREFIX):
             continue
         if len(hits) >= limit:
             break
-        cid = hit["source"][len(COMMUNITY_PREFIX) :]
-        out: dict[str, Any] = {
-            "community": cid,
-            "score": hit["score"],
-            "text": hit["text"],
-            "paragraph": hit["paragraph"],
-        }
+        cid = hit.source[len(COMMUNITY_PREFIX) :]
+        out: dict[str, Any] = {"community": cid, "score": hit.score, "text": hit.text, "paragraph": hit.paragraph}
         facts = by_id.get(cid, {})
         for key in ("level", "parent", "concept_count"):
             if key in facts and facts[key] is not None:
                 out[key] = facts[key]
-        members, truncated = _members(derived_ctx, hit["source"])
+        members, truncated = _members(derived_ctx, hit.source)
         if members:
             out["members"] = members
         if truncated:
             out["members_truncated"] = True
-        hits.append(out)
-    return lane_plan, hits
+        hits.append(CommunityHit(cid, hit.paragraph, hit.text, out))
+    return found, tuple(hits)
 
 
 def _members(ctx: Context, subject: str) -> tuple[list[dict[str, Any]], bool]:

@@ -268,11 +268,6 @@ def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict
     return render_activation(ctx, activation(ctx, origins, decay, limit))
 
 
-def activate_plain(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
-    """§8.3 as written (a max-heap walk over every reachable concept), rendered."""
-    return render_activation(ctx, activation_plain(ctx, origins, decay, limit))
-
-
 def render_activation(ctx: Context, found: Activation) -> dict[str, Any]:
     """An Activation as the wire's {total, matches: [{strength, path, association}]}."""
     concepts = ctx.concepts
@@ -780,15 +775,18 @@ def search_passages(
 ) -> dict[str, Any]:
     """The search wire result (`passage_search`, rendered; the vector lane reports no provider)."""
     found = passage_search(ctx, query, limit, tags, since, until)
-    entry: dict[str, Any] = {"context": ctx.name}
-    if found.skipped is not None:
-        reason = found.skipped.text
-        entry["lanes"] = {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
-    else:
-        entry["lanes"] = {"bm25": {"ran": True}, "vector": {"ran": False, "reason": NO_EMBEDDINGS}}
+    entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found)}
     if found.eligible_sources is not None:
         entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
     return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in found.hits]}
+
+
+def search_lanes(found: PassageSearch) -> dict[str, Any]:
+    """The wire `lanes` block of a passage search: BM25 ran or why not; the vector lane has no provider."""
+    if found.skipped is not None:
+        reason = found.skipped.text
+        return {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
+    return {"bm25": {"ran": True}, "vector": {"ran": False, "reason": NO_EMBEDDINGS}}
 
 
 def top_documents(ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:

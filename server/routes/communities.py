@@ -20,6 +20,7 @@ from taguru_server.store.communities import (
     recorded_graph_revision,
 )
 from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.lanes import search_lanes
 from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
 from taguru_server.store.wire import dumps
 
@@ -46,15 +47,15 @@ async def search_communities(call: Call) -> Any:
     except NoArtifact as exc:
         raise ApiError("no_context", str(exc)) from None
     recorded = recorded_graph_revision(manifest)
-    lane_plan, hits = community_hits(derived_ctx, manifest, query, limit)
+    found, hits = community_hits(derived_ctx, manifest, query, limit)
     ctx.meta.record_read(not hits)
     return {
         "derived": derived,
         "algorithm": manifest.get("algorithm"),
         "stale": recorded != ctx.meta.rev_graph,
         "revision": {"recorded_graph": recorded, "current_graph": ctx.meta.rev_graph},
-        "plan": {"contexts": [{"context": name, "lanes": lane_plan}]},
-        "hits": hits,
+        "plan": {"contexts": [{"context": name, "lanes": search_lanes(found)}]},
+        "hits": [hit.record for hit in hits],
     }
 
 
