@@ -18,18 +18,18 @@ MAX_PASSAGES = 1000
 MAX_WEIGHT = 1e6
 
 
-# the helpers keep their underscore: they serve routes/ only and are no API of the package
-
-
-def _limit(value: int | None, default: int, ceiling: int = MAX_MATCH_LIMIT) -> int:
+def clamp_limit(value: int | None, default: int, ceiling: int = MAX_MATCH_LIMIT) -> int:
+    """A requested limit with its default applied, silently clamped to the ceiling."""
     return min(default if value is None else value, ceiling)
 
 
-def _count_read(ctx: Context, empty: bool) -> None:
+def count_read(ctx: Context, empty: bool) -> None:
+    """Record one read of the context (and whether it found nothing) in its usage counters."""
     ctx.meta.record_read(empty)
 
 
-def _query_int(call: Call, key: str) -> int | None:
+def query_int(call: Call, key: str) -> int | None:
+    """A non-negative integer query-string parameter, or None when absent (400 otherwise)."""
     raw = call.query.get(key)
     if raw is None:
         return None
@@ -44,11 +44,13 @@ def _query_int(call: Call, key: str) -> int | None:
     return value
 
 
-def _keyset_limit(call: Call) -> int:
-    return max(1, _limit(_query_int(call, "limit"), MAX_MATCH_LIMIT))
+def keyset_limit(call: Call) -> int:
+    """The page size of a keyset listing (`?limit=`), at least 1 and at most the match ceiling."""
+    return max(1, clamp_limit(query_int(call, "limit"), MAX_MATCH_LIMIT))
 
 
-def _check_cursor(after: str | None, prefix: str | None) -> None:
+def check_cursor(after: str | None, prefix: str | None) -> None:
+    """Refuse an `after` cursor or `prefix` longer than its byte cap."""
     for what, value in (("after", after), ("prefix", prefix)):
         if value is not None and utf8_len(value) > 1032:
             raise ApiError(
@@ -56,11 +58,12 @@ def _check_cursor(after: str | None, prefix: str | None) -> None:
             )
 
 
-def _keyset_page(names: list[str], call: Call) -> tuple[int, list[str]]:
-    limit = _keyset_limit(call)
+def keyset_page(names: list[str], call: Call) -> tuple[int, list[str]]:
+    """The total and one page of sorted names after `?after=`, filtered by `?prefix=`."""
+    limit = keyset_limit(call)
     after = call.query.get("after")
     prefix = call.query.get("prefix") or ""
-    _check_cursor(after, prefix)
+    check_cursor(after, prefix)
     matching = sorted(n for n in names if n.startswith(prefix))
     page = [n for n in matching if after is None or n > after][:limit]
     return len(matching), page

@@ -9,7 +9,7 @@ from typing import Any
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import COMMUNITY_SEARCH, check_name
 from taguru_server.server.reply import Raw
-from taguru_server.server.routes.common import _count_read
+from taguru_server.server.routes.common import count_read
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.state import HEAVY_OPS_KEY
 from taguru_server.store.communities import (
@@ -97,7 +97,7 @@ async def stream_communities(call: Call) -> Raw:
             ) from None
     finally:
         ops.count -= 1
-    _count_read(ctx, not analysis["communities"])
+    count_read(ctx, not analysis["communities"])
     header = {
         "taguru_communities": 1,
         "context": ctx.name,

@@ -8,7 +8,7 @@ from taguru_server.server import decode as S
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
-from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, _keyset_limit
+from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, keyset_limit
 from taguru_server.store.context import Context, Meta
 from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.text import utf8_len
@@ -131,7 +131,7 @@ async def delete_context(call: Call) -> Any:
 
 
 async def list_contexts(call: Call) -> Any:
-    limit = _keyset_limit(call)
+    limit = keyset_limit(call)
     after = call.query.get("after")
     pinned_raw = call.query.get("pinned")
     pinned = None

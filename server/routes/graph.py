@@ -6,21 +6,18 @@ from typing import Any
 
 from taguru_server.server import decode as S
 from taguru_server.server.call import Call, Handler, Route
-from taguru_server.server.decode import MAX_NAME_BYTES, check_name
-from taguru_server.server.decode import is_u32 as _is_u32
-from taguru_server.server.decode import json_type as _json_type
-from taguru_server.server.decode import name_issue as _name_issue
+from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_ASSOCIATIONS,
     MAX_INPUT_ITEMS,
     MAX_MATCH_LIMIT,
     MAX_WEIGHT,
-    _check_cursor,
-    _count_read,
-    _keyset_limit,
-    _keyset_page,
-    _limit,
+    check_cursor,
+    clamp_limit,
+    count_read,
+    keyset_limit,
+    keyset_page,
 )
 from taguru_server.store import lanes
 from taguru_server.store.context import CONCEPT, LABEL, AliasRefused
@@ -38,23 +35,23 @@ async def post_associations(call: Call) -> Any:
     issues: list[Issue] = []
     items: list[tuple[str, str, str, float, str | None, int | None]] = []
     if not isinstance(body, list):
-        issues.append(Issue("associations", "type", "an array", _json_type(body)))
+        issues.append(Issue("associations", "type", "an array", json_type(body)))
     else:
         for i, item in enumerate(body):
             base = f"associations[{i}]"
             if not isinstance(item, dict):
-                issues.append(Issue(base, "type", "an object", _json_type(item)))
+                issues.append(Issue(base, "type", "an object", json_type(item)))
                 continue
             found = [
-                _name_issue(f"{base}.subject", item.get("subject")),
-                _name_issue(f"{base}.label", item.get("label")),
-                _name_issue(f"{base}.object", item.get("object")),
+                name_issue(f"{base}.subject", item.get("subject")),
+                name_issue(f"{base}.label", item.get("label")),
+                name_issue(f"{base}.object", item.get("object")),
             ]
             w = item.get("weight")
             if w is None:
                 found.append(Issue(f"{base}.weight", "missing", "a finite number with |weight| <= 1000000", "absent"))
             elif isinstance(w, bool) or not isinstance(w, (int, float)):
-                found.append(Issue(f"{base}.weight", "type", "a finite number with |weight| <= 1000000", _json_type(w)))
+                found.append(Issue(f"{base}.weight", "type", "a finite number with |weight| <= 1000000", json_type(w)))
             elif not abs(w) <= MAX_WEIGHT:
                 found.append(
                     Issue(
@@ -64,12 +61,10 @@ async def post_associations(call: Call) -> Any:
                         f"number {format_number(w)}",
                     )
                 )
-            found.append(_name_issue(f"{base}.source", item.get("source"), optional=True))
+            found.append(name_issue(f"{base}.source", item.get("source"), optional=True))
             p = item.get("paragraph")
-            if p is not None and not _is_u32(p):
-                found.append(
-                    Issue(f"{base}.paragraph", "type", "a non-negative integer paragraph index", _json_type(p))
-                )
+            if p is not None and not is_u32(p):
+                found.append(Issue(f"{base}.paragraph", "type", "a non-negative integer paragraph index", json_type(p)))
             real = [f for f in found if f is not None]
             if real:
                 issues.extend(real)
@@ -176,10 +171,10 @@ async def delete_aliases(call: Call) -> Any:
 
 
 async def list_aliases(call: Call) -> Any:
-    limit = _keyset_limit(call)
+    limit = keyset_limit(call)
     after = call.query.get("after")
     prefix = call.query.get("prefix") or ""
-    _check_cursor(after, prefix)
+    check_cursor(after, prefix)
     start: tuple[int, str] | None = None
     if after is not None:
         kind_word, sep, alias = after.partition(":")
@@ -206,10 +201,10 @@ async def list_aliases(call: Call) -> Any:
 
 
 async def list_labels(call: Call) -> Any:
-    _check_cursor(call.query.get("after"), call.query.get("prefix"))
-    _keyset_limit(call)
+    check_cursor(call.query.get("after"), call.query.get("prefix"))
+    keyset_limit(call)
     ctx = call.context()
-    total, page = _keyset_page(ctx.labels, call)
+    total, page = keyset_page(ctx.labels, call)
     return {"total": total, "labels": page}
 
 
@@ -217,11 +212,11 @@ def _resolve(kind: int) -> Handler:
     async def handler(call: Call) -> Any:
         args = call.decode(S.RESOLVE)
         cue, dice = args["cue"], args["dice_floor"]
-        limit = _limit(args["limit"], MAX_MATCH_LIMIT)
+        limit = clamp_limit(args["limit"], MAX_MATCH_LIMIT)
         ctx = call.context()
         floor = dice if dice is not None else ctx.meta.dice_floor if ctx.meta.dice_floor is not None else 0.3
         result = lanes.resolve(ctx, kind, cue, min(max(floor, 0.0), 1.0), limit)
-        _count_read(ctx, not result)
+        count_read(ctx, not result)
         return result
 
     return handler
@@ -231,14 +226,14 @@ async def describe(call: Call) -> Any:
     concept = call.decode(S.DESCRIBE)["concept"]
     ctx = call.context()
     result = lanes.describe(ctx, concept)
-    _count_read(ctx, result is None)
+    count_read(ctx, result is None)
     return result
 
 
 async def query(call: Call) -> Any:
     args = call.decode(S.QUERY)
     positions = {key: args[key] for key in ("subject", "label", "object")}
-    limit = _limit(args["limit"], DEFAULT_MATCH_LIMIT)
+    limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
     # the whole shape decodes (422) before the handler's own 400s
     for key, values in positions.items():
@@ -249,30 +244,30 @@ async def query(call: Call) -> Any:
     ctx = call.context()
     edges = lanes.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
     result = lanes.page_matches(ctx, edges, limit, after)
-    _count_read(ctx, not result["matches"])
+    count_read(ctx, not result["matches"])
     return result
 
 
 async def recall(call: Call) -> Any:
     args = call.decode(S.RECALL)
     cue = args["cue"]
-    limit = _limit(args["limit"], DEFAULT_MATCH_LIMIT)
+    limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
     ctx = call.context()
     result = lanes.page_matches(ctx, lanes.recall_edges(ctx, cue), limit, after)
-    _count_read(ctx, not result["matches"])
+    count_read(ctx, not result["matches"])
     return result
 
 
 async def activate(call: Call) -> Any:
     args = call.decode(S.ACTIVATE)
     origins, decay = args["origins"], args["decay"]
-    limit = _limit(args["limit"], 20)
+    limit = clamp_limit(args["limit"], 20)
     if len(origins) > MAX_INPUT_ITEMS:
         raise too_many_items("origins", len(origins))
     ctx = call.context()
     result = lanes.activate(ctx, origins, min(max(0.5 if decay is None else decay, 0.0), 1.0), limit)
-    _count_read(ctx, not result["matches"])
+    count_read(ctx, not result["matches"])
     return result
 
 

@@ -14,11 +14,11 @@ from taguru_server.server.passage_store import read_passage_store
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_PASSAGES,
-    _check_cursor,
-    _count_read,
-    _keyset_limit,
-    _keyset_page,
-    _limit,
+    check_cursor,
+    clamp_limit,
+    count_read,
+    keyset_limit,
+    keyset_page,
 )
 from taguru_server.store import lanes
 from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
@@ -85,11 +85,11 @@ async def lookup_sources(call: Call) -> Any:
 
 
 async def list_sources(call: Call) -> Any:
-    _check_cursor(call.query.get("after"), call.query.get("prefix"))
-    _keyset_limit(call)
+    check_cursor(call.query.get("after"), call.query.get("prefix"))
+    keyset_limit(call)
     ctx = call.context()
     names = [ctx.sources[sid] for sid in ctx.passages]
-    total, page = _keyset_page(names, call)
+    total, page = keyset_page(names, call)
     entries = []
     for name in page:
         passage = ctx.passages[ctx.source_id[name]]
@@ -122,7 +122,7 @@ async def citations(call: Call) -> Any:
     check_name(source, "source")
     ctx = call.context()
     found = lanes.citation(ctx, source, paragraph)
-    _count_read(ctx, isinstance(found, str))
+    count_read(ctx, isinstance(found, str))
     if found == "no_source":
         raise ApiError("no_source", f"source '{source}' not found in context '{ctx.name}'")
     if found == "no_paragraph":
@@ -135,7 +135,7 @@ async def citations(call: Call) -> Any:
 async def search_sources(call: Call) -> Any:
     args = call.decode(S.SEARCH)
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
-    limit = _limit(args["limit"], 5)
+    limit = clamp_limit(args["limit"], 5)
     if tags is not None:
         if len(tags) > MAX_INPUT_ITEMS:
             raise too_many_items("tags", len(tags))
@@ -151,7 +151,7 @@ async def search_sources(call: Call) -> Any:
         raise ApiError("over_limit", f"{len(set(tags))} distinct filter tags where at most 32 may be named")
     ctx = call.context()
     result = lanes.search_passages(ctx, query_text, limit, tags, since, until)
-    _count_read(ctx, not result["hits"])
+    count_read(ctx, not result["hits"])
     return result
 
 
