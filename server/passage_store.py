@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -40,8 +41,8 @@ def read_passage_store(body: dict[str, Any]) -> PassageStore:
     questions = _marker_list(body, "questions", "question", 512, issues, sources)
     sections = _marker_list(body, "sections", "section", 512, issues, sources)
     locators = _marker_list(body, "locators", "locator", 0, issues, sources)
-    tags = _tags(body.get("tags"), sources, issues)
-    dates = _dates(body.get("dates"), sources, issues)
+    tags = _tags(body, sources, issues)
+    dates = _dates(body, sources, issues)
     if issues:
         raise collected("the passage store", issues)
     return PassageStore(texts, questions, sections, locators, tags, dates)
@@ -54,6 +55,24 @@ def _unknown_reference(path: str) -> Issue:
         "a source id present in this request's own `passages`",
         "not present in this request",
     )
+
+
+def _per_source(
+    body: dict[str, Any], key: str, sources: set[str], issues: list[Issue]
+) -> Iterator[tuple[str, Any, str]]:
+    """The (source, value, path) entries of a per-source map whose source this request stores; records the rest."""
+    raw = body.get(key)
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        issues.append(Issue(key, "type", "an object", json_type(raw)))
+        return
+    for src, value in raw.items():
+        path = f"{key}['{src}']"
+        if src in sources:
+            yield src, value, path
+        else:
+            issues.append(_unknown_reference(path))
 
 
 def _passage_texts(passages: Any, issues: list[Issue]) -> dict[str, str]:
@@ -81,20 +100,11 @@ def _marker_list(
 ) -> Markers:
     """One marker map (questions, sections or locators): per known source, its valid (paragraph, value) pairs."""
     out: Markers = {}
-    raw = body.get(key)
-    if raw is None:
-        return out
-    if not isinstance(raw, dict):
-        issues.append(Issue(key, "type", "an object", json_type(raw)))
-        return out
-    for src, items in raw.items():
-        base = f"{key}['{src}']"
-        if src not in sources:
-            issues.append(_unknown_reference(base))
-        elif not isinstance(items, list):
-            issues.append(Issue(base, "type", "an array", json_type(items)))
-        else:
+    for src, items, base in _per_source(body, key, sources, issues):
+        if isinstance(items, list):
             out[src] = _markers(items, base, field, cap, issues)
+        else:
+            issues.append(Issue(base, "type", "an array", json_type(items)))
     return out
 
 
@@ -191,18 +201,10 @@ def _text_marker(item: dict[str, Any], ipath: str, field: str, cap: int, issues:
     return None
 
 
-def _tags(raw: Any, sources: set[str], issues: list[Issue]) -> dict[str, list[str]]:
+def _tags(body: dict[str, Any], sources: set[str], issues: list[Issue]) -> dict[str, list[str]]:
     tags: dict[str, list[str]] = {}
-    if raw is None:
-        return tags
-    if not isinstance(raw, dict):
-        issues.append(Issue("tags", "type", "an object", json_type(raw)))
-        return tags
-    for src, values in raw.items():
-        path = f"tags['{src}']"
-        if src not in sources:
-            issues.append(_unknown_reference(path))
-        elif not isinstance(values, list):
+    for src, values, path in _per_source(body, "tags", sources, issues):
+        if not isinstance(values, list):
             issues.append(Issue(path, "type", "an array", json_type(values)))
         elif len(values) > MAX_TAGS:
             issues.append(Issue(path, "over_limit", f"at most {MAX_TAGS} tags", f"{len(values)} tags"))
@@ -226,18 +228,10 @@ def _tag_list(values: list[Any], path: str, issues: list[Issue]) -> list[str]:
     return good
 
 
-def _dates(raw: Any, sources: set[str], issues: list[Issue]) -> dict[str, int]:
+def _dates(body: dict[str, Any], sources: set[str], issues: list[Issue]) -> dict[str, int]:
     dates: dict[str, int] = {}
-    if raw is None:
-        return dates
-    if not isinstance(raw, dict):
-        issues.append(Issue("dates", "type", "an object", json_type(raw)))
-        return dates
-    for src, value in raw.items():
-        path = f"dates['{src}']"
-        if src not in sources:
-            issues.append(_unknown_reference(path))
-        elif type(value) is not int or not 0 <= value <= MAX_U64:
+    for src, value, path in _per_source(body, "dates", sources, issues):
+        if type(value) is not int or not 0 <= value <= MAX_U64:
             issues.append(Issue(path, "type", "a non-negative integer (epoch seconds)", json_type(value)))
         else:
             dates[src] = value
