@@ -1,0 +1,152 @@
+"""Process level: hostile clients (slow bodies, big bodies, malformed requests) neither starve nor leak."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_PY = ROOT / ".venv" / "bin" / "python"
+PYTHON = str(VENV_PY) if VENV_PY.exists() else sys.executable
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """`python -m taguru_server.cli serve` as a child process on a free port, its log in a file."""
+
+    def __init__(self, data_dir: Path, log: Path, **extra: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log
+        self.log = open(log, "ab")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
+        env.update(
+            {"TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), "TAGURU_ADDR": f"127.0.0.1:{self.port}"},
+            **extra,
+        )
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "taguru_server.cli", "serve"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env
+        )
+        for _ in range(600):  # a readiness wait, not an assertion on time
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the server exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/live", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("the server never became ready")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self.log.close()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    started: list[Server] = []
+    yield started
+    for s in started:
+        s.stop()
+
+
+async def raw_request(port: int, head: bytes, body: bytes = b"", timeout: float = 10.0) -> tuple[int, bytes, float]:
+    """Send bytes on a fresh connection; (status, whole reply, seconds taken); status 0 when closed without a reply."""
+    started = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(head + body)
+        await writer.drain()
+        reply = await asyncio.wait_for(reader.read(), timeout)
+    except (ConnectionError, TimeoutError):
+        reply = b""
+    finally:
+        writer.close()
+    status = int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.1 ") else 0
+    return status, reply, time.perf_counter() - started
+
+
+async def slow_body_client(port: int, give_up: float) -> tuple[bool, float]:
+    """Announce a 100 kB body and send one byte a second; (cut off by the server, seconds until then)."""
+    started = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"POST /contexts/slow/evidence HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100000\r\n\r\n{"
+    )
+    try:
+        while time.perf_counter() - started < give_up:
+            try:
+                data = await asyncio.wait_for(reader.read(1024), 1.0)
+            except TimeoutError:
+                writer.write(b" ")
+                await writer.drain()
+                continue
+            return (not data or data.startswith(b"HTTP/1.1 408")), time.perf_counter() - started
+        return False, time.perf_counter() - started
+    except ConnectionError:
+        return True, time.perf_counter() - started
+    finally:
+        writer.close()
+
+
+def test_slow_bodies_do_not_hold_the_in_flight_slots(tmp_path: Path, servers: list[Server]) -> None:
+    timeout = 3
+    server = Server(
+        tmp_path / "data",
+        tmp_path / "server.log",
+        TAGURU_MAX_CONCURRENT_REQUESTS="4",
+        TAGURU_REQUEST_TIMEOUT_SECS=str(timeout),
+    )
+    servers.append(server)
+
+    async def scenario() -> tuple[list[tuple[bool, float]], list[tuple[int, bytes, float]]]:
+        slow = [asyncio.create_task(slow_body_client(server.port, timeout + 6)) for _ in range(40)]
+        await asyncio.sleep(0.5)  # every slow client has sent its headers
+        normal = []
+        for _ in range(6):
+            normal.append(
+                await raw_request(server.port, b"GET /contexts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            )
+            body = b'{"name": "ok"}'
+            normal.append(
+                await raw_request(
+                    server.port,
+                    b"POST /contexts/none/evidence HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body),
+                    body,
+                )
+            )
+        return list(await asyncio.gather(*slow)), normal
+
+    slow, normal = asyncio.run(scenario())
+    for status, reply, took in normal:
+        assert status != 503 and status != 0, reply[:200]
+        assert took < 3.0
+    assert [s for s, _r, _t in normal[::2]] == [200] * 6
+    cut = [took for ok, took in slow if ok]
+    assert len(cut) >= 0.95 * len(slow)
+    assert max(cut) < timeout + 3
