@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -20,6 +21,9 @@ from taguru_server.store.errors import ApiError, no_context
 log = structlog.get_logger("taguru.evidence")
 
 GRAPH: Graph = evidence_graph()
+
+OFF_LOOP_BYTES = 64 * 1024
+"""Bodies from this size on are decoded on a worker thread; below it the hand-off costs more than the decode."""
 
 
 def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
@@ -49,7 +53,10 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
 
 
 async def evidence(call: Call) -> Any:
-    request, explain = parse_request(call)
+    if len(call.body) < OFF_LOOP_BYTES:
+        request, explain = parse_request(call)
+    else:  # a multi-megabyte body takes hundreds of ms to decode; the loop keeps serving meanwhile
+        request, explain = await asyncio.to_thread(parse_request, call)
     gate(call.deadline - time.monotonic())
     assert call.name is not None
     ctx = call.registry.get(call.name)

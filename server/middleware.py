@@ -218,9 +218,12 @@ async def deadline(request: web.Request, handler: NextHandler) -> web.StreamResp
     if remaining <= 0:
         raise _timed_out(request)
     try:
-        return await asyncio.wait_for(handler(request), remaining)
+        response = await asyncio.wait_for(handler(request), remaining)
     except TimeoutError:
         raise _timed_out(request) from None
+    if time.monotonic() > request[DEADLINE_KEY]:  # work that never yielded finished past the budget
+        raise _timed_out(request)
+    return response
 
 
 MIDDLEWARES = (request_id, metrics, errors, inflight, probes, auth, body_cap, deadline)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -150,3 +151,44 @@ def test_slow_bodies_do_not_hold_the_in_flight_slots(tmp_path: Path, servers: li
     cut = [took for ok, took in slow if ok]
     assert len(cut) >= 0.95 * len(slow)
     assert max(cut) < timeout + 3
+
+
+def test_big_bodies_do_not_freeze_the_server(tmp_path: Path, servers: list[Server]) -> None:
+    server = Server(tmp_path / "data", tmp_path / "server.log")
+    servers.append(server)
+    body = json.dumps({"origins": ["abc"] * 600_000}).encode()  # about 4 MB, past the origins limit
+    head = (
+        b"POST /contexts/big/evidence HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+
+    async def health_waits(stop: asyncio.Event) -> list[float]:
+        waits = []
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            while not stop.is_set():
+                started = time.perf_counter()
+                writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+                await reader.readexactly(length)
+                assert head.startswith(b"HTTP/1.1 200")
+                waits.append(time.perf_counter() - started)
+                await asyncio.sleep(0.02)
+        finally:
+            writer.close()
+        return waits
+
+    async def scenario() -> tuple[list[tuple[int, bytes, float]], list[float]]:
+        stop = asyncio.Event()
+        probe = asyncio.create_task(health_waits(stop))
+        await asyncio.sleep(0.2)
+        big = await asyncio.gather(*(raw_request(server.port, head, body, timeout=30) for _ in range(5)))
+        await asyncio.sleep(0.1)
+        stop.set()
+        return list(big), await probe
+
+    big, waits = asyncio.run(scenario())
+    assert [400 <= status < 500 for status, _r, _t in big] == [True] * 5, [r[:120] for _s, r, _t in big]
+    assert len(waits) > 5
+    assert max(waits) < 0.3, sorted(waits)[-5:]
