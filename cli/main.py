@@ -74,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.client.config import read_config_file
     from taguru_server.server.app import build_app
     from taguru_server.server.logging import configure_logging
+    from taguru_server.server.protocol import AppRunner
     from taguru_server.server.providers.reranker import rerank_settings
 
     settings = _settings(args.config)
@@ -88,7 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         app = build_app(settings, rerank=rerank_settings(env))
-        runner = web.AppRunner(app, access_log=None)
+        runner = AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()

@@ -86,7 +86,7 @@ async def raw_request(port: int, head: bytes, body: bytes = b"", timeout: float 
         reply = b""
     finally:
         writer.close()
-    status = int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.1 ") else 0
+    status = int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.") else 0
     return status, reply, time.perf_counter() - started
 
 
@@ -192,3 +192,32 @@ def test_big_bodies_do_not_freeze_the_server(tmp_path: Path, servers: list[Serve
     assert [400 <= status < 500 for status, _r, _t in big] == [True] * 5, [r[:120] for _s, r, _t in big]
     assert len(waits) > 5
     assert max(waits) < 0.3, sorted(waits)[-5:]
+
+
+def test_malformed_requests_get_the_envelope_and_leak_nothing(tmp_path: Path, servers: list[Server]) -> None:
+    token = "tok-" + "k" * 28
+    server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_API_TOKEN=token)
+    servers.append(server)
+    secret = b"SECRETPREFIX" + b"s" * 9000
+
+    async def scenario() -> list[tuple[int, bytes, float]]:
+        requests = [
+            b"GET /contexts/a%0Ab HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            b"GET /contexts/a%0Ab HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + token.encode()
+            + b"\r\nConnection: close\r\n\r\n",
+            b"GET /contexts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n" % secret,
+            b"GET /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % secret,
+        ]
+        return [await raw_request(server.port, head) for head in requests]
+
+    (s401, r401, _), (s404, r404, _), (s_header, r_header, _), (s_line, r_line, _) = asyncio.run(scenario())
+    assert s401 == 401 and b"application/json" in r401 and b'"code":"unauthorized"' in r401
+    assert s404 == 404 and b"application/json" in r404 and b'"status":"error"' in r404
+    for status, reply in ((s_header, r_header), (s_line, r_line)):
+        assert 400 <= status < 500 and b"application/json" in reply and b'"code":"malformed_request"' in reply
+        assert b"SECRETPREFIX" not in reply and b"sssssssss" not in reply
+    server.stop()
+    logged = server.log_path.read_bytes()
+    assert b"SECRETPREFIX" not in logged and b"sssssssss" not in logged and b"Traceback" not in logged
+    assert logged.count(b"request.finished") >= 4
