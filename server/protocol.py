@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -13,7 +17,7 @@ from aiohttp.web_request import BaseRequest
 
 from taguru_server.server.errors import HttpError, error_response
 from taguru_server.server.routing import UNMATCHED
-from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.state import METRICS_KEY, SETTINGS_KEY
 
 log = structlog.get_logger("taguru.http")
 
@@ -23,9 +27,47 @@ INTERNAL = "internal error; the server log has details"
 
 
 class EnvelopeRequestHandler(RequestHandler):
-    """aiohttp's connection handler, answering parser failures with the JSON envelope instead of echoed request text."""
+    """aiohttp's connection handler, answering parser failures with the JSON envelope instead of echoed request text.
 
-    __slots__ = ()
+    It also closes a connection whose request headers are not complete within TAGURU_HEADER_TIMEOUT_SECS of their
+    first byte (or of the connection opening), so clients trickling header bytes cannot hold connections open.
+    """
+
+    __slots__ = ("_header_timer", "_header_timeout")
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        app = getattr(self._manager, "taguru_app", None)
+        self._header_timeout = float(app[SETTINGS_KEY].header_timeout_secs) if app is not None else 0.0
+        self._header_timer: asyncio.TimerHandle | None = None
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        before = self._request_count
+        super().data_received(data)
+        if self._request_count > before:
+            self._cancel_header_timer()
+        elif self._header_timer is None and not self._request_in_progress and not self._messages:
+            self._arm_header_timer()  # the start of the next request's headers on a kept-alive connection
+
+    def _arm_header_timer(self) -> None:
+        if self._header_timeout > 0:
+            self._header_timer = self._loop.call_later(self._header_timeout, self._headers_overdue, self._request_count)
+
+    def _cancel_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_overdue(self, count_when_armed: int) -> None:
+        self._header_timer = None
+        if self._request_count == count_when_armed and not self._request_in_progress and self.transport is not None:
+            log.info("connection.header_timeout", timeout_secs=self._header_timeout)
+            self.force_close()
 
     def handle_error(
         self,
@@ -78,3 +120,34 @@ class AppRunner(web.AppRunner):
         server.__class__ = EnvelopeServer  # same layout; only the handler class it makes differs
         server.taguru_app = self.app  # type: ignore[attr-defined]
         return server
+
+
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+ACCEPT_LOG_INTERVAL_SECS = 10.0
+
+
+def accept_error_handler(
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """A loop exception handler logging out-of-resource accept errors as one event per interval, not tracebacks."""
+    last = [float("-inf")]
+    suppressed = [0]
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if not (isinstance(exc, OSError) and exc.errno in RESOURCE_ERRNOS):
+            loop.default_exception_handler(context)
+            return
+        now = clock()
+        if now - last[0] < ACCEPT_LOG_INTERVAL_SECS:
+            suppressed[0] += 1
+            return
+        log.error(
+            "server.accept_failed",
+            errno=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+            suppressed_since_last=suppressed[0],
+        )
+        last[0] = now
+        suppressed[0] = 0
+
+    return handle

@@ -221,3 +221,45 @@ def test_malformed_requests_get_the_envelope_and_leak_nothing(tmp_path: Path, se
     logged = server.log_path.read_bytes()
     assert b"SECRETPREFIX" not in logged and b"sssssssss" not in logged and b"Traceback" not in logged
     assert logged.count(b"request.finished") >= 4
+
+
+async def trickling_headers_client(port: int, give_up: float) -> tuple[bool, float]:
+    """Send request-header bytes one at a time, twice a second; (closed by the server, seconds until then)."""
+    started = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = b"GET /contexts HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+    try:
+        for i in range(len(head)):
+            if time.perf_counter() - started > give_up:
+                return False, time.perf_counter() - started
+            writer.write(head[i : i + 1])
+            await writer.drain()
+            try:
+                data = await asyncio.wait_for(reader.read(1024), 0.5)
+            except TimeoutError:
+                continue
+            return not data, time.perf_counter() - started
+        return False, time.perf_counter() - started
+    except ConnectionError:
+        return True, time.perf_counter() - started
+    finally:
+        writer.close()
+
+
+def test_trickled_headers_are_cut_off(tmp_path: Path, servers: list[Server]) -> None:
+    server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_HEADER_TIMEOUT_SECS="2")
+    servers.append(server)
+
+    async def scenario() -> tuple[list[tuple[bool, float]], tuple[int, bytes, float]]:
+        idle = [asyncio.create_task(trickling_headers_client(server.port, 8.0)) for _ in range(50)]
+        await asyncio.sleep(0.5)
+        normal = await raw_request(server.port, b"GET /contexts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return list(await asyncio.gather(*idle)), normal
+
+    idle, (status, _reply, took) = asyncio.run(scenario())
+    assert status == 200 and took < 3.0
+    cut = [t for closed, t in idle if closed]
+    assert len(cut) == len(idle)
+    assert max(cut) < 2 + 2.5
+    server.stop()
+    assert server.log_path.read_bytes().count(b"connection.header_timeout") == len(idle)
