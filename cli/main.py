@@ -74,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.client.config import read_config_file
     from taguru_server.server.app import build_app
     from taguru_server.server.logging import configure_logging
+    from taguru_server.server.protocol import AppRunner, accept_error_handler
     from taguru_server.server.providers.reranker import rerank_settings
 
     settings = _settings(args.config)
@@ -88,7 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         app = build_app(settings, rerank=rerank_settings(env))
-        runner = web.AppRunner(app, access_log=None)
+        runner = AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()
@@ -97,6 +98,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"taguru: serving {settings.data_dir} on http://{bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(accept_error_handler())
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:

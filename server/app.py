@@ -71,5 +71,5 @@ def build_app(
             reg.close()
 
     app.cleanup_ctx.append(store_ctx)
-    app.router.add_route("*", "/{tail:.*}", endpoint)
+    app.router.add_route("*", r"/{tail:[\s\S]*}", endpoint)  # `.` would miss a decoded newline
     return app

@@ -29,6 +29,7 @@ class Settings:
     data_dir: str = "data"
     max_body_bytes: int = 8 * 1024 * 1024
     request_timeout_secs: int = 30
+    header_timeout_secs: int = 10
     max_concurrent_requests: int = 256
     auth_fail_limit_per_min: int = 10
     rate_limit_per_min: int = 0
@@ -75,6 +76,7 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         data_dir=env.get("TAGURU_DATA_DIR", "").strip() or "data",
         max_body_bytes=_int(env, "TAGURU_MAX_BODY_BYTES", 8 * 1024 * 1024, zero_means=8 * 1024 * 1024),
         request_timeout_secs=_int(env, "TAGURU_REQUEST_TIMEOUT_SECS", 30, zero_means=1),
+        header_timeout_secs=_int(env, "TAGURU_HEADER_TIMEOUT_SECS", 10),
         max_concurrent_requests=_int(env, "TAGURU_MAX_CONCURRENT_REQUESTS", 256),
         auth_fail_limit_per_min=_int(env, "TAGURU_AUTH_FAIL_LIMIT_PER_MIN", 10),
         rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN", 0),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -20,6 +22,13 @@ from taguru_server.store.errors import ApiError, no_context
 log = structlog.get_logger("taguru.evidence")
 
 GRAPH: Graph = evidence_graph()
+
+OFF_LOOP_BYTES = 64 * 1024
+"""Bodies from this size on are decoded on a worker thread; below it the hand-off costs more than the decode."""
+
+# One decoder thread: the JSON parser holds the interpreter lock for its whole run (~90 ms for 4 MB), so
+# several at once would stack those pauses in front of the event loop; one at a time bounds the wait to one.
+DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taguru-decode")
 
 
 def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
@@ -49,7 +58,10 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
 
 
 async def evidence(call: Call) -> Any:
-    request, explain = parse_request(call)
+    if len(call.body) < OFF_LOOP_BYTES:
+        request, explain = parse_request(call)
+    else:  # a multi-megabyte body takes hundreds of ms to decode; the loop keeps serving meanwhile
+        request, explain = await asyncio.get_running_loop().run_in_executor(DECODER, parse_request, call)
     gate(call.deadline - time.monotonic())
     assert call.name is not None
     ctx = call.registry.get(call.name)

@@ -90,23 +90,41 @@ async def errors(request: web.Request, handler: NextHandler) -> web.StreamRespon
         return error_response(ApiError("internal", "internal error; the server log has details"), request[STARTED_KEY])
 
 
-@web.middleware
-async def inflight(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Past TAGURU_MAX_CONCURRENT_REQUESTS requests in flight, answer 503 (probes included)."""
+def _refuse_overload(ceiling: int) -> ApiError:
+    return ApiError(
+        "overloaded",
+        f"server is at its in-flight ceiling ({ceiling} requests) — retry shortly "
+        "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)",
+        headers={"Retry-After": "1"},
+    )
+
+
+async def _holding_slot(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Run the handler holding one in-flight slot, refusing with 503 when none is free."""
     ceiling = request.app[SETTINGS_KEY].max_concurrent_requests
     running = request.app[INFLIGHT_KEY]
     if ceiling and running.count >= ceiling:
-        raise ApiError(
-            "overloaded",
-            f"server is at its in-flight ceiling ({ceiling} requests) — retry shortly "
-            "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)",
-            headers={"Retry-After": "1"},
-        )
+        raise _refuse_overload(ceiling)
     running.count += 1
     try:
         return await handler(request)
     finally:
         running.count -= 1
+
+
+@web.middleware
+async def inflight(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Past TAGURU_MAX_CONCURRENT_REQUESTS requests in flight, answer 503 (probes included).
+
+    A request with a body takes its slot only once the whole body is in (see `body_cap`), so
+    clients that send their bodies slowly cannot hold the slots that complete requests need.
+    """
+    if request.body_exists:
+        ceiling = request.app[SETTINGS_KEY].max_concurrent_requests
+        if ceiling and request.app[INFLIGHT_KEY].count >= ceiling:
+            raise _refuse_overload(ceiling)
+        return await handler(request)
+    return await _holding_slot(request, handler)
 
 
 @web.middleware
@@ -148,14 +166,21 @@ async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse
     return await handler(request)
 
 
-@web.middleware
-async def body_cap(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Read the whole body, refusing it past TAGURU_MAX_BODY_BYTES."""
-    cap = request.app[SETTINGS_KEY].max_body_bytes
-    too_large = f"the request body exceeds the {cap}-byte limit (TAGURU_MAX_BODY_BYTES)"
-    length = request.content_length
-    if length is not None and length > cap:
-        raise ApiError("payload_too_large", too_large)
+def _remaining(request: web.Request) -> float:
+    """Seconds left of the request's TAGURU_REQUEST_TIMEOUT_SECS budget, counted from its arrival."""
+    timeout = request.app[SETTINGS_KEY].request_timeout_secs
+    return timeout - (time.perf_counter() - request[STARTED_KEY])
+
+
+def _timed_out(request: web.Request) -> ApiError:
+    timeout = request.app[SETTINGS_KEY].request_timeout_secs
+    return ApiError(
+        "timeout",
+        f"request exceeded the {timeout}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
+    )
+
+
+async def _read_body(request: web.Request, cap: int, too_large: str) -> bytes:
     chunks = []
     size = 0
     async for chunk in request.content.iter_any():
@@ -163,22 +188,42 @@ async def body_cap(request: web.Request, handler: NextHandler) -> web.StreamResp
         if size > cap:
             raise ApiError("payload_too_large", too_large)
         chunks.append(chunk)
-    request[BODY_KEY] = b"".join(chunks)
-    return await handler(request)
+    return b"".join(chunks)
+
+
+@web.middleware
+async def body_cap(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """Read the whole body within the request's deadline, refusing it past TAGURU_MAX_BODY_BYTES; then take a slot."""
+    cap = request.app[SETTINGS_KEY].max_body_bytes
+    too_large = f"the request body exceeds the {cap}-byte limit (TAGURU_MAX_BODY_BYTES)"
+    length = request.content_length
+    if length is not None and length > cap:
+        raise ApiError("payload_too_large", too_large)
+    if not request.body_exists:
+        request[BODY_KEY] = b""
+        return await handler(request)
+    try:
+        body = await asyncio.wait_for(_read_body(request, cap, too_large), max(_remaining(request), 0.001))
+    except TimeoutError:
+        raise _timed_out(request) from None
+    request[BODY_KEY] = body
+    return await _holding_slot(request, handler)
 
 
 @web.middleware
 async def deadline(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Give the handler TAGURU_REQUEST_TIMEOUT_SECS, else answer 408."""
-    timeout = request.app[SETTINGS_KEY].request_timeout_secs
-    request[DEADLINE_KEY] = time.monotonic() + timeout
+    """Give the handler what is left of TAGURU_REQUEST_TIMEOUT_SECS (the body read counts), else answer 408."""
+    remaining = _remaining(request)
+    request[DEADLINE_KEY] = time.monotonic() + remaining
+    if remaining <= 0:
+        raise _timed_out(request)
     try:
-        return await asyncio.wait_for(handler(request), timeout)
+        response = await asyncio.wait_for(handler(request), remaining)
     except TimeoutError:
-        raise ApiError(
-            "timeout",
-            f"request exceeded the {timeout}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
-        ) from None
+        raise _timed_out(request) from None
+    if time.monotonic() > request[DEADLINE_KEY]:  # work that never yielded finished past the budget
+        raise _timed_out(request)
+    return response
 
 
 MIDDLEWARES = (request_id, metrics, errors, inflight, probes, auth, body_cap, deadline)
