@@ -4,8 +4,8 @@ Two passes against one server seeded with the demo corpus (context `demo`): `see
 `{name}` path parameter to `demo`, so the generated bodies reach the graph, passage and evidence
 code (DELETE of the context is left to the other pass); `names` generates the names too.
 
-    .venv/bin/python bench/attack.py                   # ≈ 1,000 cases (the size the test runs)
-    .venv/bin/python bench/attack.py --examples 150    # the ≈ 10k-case run
+    .venv/bin/python bench/attack.py                   # ≈ 3,500 cases
+    .venv/bin/python bench/attack.py --examples 120    # the ≈ 10k-case run
     .venv/bin/python bench/attack.py --url http://127.0.0.1:8248 --examples 50   # a running server
 """
 
