@@ -71,5 +71,6 @@ def build_app(
             reg.close()
 
     app.cleanup_ctx.append(store_ctx)
-    app.router.add_route("*", r"/{tail:[\s\S]*}", endpoint)  # `.` would miss a decoded newline
+    # `[\s\S]` and not `.`: a context name may hold a newline (`%0A`), which `.` would leave to aiohttp's plain 404.
+    app.router.add_route("*", "/{tail:[\\s\\S]*}", endpoint)
     return app
