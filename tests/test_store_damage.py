@@ -266,14 +266,59 @@ def test_a_read_only_data_dir_refuses_writes_keeps_reads_and_loses_nothing(tmp_p
         assert server.call("GET", "/contexts/k2")[0] == 404
         status, body = server.call("GET", "/health")
         assert status == 503 and body["code"] == "unhealthy", body
+        chattr("-i", *frozen)  # the disk recovers: writes succeed again without a restart
+        server.ok("POST", "/contexts/k/associations", [{**EDGE, "object": "c"}])
+        assert server.call("GET", "/health")[0] == 200
+        after = server.ok("GET", "/contexts/k")["stats"]
+        assert chattr("+i", *frozen)
     finally:
         server.stop()
     assert_one_line_refusal(boot(data), data)
     chattr("-i", *frozen)
     server = Server(data, tmp_path / "server.log")
     try:
-        assert server.ok("GET", "/contexts/k")["stats"] == before
+        assert server.ok("GET", "/contexts/k")["stats"] == after != before
         assert server.call("GET", "/contexts/k2")[0] == 404
+        assert server.call("GET", "/health")[0] == 200
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MB tmpfs, unmounted after the test; skips where mounting is not allowed."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs is not allowed here")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_answers_507_and_loses_nothing_acknowledged(tmp_path: Path, small_disk: Path) -> None:
+    data = small_disk / "data"
+    server = Server(data, tmp_path / "server.log")
+    try:
+        server.ok("PUT", "/contexts/k", {"description": "d"})
+        acknowledged = server.ok("GET", "/contexts/k")["stats"]
+        for i in range(100):
+            edges = [{**EDGE, "subject": f"{i}-{j}-" + "s" * 200} for j in range(500)]
+            status, body = server.call("POST", "/contexts/k/associations", edges)
+            if status != 200:
+                break
+            acknowledged = server.ok("GET", "/contexts/k")["stats"]
+        assert status == 507 and body["code"] == "storage_full", body
+        assert server.ok("GET", "/contexts/k")["stats"] == acknowledged
+        assert server.call("GET", "/health")[0] == 503
+    finally:
+        server.stop()
+    subprocess.run(["mount", "-o", "remount,size=8m", str(small_disk)], check=True)
+    server = Server(data, tmp_path / "server.log")
+    try:
+        assert server.ok("GET", "/contexts/k")["stats"] == acknowledged
         assert server.call("GET", "/health")[0] == 200
     finally:
         server.stop()
