@@ -19,6 +19,8 @@ DB_NAME = "taguru.sqlite3"
 APPLICATION_ID = 0x54414755
 # `PRAGMA user_version`: the store format; 0 is a store written before formats were recorded
 FORMAT_VERSION = 1
+# the store's identity, also kept beside the database: a deleted or swapped database is noticed at boot
+STORE_ID_FILE = "STORE_ID"
 LEGACY_TABLES = {"contexts", "concepts", "labels", "sources", "aliases", "edges", "passages"}
 
 SCHEMA = """
@@ -69,6 +71,7 @@ class SqlitePersistence:
             existed = self.file.exists()
         except OSError as exc:
             raise StoreRefused(f"the data dir {self.path} cannot be used: {exc.strerror or exc}") from None
+        recorded = self._recorded_id(existed)
         try:
             self.db = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
@@ -76,12 +79,43 @@ class SqlitePersistence:
         try:
             self.store_id = self._open(existed)
             self._alias_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM aliases").fetchone()[0]
+            self._record_id(recorded)
         except StoreRefused:
             self.db.close()
             raise
         except sqlite3.Error as exc:
             self.db.close()
             raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
+
+    def _recorded_id(self, existed: bool) -> str | None:
+        """The identity the data dir recorded for its store; a missing database of a known store is refused."""
+        id_file = self.path / STORE_ID_FILE
+        try:
+            recorded = id_file.read_text(encoding="ascii").strip() if id_file.exists() else None
+        except (OSError, UnicodeDecodeError):
+            raise StoreRefused(f"the store identity {id_file} cannot be read") from None
+        if recorded and not existed:
+            raise StoreRefused(
+                f"the store {self.file} is missing, but the data dir held store {recorded}; restore the database "
+                f"from a backup, or remove {id_file} to start an empty store"
+            )
+        return recorded
+
+    def _record_id(self, recorded: str | None) -> None:
+        id_file = self.path / STORE_ID_FILE
+        if recorded == self.store_id:
+            return
+        if recorded:
+            raise StoreRefused(
+                f"the store {self.file} is store {self.store_id}, but the data dir held store {recorded} (replaced?); "
+                f"restore the right database, or remove {id_file} to adopt this one"
+            )
+        try:
+            staging = id_file.with_suffix(".tmp")
+            staging.write_text(self.store_id + "\n", encoding="ascii")
+            os.replace(staging, id_file)
+        except OSError as exc:
+            raise StoreRefused(f"the store identity {id_file} cannot be written: {exc.strerror or exc}") from None
 
     def _open(self, existed: bool) -> str:
         """Recognise the file (new, this project's, or an older build's), check it, and return its identity."""

@@ -15,7 +15,7 @@ from taguru_server.server.app import build_app
 from taguru_server.server.config import load_settings
 from taguru_server.store.errors import StorageFailed, StoreRefused
 from taguru_server.store.registry import Registry
-from taguru_server.store.sqlite import APPLICATION_ID, DB_NAME, FORMAT_VERSION, SCHEMA, SqlitePersistence
+from taguru_server.store.sqlite import APPLICATION_ID, DB_NAME, FORMAT_VERSION, SCHEMA, STORE_ID_FILE, SqlitePersistence
 from tests.conftest import Client
 from tests.test_substrate_process import Server, base_env, cli
 
@@ -102,6 +102,24 @@ def test_empty_newer_foreign_and_damaged_stores_are_refused(tmp_path: Path) -> N
 
     (data / DB_NAME).write_bytes(b"this is not a database at all" * 100)
     assert "cannot be opened" in refusal(data)
+
+
+def test_a_deleted_or_swapped_database_is_refused(tmp_path: Path) -> None:
+    data, other = tmp_path / "data", tmp_path / "other"
+    make_store(data)
+    make_store(other)
+    saved = (data / DB_NAME).read_bytes()
+    (data / DB_NAME).unlink()
+    assert "missing" in refusal(data) and not (data / DB_NAME).exists()
+    shutil.copy(other / DB_NAME, data / DB_NAME)
+    assert "replaced" in refusal(data)
+    (data / DB_NAME).write_bytes(saved)  # the store's own database (a backup) opens again
+    SqlitePersistence(data).close()
+    (data / STORE_ID_FILE).unlink()  # the operator adopts whatever database is there
+    shutil.copy(other / DB_NAME, data / DB_NAME)
+    adopted = SqlitePersistence(data)
+    assert (data / STORE_ID_FILE).read_text().strip() == adopted.store_id
+    adopted.close()
 
 
 def damage_pages(db_file: Path) -> None:
