@@ -76,6 +76,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.server.logging import configure_logging
     from taguru_server.server.protocol import AppRunner, accept_error_handler
     from taguru_server.server.providers.reranker import rerank_settings
+    from taguru_server.store.errors import StoreRefused
+    from taguru_server.store.registry import Registry
+    from taguru_server.store.sqlite import SqlitePersistence
 
     settings = _settings(args.config)
     configure_logging()
@@ -87,8 +90,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         env = merged
     host, port = settings.host_port
 
-    async def run() -> None:
-        app = build_app(settings, rerank=rerank_settings(env))
+    async def run(registry: Registry) -> None:
+        app = build_app(settings, registry, rerank=rerank_settings(env))
         runner = AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
@@ -106,8 +109,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         finally:
             await runner.cleanup()
 
-    with DataDirLock(settings.data_dir):
-        asyncio.run(run())
+    try:
+        lock = DataDirLock(settings.data_dir).__enter__()
+    except OSError as exc:
+        print(f"taguru: the data dir {settings.data_dir} cannot be used: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAIL
+    try:
+        try:
+            registry = Registry(SqlitePersistence(settings.data_dir))
+        except StoreRefused as exc:
+            print(f"taguru: {exc}", file=sys.stderr)
+            return EXIT_FAIL
+        try:
+            asyncio.run(run(registry))
+        finally:
+            registry.close()
+    finally:
+        lock.__exit__(None, None, None)
     return EXIT_OK
 
 
@@ -167,7 +185,7 @@ def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> 
 
 
 def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
-    from taguru_server.store.errors import ApiError
+    from taguru_server.store.errors import ApiError, StoreRefused
     from taguru_server.store.importer import run_import
     from taguru_server.store.registry import Registry
     from taguru_server.store.sqlite import SqlitePersistence
@@ -178,8 +196,13 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
         lock = DataDirLock(settings.data_dir).__enter__()
     except DataDirBusy as exc:
         return _finish(args, outcomes, exc.reason)
+    except OSError as exc:
+        return _finish(args, outcomes, f"the data dir {settings.data_dir} cannot be used: {exc.strerror or exc}")
     try:
-        registry = Registry(SqlitePersistence(settings.data_dir))
+        try:
+            registry = Registry(SqlitePersistence(settings.data_dir))
+        except StoreRefused as exc:
+            return _finish(args, outcomes, str(exc))
         try:
             # a preview runs every file as one stream, so contexts an earlier file creates count as existing
             streams = [[b for _f, _t, bs in parsed for b in bs]] if args.dry_run else [bs for _f, _t, bs in parsed]

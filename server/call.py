@@ -51,8 +51,12 @@ class Call:
         try:
             self.registry.commit(contexts)
         except CommitFailed as exc:
-            code = "storage_full" if "full" in str(exc).lower() else "internal"
-            raise ApiError(code, "the write could not be made durable; nothing was applied") from None
+            raise not_durable(exc, "the write could not be made durable; nothing was applied") from None
+
+
+def not_durable(exc: CommitFailed, message: str) -> ApiError:
+    """A refused commit: 507 `storage_full` when the disk is full, else 503 `unhealthy` (read-only or failing)."""
+    return ApiError("storage_full" if exc.kind == "storage_full" else "unhealthy", message)
 
 
 Handler = Callable[[Call], Awaitable[Any]]

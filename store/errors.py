@@ -46,6 +46,18 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
+class StoreRefused(Exception):
+    """The store cannot be served (missing identity, newer format, damage, unwritable); one line naming the file."""
+
+
+class StorageFailed(Exception):
+    """The backend could not make a write durable: `storage_full` or `unavailable` (read-only or failing disk)."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(f"{kind}: {reason}")
+        self.kind = kind
+
+
 def no_context(name: str) -> ApiError:
     return ApiError("no_context", f"context '{name}' not found")
 

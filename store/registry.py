@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from taguru_server.store.context import Context, Meta
+from taguru_server.store.errors import StorageFailed
 
 
 class Persistence(Protocol):
@@ -22,6 +23,10 @@ class Persistence(Protocol):
 class CommitFailed(Exception):
     """The backend refused a commit; the touched contexts were reloaded from durable state."""
 
+    def __init__(self, message: str, kind: str = "unavailable") -> None:
+        super().__init__(message)
+        self.kind = kind  # `storage_full` or `unavailable`
+
 
 class Registry:
     """Every context by name; reads are served from the loaded in-memory state."""
@@ -33,6 +38,16 @@ class Registry:
         }
         self._loaded: dict[str, Context] = {}
         self._next_id = persistence.next_id()
+        self.write_failing = False  # the last commit failed; cleared by the next one that succeeds
+        self.load_failed = False  # a context could not be read back from the store since boot
+
+    def problem(self) -> str | None:
+        """Why the store is not healthy, in words that name nothing stored, or None."""
+        if self.load_failed:
+            return "a context could not be read from the store (damaged?); the server log has details"
+        if self.write_failing:
+            return "the store is refusing writes (read-only, failing or full disk?); reads keep working"
+        return None
 
     def names(self) -> list[str]:
         return sorted(set(self._known) | set(self._loaded))
@@ -47,7 +62,11 @@ class Registry:
         known = self._known.get(name)
         if known is None:
             return None
-        ctx = self.persistence.load(known[0], name, known[1])
+        try:
+            ctx = self.persistence.load(known[0], name, known[1])
+        except Exception:
+            self.load_failed = True
+            raise
         self._loaded[name] = ctx
         return ctx
 
@@ -64,7 +83,12 @@ class Registry:
         if ctx is None:
             return False
         if not ctx.created:
-            self.persistence.delete(ctx.cid)
+            try:
+                self.persistence.delete(ctx.cid)
+            except Exception as exc:
+                self.write_failing = True
+                raise CommitFailed(str(exc), _kind(exc)) from exc
+            self.write_failing = False
         self._loaded.pop(name, None)
         self._known.pop(name, None)
         return True
@@ -75,8 +99,10 @@ class Registry:
         try:
             self.persistence.commit(todo)
         except Exception as exc:
+            self.write_failing = True
             self.rollback(todo)
-            raise CommitFailed(str(exc)) from exc
+            raise CommitFailed(str(exc), _kind(exc)) from exc
+        self.write_failing = False
         for ctx in todo:
             self._known[ctx.name] = (ctx.cid, ctx.meta)
 
@@ -84,7 +110,15 @@ class Registry:
         """Forget uncommitted changes by reloading from durable state."""
         for ctx in contexts:
             self._loaded.pop(ctx.name, None)
-        self._known = {name: (cid, meta) for cid, name, meta in self.persistence.list_contexts()}
+        try:
+            self._known = {name: (cid, meta) for cid, name, meta in self.persistence.list_contexts()}
+        except Exception:
+            # the directory could not be re-read: keep the last durable one (uncommitted names were never in it)
+            self.load_failed = True
 
     def close(self) -> None:
         self.persistence.close()
+
+
+def _kind(exc: Exception) -> str:
+    return exc.kind if isinstance(exc, StorageFailed) else "unavailable"

@@ -6,10 +6,22 @@ import gc
 import json
 import os
 import sqlite3
+import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, Dirty, Meta, Passage
+from taguru_server.store.errors import StorageFailed, StoreRefused
+
+DB_NAME = "taguru.sqlite3"
+# `PRAGMA application_id` of every store this project writes ("TAGU"): a database without it is not ours
+APPLICATION_ID = 0x54414755
+# `PRAGMA user_version`: the store format; 0 is a store written before formats were recorded
+FORMAT_VERSION = 1
+# the store's identity, also kept beside the database: a deleted or swapped database is noticed at boot
+STORE_ID_FILE = "STORE_ID"
+LEGACY_TABLES = {"contexts", "concepts", "labels", "sources", "aliases", "edges", "passages"}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS contexts(
@@ -24,6 +36,7 @@ CREATE TABLE IF NOT EXISTS edges(
   PRIMARY KEY(ctx, id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS passages(
   ctx INTEGER, source INTEGER, text TEXT, meta TEXT, PRIMARY KEY(ctx, source)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS store_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 """
 
 _META_FIELDS = (
@@ -52,13 +65,97 @@ class SqlitePersistence:
 
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.path = Path(data_dir)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path / "taguru.sqlite3", isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute("PRAGMA foreign_keys=OFF")
-        self.db.executescript(SCHEMA)
-        self._alias_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM aliases").fetchone()[0]
+        self.file = self.path / DB_NAME
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            existed = self.file.exists()
+        except OSError as exc:
+            raise StoreRefused(f"the data dir {self.path} cannot be used: {exc.strerror or exc}") from None
+        recorded = self._recorded_id(existed)
+        try:
+            self.db = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
+        try:
+            self.store_id = self._open(existed)
+            self._alias_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM aliases").fetchone()[0]
+            self._record_id(recorded)
+        except StoreRefused:
+            self.db.close()
+            raise
+        except sqlite3.Error as exc:
+            self.db.close()
+            raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
+
+    def _recorded_id(self, existed: bool) -> str | None:
+        """The identity the data dir recorded for its store; a missing database of a known store is refused."""
+        id_file = self.path / STORE_ID_FILE
+        try:
+            recorded = id_file.read_text(encoding="ascii").strip() if id_file.exists() else None
+        except (OSError, UnicodeDecodeError):
+            raise StoreRefused(f"the store identity {id_file} cannot be read") from None
+        if recorded and not existed:
+            raise StoreRefused(
+                f"the store {self.file} is missing, but the data dir held store {recorded}; restore the database "
+                f"from a backup, or remove {id_file} to start an empty store"
+            )
+        return recorded
+
+    def _record_id(self, recorded: str | None) -> None:
+        id_file = self.path / STORE_ID_FILE
+        if recorded == self.store_id:
+            return
+        if recorded:
+            raise StoreRefused(
+                f"the store {self.file} is store {self.store_id}, but the data dir held store {recorded} (replaced?); "
+                f"restore the right database, or remove {id_file} to adopt this one"
+            )
+        try:
+            staging = id_file.with_suffix(".tmp")
+            staging.write_text(self.store_id + "\n", encoding="ascii")
+            os.replace(staging, id_file)
+        except OSError as exc:
+            raise StoreRefused(f"the store identity {id_file} cannot be written: {exc.strerror or exc}") from None
+
+    def _open(self, existed: bool) -> str:
+        """Recognise the file (new, this project's, or an older build's), check it, and return its identity."""
+        db = self.db
+        app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if app_id == APPLICATION_ID:
+            if version > FORMAT_VERSION:
+                raise StoreRefused(
+                    f"the store {self.file} has format {version}, newer than this build reads "
+                    f"(up to {FORMAT_VERSION}); run a newer build"
+                )
+        elif app_id != 0 or (tables and not LEGACY_TABLES <= tables):
+            raise StoreRefused(f"the store {self.file} is not a taguru store; move it away or restore it from a backup")
+        elif not tables and existed:
+            raise StoreRefused(
+                f"the store {self.file} is empty (truncated or replaced?); restore it from a backup, "
+                "or move it away to start an empty store"
+            )
+        problem = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if problem != "ok":
+            raise StoreRefused(f"the store {self.file} is damaged (integrity check failed); restore it from a backup")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with self._tx():
+                # a new store, or one an older build wrote (format 0): record the identity and format
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                if version < FORMAT_VERSION:
+                    db.execute(f"PRAGMA user_version={FORMAT_VERSION}")
+                db.execute("INSERT OR IGNORE INTO store_meta VALUES('store_id', ?)", (uuid.uuid4().hex,))
+                db.execute("INSERT OR REPLACE INTO store_meta VALUES('opened_at', ?)", (str(int(time.time())),))
+        except sqlite3.Error as exc:
+            raise StoreRefused(f"the store {self.file} cannot be written: {_reason(exc)}") from None
+        return str(db.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()[0])
 
     def close(self) -> None:
         self.db.close()
@@ -71,19 +168,25 @@ class SqlitePersistence:
         return int(self.db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM contexts").fetchone()[0])
 
     def delete(self, cid: int) -> None:
-        with self._tx() as db:
-            for table in ("concepts", "labels", "sources", "aliases", "edges", "passages"):
-                db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
-            db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
+        try:
+            with self._tx() as db:
+                for table in ("concepts", "labels", "sources", "aliases", "edges", "passages"):
+                    db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
+                db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
+        except sqlite3.Error as exc:
+            raise _failed(exc) from exc
 
     def commit(self, contexts: Iterable[Context]) -> None:
         """Write what each context's dirty set names, all in one transaction."""
         todo = [c for c in contexts if c.dirty.any() or c.created]
         if not todo:
             return
-        with self._tx() as db:
-            for ctx in todo:
-                self._write(db, ctx)
+        try:
+            with self._tx() as db:
+                for ctx in todo:
+                    self._write(db, ctx)
+        except sqlite3.Error as exc:
+            raise _failed(exc) from exc
         for ctx in todo:
             ctx.dirty = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources))
             ctx.created = False
@@ -237,6 +340,29 @@ def _attrs_json(records: list[list]) -> str:
     )
 
 
+_REASONS = {
+    "NOTADB": "not a database file (damaged or replaced)",
+    "CORRUPT": "the file is damaged",
+    "READONLY": "the file or its directory is read-only",
+    "IOERR": "a disk I/O error",
+    "FULL": "the disk is full",
+    "CANTOPEN": "no access to the file or its directory",
+    "PERM": "permission denied",
+}
+
+
+def _reason(exc: sqlite3.Error) -> str:
+    """The SQLite result as a short phrase (never a path or a value)."""
+    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    base = name.removeprefix("SQLITE_").split("_", 1)[0]
+    return _REASONS.get(base, name.lower())
+
+
+def _failed(exc: sqlite3.Error) -> StorageFailed:
+    full = getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL"
+    return StorageFailed("storage_full" if full else "unavailable", _reason(exc))
+
+
 class _Transaction:
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
@@ -247,9 +373,14 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
-            self.db.execute("COMMIT")
-        else:
+            try:
+                self.db.execute("COMMIT")
+            except sqlite3.Error:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+        elif self.db.in_transaction:  # after an I/O error SQLite may have rolled back already
             self.db.execute("ROLLBACK")
 
 
-__all__ = ["SqlitePersistence", "CONCEPT", "LABEL"]
+__all__ = ["SqlitePersistence", "CONCEPT", "LABEL", "StoreRefused"]

@@ -8,13 +8,13 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from taguru_server.server.call import Call, Route
+from taguru_server.server.call import Call, Route, not_durable
 from taguru_server.server.errors import HttpError
 from taguru_server.server.mcp.protocol import protocol_text
 from taguru_server.server.metrics import render_metrics
 from taguru_server.server.reply import Raw, json_response
 from taguru_server.server.schemas import openapi_document
-from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.state import METRICS_KEY, REGISTRY_KEY
 from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError
 from taguru_server.store.importer import ParseError, parse_stream, run_import
@@ -58,8 +58,8 @@ async def import_stream(call: Call) -> Any:
             deadline=call.deadline,
             timeout_secs=call.settings.request_timeout_secs,
         )
-    except CommitFailed:
-        raise ApiError("internal", "the import could not be made durable; the landed prefix is intact") from None
+    except CommitFailed as exc:
+        raise not_durable(exc, "the import could not be made durable; the landed prefix is intact") from None
     return {"batches": outcomes}
 
 
@@ -76,6 +76,11 @@ PROTOCOL_ROUTES: list[Route] = [Route("GET", "/protocol", protocol, "read")]
 
 
 async def health(request: web.Request) -> web.StreamResponse:
+    """200 while the store serves; 503 `unhealthy` after a failed write (until one succeeds) or a failed load."""
+    registry = request.app.get(REGISTRY_KEY)
+    problem = registry.problem() if registry is not None else None
+    if problem is not None:
+        raise ApiError("unhealthy", problem)
     return json_response({"status": "ok", "version": VERSION})
 
 

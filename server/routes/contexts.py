@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.server import decode as S
-from taguru_server.server.call import Call, Route
+from taguru_server.server.call import Call, Route, not_durable
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, keyset_limit
 from taguru_server.store.context import Context, Meta
 from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.registry import CommitFailed
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import F32
 
@@ -125,7 +126,11 @@ async def get_context(call: Call) -> Any:
 
 async def delete_context(call: Call) -> Any:
     assert call.name is not None
-    if not call.registry.delete(call.name):
+    try:
+        deleted = call.registry.delete(call.name)
+    except CommitFailed as exc:
+        raise not_durable(exc, "the delete could not be made durable; nothing was applied") from None
+    if not deleted:
         raise no_context(call.name)
     return True
 
