@@ -4,66 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-VENV_PY = ROOT / ".venv" / "bin" / "python"
-PYTHON = str(VENV_PY) if VENV_PY.exists() else sys.executable
+from process_support import Server
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """`python -m taguru_server.cli serve` as a child process on a free port, its log in a file."""
-
-    def __init__(self, data_dir: Path, log: Path, **extra: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log
-        self.log = open(log, "ab")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
-        env.update(
-            {"TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), "TAGURU_ADDR": f"127.0.0.1:{self.port}"},
-            **extra,
-        )
-        self.proc = subprocess.Popen(
-            [PYTHON, "-m", "taguru_server.cli", "serve"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=env
-        )
-        for _ in range(600):  # a readiness wait, not an assertion on time
-            if self.proc.poll() is not None:
-                raise AssertionError(f"the server exited with {self.proc.returncode}")
-            try:
-                with urllib.request.urlopen(self.url + "/live", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError("the server never became ready")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        self.log.close()
 
 
 @pytest.fixture

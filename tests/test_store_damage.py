@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Client
+from process_support import Server, base_env, cli
 
 from taguru_server.server.app import build_app
 from taguru_server.server.config import load_settings
 from taguru_server.store.errors import StorageFailed, StoreRefused
 from taguru_server.store.registry import Registry
 from taguru_server.store.sqlite import APPLICATION_ID, DB_NAME, FORMAT_VERSION, SCHEMA, STORE_ID_FILE, SqlitePersistence
-from tests.conftest import Client
-from tests.test_substrate_process import Server, base_env, cli
 
 EDGE = {"subject": "a", "label": "rel", "object": "b", "weight": 1.0}
 

@@ -3,106 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from process_support import PYTHON, ROOT, Server, base_env, cli, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV_PY = ROOT / ".venv" / "bin" / "python"
-PYTHON = str(VENV_PY) if VENV_PY.exists() else sys.executable
 ACK = re.compile(r"(\d+) batch\(es\) acknowledged")
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def base_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
-    env.update({"TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}, **extra)
-    return env
-
-
-def cli(*args: str, env: dict[str, str], **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "taguru_server.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, **kw
-    )
-
-
-class Server:
-    """`python -m taguru_server.cli serve` as a child process on a free port."""
-
-    def __init__(self, data_dir: Path, log: Path, **env: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(log, "ab")
-        self.proc = subprocess.Popen(
-            [PYTHON, "-m", "taguru_server.cli", "serve"],
-            cwd=ROOT,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env=base_env(data_dir, TAGURU_ADDR=f"127.0.0.1:{self.port}", **env),
-        )
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        for _ in range(600):  # a readiness wait, not an assertion on time
-            if self.proc.poll() is not None:
-                raise AssertionError(f"the server exited with {self.proc.returncode}")
-            try:
-                with urllib.request.urlopen(self.url + "/live", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError("the server never became ready")
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"} if data else {}
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
-
-    def ok(self, method: str, path: str, body: Any = None) -> Any:
-        status, parsed = self.call(method, path, body)
-        assert status == 200, (method, path, parsed)
-        return parsed["result"]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        self.log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
-        self.log.close()
 
 
 @pytest.fixture
