@@ -54,48 +54,18 @@ _ASSOC_KEYS = frozenset(_KEYS["association"])
 # values, so the line is taken without running the JSON decoder. Anything else is decoded.
 _WS = "[ \t\n\r]*"
 _NAME = r'"([^"\\\x00-\x1f]{1,256})"'  # 1 to 256 characters: never over the 1024-byte cap
+_FLOAT = "(-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))"  # a float literal
+
+
+def _member(key: str, value: str) -> str:
+    return f'"{key}"{_WS}:{_WS}{value}{_WS}'
+
+
 _ASSOC_LINE = re.compile(
-    "[ \t\r]*\\{"
-    + _WS
-    + '"subject"'
-    + _WS
-    + ":"
-    + _WS
-    + _NAME
-    + _WS
-    + ","
-    + _WS
-    + '"label"'
-    + _WS
-    + ":"
-    + _WS
-    + _NAME
-    + _WS
-    + ","
-    + _WS
-    + '"object"'
-    + _WS
-    + ":"
-    + _WS
-    + _NAME
-    + _WS
-    + ","
-    + _WS
-    + '"weight"'
-    + _WS
-    + ":"
-    + _WS
-    + "(-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))"
-    + _WS  # a float literal
-    + "(?:,"
-    + _WS
-    + '"paragraph"'
-    + _WS
-    + ":"
-    + _WS
-    + "(0|[1-9][0-9]{0,9})"
-    + _WS
-    + ")?\\}[ \t\r]*"
+    f"[ \t\r]*\\{{{_WS}"
+    + f",{_WS}".join(_member(k, _NAME) for k in ("subject", "label", "object"))
+    + f",{_WS}{_member('weight', _FLOAT)}"
+    + f"(?:,{_WS}{_member('paragraph', '(0|[1-9][0-9]{0,9})')})?\\}}[ \t\r]*"
 )
 _FAST_RAW_CHARS = 4096
 _FAST_NAME_CHARS = MAX_NAME_BYTES // 4  # a name this short cannot exceed the byte cap
