@@ -1,8 +1,8 @@
 """One knowledge context in memory: interned records, edges, aliases, passages and indexes.
 
 Every mutation records what it touched in ``self.dirty`` so the persistence layer can
-write exactly that in one transaction; the in-memory state is rebuilt from the store
-whenever a commit fails, so memory never runs ahead of what is durable.
+write exactly that in one transaction; when a commit fails, exactly those records are
+read back from the store (``store.sync``), so memory never runs ahead of what is durable.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class Dirty:
     concepts_from: int = 0
     labels_from: int = 0
     sources_from: int = 0
+    edges_from: int = 0
     edges: set[int] = attrs.field(factory=set)
     aliases: dict[tuple[int, str], int | None] = attrs.field(factory=dict)
     passages: set[int] = attrs.field(factory=set)
@@ -179,6 +180,11 @@ class Context:
         self.graph_version = 0  # bumped by every edge change; read caches key on it
         self.read_cache: dict[str, Any] = {}
         self.dirty = Dirty()
+        self.created = False
+
+    def mark_clean(self) -> None:
+        """Everything in memory is durable: the next dirty set starts here."""
+        self.dirty = Dirty(len(self.concepts), len(self.labels), len(self.sources), len(self.e_s))
         self.created = False
 
     # ----- interning -------------------------------------------------------------

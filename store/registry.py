@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from taguru_server.store.context import Context, Meta
+from taguru_server.store.context import Context, Dirty, Meta
 from taguru_server.store.errors import StorageFailed
+from taguru_server.store.sync import DurableRows, apply_rows
 
 
 class Persistence(Protocol):
@@ -17,11 +18,12 @@ class Persistence(Protocol):
     def load(self, cid: int, name: str, meta: Meta) -> Context: ...
     def commit(self, contexts: Iterable[Context]) -> None: ...
     def delete(self, cid: int) -> None: ...
+    def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows: ...
     def close(self) -> None: ...
 
 
 class CommitFailed(Exception):
-    """The backend refused a commit; the touched contexts were reloaded from durable state."""
+    """The backend refused a commit; the touched contexts were brought back to their durable state."""
 
     def __init__(self, message: str, kind: str = "unavailable") -> None:
         super().__init__(message)
@@ -107,9 +109,19 @@ class Registry:
             self._known[ctx.name] = (ctx.cid, ctx.meta)
 
     def rollback(self, contexts: Iterable[Context]) -> None:
-        """Forget uncommitted changes by reloading from durable state."""
-        for ctx in contexts:
-            self._loaded.pop(ctx.name, None)
+        """Forget uncommitted changes: re-read exactly the records each context's dirty set names.
+
+        A context that was never committed is dropped; one whose rows cannot be read back is
+        evicted (the next request loads it whole, or reports the store as damaged).
+        """
+        for ctx in dict.fromkeys(contexts):
+            if ctx.created:
+                self._loaded.pop(ctx.name, None)
+                continue
+            try:
+                apply_rows(ctx, self.persistence.durable_rows(ctx.cid, ctx.dirty))
+            except Exception:
+                self._loaded.pop(ctx.name, None)
         try:
             self._known = {name: (cid, meta) for cid, name, meta in self.persistence.list_contexts()}
         except Exception:

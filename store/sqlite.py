@@ -10,9 +10,11 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, Dirty, Meta, Passage
 from taguru_server.store.errors import StorageFailed, StoreRefused
+from taguru_server.store.sync import DurableRows
 
 DB_NAME = "taguru.sqlite3"
 # `PRAGMA application_id` of every store this project writes ("TAGU"): a database without it is not ours
@@ -188,8 +190,7 @@ class SqlitePersistence:
         except sqlite3.Error as exc:
             raise _failed(exc) from exc
         for ctx in todo:
-            ctx.dirty = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources))
-            ctx.created = False
+            ctx.mark_clean()
 
     def _tx(self) -> _Transaction:
         return _Transaction(self.db)
@@ -250,6 +251,66 @@ class SqlitePersistence:
         if stored:
             db.executemany("INSERT OR REPLACE INTO passages VALUES(?, ?, ?, ?)", stored)
 
+    def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows:
+        """The stored state of exactly the records `wanted` names (see `store.sync`), in one read transaction."""
+        db = self.db
+        try:
+            db.execute("BEGIN")
+            try:
+                return self._rows(db, cid, wanted)
+            finally:
+                db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _failed(exc) from exc
+
+    def _rows(self, db: sqlite3.Connection, cid: int, wanted: Dirty) -> DurableRows:
+        row = db.execute("SELECT meta FROM contexts WHERE id = ?", (cid,)).fetchone()
+        if row is None:
+            raise StorageFailed("unavailable", "the context is not in the store")
+
+        def names(table: str, start: int) -> list[str]:
+            sql = f"SELECT name FROM {table} WHERE ctx = ? AND id >= ? ORDER BY id"
+            return [name for (name,) in db.execute(sql, (cid, start))]
+
+        def edge(total: float, count: int, attrs: str) -> tuple[float, int, list[list[Any]]]:
+            return float(total), count, json.loads(attrs) if attrs else []
+
+        touched: dict[int, tuple[float, int, list[list[Any]]] | None] = {}
+        for e in sorted(x for x in wanted.edges if x < wanted.edges_from):
+            got = db.execute("SELECT sum, count, attrs FROM edges WHERE ctx = ? AND id = ?", (cid, e)).fetchone()
+            touched[e] = None if got is None else edge(*got)
+        new_edges = [
+            (s, lab, o, edge(total, count, attrs))
+            for s, lab, o, total, count, attrs in db.execute(
+                "SELECT s, l, o, sum, count, attrs FROM edges WHERE ctx = ? AND id >= ? ORDER BY id",
+                (cid, wanted.edges_from),
+            )
+        ]
+        aliases: dict[tuple[int, str], int | None] = {}
+        for kind, alias in wanted.aliases:
+            got = db.execute(
+                "SELECT target FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", (cid, kind, alias)
+            ).fetchone()
+            aliases[(kind, alias)] = None if got is None else int(got[0])
+        passages: dict[int, Passage | None] = {}
+        for sid in sorted(wanted.passages):
+            got = db.execute("SELECT text, meta FROM passages WHERE ctx = ? AND source = ?", (cid, sid)).fetchone()
+            passages[sid] = None if got is None else _passage(*got)
+        return DurableRows(
+            meta=Meta(**json.loads(row[0])),
+            concepts_from=wanted.concepts_from,
+            concepts=names("concepts", wanted.concepts_from),
+            labels_from=wanted.labels_from,
+            labels=names("labels", wanted.labels_from),
+            sources_from=wanted.sources_from,
+            sources=names("sources", wanted.sources_from),
+            edges_from=wanted.edges_from,
+            new_edges=new_edges,
+            edges=touched,
+            aliases=aliases,
+            passages=passages,
+        )
+
     def load(self, cid: int, name: str, meta: Meta) -> Context:
         """Rebuild a context and all its indexes from its rows."""
         collecting = gc.isenabled()
@@ -308,23 +369,27 @@ class SqlitePersistence:
         for sid, text, pmeta in db.execute(
             "SELECT source, text, meta FROM passages WHERE ctx = ? ORDER BY source", (cid,)
         ):
-            m = loads(pmeta)
-            passage = Passage(
-                text,
-                [(p, q) for p, q in m["questions"]],
-                {p: s for p, s in m["sections"]},
-                {p: (k, v) for p, k, v in m["locators"]},
-                m["tags"],
-                m["stored_at"],
-                m["date"],
-            )
+            passage = _passage(text, pmeta)
             ctx.passages[sid] = passage
             ctx._index_passage(sid, passage)
-        ctx.dirty = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources))
+        ctx.mark_clean()
         from taguru_server.store.lanes import warm
 
         warm(ctx)  # build the read indexes now rather than in the first request
         return ctx
+
+
+def _passage(text: str, stored_meta: str) -> Passage:
+    m = json.loads(stored_meta)
+    return Passage(
+        text,
+        [(p, q) for p, q in m["questions"]],
+        {p: s for p, s in m["sections"]},
+        {p: (k, v) for p, k, v in m["locators"]},
+        m["tags"],
+        m["stored_at"],
+        m["date"],
+    )
 
 
 def _attrs_json(records: list[list]) -> str:

@@ -1,0 +1,165 @@
+"""A refused commit is undone record by record: memory ends equal to a fresh load of the store, without a reload."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
+from taguru_server.store.errors import StorageFailed
+from taguru_server.store.lanes import resolve_matches
+from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.sqlite import SqlitePersistence
+from taguru_server.store.text import terms
+
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "tau", "rho", "phi", "chi", "psi"]
+
+
+def random_writes(ctx: Context, rnd: random.Random, n: int) -> None:
+    """n random mutations of every kind a route makes."""
+    for _ in range(n):
+        op = rnd.randrange(7)
+        word = rnd.choice(WORDS) + str(rnd.randrange(30))
+        if op <= 1:
+            rows = [
+                (
+                    rnd.choice(WORDS) + str(rnd.randrange(30)),
+                    rnd.choice(["is", "has", "near"]) + str(rnd.randrange(4)),
+                    rnd.choice(WORDS) + str(rnd.randrange(30)),
+                    rnd.choice([1.0, 0.5, -0.25, 2.0]),
+                    rnd.choice([None, 0, 1, 3]),
+                )
+                for _ in range(rnd.randrange(1, 6))
+            ]
+            ctx.assert_many(rows, "src" + str(rnd.randrange(12)))
+        elif op == 2:
+            ctx.assert_association(word, "is0", rnd.choice(WORDS) + "0", 1.0, None, None)
+        elif op == 3 and ctx.e_s:
+            e = rnd.randrange(len(ctx.e_s))
+            ctx.retract_association(ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
+        elif op == 4 and ctx.concepts:
+            kind = rnd.choice([CONCEPT, LABEL]) if ctx.labels else CONCEPT
+            names = ctx.concepts if kind == CONCEPT else ctx.labels
+            try:
+                if rnd.random() < 0.7:
+                    ctx.add_alias(kind, "alias-" + word, rnd.choice(names))
+                else:
+                    ctx.remove_alias(kind, "alias-" + word)
+            except AliasRefused:
+                pass
+        elif op == 5:
+            text = "\n\n".join(" ".join(rnd.choices(WORDS, k=6)) for _ in range(rnd.randrange(1, 4)))
+            ctx.store_passage(
+                "src" + str(rnd.randrange(12)),
+                text,
+                [(0, "which " + word)],
+                [(0, "Intro")],
+                [(1, "page", "2")],
+                ["t"],
+                5,
+                None,
+            )
+        else:
+            ctx.retract_source("src" + str(rnd.randrange(12)))
+
+
+def observable(ctx: Context) -> dict[str, Any]:
+    """Everything a read can see, by name rather than by position in an index."""
+    bm25 = ctx.bm25
+    searches = {}
+    for word in WORDS[:6]:
+        docs, scores = bm25.search(terms(word))
+        searches[word] = sorted(
+            (bm25.doc_source[d], bm25.doc_par[d], float(s)) for d, s in zip(docs.tolist(), scores.tolist(), strict=True)
+        )
+    return {
+        "concepts": list(ctx.concepts),
+        "labels": list(ctx.labels),
+        "sources": list(ctx.sources),
+        "edges": [
+            (ctx.e_s[e], ctx.e_l[e], ctx.e_o[e], ctx.e_sum[e], ctx.e_cnt[e], ctx.e_attr[e]) for e in range(len(ctx.e_s))
+        ],
+        "edge_of": dict(ctx.edge_of),
+        "out": [list(x) for x in ctx.out_edges],
+        "in": [list(x) for x in ctx.in_edges],
+        "by_label": [list(x) for x in ctx.label_edges],
+        "by_source": {s: sorted(es) for s, es in ctx.source_edges.items() if es},
+        "aliases": [dict(t) for t in ctx.aliases],
+        "passages": {sid: (p.text, p.meta_json()) for sid, p in ctx.passages.items()},
+        "meta": ctx.meta,
+        "searches": searches,
+        "resolve": [
+            sorted((m.name, m.score, m.kind) for m in resolve_matches(ctx, kind, cue, 0.3, 50))
+            for kind in (CONCEPT, LABEL)
+            for cue in ("alpha1", "alias-beta2", "has0", "gamma")
+        ],
+        "stats": ctx.stats(),
+    }
+
+
+def fresh(data: Path, name: str) -> Context:
+    store = SqlitePersistence(data)
+    try:
+        ctx = Registry(store).get(name)
+        assert ctx is not None
+        return ctx
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_refused_commit_leaves_memory_equal_to_the_store(tmp_path: Path, seed: int) -> None:
+    rnd = random.Random(seed)
+    data = tmp_path / "data"
+    store = SqlitePersistence(data)
+    registry = Registry(store)
+    ctx = registry.create("k", Meta(description="sync"))
+    random_writes(ctx, rnd, 30)
+    registry.commit([ctx])
+    durable = observable(fresh(data, "k"))
+    assert observable(ctx) == durable
+    loads = 0
+    real_load, real_commit = store.load, store.commit
+
+    def counting_load(*args: Any) -> Context:
+        nonlocal loads
+        loads += 1
+        return real_load(*args)
+
+    def refusing(contexts: Any) -> None:
+        raise StorageFailed("storage_full", "injected")
+
+    store.load = counting_load  # type: ignore[method-assign]
+    for _round in range(3):
+        random_writes(ctx, rnd, rnd.randrange(1, 25))
+        store.commit = refusing  # type: ignore[method-assign]
+        with pytest.raises(CommitFailed):
+            registry.commit([ctx])
+        assert registry.get("k") is ctx  # kept, not evicted
+        assert observable(ctx) == durable
+        store.commit = real_commit  # type: ignore[method-assign]
+        random_writes(ctx, rnd, 10)  # memory keeps working after the repair
+        registry.commit([ctx])
+        durable = observable(fresh(data, "k"))
+        assert observable(ctx) == durable
+    assert loads == 0
+    registry.close()
+
+
+def test_a_never_committed_context_is_dropped(tmp_path: Path) -> None:
+    store = SqlitePersistence(tmp_path / "data")
+    registry = Registry(store)
+    ctx = registry.create("new", Meta())
+    ctx.intern_concept("a")
+
+    def refusing(contexts: Any) -> None:
+        raise StorageFailed("unavailable", "injected")
+
+    store.commit = refusing  # type: ignore[method-assign]
+    with pytest.raises(CommitFailed):
+        registry.commit([ctx])
+    assert registry.get("new") is None and registry.names() == []
+    registry.close()
