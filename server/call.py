@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl
 
@@ -11,10 +13,27 @@ import attrs
 from taguru_server.server.auth import Principal
 from taguru_server.server.config import Settings
 from taguru_server.server.decode import Spec, require_json
+from taguru_server.server.offload import decode_body
 from taguru_server.server.state import AppState
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.errors import ApiError, no_context, timed_out
 from taguru_server.store.registry import CommitFailed, Registry
+
+_WRITES: ContextVar[list[int] | None] = ContextVar("taguru_writes", default=None)
+
+
+def track_writes() -> list[int]:
+    """Start noting the current request's durable writes: the list grows by one per commit."""
+    box: list[int] = []
+    _WRITES.set(box)
+    return box
+
+
+def note_write() -> None:
+    """A commit of the current request landed (its answer must then say so, deadline or not)."""
+    box = _WRITES.get()
+    if box is not None:
+        box.append(1)
 
 
 @attrs.define
@@ -33,12 +52,15 @@ class Call:
     deadline: float
     app_state: AppState = attrs.field(factory=AppState)
 
-    def json(self) -> Any:
-        return require_json(self.headers.get("Content-Type"), self.body)
+    async def json(self) -> Any:
+        """An any-JSON body (a large one is parsed off the event loop)."""
+        content_type = self.headers.get("Content-Type")
+        return await decode_body(self.body, lambda: require_json(content_type, self.body))
 
-    def decode(self, spec: Spec) -> dict[str, Any]:
-        """Decode the typed body with the same spec `/openapi.json` publishes."""
-        return spec.read(self.headers.get("Content-Type"), self.body)
+    async def decode(self, spec: Spec) -> dict[str, Any]:
+        """Decode the typed body with the same spec `/openapi.json` publishes (a large one off the event loop)."""
+        content_type = self.headers.get("Content-Type")
+        return await decode_body(self.body, lambda: spec.read(content_type, self.body))
 
     def context(self) -> Context:
         assert self.name is not None
@@ -48,10 +70,15 @@ class Call:
         return ctx
 
     def commit(self, *contexts: Context) -> None:
+        """Make the handler's changes durable; past the request's deadline they are undone and refused (408)."""
+        if time.monotonic() > self.deadline:
+            self.registry.rollback(contexts)
+            raise timed_out(self.settings.request_timeout_secs)
         try:
             self.registry.commit(contexts)
         except CommitFailed as exc:
             raise not_durable(exc, "the write could not be made durable; nothing was applied") from None
+        note_write()
 
 
 def not_durable(exc: CommitFailed, message: str) -> ApiError:

@@ -30,6 +30,7 @@ class Settings:
     max_body_bytes: int = 8 * 1024 * 1024
     request_timeout_secs: int = 30
     header_timeout_secs: int = 10
+    min_body_rate: int = 1024
     max_concurrent_requests: int = 256
     auth_fail_limit_per_min: int = 10
     rate_limit_per_min: int = 0
@@ -77,6 +78,7 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         max_body_bytes=_int(env, "TAGURU_MAX_BODY_BYTES", 8 * 1024 * 1024, zero_means=8 * 1024 * 1024),
         request_timeout_secs=_int(env, "TAGURU_REQUEST_TIMEOUT_SECS", 30, zero_means=1),
         header_timeout_secs=_int(env, "TAGURU_HEADER_TIMEOUT_SECS", 10),
+        min_body_rate=_int(env, "TAGURU_MIN_BODY_RATE", 1024),
         max_concurrent_requests=_int(env, "TAGURU_MAX_CONCURRENT_REQUESTS", 256),
         auth_fail_limit_per_min=_int(env, "TAGURU_AUTH_FAIL_LIMIT_PER_MIN", 10),
         rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN", 0),

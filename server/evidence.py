@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -12,6 +10,7 @@ import structlog
 from taguru_server.pipeline import Graph, run_graph
 from taguru_server.server.call import Call
 from taguru_server.server.decode import BUDGET, EVIDENCE
+from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Reply
 from taguru_server.server.state import METRICS_KEY, RERANK_OBSERVER_KEY, RERANKER_KEY
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, NoReranker, Services, gate
@@ -22,13 +21,6 @@ from taguru_server.store.errors import ApiError, no_context
 log = structlog.get_logger("taguru.evidence")
 
 GRAPH: Graph = evidence_graph()
-
-OFF_LOOP_BYTES = 64 * 1024
-"""Bodies from this size on are decoded on a worker thread; below it the hand-off costs more than the decode."""
-
-# One decoder thread: the JSON parser holds the interpreter lock for its whole run (~90 ms for 4 MB), so
-# several at once would stack those pauses in front of the event loop; one at a time bounds the wait to one.
-DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taguru-decode")
 
 
 def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
@@ -58,10 +50,8 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
 
 
 async def evidence(call: Call) -> Any:
-    if len(call.body) < OFF_LOOP_BYTES:
-        request, explain = parse_request(call)
-    else:  # a multi-megabyte body takes hundreds of ms to decode; the loop keeps serving meanwhile
-        request, explain = await asyncio.get_running_loop().run_in_executor(DECODER, parse_request, call)
+    # a multi-megabyte body takes hundreds of ms to decode; the loop keeps serving meanwhile
+    request, explain = await decode_body(call.body, lambda: parse_request(call))
     gate(call.deadline - time.monotonic())
     assert call.name is not None
     ctx = call.registry.get(call.name)

@@ -12,6 +12,7 @@ import structlog
 from aiohttp import web
 
 from taguru_server.server.auth import authenticate
+from taguru_server.server.call import track_writes
 from taguru_server.server.errors import error_response
 from taguru_server.server.routing import MATCH_KEY, PROBES, ROUTER, UNMATCHED, authorize
 from taguru_server.server.state import (
@@ -26,7 +27,7 @@ from taguru_server.server.state import (
     SETTINGS_KEY,
     STARTED_KEY,
 )
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, timed_out
 
 log = structlog.get_logger("taguru.http")
 
@@ -114,7 +115,7 @@ async def _holding_slot(request: web.Request, handler: NextHandler) -> web.Strea
 
 @web.middleware
 async def inflight(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Past TAGURU_MAX_CONCURRENT_REQUESTS requests in flight, answer 503 (probes included).
+    """Past TAGURU_MAX_CONCURRENT_REQUESTS requests in flight, answer 503 (probes are answered before this).
 
     A request with a body takes its slot only once the whole body is in (see `body_cap`), so
     clients that send their bodies slowly cannot hold the slots that complete requests need.
@@ -129,7 +130,7 @@ async def inflight(request: web.Request, handler: NextHandler) -> web.StreamResp
 
 @web.middleware
 async def probes(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Answer the GET-only probes before auth; any other method on them is a 405, never a 500."""
+    """Answer the GET-only probes before the in-flight ceiling and auth; any other method on them is a 405."""
     path = request.raw_path.split("?", 1)[0]
     probe = PROBES.get(path)
     if probe is None:
@@ -173,22 +174,41 @@ def _remaining(request: web.Request) -> float:
 
 
 def _timed_out(request: web.Request) -> ApiError:
-    timeout = request.app[SETTINGS_KEY].request_timeout_secs
+    return timed_out(request.app[SETTINGS_KEY].request_timeout_secs)
+
+
+BODY_GRACE_SECS = 5.0
+"""The minimum transfer rate applies from this long after the body's first awaited byte."""
+
+
+def _too_slow(rate: int) -> ApiError:
     return ApiError(
         "timeout",
-        f"request exceeded the {timeout}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
+        f"the request body arrived slower than {rate} bytes/s; the connection is closed "
+        "(TAGURU_MIN_BODY_RATE tunes this)",
     )
 
 
-async def _read_body(request: web.Request, cap: int, too_large: str) -> bytes:
+async def _read_body(request: web.Request, cap: int, too_large: str, rate: int) -> bytes:
+    """The whole body; a client whose bytes fall behind `rate` per second after a grace period is refused."""
     chunks = []
     size = 0
-    async for chunk in request.content.iter_any():
+    started = time.monotonic()
+    while True:
+        # the next byte is due when the average rate would otherwise fall below `rate`
+        due = started + max(BODY_GRACE_SECS, (size + 1) / rate) if rate > 0 else None
+        try:
+            chunk = await asyncio.wait_for(
+                request.content.readany(), None if due is None else max(due - time.monotonic(), 0.001)
+            )
+        except TimeoutError:
+            raise _too_slow(rate) from None
+        if not chunk:
+            return b"".join(chunks)
         size += len(chunk)
         if size > cap:
             raise ApiError("payload_too_large", too_large)
         chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @web.middleware
@@ -203,7 +223,10 @@ async def body_cap(request: web.Request, handler: NextHandler) -> web.StreamResp
         request[BODY_KEY] = b""
         return await handler(request)
     try:
-        body = await asyncio.wait_for(_read_body(request, cap, too_large), max(_remaining(request), 0.001))
+        body = await asyncio.wait_for(
+            _read_body(request, cap, too_large, request.app[SETTINGS_KEY].min_body_rate),
+            max(_remaining(request), 0.001),
+        )
     except TimeoutError:
         raise _timed_out(request) from None
     request[BODY_KEY] = body
@@ -217,13 +240,16 @@ async def deadline(request: web.Request, handler: NextHandler) -> web.StreamResp
     request[DEADLINE_KEY] = time.monotonic() + remaining
     if remaining <= 0:
         raise _timed_out(request)
+    writes = track_writes()
     try:
         response = await asyncio.wait_for(handler(request), remaining)
     except TimeoutError:
         raise _timed_out(request) from None
-    if time.monotonic() > request[DEADLINE_KEY]:  # work that never yielded finished past the budget
+    # work that never yielded finished past the budget: refused, unless it wrote (writes check the
+    # deadline before they commit, and a durable write is never answered as refused)
+    if time.monotonic() > request[DEADLINE_KEY] and not writes:
         raise _timed_out(request)
     return response
 
 
-MIDDLEWARES = (request_id, metrics, errors, inflight, probes, auth, body_cap, deadline)
+MIDDLEWARES = (request_id, metrics, errors, probes, inflight, auth, body_cap, deadline)

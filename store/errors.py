@@ -58,6 +58,14 @@ class StorageFailed(Exception):
         self.kind = kind
 
 
+def timed_out(timeout_secs: int) -> ApiError:
+    """408: the request's TAGURU_REQUEST_TIMEOUT_SECS budget is spent."""
+    return ApiError(
+        "timeout",
+        f"request exceeded the {timeout_secs}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
+    )
+
+
 def no_context(name: str) -> ApiError:
     return ApiError("no_context", f"context '{name}' not found")
 

@@ -13,7 +13,7 @@ import attrs
 import numpy as np
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, Meta
-from taguru_server.store.errors import ApiError, Issue
+from taguru_server.store.errors import ApiError, Issue, timed_out
 from taguru_server.store.registry import Registry
 from taguru_server.store.text import WHITE_SPACE, split_paragraphs, utf8_len
 from taguru_server.store.wire import format_number, has_lone_surrogate
@@ -638,9 +638,20 @@ def _run_import(
     now = int(time.time())
     landed = 0
 
+    def late() -> bool:
+        return deadline is not None and time.monotonic() > deadline
+
+    def refuse_late() -> ApiError:
+        # past the budget nothing more is committed: what is not durable yet is undone, and the
+        # refusal names the durable prefix (a write is never answered 200 after its deadline)
+        registry.rollback(pending)
+        return _prefixed(timed_out(timeout_secs), landed, total, batches[landed], dry_run)
+
     def flush() -> None:
         nonlocal landed, pending
         if pending:
+            if late():
+                raise refuse_late()
             registry.commit(pending)
             pending = []
         landed = len(outcomes)
@@ -648,20 +659,10 @@ def _run_import(
             on_commit(landed)
 
     for i, batch in enumerate(batches):
-        if deadline is not None and time.monotonic() > deadline:
-            if not dry_run:
-                flush()
-            raise _prefixed(
-                ApiError(
-                    "timeout",
-                    f"request exceeded the {timeout_secs}s budget; narrow the query "
-                    "(TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
-                ),
-                i,
-                total,
-                batch,
-                dry_run,
-            )
+        if late():
+            if dry_run:
+                raise _prefixed(timed_out(timeout_secs), i, total, batch, dry_run)
+            raise refuse_late()
         ctx = registry.get(batch.context)
         exists = ctx is not None or (dry_run and batch.context in will_exist)
         refusal = _alias_refusal(ctx, batch, i)

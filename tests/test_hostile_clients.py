@@ -63,51 +63,59 @@ async def slow_body_client(port: int, give_up: float) -> tuple[bool, float]:
 
 
 def test_slow_bodies_do_not_hold_the_in_flight_slots(tmp_path: Path, servers: list[Server]) -> None:
+    """300 clients trickling bodies at 1 byte/s: 20/20 normal requests answered 200 within 3 s each, and the
+    slow clients cut off within the request timeout plus a few seconds."""
     timeout = 3
     server = Server(
         tmp_path / "data",
         tmp_path / "server.log",
-        TAGURU_MAX_CONCURRENT_REQUESTS="4",
+        TAGURU_MAX_CONCURRENT_REQUESTS="16",
         TAGURU_REQUEST_TIMEOUT_SECS=str(timeout),
     )
     servers.append(server)
 
     async def scenario() -> tuple[list[tuple[bool, float]], list[tuple[int, bytes, float]]]:
-        slow = [asyncio.create_task(slow_body_client(server.port, timeout + 6)) for _ in range(40)]
-        await asyncio.sleep(0.5)  # every slow client has sent its headers
+        slow = [asyncio.create_task(slow_body_client(server.port, timeout + 6)) for _ in range(300)]
+        await asyncio.sleep(1.0)  # every slow client has sent its headers
         normal = []
-        for _ in range(6):
+        for _ in range(20):
             normal.append(
                 await raw_request(server.port, b"GET /contexts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            )
-            body = b'{"name": "ok"}'
-            normal.append(
-                await raw_request(
-                    server.port,
-                    b"POST /contexts/none/evidence HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body),
-                    body,
-                )
             )
         return list(await asyncio.gather(*slow)), normal
 
     slow, normal = asyncio.run(scenario())
-    for status, reply, took in normal:
-        assert status != 503 and status != 0, reply[:200]
-        assert took < 3.0
-    assert [s for s, _r, _t in normal[::2]] == [200] * 6
+    assert [status for status, _r, _t in normal] == [200] * 20, [r[:120] for _s, r, _t in normal]
+    assert max(took for _s, _r, took in normal) < 3.0
     cut = [took for ok, took in slow if ok]
     assert len(cut) >= 0.95 * len(slow)
     assert max(cut) < timeout + 3
+    server.stop()
+    assert b"Traceback" not in server.log_path.read_bytes()
 
 
-def test_big_bodies_do_not_freeze_the_server(tmp_path: Path, servers: list[Server]) -> None:
+BIG_BODIES = {
+    # about 4 MB each, every one refused only after the whole body is decoded
+    "evidence": json.dumps({"origins": ["abc"] * 600_000}).encode(),  # past the origins limit
+    "associations": json.dumps([{"subject": "a", "label": "b", "object": "c", "weight": 1}] * 70_000).encode(),
+    "import": b"\n".join(
+        [b'{"taguru_batch": 1, "context": "big", "source": "s", "create": {}}']
+        + [b'{"subject": "a", "label": "b", "object": "c", "weight": 1.0}'] * 70_000
+        + [b"{not json"]
+    ),
+}
+
+
+@pytest.mark.parametrize("route", sorted(BIG_BODIES))
+def test_big_bodies_do_not_freeze_the_server(tmp_path: Path, servers: list[Server], route: str) -> None:
+    """5 concurrent 4 MB bodies: /health never waits 300 ms, and each big body gets its 4xx."""
     server = Server(tmp_path / "data", tmp_path / "server.log")
     servers.append(server)
-    body = json.dumps({"origins": ["abc"] * 600_000}).encode()  # about 4 MB, past the origins limit
+    body = BIG_BODIES[route]
+    path = b"/import" if route == "import" else b"/contexts/big/" + route.encode()
     head = (
-        b"POST /contexts/big/evidence HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        b"POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (path, len(body))
     )
 
     async def health_waits(stop: asyncio.Event) -> list[float]:
@@ -195,13 +203,14 @@ async def trickling_headers_client(port: int, give_up: float) -> tuple[bool, flo
 
 
 def test_trickled_headers_are_cut_off(tmp_path: Path, servers: list[Server]) -> None:
+    """300 connections trickling header bytes are all closed by the server (well within 40 s); /health stays 200."""
     server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_HEADER_TIMEOUT_SECS="2")
     servers.append(server)
 
     async def scenario() -> tuple[list[tuple[bool, float]], tuple[int, bytes, float]]:
-        idle = [asyncio.create_task(trickling_headers_client(server.port, 8.0)) for _ in range(50)]
+        idle = [asyncio.create_task(trickling_headers_client(server.port, 8.0)) for _ in range(300)]
         await asyncio.sleep(0.5)
-        normal = await raw_request(server.port, b"GET /contexts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        normal = await raw_request(server.port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         return list(await asyncio.gather(*idle)), normal
 
     idle, (status, _reply, took) = asyncio.run(scenario())

@@ -23,6 +23,9 @@ async def test_in_flight_ceiling(settings_factory) -> None:
             "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)"
         )
         assert headers["Retry-After"] == "1"
+        for probe in ("/health", "/live", "/version", "/metrics"):  # probes skip the ceiling
+            status, _body, _h = await client.call("GET", probe)
+            assert status == 200, probe
         running.count = 1
         status, _body, _h = await client.call("GET", "/contexts")
         assert status == 200 and running.count == 1  # released after the call

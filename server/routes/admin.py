@@ -8,10 +8,11 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from taguru_server.server.call import Call, Route, not_durable
+from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.errors import HttpError
 from taguru_server.server.mcp.protocol import protocol_text
 from taguru_server.server.metrics import render_metrics
+from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Raw, json_response
 from taguru_server.server.schemas import openapi_document
 from taguru_server.server.state import METRICS_KEY, REGISTRY_KEY
@@ -26,7 +27,7 @@ Probe = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def import_stream(call: Call) -> Any:
     dry_run = call.query.get("dry_run") == "true"
     try:
-        batches = parse_stream(call.body)
+        batches = await decode_body(call.body, lambda: parse_stream(call.body))
     except (ParseError, UnicodeDecodeError) as exc:
         raise HttpError(
             "malformed_request", str(exc), status=400, integrity="nothing_written", retryable=True
@@ -57,6 +58,7 @@ async def import_stream(call: Call) -> Any:
             dry_run=dry_run,
             deadline=call.deadline,
             timeout_secs=call.settings.request_timeout_secs,
+            on_commit=lambda _landed: note_write(),
         )
     except CommitFailed as exc:
         raise not_durable(exc, "the import could not be made durable; the landed prefix is intact") from None

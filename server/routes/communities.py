@@ -26,7 +26,7 @@ from taguru_server.store.wire import dumps
 
 
 async def search_communities(call: Call) -> Any:
-    args = call.decode(COMMUNITY_SEARCH)
+    args = await call.decode(COMMUNITY_SEARCH)
     query = args["query"]
     requested = args["limit"]
     limit = min(5 if requested is None else requested, 1000)

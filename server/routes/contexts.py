@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.server import decode as S
-from taguru_server.server.call import Call, Route, not_durable
+from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, keyset_limit
@@ -62,7 +62,7 @@ async def put_context(call: Call) -> Any:
 
 
 async def patch_context(call: Call) -> Any:
-    args = call.decode(S.CONTEXT_PATCH)
+    args = await call.decode(S.CONTEXT_PATCH)
     description, pinned, dice, semantic = (args[k] for k in ("description", "pinned", "dice_floor", "semantic_floor"))
     if description is not None and utf8_len(description) > MAX_DESCRIPTION_BYTES:
         raise ApiError(
@@ -132,6 +132,7 @@ async def delete_context(call: Call) -> Any:
         raise not_durable(exc, "the delete could not be made durable; nothing was applied") from None
     if not deleted:
         raise no_context(call.name)
+    note_write()
     return True
 
 

@@ -27,7 +27,7 @@ from taguru_server.store.wire import format_number
 
 
 async def post_associations(call: Call) -> Any:
-    body = call.json()
+    body = await call.json()
     if isinstance(body, list) and len(body) > MAX_ASSOCIATIONS:
         raise ApiError(
             "over_limit", f"batch of {len(body)} associations exceeds the per-request limit of 10000; split the ingest"
@@ -81,15 +81,15 @@ async def post_associations(call: Call) -> Any:
     return len(items)
 
 
-def _triple(call: Call) -> tuple[str, str, str]:
-    args = call.decode(S.TRIPLE)
+async def _triple(call: Call) -> tuple[str, str, str]:
+    args = await call.decode(S.TRIPLE)
     for key in ("subject", "label", "object"):
         check_name(args[key], key)
     return args["subject"], args["label"], args["object"]
 
 
 async def retract_association(call: Call) -> Any:
-    s, lab, o = _triple(call)
+    s, lab, o = await _triple(call)
     ctx = call.context()
     retracted, removed = ctx.retract_association(s, lab, o)
     if retracted:
@@ -99,7 +99,7 @@ async def retract_association(call: Call) -> Any:
 
 
 async def post_aliases(call: Call) -> Any:
-    args = call.decode(S.ALIASES)
+    args = await call.decode(S.ALIASES)
     maps: list[tuple[int, dict[str, str]]] = [(CONCEPT, args["concepts"] or {}), (LABEL, args["labels"] or {})]
     n = sum(len(m) for _k, m in maps)
     if n > MAX_ASSOCIATIONS:
@@ -140,7 +140,7 @@ async def post_aliases(call: Call) -> Any:
 
 
 async def delete_aliases(call: Call) -> Any:
-    args = call.decode(S.ALIAS_REMOVAL)
+    args = await call.decode(S.ALIAS_REMOVAL)
     concepts = args["concepts"] or []
     label_list = args["labels"] or []
     if not concepts and not label_list:
@@ -210,7 +210,7 @@ async def list_labels(call: Call) -> Any:
 
 def _resolve(kind: int) -> Handler:
     async def handler(call: Call) -> Any:
-        args = call.decode(S.RESOLVE)
+        args = await call.decode(S.RESOLVE)
         cue, dice = args["cue"], args["dice_floor"]
         limit = clamp_limit(args["limit"], MAX_MATCH_LIMIT)
         ctx = call.context()
@@ -223,7 +223,7 @@ def _resolve(kind: int) -> Handler:
 
 
 async def describe(call: Call) -> Any:
-    concept = call.decode(S.DESCRIBE)["concept"]
+    concept = (await call.decode(S.DESCRIBE))["concept"]
     ctx = call.context()
     result = lanes.describe(ctx, concept)
     count_read(ctx, result is None)
@@ -231,7 +231,7 @@ async def describe(call: Call) -> Any:
 
 
 async def query(call: Call) -> Any:
-    args = call.decode(S.QUERY)
+    args = await call.decode(S.QUERY)
     positions = {key: args[key] for key in ("subject", "label", "object")}
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
@@ -249,7 +249,7 @@ async def query(call: Call) -> Any:
 
 
 async def recall(call: Call) -> Any:
-    args = call.decode(S.RECALL)
+    args = await call.decode(S.RECALL)
     cue = args["cue"]
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
@@ -260,7 +260,7 @@ async def recall(call: Call) -> Any:
 
 
 async def activate(call: Call) -> Any:
-    args = call.decode(S.ACTIVATE)
+    args = await call.decode(S.ACTIVATE)
     origins, decay = args["origins"], args["decay"]
     limit = clamp_limit(args["limit"], 20)
     if len(origins) > MAX_INPUT_ITEMS:

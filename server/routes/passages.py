@@ -25,7 +25,7 @@ from taguru_server.store.errors import ApiError, Issue, collected, too_many_item
 
 
 async def post_sources(call: Call) -> Any:
-    body = call.json()
+    body = await call.json()
     if isinstance(body, dict) and isinstance(body.get("passages"), dict) and len(body["passages"]) > MAX_PASSAGES:
         raise ApiError(
             "over_limit",
@@ -66,7 +66,7 @@ async def post_sources(call: Call) -> Any:
 
 
 async def lookup_sources(call: Call) -> Any:
-    sources = call.decode(S.LOOKUP)["sources"]
+    sources = (await call.decode(S.LOOKUP))["sources"]
     if len(sources) > MAX_INPUT_ITEMS:
         raise too_many_items("sources", len(sources))
     for s in sources:
@@ -105,7 +105,7 @@ async def list_sources(call: Call) -> Any:
 
 
 async def retract_source(call: Call) -> Any:
-    source = call.decode(S.RETRACT_SOURCE)["source"]
+    source = (await call.decode(S.RETRACT_SOURCE))["source"]
     check_name(source, "source")
     dry_run = call.query.get("dry_run") == "true"
     ctx = call.context()
@@ -117,7 +117,7 @@ async def retract_source(call: Call) -> Any:
 
 
 async def citations(call: Call) -> Any:
-    args = call.decode(S.CITATION)
+    args = await call.decode(S.CITATION)
     source, paragraph = args["source"], args["paragraph"]
     check_name(source, "source")
     ctx = call.context()
@@ -133,7 +133,7 @@ async def citations(call: Call) -> Any:
 
 
 async def search_sources(call: Call) -> Any:
-    args = call.decode(S.SEARCH)
+    args = await call.decode(S.SEARCH)
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)
     if tags is not None:
