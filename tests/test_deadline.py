@@ -124,7 +124,9 @@ async def _trickle_body(port: int, per_second: int, seconds: float) -> tuple[byt
 
 
 @pytest.mark.anyio
-async def test_a_body_slower_than_the_minimum_rate_is_cut_off(settings_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_body_slower_than_the_minimum_rate_is_cut_off(
+    settings_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from taguru_server.server import middleware
 
     monkeypatch.setattr(middleware, "BODY_GRACE_SECS", 0.5)
