@@ -191,7 +191,7 @@ def _too_slow(rate: int) -> ApiError:
 
 async def _read_body(request: web.Request, cap: int, too_large: str, rate: int) -> bytes:
     """The whole body; a client whose bytes fall behind `rate` per second after a grace period is refused."""
-    chunks = []
+    chunks: list[bytes] = []
     size = 0
     started = time.monotonic()
     while True:
