@@ -186,6 +186,38 @@ COMPONENTS: dict[str, Any] = {
         }
     ),
     "LabelList": _obj({"total": INT, "labels": STRS}),
+    "ChangePage": _obj(
+        {
+            "events": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "seq": INT,
+                        "kind": {
+                            "enum": [
+                                "associations_added",
+                                "association_retracted",
+                                "aliases_added",
+                                "aliases_removed",
+                                "source_stored",
+                                "source_retracted",
+                                "schema_updated",
+                            ]
+                        },
+                        "count": INT,
+                        "source": STR,
+                        "subject": STR,
+                        "label": STR,
+                        "object": STR,
+                        "mode": STR,
+                    },
+                    required=["seq", "kind"],
+                ),
+            },
+            "next": STR,
+            "more": BOOL,
+        }
+    ),
     "AliasList": _obj(
         {
             "total": INT,
@@ -391,6 +423,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("DELETE", "/contexts/{name}/aliases"): ("AliasRemoval", "int"),
     ("GET", "/contexts/{name}/aliases"): (None, "AliasList"),
     ("GET", "/contexts/{name}/labels"): (None, "LabelList"),
+    ("GET", "/contexts/{name}/changes"): (None, "ChangePage"),
     ("POST", "/contexts/{name}/sources"): ("PassageStore", "StoreResult"),
     ("GET", "/contexts/{name}/sources"): (None, "SourceList"),
     ("POST", "/contexts/{name}/sources/lookup"): ("LookupRequest", "Lookup"),

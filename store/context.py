@@ -66,9 +66,11 @@ class Dirty:
     aliases: dict[tuple[int, str], int | None] = attrs.field(factory=dict)
     passages: set[int] = attrs.field(factory=set)
     meta: bool = False
+    # change-feed events of the uncommitted writes, in order: (kind, fields) — see `GET …/changes`
+    events: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
 
     def any(self) -> bool:
-        return bool(self.edges or self.aliases or self.passages or self.meta)
+        return bool(self.edges or self.aliases or self.passages or self.meta or self.events)
 
 
 class Passage:
@@ -181,6 +183,10 @@ class Context:
         self.read_cache: dict[str, Any] = {}
         self.dirty = Dirty()
         self.created = False
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        """Record a change-feed event; it is written (and numbered) with the commit that makes its write durable."""
+        self.dirty.events.append((kind, fields))
 
     def mark_clean(self) -> None:
         """Everything in memory is durable: the next dirty set starts here."""
@@ -345,6 +351,7 @@ class Context:
         self.dirty.edges.add(e)
         self.dirty.meta = True
         self.graph_version += 1
+        self.emit("association_retracted", subject=subject, label=label, object=obj)
         return True, removed
 
     def retract_source_graph(self, sid: int) -> int:
@@ -443,6 +450,7 @@ class Context:
         passage.locators = loc
         self.passages[sid] = passage
         self._index_passage(sid, passage)
+        self.emit("source_stored", source=source)
         self.dirty.passages.add(sid)
         self.meta.rev_passages += 1
         self.dirty.meta = True
@@ -494,10 +502,17 @@ class Context:
             return 0, False
         if dry_run:
             return len(self.source_edges.get(sid, ())), sid in self.passages
+        in_graph = sid in self.source_edges
         touched = self.retract_source_graph(sid)
         if touched:
             self.meta.rev_graph += 1
         removed = self.remove_passage(sid)
+        # the feed: one event from the graph side when the source was in the graph, one from the
+        # passage side when it removed a passage and the graph side touched nothing
+        if in_graph:
+            self.emit("source_retracted", source=source)
+        if removed and not touched:
+            self.emit("source_retracted", source=source)
         return touched, removed
 
     # ----- reads -----------------------------------------------------------------

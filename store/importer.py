@@ -552,6 +552,10 @@ def predict(ctx: Context | None, batch: Batch, created: bool) -> dict[str, Any]:
     return out
 
 
+FEED_CHUNK = 10_000
+"""Associations per `associations_added` change-feed event of an import batch."""
+
+
 def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> dict[str, Any]:
     """Steps 3-6 of one batch on a context that exists (or was just created)."""
     out = _outcome(batch, created)
@@ -579,12 +583,18 @@ def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> dict[str
         out["sections_dropped"] = counts.sections_dropped
         out["locators_stored"] = counts.locators_stored
         out["locators_dropped"] = counts.locators_dropped
-    dropped = ctx.assert_many(batch.associations, batch.source)
+    dropped = 0
+    for start in range(0, len(batch.associations), FEED_CHUNK):  # one feed event per chunk, as the reference
+        chunk = batch.associations[start : start + FEED_CHUNK]
+        dropped += ctx.assert_many(chunk, batch.source)
+        ctx.emit("associations_added", count=len(chunk))
     out["associations"] = len(batch.associations)
     out["association_paragraphs_dropped"] = dropped
     for kind in (CONCEPT, LABEL):
         for _k, alias, canonical in sorted(a for a in batch.aliases if a[0] == kind):
             ctx.add_alias(kind, alias, canonical)
+    if batch.aliases:
+        ctx.emit("aliases_added", count=len(batch.aliases))
     out["aliases"] = len(batch.aliases)
     if batch.associations or batch.aliases or batch.passage is not None or out["retracted"] or out["passage_dropped"]:
         ctx.meta.record_write()

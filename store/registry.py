@@ -7,6 +7,7 @@ from typing import Protocol
 
 from taguru_server.store.context import Context, Dirty, Meta
 from taguru_server.store.errors import StorageFailed
+from taguru_server.store.feed import FeedPage
 from taguru_server.store.sync import DurableRows, apply_rows
 
 
@@ -19,6 +20,7 @@ class Persistence(Protocol):
     def commit(self, contexts: Iterable[Context]) -> None: ...
     def delete(self, cid: int) -> None: ...
     def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows: ...
+    def feed_page(self, cid: int, after: int, limit: int) -> FeedPage: ...
     def close(self) -> None: ...
 
 
@@ -71,6 +73,19 @@ class Registry:
             raise
         self._loaded[name] = ctx
         return ctx
+
+    def cid_of(self, name: str) -> int | None:
+        """The id of a durable context without loading it, or None."""
+        known = self._known.get(name)
+        return known[0] if known is not None else None
+
+    def known_meta(self, name: str) -> Meta | None:
+        """The metadata of a context, loaded or not (its usage counters included)."""
+        ctx = self._loaded.get(name)
+        if ctx is not None:
+            return ctx.meta
+        known = self._known.get(name)
+        return known[1] if known is not None else None
 
     def create(self, name: str, meta: Meta) -> Context:
         """A new context in memory, written by the next commit that names it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import sqlite3
@@ -14,13 +15,17 @@ from typing import Any
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, Dirty, Meta, Passage
 from taguru_server.store.errors import StorageFailed, StoreRefused
+from taguru_server.store.feed import FeedPage
 from taguru_server.store.sync import DurableRows
 
 DB_NAME = "taguru.sqlite3"
 # `PRAGMA application_id` of every store this project writes ("TAGU"): a database without it is not ours
 APPLICATION_ID = 0x54414755
-# `PRAGMA user_version`: the store format; 0 is a store written before formats were recorded
-FORMAT_VERSION = 1
+# `PRAGMA user_version`: the store format; 0 is a store written before formats were recorded.
+# 2 added the change log (`changes`), the change feed (`feed`) and its epochs (`feed_epochs`).
+FORMAT_VERSION = 2
+FEED_RETAINED = 1024  # change-feed events kept per context (the reference's ring size)
+CHANGES_RETAINED = 100_000  # change-log rows kept for other processes to catch up from
 # the store's identity, also kept beside the database: a deleted or swapped database is noticed at boot
 STORE_ID_FILE = "STORE_ID"
 LEGACY_TABLES = {"contexts", "concepts", "labels", "sources", "aliases", "edges", "passages"}
@@ -39,6 +44,10 @@ CREATE TABLE IF NOT EXISTS edges(
 CREATE TABLE IF NOT EXISTS passages(
   ctx INTEGER, source INTEGER, text TEXT, meta TEXT, PRIMARY KEY(ctx, source)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS store_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, ctx INTEGER NOT NULL, touched TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS feed(
+  ctx INTEGER, seq INTEGER, kind TEXT NOT NULL, fields TEXT NOT NULL, PRIMARY KEY(ctx, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS feed_epochs(ctx INTEGER PRIMARY KEY, epoch INTEGER NOT NULL);
 """
 
 _META_FIELDS = (
@@ -152,6 +161,9 @@ class SqlitePersistence:
                         db.execute(statement)
                 db.execute(f"PRAGMA application_id={APPLICATION_ID}")
                 if version < FORMAT_VERSION:
+                    # format 1 -> 2: the new tables were created above; give existing contexts a feed epoch
+                    for (cid,) in db.execute("SELECT id FROM contexts").fetchall():
+                        db.execute("INSERT OR IGNORE INTO feed_epochs VALUES(?, ?)", (cid, new_epoch()))
                     db.execute(f"PRAGMA user_version={FORMAT_VERSION}")
                 db.execute("INSERT OR IGNORE INTO store_meta VALUES('store_id', ?)", (uuid.uuid4().hex,))
                 db.execute("INSERT OR REPLACE INTO store_meta VALUES('opened_at', ?)", (str(int(time.time())),))
@@ -172,9 +184,11 @@ class SqlitePersistence:
     def delete(self, cid: int) -> None:
         try:
             with self._tx() as db:
-                for table in ("concepts", "labels", "sources", "aliases", "edges", "passages"):
+                for table in ("concepts", "labels", "sources", "aliases", "edges", "passages", "feed"):
                     db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
+                db.execute("DELETE FROM feed_epochs WHERE ctx = ?", (cid,))
                 db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
+                db.execute("INSERT INTO changes(ctx, touched) VALUES(?, ?)", (cid, '{"deleted":true}'))
         except sqlite3.Error as exc:
             raise _failed(exc) from exc
 
@@ -198,8 +212,10 @@ class SqlitePersistence:
     def _write(self, db: sqlite3.Connection, ctx: Context) -> None:
         d = ctx.dirty
         cid = ctx.cid
+        _log_change(db, ctx)
         if ctx.created:
             db.execute("INSERT INTO contexts(id, name, meta) VALUES(?, ?, ?)", (cid, ctx.name, _meta_json(ctx.meta)))
+            db.execute("INSERT OR REPLACE INTO feed_epochs VALUES(?, ?)", (cid, new_epoch()))
         else:
             db.execute("UPDATE contexts SET meta = ? WHERE id = ?", (_meta_json(ctx.meta), cid))
         if len(ctx.concepts) > d.concepts_from:
@@ -250,6 +266,29 @@ class SqlitePersistence:
             db.executemany("DELETE FROM passages WHERE ctx = ? AND source = ?", dropped)
         if stored:
             db.executemany("INSERT OR REPLACE INTO passages VALUES(?, ?, ?, ?)", stored)
+
+    def feed_page(self, cid: int, after: int, limit: int) -> FeedPage:
+        """The context's change-feed position and the first `limit` events after seq `after`, in one snapshot."""
+        db = self.db
+        try:
+            db.execute("BEGIN")
+            try:
+                row = db.execute("SELECT epoch FROM feed_epochs WHERE ctx = ?", (cid,)).fetchone()
+                front, latest = db.execute("SELECT MIN(seq), MAX(seq) FROM feed WHERE ctx = ?", (cid,)).fetchone()
+                events = db.execute(
+                    "SELECT seq, kind, fields FROM feed WHERE ctx = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    (cid, after, limit),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _failed(exc) from exc
+        return FeedPage(
+            epoch=int(row[0]) if row else 0,
+            front=front,
+            latest=latest or 0,
+            events=[(seq, kind, json.loads(fields)) for seq, kind, fields in events],
+        )
 
     def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows:
         """The stored state of exactly the records `wanted` names (see `store.sync`), in one read transaction."""
@@ -377,6 +416,42 @@ class SqlitePersistence:
 
         warm(ctx)  # build the read indexes now rather than in the first request
         return ctx
+
+
+_epochs = itertools.count()
+
+
+def new_epoch() -> int:
+    """A change-feed epoch: the wall clock in nanoseconds plus a counter; never 0, unique per process and call."""
+    return (time.time_ns() + next(_epochs)) & 0x7FFF_FFFF_FFFF_FFFF or 1
+
+
+def _log_change(db: sqlite3.Connection, ctx: Context) -> None:
+    """Append the commit's change-log row (what it touched) and its change-feed events, numbered in order."""
+    d = ctx.dirty
+    touched = {
+        "created": ctx.created,
+        "edges": sorted(d.edges),
+        "aliases": sorted([kind, alias] for kind, alias in d.aliases),
+        "passages": sorted(d.passages),
+    }
+    cur = db.execute("INSERT INTO changes(ctx, touched) VALUES(?, ?)", (ctx.cid, json.dumps(touched)))
+    seq = cur.lastrowid or 0
+    if seq % 1000 == 0 and seq > CHANGES_RETAINED:
+        db.execute("DELETE FROM changes WHERE seq <= ?", (seq - CHANGES_RETAINED,))
+    if not d.events:
+        return
+    latest = db.execute("SELECT COALESCE(MAX(seq), 0) FROM feed WHERE ctx = ?", (ctx.cid,)).fetchone()[0]
+    db.executemany(
+        "INSERT INTO feed VALUES(?, ?, ?, ?)",
+        [
+            (ctx.cid, latest + i, kind, json.dumps(fields, ensure_ascii=False))
+            for i, (kind, fields) in enumerate(d.events, 1)
+        ],
+    )
+    latest += len(d.events)
+    if latest > FEED_RETAINED:
+        db.execute("DELETE FROM feed WHERE ctx = ? AND seq <= ?", (ctx.cid, latest - FEED_RETAINED))
 
 
 def _passage(text: str, stored_meta: str) -> Passage:

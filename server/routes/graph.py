@@ -77,6 +77,7 @@ async def post_associations(call: Call) -> Any:
         ctx.assert_association(s, lab, o, w, src, p if src is not None else None)
     if items:
         ctx.meta.record_write()
+        ctx.emit("associations_added", count=len(items))
     call.commit(ctx)
     return len(items)
 
@@ -135,6 +136,7 @@ async def post_aliases(call: Call) -> Any:
     finally:
         if applied:
             ctx.meta.record_write()
+            ctx.emit("aliases_added", count=applied)
         call.commit(ctx)
     return applied
 
@@ -166,6 +168,7 @@ async def delete_aliases(call: Call) -> Any:
     finally:
         if removed:
             ctx.meta.record_write()
+            ctx.emit("aliases_removed", count=removed)
         call.commit(ctx)
     return removed
 
