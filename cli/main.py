@@ -68,7 +68,10 @@ def _settings(config: str | None) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
+    import socket
 
+    import attrs
+    import structlog
     from aiohttp import web
 
     from taguru_server.client.config import read_config_file
@@ -81,7 +84,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.store.sqlite import SqlitePersistence
 
     settings = _settings(args.config)
-    configure_logging()
+    configure_logging(worker=args.worker_fd is not None)
+    log = structlog.get_logger("taguru.serve")
     env = dict(os.environ)
     config_file = args.config or env.get("TAGURU_CONFIG")
     if config_file:
@@ -90,15 +94,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         env = merged
     host, port = settings.host_port
 
+    workers = args.workers if args.workers is not None else settings.workers
+    if workers < 1:
+        print("taguru: --workers must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    worker_fd = args.worker_fd
+    if worker_fd is not None:  # one of N workers: the in-flight ceiling is divided among them
+        ceiling = settings.max_concurrent_requests
+        settings = attrs.evolve(settings, workers=workers, max_concurrent_requests=-(-ceiling // workers))
+
     async def run(registry: Registry) -> None:
         app = build_app(settings, registry, rerank=rerank_settings(env))
         runner = AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        bound = runner.addresses[0] if runner.addresses else (host, port)
-        print(f"listening on {bound[0]}:{bound[1]}", flush=True)
-        print(f"taguru: serving {settings.data_dir} on http://{bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
+        if worker_fd is not None:
+            site: web.BaseSite = web.SockSite(runner, socket.socket(fileno=worker_fd))
+            await site.start()
+            log.info("worker.ready")
+        else:
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            bound = runner.addresses[0] if runner.addresses else (host, port)
+            print(f"listening on {bound[0]}:{bound[1]}", flush=True)
+            print(f"taguru: serving {settings.data_dir} on http://{bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(accept_error_handler())
@@ -109,6 +127,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         finally:
             await runner.cleanup()
 
+    if worker_fd is not None:  # the supervisor holds the data-dir lock and checked the store
+        registry = Registry(SqlitePersistence(settings.data_dir), shared=True)
+        try:
+            asyncio.run(run(registry))
+        finally:
+            registry.close()
+        return EXIT_OK
     try:
         lock = DataDirLock(settings.data_dir).__enter__()
     except OSError as exc:
@@ -120,6 +145,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except StoreRefused as exc:
             print(f"taguru: {exc}", file=sys.stderr)
             return EXIT_FAIL
+        if workers > 1:
+            registry.close()  # opened to check (and migrate) the store once, before any worker starts
+            from taguru_server.cli.workers import supervise
+
+            return supervise(host, port, workers, args.config, settings.data_dir)
         try:
             asyncio.run(run(registry))
         finally:
@@ -359,6 +389,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the HTTP server")
     p.add_argument("--config")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes serving one address and data dir (default TAGURU_WORKERS, else 1)",
+    )
+    p.add_argument("--worker-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("import", help="import JSONL batches")
     p.add_argument("paths", nargs="+", metavar="FILE|DIR")

@@ -31,6 +31,7 @@ class Settings:
     request_timeout_secs: int = 30
     header_timeout_secs: int = 10
     min_body_rate: int = 1024
+    workers: int = 1
     max_concurrent_requests: int = 256
     auth_fail_limit_per_min: int = 10
     rate_limit_per_min: int = 0
@@ -79,6 +80,7 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         request_timeout_secs=_int(env, "TAGURU_REQUEST_TIMEOUT_SECS", 30, zero_means=1),
         header_timeout_secs=_int(env, "TAGURU_HEADER_TIMEOUT_SECS", 10),
         min_body_rate=_int(env, "TAGURU_MIN_BODY_RATE", 1024),
+        workers=_int(env, "TAGURU_WORKERS", 1, zero_means=1),
         max_concurrent_requests=_int(env, "TAGURU_MAX_CONCURRENT_REQUESTS", 256),
         auth_fail_limit_per_min=_int(env, "TAGURU_AUTH_FAIL_LIMIT_PER_MIN", 10),
         rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN", 0),

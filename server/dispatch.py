@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
 from multidict import CIMultiDict
 
 from taguru_server.server.auth import Principal
-from taguru_server.server.call import Call, parse_query_string
+from taguru_server.server.call import Call, Handler, parse_query_string
 from taguru_server.server.errors import error_body, status_of
 from taguru_server.server.reply import Reply, ok_body, render
 from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize
@@ -23,7 +24,7 @@ from taguru_server.server.state import (
     AppState,
     Dispatch,
 )
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, StorageFailed
 from taguru_server.store.wire import dumps_bytes
 
 
@@ -45,7 +46,25 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
         deadline=request[DEADLINE_KEY],
         app_state=AppState(app),
     )
-    return render(await match.handler(call), request[STARTED_KEY])
+    return render(await run_routed(call, match.role, match.handler), request[STARTED_KEY])
+
+
+async def run_routed(call: Call, role: str, handler: Handler) -> Any:
+    """Run a handler on a store that other worker processes may write to.
+
+    A read first applies what other processes committed (so it sees every write acknowledged
+    before it started); a write runs in a write section (the store's lock, caught up). With one
+    process both are no-ops.
+    """
+    registry = call.registry
+    try:
+        if role == "read":
+            registry.catch_up()
+            return await handler(call)
+        async with registry.write_section(call.deadline):
+            return await handler(call)
+    except StorageFailed as exc:
+        raise ApiError("unhealthy", f"the store could not be read: {exc.args[-1]}") from None
 
 
 def in_process(app: web.Application) -> Dispatch:
@@ -71,7 +90,7 @@ def in_process(app: web.Application) -> Dispatch:
                 deadline=deadline,
                 app_state=AppState(app),
             )
-            result = await handler(call)
+            result = await run_routed(call, match.role, handler)
             if isinstance(result, Reply):
                 result = result.result
             return 200, dumps_bytes(ok_body(result, time.perf_counter() - started))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Protocol
 
 from taguru_server.store.context import Context, Dirty, Meta
-from taguru_server.store.errors import StorageFailed
+from taguru_server.store.errors import ApiError, StorageFailed
 from taguru_server.store.feed import FeedPage
 from taguru_server.store.sync import DurableRows, apply_rows
 
@@ -17,10 +20,14 @@ class Persistence(Protocol):
     def list_contexts(self) -> list[tuple[int, str, Meta]]: ...
     def next_id(self) -> int: ...
     def load(self, cid: int, name: str, meta: Meta) -> Context: ...
-    def commit(self, contexts: Iterable[Context]) -> None: ...
-    def delete(self, cid: int) -> None: ...
+    def commit(self, contexts: Iterable[Context]) -> int | None: ...
+    def delete(self, cid: int) -> int: ...
     def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows: ...
     def feed_page(self, cid: int, after: int, limit: int) -> FeedPage: ...
+    def latest_change(self) -> int: ...
+    def changes_after(self, seq: int) -> tuple[int, list[tuple[int, int, dict[str, Any]]]]: ...
+    def try_lock_writes(self) -> bool: ...
+    def unlock_writes(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -35,8 +42,13 @@ class CommitFailed(Exception):
 class Registry:
     """Every context by name; reads are served from the loaded in-memory state."""
 
-    def __init__(self, persistence: Persistence) -> None:
+    def __init__(self, persistence: Persistence, shared: bool = False) -> None:
         self.persistence = persistence
+        # several processes serve this store: each read first applies what the others committed
+        # (`catch_up`), and each write runs in a write section holding the store's lock
+        self.shared = shared
+        self._applied = persistence.latest_change() if shared else 0
+        self._section = asyncio.Lock()
         self._known: dict[str, tuple[int, Meta]] = {
             name: (cid, meta) for cid, name, meta in persistence.list_contexts()
         }
@@ -101,7 +113,7 @@ class Registry:
             return False
         if not ctx.created:
             try:
-                self.persistence.delete(ctx.cid)
+                self._note_own(self.persistence.delete(ctx.cid))
             except Exception as exc:
                 self.write_failing = True
                 raise CommitFailed(str(exc), _kind(exc)) from exc
@@ -114,7 +126,7 @@ class Registry:
         """Make the contexts' pending changes durable, or roll memory back to the store."""
         todo = list(dict.fromkeys(contexts))
         try:
-            self.persistence.commit(todo)
+            self._note_own(self.persistence.commit(todo))
         except Exception as exc:
             self.write_failing = True
             self.rollback(todo)
@@ -145,6 +157,89 @@ class Registry:
 
     def close(self) -> None:
         self.persistence.close()
+
+    # ----- several processes over one store ----------------------------------------------------
+
+    def _note_own(self, seq: int | None) -> None:
+        """Our own commit is applied already: in a write section every seq before it was applied too."""
+        if seq is not None and self.shared:
+            self._applied = max(self._applied, seq)
+
+    def catch_up(self) -> None:
+        """Apply the changes other processes committed since the last call: their records, not whole contexts.
+
+        Costs one indexed read when nothing changed. A context whose history was pruned from the
+        change log before it was applied is evicted (the next request loads it whole).
+        """
+        if not self.shared or self.persistence.latest_change() == self._applied:
+            return
+        oldest, rows = self.persistence.changes_after(self._applied)
+        if not rows:
+            return
+        gap = oldest > self._applied + 1
+        directory = gap
+        touched: dict[int, list[dict[str, Any]]] = {}
+        for _seq, cid, what in rows:
+            touched.setdefault(cid, []).append(what)
+            directory = directory or bool(what.get("created") or what.get("deleted"))
+        by_cid = {ctx.cid: ctx for ctx in self._loaded.values()}
+        for cid, whats in touched.items():  # deleted (and maybe recreated under the same id): forget it
+            if any(w.get("deleted") for w in whats) and cid in by_cid:
+                self._loaded.pop(by_cid.pop(cid).name, None)
+        directory = directory or any(cid not in by_cid for cid in touched)  # unloaded: refresh their metadata
+        if directory:
+            self._known = {name: (cid, meta) for cid, name, meta in self.persistence.list_contexts()}
+            for name, loaded in list(self._loaded.items()):
+                known = self._known.get(name)
+                if known is None or known[0] != loaded.cid or gap:
+                    del self._loaded[name]
+                    by_cid.pop(loaded.cid, None)
+        for cid, whats in touched.items():
+            ctx = by_cid.get(cid)
+            if ctx is None or any(w.get("deleted") for w in whats):
+                continue
+            apply_rows(ctx, self.persistence.durable_rows(cid, _wanted(ctx, whats)))
+            self._known[ctx.name] = (ctx.cid, ctx.meta)
+        self._applied = rows[-1][0]
+
+    @contextlib.asynccontextmanager
+    async def write_section(self, deadline: float) -> AsyncIterator[None]:
+        """Hold the store's write lock (every process) around one write, caught up first.
+
+        Ids are positions assigned in memory, so a process may only mutate a context once it has
+        applied every change before its own; the lock makes that the state until its commit. The
+        lock is polled, so the event loop keeps serving reads while another process writes.
+        """
+        if not self.shared:
+            yield
+            return
+        async with self._section:
+            while not self.persistence.try_lock_writes():
+                if time.monotonic() > deadline:
+                    raise timed_out_waiting()
+                await asyncio.sleep(0.002)
+            try:
+                self.catch_up()
+                self._next_id = max(self._next_id, self.persistence.next_id())
+                yield
+            finally:
+                self.persistence.unlock_writes()
+
+
+def _wanted(ctx: Context, whats: list[dict[str, Any]]) -> Dirty:
+    """The records a context must re-read for the given change-log rows: theirs, plus whatever is new."""
+    n_edges = len(ctx.e_s)
+    wanted = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources), n_edges)
+    for what in whats:
+        wanted.edges.update(e for e in what.get("edges", ()) if e < n_edges)
+        for kind, alias in what.get("aliases", ()):
+            wanted.aliases[(kind, alias)] = None
+        wanted.passages.update(what.get("passages", ()))
+    return wanted
+
+
+def timed_out_waiting() -> ApiError:
+    return ApiError("timeout", "request exceeded its budget waiting for another worker's write; retry shortly")
 
 
 def _kind(exc: Exception) -> str:

@@ -26,6 +26,7 @@ APPLICATION_ID = 0x54414755
 FORMAT_VERSION = 2
 FEED_RETAINED = 1024  # change-feed events kept per context (the reference's ring size)
 CHANGES_RETAINED = 100_000  # change-log rows kept for other processes to catch up from
+BUSY_TIMEOUT_MS = 5000  # how long a statement waits for another process's write lock (several workers)
 # the store's identity, also kept beside the database: a deleted or swapped database is noticed at boot
 STORE_ID_FILE = "STORE_ID"
 LEGACY_TABLES = {"contexts", "concepts", "labels", "sources", "aliases", "edges", "passages"}
@@ -83,8 +84,10 @@ class SqlitePersistence:
         except OSError as exc:
             raise StoreRefused(f"the data dir {self.path} cannot be used: {exc.strerror or exc}") from None
         recorded = self._recorded_id(existed)
+        self._write_section = False
         try:
             self.db = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
+            self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except sqlite3.Error as exc:
             raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
         try:
@@ -179,40 +182,46 @@ class SqlitePersistence:
         return [(cid, name, Meta(**json.loads(meta))) for cid, name, meta in rows]
 
     def next_id(self) -> int:
-        return int(self.db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM contexts").fetchone()[0])
+        # past every id the change log still names too, so a deleted context's id is not handed out again
+        row = self.db.execute(
+            "SELECT MAX(COALESCE((SELECT MAX(id) FROM contexts), 0), COALESCE((SELECT MAX(ctx) FROM changes), 0)) + 1"
+        ).fetchone()
+        return int(row[0])
 
-    def delete(self, cid: int) -> None:
+    def delete(self, cid: int) -> int:
+        """Drop a context and all its rows; returns the change-log seq of the deletion."""
         try:
             with self._tx() as db:
                 for table in ("concepts", "labels", "sources", "aliases", "edges", "passages", "feed"):
                     db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
                 db.execute("DELETE FROM feed_epochs WHERE ctx = ?", (cid,))
                 db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
-                db.execute("INSERT INTO changes(ctx, touched) VALUES(?, ?)", (cid, '{"deleted":true}'))
+                cur = db.execute("INSERT INTO changes(ctx, touched) VALUES(?, ?)", (cid, '{"deleted":true}'))
         except sqlite3.Error as exc:
             raise _failed(exc) from exc
+        return cur.lastrowid or 0
 
-    def commit(self, contexts: Iterable[Context]) -> None:
-        """Write what each context's dirty set names, all in one transaction."""
+    def commit(self, contexts: Iterable[Context]) -> int | None:
+        """Write what each context's dirty set names, all in one transaction; returns its last change-log seq."""
         todo = [c for c in contexts if c.dirty.any() or c.created]
         if not todo:
-            return
+            return None
         try:
             with self._tx() as db:
-                for ctx in todo:
-                    self._write(db, ctx)
+                seq = max(self._write(db, ctx) for ctx in todo)
         except sqlite3.Error as exc:
             raise _failed(exc) from exc
         for ctx in todo:
             ctx.mark_clean()
+        return seq
 
-    def _tx(self) -> _Transaction:
-        return _Transaction(self.db)
+    def _tx(self) -> _Transaction | _InSection:
+        return _InSection(self.db) if self._write_section else _Transaction(self.db)
 
-    def _write(self, db: sqlite3.Connection, ctx: Context) -> None:
+    def _write(self, db: sqlite3.Connection, ctx: Context) -> int:
         d = ctx.dirty
         cid = ctx.cid
-        _log_change(db, ctx)
+        seq = _log_change(db, ctx)
         if ctx.created:
             db.execute("INSERT INTO contexts(id, name, meta) VALUES(?, ?, ?)", (cid, ctx.name, _meta_json(ctx.meta)))
             db.execute("INSERT OR REPLACE INTO feed_epochs VALUES(?, ?)", (cid, new_epoch()))
@@ -266,21 +275,18 @@ class SqlitePersistence:
             db.executemany("DELETE FROM passages WHERE ctx = ? AND source = ?", dropped)
         if stored:
             db.executemany("INSERT OR REPLACE INTO passages VALUES(?, ?, ?, ?)", stored)
+        return seq
 
     def feed_page(self, cid: int, after: int, limit: int) -> FeedPage:
         """The context's change-feed position and the first `limit` events after seq `after`, in one snapshot."""
-        db = self.db
         try:
-            db.execute("BEGIN")
-            try:
+            with self._snapshot() as db:
                 row = db.execute("SELECT epoch FROM feed_epochs WHERE ctx = ?", (cid,)).fetchone()
                 front, latest = db.execute("SELECT MIN(seq), MAX(seq) FROM feed WHERE ctx = ?", (cid,)).fetchone()
                 events = db.execute(
                     "SELECT seq, kind, fields FROM feed WHERE ctx = ? AND seq > ? ORDER BY seq LIMIT ?",
                     (cid, after, limit),
                 ).fetchall()
-            finally:
-                db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise _failed(exc) from exc
         return FeedPage(
@@ -292,15 +298,52 @@ class SqlitePersistence:
 
     def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows:
         """The stored state of exactly the records `wanted` names (see `store.sync`), in one read transaction."""
-        db = self.db
         try:
-            db.execute("BEGIN")
-            try:
+            with self._snapshot() as db:
                 return self._rows(db, cid, wanted)
-            finally:
-                db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise _failed(exc) from exc
+
+    # ----- several processes over one store (`taguru serve --workers N`) -----------------------
+
+    def latest_change(self) -> int:
+        """The change log's last sequence number: one cheap read (the table's rightmost key)."""
+        row = self.db.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
+        return int(row[0]) if row else 0
+
+    def changes_after(self, seq: int) -> tuple[int, list[tuple[int, int, dict[str, Any]]]]:
+        """(oldest seq still held, the change-log rows after `seq` as (seq, context id, touched))."""
+        try:
+            with self._snapshot() as db:
+                oldest = db.execute("SELECT seq FROM changes ORDER BY seq LIMIT 1").fetchone()
+                rows = db.execute("SELECT seq, ctx, touched FROM changes WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+        except sqlite3.Error as exc:
+            raise _failed(exc) from exc
+        return (int(oldest[0]) if oldest else 0), [(q, c, json.loads(t)) for q, c, t in rows]
+
+    def try_lock_writes(self) -> bool:
+        """Take the store's write lock (shared by every process) if it is free; False when another holds it."""
+        db = self.db
+        db.execute("PRAGMA busy_timeout=0")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                return False
+            raise _failed(exc) from exc
+        finally:
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self._write_section = True
+        return True
+
+    def unlock_writes(self) -> None:
+        """Leave the write section (nothing is pending: every commit in it has committed)."""
+        self._write_section = False
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+
+    def _snapshot(self) -> _Snapshot:
+        return _Snapshot(self.db)
 
     def _rows(self, db: sqlite3.Connection, cid: int, wanted: Dirty) -> DurableRows:
         row = db.execute("SELECT meta FROM contexts WHERE id = ?", (cid,)).fetchone()
@@ -426,7 +469,7 @@ def new_epoch() -> int:
     return (time.time_ns() + next(_epochs)) & 0x7FFF_FFFF_FFFF_FFFF or 1
 
 
-def _log_change(db: sqlite3.Connection, ctx: Context) -> None:
+def _log_change(db: sqlite3.Connection, ctx: Context) -> int:
     """Append the commit's change-log row (what it touched) and its change-feed events, numbered in order."""
     d = ctx.dirty
     touched = {
@@ -440,7 +483,7 @@ def _log_change(db: sqlite3.Connection, ctx: Context) -> None:
     if seq % 1000 == 0 and seq > CHANGES_RETAINED:
         db.execute("DELETE FROM changes WHERE seq <= ?", (seq - CHANGES_RETAINED,))
     if not d.events:
-        return
+        return seq
     latest = db.execute("SELECT COALESCE(MAX(seq), 0) FROM feed WHERE ctx = ?", (ctx.cid,)).fetchone()[0]
     db.executemany(
         "INSERT INTO feed VALUES(?, ?, ?, ?)",
@@ -452,6 +495,7 @@ def _log_change(db: sqlite3.Connection, ctx: Context) -> None:
     latest += len(d.events)
     if latest > FEED_RETAINED:
         db.execute("DELETE FROM feed WHERE ctx = ? AND seq <= ?", (ctx.cid, latest - FEED_RETAINED))
+    return seq
 
 
 def _passage(text: str, stored_meta: str) -> Passage:
@@ -521,6 +565,48 @@ class _Transaction:
                 raise
         elif self.db.in_transaction:  # after an I/O error SQLite may have rolled back already
             self.db.execute("ROLLBACK")
+
+
+class _InSection:
+    """The commit of a write section: the lock is already held by the section's transaction (see `Registry`)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        if not self.db.in_transaction:
+            self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        db = self.db
+        if exc_type is None:
+            try:
+                db.execute("COMMIT")
+            except sqlite3.Error:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        elif db.in_transaction:
+            db.execute("ROLLBACK")
+
+
+class _Snapshot:
+    """One consistent read: its own read transaction, or the write section's when one is open."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.own = False
+
+    def __enter__(self) -> sqlite3.Connection:
+        if not self.db.in_transaction:
+            self.db.execute("BEGIN")
+            self.own = True
+        return self.db
+
+    def __exit__(self, *exc: object) -> None:
+        if self.own and self.db.in_transaction:
+            self.db.execute("COMMIT")
 
 
 __all__ = ["SqlitePersistence", "CONCEPT", "LABEL", "StoreRefused"]

@@ -163,3 +163,85 @@ def test_a_never_committed_context_is_dropped(tmp_path: Path) -> None:
         registry.commit([ctx])
     assert registry.get("new") is None and registry.names() == []
     registry.close()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_processes_sharing_a_store_converge_by_the_change_log(tmp_path: Path, seed: int) -> None:
+    """Two registries over one store (as two worker processes): each writes in write sections, the other
+    catches up record by record; after every step both equal a fresh load, and nothing is reloaded."""
+    import asyncio
+
+    rnd = random.Random(seed)
+    data = tmp_path / "data"
+    a = Registry(SqlitePersistence(data), shared=True)
+    b = Registry(SqlitePersistence(data), shared=True)
+    loads = 0
+
+    async def write(reg: Registry, n: int) -> None:
+        async with reg.write_section(deadline=float("inf")):
+            ctx = reg.get("k")
+            if ctx is None:
+                ctx = reg.create("k", Meta(description="shared"))
+            random_writes(ctx, rnd, n)
+            reg.commit([ctx])
+
+    async def scenario() -> None:
+        nonlocal loads
+        await write(a, 20)
+        for reg in (a, b):
+            reg.catch_up()
+        assert b.get("k") is not None  # b loads the context once, from the store
+        for store in (a.persistence, b.persistence):
+            real = store.load
+
+            def counting(*args: Any, real: Any = real) -> Context:
+                nonlocal loads
+                loads += 1
+                return real(*args)
+
+            store.load = counting  # type: ignore[method-assign]
+        for step in range(12):
+            writer = a if rnd.random() < 0.5 else b
+            await write(writer, rnd.randrange(1, 15))
+            for reg in (a, b):
+                reg.catch_up()
+            durable = observable(fresh(data, "k"))
+            for reg in (a, b):
+                got = reg.get("k")
+                assert got is not None
+                assert observable(got) == durable, (step, reg is a)
+
+    asyncio.run(scenario())
+    assert loads == 0
+    a.close()
+    b.close()
+
+
+def test_a_context_created_and_deleted_elsewhere_appears_and_disappears(tmp_path: Path) -> None:
+    import asyncio
+
+    data = tmp_path / "data"
+    a = Registry(SqlitePersistence(data), shared=True)
+    b = Registry(SqlitePersistence(data), shared=True)
+
+    async def scenario() -> None:
+        async with a.write_section(deadline=float("inf")):
+            ctx = a.create("n", Meta(description="x"))
+            ctx.intern_concept("c")
+            a.commit([ctx])
+        b.catch_up()
+        assert b.names() == ["n"] and b.get("n") is not None
+        async with a.write_section(deadline=float("inf")):
+            a.delete("n")
+        b.catch_up()
+        assert b.names() == [] and b.get("n") is None
+        async with b.write_section(deadline=float("inf")):  # recreated on the other side: a new id
+            ctx = b.create("n", Meta(description="y"))
+            b.commit([ctx])
+        a.catch_up()
+        got = a.get("n")
+        assert got is not None and got.meta.description == "y"
+
+    asyncio.run(scenario())
+    a.close()
+    b.close()

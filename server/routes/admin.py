@@ -59,6 +59,8 @@ async def import_stream(call: Call) -> Any:
             deadline=call.deadline,
             timeout_secs=call.settings.request_timeout_secs,
             on_commit=lambda _landed: note_write(),
+            # several workers: one commit per write section (ids are assigned in memory under its lock)
+            commit_every=len(batches) + 1 if call.registry.shared else 512,
         )
     except CommitFailed as exc:
         raise not_durable(exc, "the import could not be made durable; the landed prefix is intact") from None

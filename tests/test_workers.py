@@ -1,0 +1,109 @@
+"""Process level: `taguru serve` with 2 workers over one store — no stale reads, a killed worker is replaced."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from process_support import Server, base_env, cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    started: list[Server] = []
+    yield started
+    for s in started:
+        s.stop()
+
+
+def serving_pids(log: Path) -> set[int]:
+    pids = set()
+    for line in log.read_text(errors="replace").splitlines():
+        if '"request.finished"' in line:
+            m = re.search(r'"worker_pid": (\d+)', line)
+            if m:
+                pids.add(int(m.group(1)))
+    return pids
+
+
+def test_a_read_after_an_acknowledged_write_sees_it_on_any_worker(tmp_path: Path, servers: list[Server]) -> None:
+    server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_WORKERS="2")
+    servers.append(server)
+    server.ok("PUT", "/contexts/k", {"description": "workers"})
+    stale = []
+    for i in range(300):  # every call is a fresh connection (urllib does not keep them alive)
+        if i % 2:
+            server.ok(
+                "POST", "/contexts/k/associations", [{"subject": f"s{i}", "label": "r", "object": f"o{i}", "weight": 1}]
+            )
+            got = server.ok("POST", "/contexts/k/query", {"subject": f"s{i}"})
+            if [m["object"] for m in got["matches"]] != [f"o{i}"]:
+                stale.append((i, got))
+        else:
+            server.ok("POST", "/contexts/k/sources", {"passages": {f"d{i}.md": f"marker{i}word appears here."}})
+            got = server.ok("POST", "/contexts/k/sources/search", {"query": f"marker{i}word", "limit": 3})
+            if f"d{i}.md" not in json.dumps(got):
+                stale.append((i, got))
+    assert stale == []
+    assert len(serving_pids(server.log_path)) == 2  # both workers answered
+
+
+def test_a_killed_worker_loses_no_acknowledged_write_and_is_replaced(tmp_path: Path, servers: list[Server]) -> None:
+    server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_WORKERS="2")
+    servers.append(server)
+    server.ok("PUT", "/contexts/k", {"description": "workers"})
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def writer(w: int) -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            name = f"w{w}-{n}"
+            try:
+                status, _body = server.call(
+                    "POST", "/contexts/k/associations", [{"subject": name, "label": "r", "object": "x", "weight": 1}]
+                )
+            except OSError:
+                continue  # the connection died with the worker: not acknowledged
+            if status == 200:
+                acked.append(name)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    victim = sorted(serving_pids(server.log_path))[0]
+    os.kill(victim, signal.SIGKILL)
+    time.sleep(2.0)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert len(acked) > 50
+    deadline = time.monotonic() + 20
+    while len(serving_pids(server.log_path) - {victim}) < 2 and time.monotonic() < deadline:
+        server.call("GET", "/contexts/k")  # until the replacement worker has answered something
+    assert len(serving_pids(server.log_path) - {victim}) == 2, "the killed worker was not replaced"
+    for _round in range(6):  # fresh connections land on both workers
+        missing = [a for a in acked if not server.ok("POST", "/contexts/k/query", {"subject": a})["matches"]]
+        assert missing == []
+    server.stop()
+    assert b"worker.exited" in server.log_path.read_bytes()
+
+
+def test_offline_import_is_refused_while_workers_serve(tmp_path: Path, servers: list[Server]) -> None:
+    server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_WORKERS="2")
+    servers.append(server)
+    stream = tmp_path / "in.jsonl"
+    stream.write_text('{"taguru_batch": 1, "context": "c", "source": "s", "create": {}}\n')
+    done = cli("import", str(stream), env=base_env(tmp_path / "data"))
+    assert done.returncode != 0 and "in use by another process" in done.stderr
