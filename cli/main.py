@@ -68,7 +68,6 @@ def _settings(config: str | None) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
-    import socket
 
     import attrs
     import structlog
@@ -84,7 +83,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.store.sqlite import SqlitePersistence
 
     settings = _settings(args.config)
-    configure_logging(worker=args.worker_fd is not None)
+    configure_logging(worker=args.worker)
     log = structlog.get_logger("taguru.serve")
     env = dict(os.environ)
     config_file = args.config or env.get("TAGURU_CONFIG")
@@ -98,8 +97,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if workers < 1:
         print("taguru: --workers must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    worker_fd = args.worker_fd
-    if worker_fd is not None:  # one of N workers: the in-flight ceiling is divided among them
+    worker = args.worker
+    if worker:  # one of N workers: the in-flight ceiling is divided among them
         ceiling = settings.max_concurrent_requests
         settings = attrs.evolve(settings, workers=workers, max_concurrent_requests=-(-ceiling // workers))
 
@@ -107,8 +106,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app = build_app(settings, registry, rerank=rerank_settings(env))
         runner = AppRunner(app, access_log=None)
         await runner.setup()
-        if worker_fd is not None:
-            site: web.BaseSite = web.SockSite(runner, socket.socket(fileno=worker_fd))
+        if worker:  # every worker listens on the address; the kernel spreads connections over them
+            site = web.TCPSite(runner, host, port, reuse_port=True, backlog=1024)
             await site.start()
             log.info("worker.ready")
         else:
@@ -127,7 +126,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         finally:
             await runner.cleanup()
 
-    if worker_fd is not None:  # the supervisor holds the data-dir lock and checked the store
+    if worker:  # the supervisor holds the data-dir lock and checked the store
         registry = Registry(SqlitePersistence(settings.data_dir), shared=True)
         try:
             asyncio.run(run(registry))
@@ -395,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="worker processes serving one address and data dir (default TAGURU_WORKERS, else 1)",
     )
-    p.add_argument("--worker-fd", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("import", help="import JSONL batches")
     p.add_argument("paths", nargs="+", metavar="FILE|DIR")

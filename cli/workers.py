@@ -1,8 +1,11 @@
-"""`taguru serve --workers N`: N worker processes accepting on one listening socket, over one store.
+"""`taguru serve --workers N`: N worker processes serving one address over one store.
 
-The supervisor binds the address, holds the data-dir lock (so an offline `taguru import` is refused
-whatever the worker count), starts the workers with the listening socket inherited, restarts a
-worker that dies, and on SIGTERM/SIGINT asks every worker to drain and stop. Each worker is a
+The supervisor reserves the address (a bound socket with SO_REUSEPORT that never listens, so a
+port 0 is resolved once), holds the data-dir lock (so an offline `taguru import` is refused
+whatever the worker count), starts the workers, restarts a worker that dies, and on SIGTERM/SIGINT
+asks every worker to drain and stop. Each worker listens on the same address with SO_REUSEPORT,
+so the kernel spreads new connections evenly over the workers (one shared listening socket
+would let whichever worker wakes first take nearly all of them). Each worker is a
 whole server over the same store in shared mode (`Registry(shared=True)`): reads catch up with the
 change log first, writes run under the store's write lock (see `store/registry.py`).
 """
@@ -25,24 +28,24 @@ DRAIN_SECS = 30.0
 RESTART_BACKOFF_SECS = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-def worker_command(fd: int, workers: int, config: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "taguru_server.cli", "serve", "--worker-fd", str(fd), "--workers", str(workers)]
+def worker_command(workers: int, config: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "taguru_server.cli", "serve", "--worker", "--workers", str(workers)]
     return cmd + (["--config", config] if config else [])
 
 
 class Supervisor:
     """Starts, watches and stops the worker processes."""
 
-    def __init__(self, sock: socket.socket, workers: int, config: str | None) -> None:
-        self.sock = sock
-        self.cmd = worker_command(sock.fileno(), workers, config)
+    def __init__(self, address: str, workers: int, config: str | None) -> None:
+        self.env = dict(os.environ, TAGURU_ADDR=address)
+        self.cmd = worker_command(workers, config)
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * workers
         self.crashes = [0] * workers
         self.started = [0.0] * workers
         self.stopping = False
 
     def spawn(self, i: int) -> None:
-        self.procs[i] = subprocess.Popen(self.cmd, pass_fds=(self.sock.fileno(),), stdout=subprocess.DEVNULL)
+        self.procs[i] = subprocess.Popen(self.cmd, env=self.env, stdout=subprocess.DEVNULL)
         self.started[i] = time.monotonic()
 
     def watch(self) -> None:
@@ -81,14 +84,17 @@ class Supervisor:
 
 def supervise(host: str, port: int, workers: int, config: str | None, data_dir: str) -> int:
     """Bind, print the listening line, run the workers until SIGTERM/SIGINT; returns the exit code."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
-        sock = socket.create_server((host, port), backlog=2048)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
     except OSError as exc:
+        sock.close()
         print(f"taguru: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    sock.set_inheritable(True)
     bound = sock.getsockname()
-    supervisor = Supervisor(sock, workers, config)
+    supervisor = Supervisor(f"{bound[0]}:{bound[1]}", workers, config)
     signal.signal(signal.SIGTERM, supervisor.stop)
     signal.signal(signal.SIGINT, supervisor.stop)
     for i in range(workers):
