@@ -546,3 +546,20 @@ async def test_assemble_evidence_async(server: SpawnedServer, corpus: str) -> No
 
 def test_sdk_version() -> None:
     assert taguru.__version__ == "0.9.7" and taguru.SUPPORTED_HTTP_CONTRACTS == (1,)
+
+
+def test_the_change_feed(server: SpawnedServer) -> None:
+    with Taguru(server.base_url, api_key="") as client:
+        client.contexts.create("sdk-feed", description="feed")
+        ctx = client.context("sdk-feed")
+        tail = ctx.changes()
+        assert tail.events == [] and tail.more is False and tail.next.startswith("cf1-")
+        ctx.add_associations([{"subject": "a", "label": "r", "object": "b", "weight": 1.0}])
+        ctx.store_passages({"doc.md": "alpha."})
+        page = ctx.changes(since=tail.next, limit=1)
+        assert [(e.seq, e.kind) for e in page.events] == [(1, "associations_added")] and page.more is True
+        page = ctx.changes(since=page.next)
+        assert [(e.seq, e.kind) for e in page.events] == [(2, "source_stored")] and page.more is False
+        with pytest.raises(taguru.TaguruError) as stale:
+            ctx.changes(since="cf1-0000000000000000-9")
+        assert stale.value.status == 410 and stale.value.code == "stale_cursor"
