@@ -19,7 +19,7 @@ from taguru_server.stages.model import (
 )
 
 # Time kept back from the provider so the stages after it finish inside the request deadline.
-POST_RERANK_RESERVE_SECS = 0.05
+POST_RERANK_RESERVE_SECS = 0.15
 
 
 def is_permutation(order: tuple[int, ...] | None, n: int) -> bool:

@@ -92,7 +92,6 @@ class SqlitePersistence:
             raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
         try:
             self.store_id = self._open(existed)
-            self._alias_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM aliases").fetchone()[0]
             self._record_id(recorded)
         except StoreRefused:
             self.db.close()
@@ -253,12 +252,15 @@ class SqlitePersistence:
             )
         gone: list[tuple[int, int, str]] = []
         added: list[tuple[int, int, str, int, int]] = []
+        # an alias's seq orders registration (the load order): the commit's change-log seq (unique and
+        # increasing across every process writing the store) in the high bits, its order in the commit below
+        alias_seq = seq << 32
         for (kind, alias), target in d.aliases.items():
             if target is None:
                 gone.append((cid, kind, alias))
             else:
-                self._alias_seq += 1
-                added.append((cid, kind, alias, target, self._alias_seq))
+                alias_seq += 1
+                added.append((cid, kind, alias, target, alias_seq))
         if gone:
             db.executemany("DELETE FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", gone)
         if added:
