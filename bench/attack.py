@@ -74,12 +74,13 @@ def seed(url: str) -> None:
 
 
 @contextmanager
-def served(data_dir: Path, log: Path) -> Iterator[str]:
-    """`taguru serve` on a free port over `data_dir`, seeded; yields its base URL."""
+def served(data_dir: Path, log: Path, settings: dict[str, str] | None = None) -> Iterator[str]:
+    """`taguru serve` on a free port over `data_dir`, seeded; yields its base URL. `settings`: extra TAGURU_* values."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
     env.update(TAGURU_DATA_DIR=str(data_dir), TAGURU_ADDR=f"127.0.0.1:{port}", PYTHONPATH=str(ROOT))
+    env.update(settings or {})
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
@@ -90,7 +91,7 @@ def served(data_dir: Path, log: Path) -> Iterator[str]:
             env=env,
         )
         try:
-            _wait_live(proc, url)
+            wait_live(proc, url)
             seed(url)
             yield url
         finally:
@@ -102,7 +103,7 @@ def served(data_dir: Path, log: Path) -> Iterator[str]:
                 proc.wait(timeout=30)
 
 
-def _wait_live(proc: subprocess.Popen[bytes], url: str) -> None:
+def wait_live(proc: subprocess.Popen[bytes], url: str) -> None:
     for _ in range(600):  # a readiness wait, not a timing assertion
         if proc.poll() is not None:
             raise RuntimeError(f"the server exited with {proc.returncode}")
