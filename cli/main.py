@@ -18,6 +18,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
 IMPORT_TIMEOUT_SECS = 600
 DEMO_TIMEOUT_SECS = 30
+LISTEN_BACKLOG = 1024  # connections the kernel queues before the server accepts them (aiohttp's default: 128)
 
 
 LOCKED = "the data dir is in use by another process (a running server?); stop it or use --url"
@@ -107,11 +108,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         runner = AppRunner(app, access_log=None)
         await runner.setup()
         if worker:  # every worker listens on the address; the kernel spreads connections over them
-            site = web.TCPSite(runner, host, port, reuse_port=True, backlog=1024)
+            site = web.TCPSite(runner, host, port, reuse_port=True, backlog=LISTEN_BACKLOG)
             await site.start()
             log.info("worker.ready")
         else:
-            site = web.TCPSite(runner, host, port)
+            site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
             await site.start()
             bound = runner.addresses[0] if runner.addresses else (host, port)
             print(f"listening on {bound[0]}:{bound[1]}", flush=True)

@@ -190,25 +190,31 @@ def _too_slow(rate: int) -> ApiError:
 
 
 async def _read_body(request: web.Request, cap: int, too_large: str, rate: int) -> bytes:
-    """The whole body; a client whose bytes fall behind `rate` per second after a grace period is refused."""
+    """The whole body, within the request's deadline and, after a grace period, at `rate` bytes/s or faster.
+
+    One timer per chunk, for whichever bound comes first (a `wait_for` nested in another can lose
+    the outer cancellation when a byte arrives just as it fires).
+    """
     chunks: list[bytes] = []
     size = 0
     started = time.monotonic()
+    deadline = started + _remaining(request)
     while True:
         # the next byte is due when the average rate would otherwise fall below `rate`
-        due = started + max(BODY_GRACE_SECS, (size + 1) / rate) if rate > 0 else None
+        rate_due = started + max(BODY_GRACE_SECS, (size + 1) / rate) if rate > 0 else float("inf")
+        due = min(rate_due, deadline)
         try:
-            chunk = await asyncio.wait_for(
-                request.content.readany(), None if due is None else max(due - time.monotonic(), 0.001)
-            )
+            chunk = await asyncio.wait_for(request.content.readany(), max(due - time.monotonic(), 0.001))
         except TimeoutError:
-            raise _too_slow(rate) from None
+            raise (_timed_out(request) if due == deadline else _too_slow(rate)) from None
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
         if size > cap:
             raise ApiError("payload_too_large", too_large)
         chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise _timed_out(request)
 
 
 @web.middleware
@@ -222,14 +228,7 @@ async def body_cap(request: web.Request, handler: NextHandler) -> web.StreamResp
     if not request.body_exists:
         request[BODY_KEY] = b""
         return await handler(request)
-    try:
-        body = await asyncio.wait_for(
-            _read_body(request, cap, too_large, request.app[SETTINGS_KEY].min_body_rate),
-            max(_remaining(request), 0.001),
-        )
-    except TimeoutError:
-        raise _timed_out(request) from None
-    request[BODY_KEY] = body
+    request[BODY_KEY] = await _read_body(request, cap, too_large, request.app[SETTINGS_KEY].min_body_rate)
     return await _holding_slot(request, handler)
 
 

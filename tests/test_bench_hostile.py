@@ -33,8 +33,7 @@ def test_normal_requests_stay_200_next_to_hostile_clients(tmp_path: Path) -> Non
     from hostile import render, run
 
     settings = {"TAGURU_HEADER_TIMEOUT_SECS": "2", "TAGURU_REQUEST_TIMEOUT_SECS": "3"}
-    # the hostile clients hold on for 7 s: a slow body is cut by the 3 s deadline or, at the latest, by the
-    # minimum body rate from 5 s (the deadline can miss a body read whose byte lands as it fires)
+    # the hostile clients hold on for 7 s: a slow body is cut by the 3 s deadline
     with served(tmp_path / "data", tmp_path / "server.log", settings) as url:
         phases, figures = asyncio.run(run(url, slow=50, tricklers=50, duration=7.0, baseline=1.0))
     report = render(phases, figures)

@@ -89,7 +89,7 @@ def test_slow_bodies_do_not_hold_the_in_flight_slots(tmp_path: Path, servers: li
     assert max(took for _s, _r, took in normal) < 3.0
     cut = [took for ok, took in slow if ok]
     assert len(cut) >= 0.95 * len(slow)
-    assert max(cut) < timeout + 3
+    assert max(cut) < timeout + 1.5  # the deadline, not the 5 s minimum-rate grace, cuts them off
     server.stop()
     assert b"Traceback" not in server.log_path.read_bytes()
 
