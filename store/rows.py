@@ -1,0 +1,415 @@
+"""The rows of a store, whatever the database: what a commit writes, what a load and a catch-up read.
+
+`RowStore` holds every statement both backends share (SQLite, the embedded default, and
+PostgreSQL); a backend supplies the connection (`Sql`: `execute`, `executemany`, statements
+written with `?` placeholders), its transactions, its write lock and how its errors map onto
+`StorageFailed`. The statements use only SQL both dialects read alike (`ON CONFLICT … DO
+UPDATE`, `RETURNING`, no collations: every ordering is by integer id).
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import json
+import time
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from taguru_server.store.context import Context, Dirty, Meta, Passage
+from taguru_server.store.errors import StorageFailed
+from taguru_server.store.feed import FeedPage
+from taguru_server.store.sync import DurableRows
+
+FEED_RETAINED = 1024  # change-feed events kept per context (the reference's ring size)
+CHANGES_RETAINED = 100_000  # change-log rows kept for other processes to catch up from
+
+UPSERT_EDGE = (
+    "INSERT INTO edges VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(ctx, id) DO UPDATE SET s = excluded.s, "
+    "l = excluded.l, o = excluded.o, sum = excluded.sum, count = excluded.count, attrs = excluded.attrs"
+)
+UPSERT_ALIAS = (
+    "INSERT INTO aliases VALUES(?, ?, ?, ?, ?) ON CONFLICT(ctx, kind, alias) DO UPDATE SET "
+    "target = excluded.target, seq = excluded.seq"
+)
+UPSERT_PASSAGE = (
+    "INSERT INTO passages VALUES(?, ?, ?, ?) ON CONFLICT(ctx, source) DO UPDATE SET "
+    "text = excluded.text, meta = excluded.meta"
+)
+
+
+class Cursor(Protocol):
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Any: ...
+
+
+class Sql(Protocol):
+    """The connection a backend hands the shared statements (`?` placeholders)."""
+
+    def execute(self, sql: str, params: Any = ...) -> Cursor: ...
+    def executemany(self, sql: str, rows: Any) -> Any: ...
+
+
+_META_FIELDS = (
+    "description",
+    "pinned",
+    "dice_floor",
+    "semantic_floor",
+    "rev_graph",
+    "rev_passages",
+    "rev_config",
+    "reads",
+    "empty_reads",
+    "writes",
+    "dead_attributions",
+    "last_read_epoch",
+    "last_write_epoch",
+)
+
+
+def _meta_json(meta: Meta) -> str:
+    return json.dumps({f: getattr(meta, f) for f in _META_FIELDS}, ensure_ascii=False)
+
+
+class RowStore:
+    """The statements every backend shares; subclasses open the connection and own transactions and locks."""
+
+    db: Sql
+    ERRORS: tuple[type[BaseException], ...] = ()
+
+    def _tx(self) -> AbstractContextManager[Sql]:
+        raise NotImplementedError
+
+    def _snapshot(self) -> AbstractContextManager[Sql]:
+        raise NotImplementedError
+
+    def _failed(self, exc: BaseException) -> StorageFailed:
+        raise NotImplementedError
+
+    def list_contexts(self) -> list[tuple[int, str, Meta]]:
+        rows = self.db.execute("SELECT id, name, meta FROM contexts ORDER BY id").fetchall()
+        return [(cid, name, Meta(**json.loads(meta))) for cid, name, meta in rows]
+
+    def next_id(self) -> int:
+        # past every id the change log still names too, so a deleted context's id is not handed out again
+        top = self.db.execute("SELECT COALESCE(MAX(id), 0) FROM contexts").fetchone()[0]
+        named = self.db.execute("SELECT COALESCE(MAX(ctx), 0) FROM changes").fetchone()[0]
+        return int(max(top, named)) + 1
+
+    def delete(self, cid: int) -> int:
+        """Drop a context and all its rows; returns the change-log seq of the deletion."""
+        try:
+            with self._tx() as db:
+                for table in ("concepts", "labels", "sources", "aliases", "edges", "passages", "feed"):
+                    db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
+                db.execute("DELETE FROM feed_epochs WHERE ctx = ?", (cid,))
+                db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
+                seq = db.execute(
+                    "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq", (cid, '{"deleted":true}')
+                ).fetchone()[0]
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+        return int(seq)
+
+    def commit(self, contexts: Iterable[Context]) -> int | None:
+        """Write what each context's dirty set names, all in one transaction; returns its last change-log seq."""
+        todo = [c for c in contexts if c.dirty.any() or c.created]
+        if not todo:
+            return None
+        try:
+            with self._tx() as db:
+                seq = max(self._write(db, ctx) for ctx in todo)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+        for ctx in todo:
+            ctx.mark_clean()
+        return seq
+
+    def _write(self, db: Sql, ctx: Context) -> int:
+        d = ctx.dirty
+        cid = ctx.cid
+        seq = _log_change(db, ctx)
+        if ctx.created:
+            db.execute("INSERT INTO contexts(id, name, meta) VALUES(?, ?, ?)", (cid, ctx.name, _meta_json(ctx.meta)))
+            db.execute(
+                "INSERT INTO feed_epochs VALUES(?, ?) ON CONFLICT(ctx) DO UPDATE SET epoch = excluded.epoch",
+                (cid, new_epoch()),
+            )
+        else:
+            db.execute("UPDATE contexts SET meta = ? WHERE id = ?", (_meta_json(ctx.meta), cid))
+        if len(ctx.concepts) > d.concepts_from:
+            db.executemany(
+                "INSERT INTO concepts VALUES(?, ?, ?)",
+                ((cid, i, ctx.concepts[i]) for i in range(d.concepts_from, len(ctx.concepts))),
+            )
+        if len(ctx.labels) > d.labels_from:
+            db.executemany(
+                "INSERT INTO labels VALUES(?, ?, ?)",
+                ((cid, i, ctx.labels[i]) for i in range(d.labels_from, len(ctx.labels))),
+            )
+        if len(ctx.sources) > d.sources_from:
+            db.executemany(
+                "INSERT INTO sources VALUES(?, ?, ?)",
+                ((cid, i, ctx.sources[i]) for i in range(d.sources_from, len(ctx.sources))),
+            )
+        if d.edges:
+            e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr
+            db.executemany(
+                UPSERT_EDGE,
+                [
+                    (cid, e, e_s[e], e_l[e], e_o[e], e_sum[e], e_cnt[e], _attrs_json(e_attr[e]) if e_attr[e] else "")
+                    for e in sorted(d.edges)
+                ],
+            )
+        gone: list[tuple[int, int, str]] = []
+        added: list[tuple[int, int, str, int, int]] = []
+        # an alias's seq orders registration (the load order): the commit's change-log seq (unique and
+        # increasing across every process writing the store) in the high bits, its order in the commit below
+        alias_seq = seq << 32
+        for (kind, alias), target in d.aliases.items():
+            if target is None:
+                gone.append((cid, kind, alias))
+            else:
+                alias_seq += 1
+                added.append((cid, kind, alias, target, alias_seq))
+        if gone:
+            db.executemany("DELETE FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", gone)
+        if added:
+            db.executemany(UPSERT_ALIAS, added)
+        dropped: list[tuple[int, int]] = []
+        stored: list[tuple[int, int, str, str]] = []
+        for sid in sorted(d.passages):
+            passage = ctx.passages.get(sid)
+            if passage is None:
+                dropped.append((cid, sid))
+            else:
+                stored.append((cid, sid, passage.text, json.dumps(passage.meta_json(), ensure_ascii=False)))
+        if dropped:
+            db.executemany("DELETE FROM passages WHERE ctx = ? AND source = ?", dropped)
+        if stored:
+            db.executemany(UPSERT_PASSAGE, stored)
+        return seq
+
+    def feed_page(self, cid: int, after: int, limit: int) -> FeedPage:
+        """The context's change-feed position and the first `limit` events after seq `after`, in one snapshot."""
+        try:
+            with self._snapshot() as db:
+                row = db.execute("SELECT epoch FROM feed_epochs WHERE ctx = ?", (cid,)).fetchone()
+                front, latest = db.execute("SELECT MIN(seq), MAX(seq) FROM feed WHERE ctx = ?", (cid,)).fetchone()
+                events = db.execute(
+                    "SELECT seq, kind, fields FROM feed WHERE ctx = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    (cid, after, limit),
+                ).fetchall()
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+        return FeedPage(
+            epoch=int(row[0]) if row else 0,
+            front=front,
+            latest=latest or 0,
+            events=[(seq, kind, json.loads(fields)) for seq, kind, fields in events],
+        )
+
+    def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows:
+        """The stored state of exactly the records `wanted` names (see `store.sync`), in one read transaction."""
+        try:
+            with self._snapshot() as db:
+                return self._rows(db, cid, wanted)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    # ----- several processes over one store (`taguru serve --workers N`) -----------------------
+
+    def latest_change(self) -> int:
+        """The change log's last sequence number: one cheap read (the table's rightmost key)."""
+        row = self.db.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
+        return int(row[0]) if row else 0
+
+    def changes_after(self, seq: int) -> tuple[int, list[tuple[int, int, dict[str, Any]]]]:
+        """(oldest seq still held, the change-log rows after `seq` as (seq, context id, touched))."""
+        try:
+            with self._snapshot() as db:
+                oldest = db.execute("SELECT seq FROM changes ORDER BY seq LIMIT 1").fetchone()
+                rows = db.execute("SELECT seq, ctx, touched FROM changes WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+        return (int(oldest[0]) if oldest else 0), [(q, c, json.loads(t)) for q, c, t in rows]
+
+    def _rows(self, db: Sql, cid: int, wanted: Dirty) -> DurableRows:
+        row = db.execute("SELECT meta FROM contexts WHERE id = ?", (cid,)).fetchone()
+        if row is None:
+            raise StorageFailed("unavailable", "the context is not in the store")
+
+        def names(table: str, start: int) -> list[str]:
+            sql = f"SELECT name FROM {table} WHERE ctx = ? AND id >= ? ORDER BY id"
+            return [name for (name,) in db.execute(sql, (cid, start))]
+
+        def edge(total: float, count: int, attrs: str) -> tuple[float, int, list[list[Any]]]:
+            return float(total), count, json.loads(attrs) if attrs else []
+
+        touched: dict[int, tuple[float, int, list[list[Any]]] | None] = {}
+        for e in sorted(x for x in wanted.edges if x < wanted.edges_from):
+            got = db.execute("SELECT sum, count, attrs FROM edges WHERE ctx = ? AND id = ?", (cid, e)).fetchone()
+            touched[e] = None if got is None else edge(*got)
+        new_edges = [
+            (s, lab, o, edge(total, count, attrs))
+            for s, lab, o, total, count, attrs in db.execute(
+                "SELECT s, l, o, sum, count, attrs FROM edges WHERE ctx = ? AND id >= ? ORDER BY id",
+                (cid, wanted.edges_from),
+            )
+        ]
+        aliases: dict[tuple[int, str], int | None] = {}
+        for kind, alias in wanted.aliases:
+            got = db.execute(
+                "SELECT target FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", (cid, kind, alias)
+            ).fetchone()
+            aliases[(kind, alias)] = None if got is None else int(got[0])
+        passages: dict[int, Passage | None] = {}
+        for sid in sorted(wanted.passages):
+            got = db.execute("SELECT text, meta FROM passages WHERE ctx = ? AND source = ?", (cid, sid)).fetchone()
+            passages[sid] = None if got is None else passage_of(*got)
+        return DurableRows(
+            meta=Meta(**json.loads(row[0])),
+            concepts_from=wanted.concepts_from,
+            concepts=names("concepts", wanted.concepts_from),
+            labels_from=wanted.labels_from,
+            labels=names("labels", wanted.labels_from),
+            sources_from=wanted.sources_from,
+            sources=names("sources", wanted.sources_from),
+            edges_from=wanted.edges_from,
+            new_edges=new_edges,
+            edges=touched,
+            aliases=aliases,
+            passages=passages,
+        )
+
+    def load(self, cid: int, name: str, meta: Meta) -> Context:
+        """Rebuild a context and all its indexes from its rows."""
+        collecting = gc.isenabled()
+        gc.disable()  # millions of new long-lived objects and no cycles: skip the collector's re-scans
+        try:
+            return self._load(cid, name, meta)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _load(self, cid: int, name: str, meta: Meta) -> Context:
+        ctx = Context(cid, name, meta)
+        db = self.db
+        loads = json.loads
+        for (cname,) in db.execute("SELECT name FROM concepts WHERE ctx = ? ORDER BY id", (cid,)):
+            ctx.intern_concept(cname)
+        for (lname,) in db.execute("SELECT name FROM labels WHERE ctx = ? ORDER BY id", (cid,)):
+            ctx.intern_label(lname)
+        for (sname,) in db.execute("SELECT name FROM sources WHERE ctx = ? ORDER BY id", (cid,)):
+            ctx.intern_source(sname)
+        for kind, alias, target in db.execute(
+            "SELECT kind, alias, target FROM aliases WHERE ctx = ? ORDER BY seq", (cid,)
+        ):
+            ctx.aliases[kind][alias] = target
+            ctx.lexicons[kind].add(alias, target)
+        rows = db.execute(
+            "SELECT id, s, l, o, sum, count, attrs FROM edges WHERE ctx = ? ORDER BY id", (cid,)
+        ).fetchall()
+        if rows:
+            ids, col_s, col_l, col_o, col_sum, col_cnt, col_attrs = zip(*rows, strict=False)
+            del rows
+            ctx.e_s.extend(col_s)
+            ctx.e_l.extend(col_l)
+            ctx.e_o.extend(col_o)
+            ctx.e_sum.extend(map(float, col_sum))
+            ctx.e_cnt.extend(col_cnt)
+            # every stored attrs value is a JSON array we wrote: parse them in one call
+            ctx.e_attr.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
+            del col_attrs
+            ctx.edge_of.update(zip(zip(col_s, col_l, col_o, strict=False), ids, strict=False))
+            out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
+            for e, s, lab, o in zip(ids, col_s, col_l, col_o, strict=False):
+                out_edges[s].append(e)
+                if o != s:
+                    in_edges[o].append(e)
+                label_edges[lab].append(e)
+            source_edges = ctx.source_edges
+            for e, records in enumerate(ctx.e_attr):
+                for rec in records:
+                    sid = rec[0]
+                    got = source_edges.get(sid)
+                    if got is None:
+                        source_edges[sid] = {e}
+                    else:
+                        got.add(e)
+        for sid, text, pmeta in db.execute(
+            "SELECT source, text, meta FROM passages WHERE ctx = ? ORDER BY source", (cid,)
+        ):
+            passage = passage_of(text, pmeta)
+            ctx.passages[sid] = passage
+            ctx._index_passage(sid, passage)
+        ctx.mark_clean()
+        from taguru_server.store.lanes import warm
+
+        warm(ctx)  # build the read indexes now rather than in the first request
+        return ctx
+
+
+_epochs = itertools.count()
+
+
+def new_epoch() -> int:
+    """A change-feed epoch: the wall clock in nanoseconds plus a counter; never 0, unique per process and call."""
+    return (time.time_ns() + next(_epochs)) & 0x7FFF_FFFF_FFFF_FFFF or 1
+
+
+def _log_change(db: Sql, ctx: Context) -> int:
+    """Append the commit's change-log row (what it touched) and its change-feed events, numbered in order."""
+    d = ctx.dirty
+    touched = {
+        "created": ctx.created,
+        "edges": sorted(d.edges),
+        "aliases": sorted([kind, alias] for kind, alias in d.aliases),
+        "passages": sorted(d.passages),
+    }
+    insert = "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq"
+    seq = int(db.execute(insert, (ctx.cid, json.dumps(touched))).fetchone()[0])
+    if seq % 1000 == 0 and seq > CHANGES_RETAINED:
+        db.execute("DELETE FROM changes WHERE seq <= ?", (seq - CHANGES_RETAINED,))
+    if not d.events:
+        return seq
+    latest = db.execute("SELECT COALESCE(MAX(seq), 0) FROM feed WHERE ctx = ?", (ctx.cid,)).fetchone()[0]
+    db.executemany(
+        "INSERT INTO feed VALUES(?, ?, ?, ?)",
+        [
+            (ctx.cid, latest + i, kind, json.dumps(fields, ensure_ascii=False))
+            for i, (kind, fields) in enumerate(d.events, 1)
+        ],
+    )
+    latest += len(d.events)
+    if latest > FEED_RETAINED:
+        db.execute("DELETE FROM feed WHERE ctx = ? AND seq <= ?", (ctx.cid, latest - FEED_RETAINED))
+    return seq
+
+
+def passage_of(text: str, stored_meta: str) -> Passage:
+    m = json.loads(stored_meta)
+    return Passage(
+        text,
+        [(p, q) for p, q in m["questions"]],
+        {p: s for p, s in m["sections"]},
+        {p: (k, v) for p, k, v in m["locators"]},
+        m["tags"],
+        m["stored_at"],
+        m["date"],
+    )
+
+
+def _attrs_json(records: list[list]) -> str:
+    """The JSON array of an edge's attribution records [source, sum, count, paragraph|null].
+
+    Sums are finite (they saturate) and repr() of a float is its JSON number, so this is
+    what json.dumps writes, built without the encoder's per-call overhead.
+    """
+    return (
+        "["
+        + ",".join([f"[{sid},{rsum!r},{cnt},{'null' if par is None else par}]" for sid, rsum, cnt, par in records])
+        + "]"
+    )
