@@ -75,13 +75,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from taguru_server.client.config import read_config_file
-    from taguru_server.server.app import build_app
+    from taguru_server.server.app import build_app, open_registry
     from taguru_server.server.logging import configure_logging
     from taguru_server.server.protocol import AppRunner, accept_error_handler
     from taguru_server.server.providers.reranker import rerank_settings
     from taguru_server.store.errors import StoreRefused
     from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
 
     settings = _settings(args.config)
     configure_logging(worker=args.worker)
@@ -128,20 +127,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
             await runner.cleanup()
 
     if worker:  # the supervisor holds the data-dir lock and checked the store
-        registry = Registry(SqlitePersistence(settings.data_dir), shared=True)
+        registry = open_registry(settings)
         try:
             asyncio.run(run(registry))
         finally:
             registry.close()
         return EXIT_OK
     try:
-        lock = DataDirLock(settings.data_dir).__enter__()
+        # PostgreSQL: every process is a replica, so nothing is exclusive to this one
+        lock = DataDirLock(settings.data_dir).__enter__() if not settings.database_url else None
     except OSError as exc:
         print(f"taguru: the data dir {settings.data_dir} cannot be used: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_FAIL
     try:
         try:
-            registry = Registry(SqlitePersistence(settings.data_dir))
+            registry = open_registry(settings)
         except StoreRefused as exc:
             print(f"taguru: {exc}", file=sys.stderr)
             return EXIT_FAIL
@@ -155,7 +155,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         finally:
             registry.close()
     finally:
-        lock.__exit__(None, None, None)
+        if lock is not None:
+            lock.__exit__(None, None, None)
     return EXIT_OK
 
 
@@ -215,22 +216,21 @@ def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> 
 
 
 def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
+    from taguru_server.server.app import open_registry
     from taguru_server.store.errors import ApiError, StoreRefused
-    from taguru_server.store.importer import run_import
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
 
     settings = _settings(args.config)
     outcomes: list[Any] = []
     try:
-        lock = DataDirLock(settings.data_dir).__enter__()
+        # with PostgreSQL, replicas may be serving: the import takes the store's write lock instead
+        lock = DataDirLock(settings.data_dir).__enter__() if not settings.database_url else None
     except DataDirBusy as exc:
         return _finish(args, outcomes, exc.reason)
     except OSError as exc:
         return _finish(args, outcomes, f"the data dir {settings.data_dir} cannot be used: {exc.strerror or exc}")
     try:
         try:
-            registry = Registry(SqlitePersistence(settings.data_dir))
+            registry = open_registry(settings)
         except StoreRefused as exc:
             return _finish(args, outcomes, str(exc))
         try:
@@ -238,14 +238,31 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
             streams = [[b for _f, _t, bs in parsed for b in bs]] if args.dry_run else [bs for _f, _t, bs in parsed]
             for batches in streams:
                 try:
-                    outcomes.extend(run_import(registry, batches, dry_run=args.dry_run, commit_every=2000))
+                    outcomes.extend(_run_offline(registry, batches, args.dry_run))
                 except ApiError as exc:
                     return _finish(args, outcomes, exc.message)
         finally:
             registry.close()
     finally:
-        lock.__exit__(None, None, None)
+        if lock is not None:
+            lock.__exit__(None, None, None)
     return _finish(args, outcomes, None)
+
+
+def _run_offline(registry: Any, batches: list[Any], dry_run: bool) -> list[dict[str, Any]]:
+    """One stream into the store; a shared store (other processes may write it) in one write section."""
+    import asyncio
+
+    from taguru_server.store.importer import run_import
+
+    if not registry.shared:
+        return run_import(registry, batches, dry_run=dry_run, commit_every=2000)
+
+    async def locked() -> list[dict[str, Any]]:
+        async with registry.write_section(deadline=float("inf")):
+            return run_import(registry, batches, dry_run=dry_run, commit_every=len(batches) + 1)
+
+    return asyncio.run(locked())
 
 
 def _batch_chunks(text: str, batches: list[Any], budget: int) -> list[str]:

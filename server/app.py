@@ -27,8 +27,17 @@ from taguru_server.server.state import (
     SETTINGS_KEY,
     Running,
 )
+from taguru_server.store.backend import is_shared, open_store
 from taguru_server.store.registry import Registry
-from taguru_server.store.sqlite import SqlitePersistence
+
+
+def open_registry(settings: Settings) -> Registry:
+    """The settings' store (SQLite in the data dir, or PostgreSQL), shared when other processes write it too."""
+    registry = Registry(
+        open_store(settings.data_dir, settings.database_url), shared=is_shared(settings.database_url, settings.workers)
+    )
+    registry.eventual = settings.read_consistency == "eventual"
+    return registry
 
 
 def build_app(
@@ -64,7 +73,7 @@ def build_app(
     app.cleanup_ctx.append(reranker_ctx)
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
-        reg = registry or Registry(SqlitePersistence(settings.data_dir))
+        reg = registry or open_registry(settings)
         app[REGISTRY_KEY] = reg
         yield
         if registry is None:

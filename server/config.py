@@ -32,6 +32,8 @@ class Settings:
     header_timeout_secs: int = 10
     min_body_rate: int = 1024
     workers: int = 1
+    database_url: str | None = None  # postgresql://… selects the shared PostgreSQL store
+    read_consistency: str = "strong"  # or "eventual": replicas skip the per-read catch-up check
     max_concurrent_requests: int = 256
     auth_fail_limit_per_min: int = 10
     rate_limit_per_min: int = 0
@@ -63,6 +65,22 @@ def _int(env: Mapping[str, str], key: str, default: int, zero_means: int | None 
     return value
 
 
+def _database_url(env: Mapping[str, str]) -> str | None:
+    raw = env.get("TAGURU_DATABASE_URL", "").strip()
+    if not raw:
+        return None
+    if not raw.startswith(("postgresql://", "postgres://")):
+        raise ConfigError("TAGURU_DATABASE_URL must be a postgresql:// URL (leave it unset for the SQLite store)")
+    return raw
+
+
+def _consistency(env: Mapping[str, str]) -> str:
+    raw = env.get("TAGURU_READ_CONSISTENCY", "").strip() or "strong"
+    if raw not in ("strong", "eventual"):
+        raise ConfigError("TAGURU_READ_CONSISTENCY must be 'strong' or 'eventual'")
+    return raw
+
+
 def load_settings(env: Mapping[str, str] | None = None, config_file: str | None = None) -> Settings:
     """Build settings; the real environment wins over the config file."""
     env = dict(os.environ if env is None else env)
@@ -81,6 +99,8 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         header_timeout_secs=_int(env, "TAGURU_HEADER_TIMEOUT_SECS", 10),
         min_body_rate=_int(env, "TAGURU_MIN_BODY_RATE", 1024),
         workers=_int(env, "TAGURU_WORKERS", 1, zero_means=1),
+        database_url=_database_url(env),
+        read_consistency=_consistency(env),
         max_concurrent_requests=_int(env, "TAGURU_MAX_CONCURRENT_REQUESTS", 256),
         auth_fail_limit_per_min=_int(env, "TAGURU_AUTH_FAIL_LIMIT_PER_MIN", 10),
         rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN", 0),

@@ -59,7 +59,7 @@ async def run_routed(call: Call, role: str, handler: Handler) -> Any:
     registry = call.registry
     try:
         if role == "read":
-            registry.catch_up()
+            registry.catch_up_for_read()
             return await handler(call)
         async with registry.write_section(call.deadline):
             return await handler(call)

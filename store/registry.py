@@ -47,6 +47,7 @@ class Registry:
         # several processes serve this store: each read first applies what the others committed
         # (`catch_up`), and each write runs in a write section holding the store's lock
         self.shared = shared
+        self.eventual = False  # TAGURU_READ_CONSISTENCY=eventual: reads skip the check (NOTIFY keeps them close)
         self._applied = persistence.latest_change() if shared else 0
         self._section = asyncio.Lock()
         self._known: dict[str, tuple[int, Meta]] = {
@@ -164,6 +165,11 @@ class Registry:
         """Our own commit is applied already: in a write section every seq before it was applied too."""
         if seq is not None and self.shared:
             self._applied = max(self._applied, seq)
+
+    def catch_up_for_read(self) -> None:
+        """Before a read: catch up, unless reads were configured to be eventually consistent."""
+        if not self.eventual:
+            self.catch_up()
 
     def catch_up(self) -> None:
         """Apply the changes other processes committed since the last call: their records, not whole contexts.

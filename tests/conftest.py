@@ -12,6 +12,8 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
+from pg_support import Cluster, backend, database_url_for
+
 from taguru_server.pipeline import check_contracts
 from taguru_server.pipeline.executor import CONTRACT_ENV
 from taguru_server.server.app import build_app
@@ -171,6 +173,9 @@ class Client:
 def settings_factory(tmp_path: Path):
     def make(**env: str) -> Settings:
         base = {"TAGURU_DATA_DIR": str(tmp_path / "data")}
+        url = database_url_for(env.get("TAGURU_DATA_DIR", tmp_path / "data"))
+        if url:  # the PostgreSQL pass of the suite
+            base["TAGURU_DATABASE_URL"] = url
         base.update(env)
         return load_settings(base)
 
@@ -192,3 +197,28 @@ async def client(settings_factory) -> AsyncIterator[Client]:
     finally:
         await session.close()
         await server.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def postgres_cluster() -> Any:
+    """TAGURU_TEST_BACKEND=postgres: one throwaway cluster for the session; every store gets its own schema."""
+    if backend() != "postgres":
+        yield None
+        return
+    cluster = Cluster()
+    os.environ["TAGURU_TEST_PG_URL"] = cluster.url
+    try:
+        yield cluster
+    finally:
+        os.environ.pop("TAGURU_TEST_PG_URL", None)
+        cluster.stop()
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Tests of the SQLite file itself (damage, identity, the data-dir lock) do not apply to PostgreSQL."""
+    if backend() != "postgres":
+        return
+    skip = pytest.mark.skip(reason="tests the embedded SQLite store itself")
+    for item in items:
+        if item.get_closest_marker("sqlite_only"):
+            item.add_marker(skip)

@@ -14,6 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from pg_support import database_url_for
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_PY = ROOT / ".venv" / "bin" / "python"
 PYTHON = str(VENV_PY) if VENV_PY.exists() else sys.executable
@@ -27,7 +29,11 @@ def free_port() -> int:
 
 def base_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
-    env.update({"TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}, **extra)
+    env.update({"TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)})
+    url = database_url_for(data_dir)  # the PostgreSQL pass of the suite: this data dir's schema
+    if url:
+        env["TAGURU_DATABASE_URL"] = url
+    env.update(extra)
     return env
 
 

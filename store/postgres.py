@@ -1,0 +1,266 @@
+"""PostgreSQL as the shared system of record: every `taguru serve` pointed at one database is a replica.
+
+Selected by `TAGURU_DATABASE_URL=postgresql://…` (driver: `pip install 'taguru-server[postgres]'`).
+The rows and statements are those of the embedded SQLite store (`store/rows.py`); this module
+adds the connection, versioned migrations applied at boot (or alone by `taguru migrate`), the
+write lock (a transaction-scoped advisory lock, so writes from every replica are serialized and
+ids, which are positions assigned in memory, never collide) and `NOTIFY` on every commit so
+that replicas catch up before a client asks.
+
+Every string column is `bytea` holding UTF-8: PostgreSQL `text` cannot hold U+0000, which the
+contract allows in names and passages. Strings are converted at the driver (a dumper and a
+loader registered on the connection), so the shared statements pass `str` as everywhere else.
+
+One connection per process, used from the event loop's thread only (every statement is short
+and the loop is single-threaded, so a pool would add nothing but idle connections); it is
+re-opened when the server drops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from taguru_server.store.errors import StorageFailed, StoreRefused
+from taguru_server.store.rows import RowStore, Sql
+
+try:  # the driver is an extra: `pip install 'taguru-server[postgres]'`
+    import psycopg
+    from psycopg.pq import TransactionStatus
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+CHANNEL = "taguru_changes"
+WRITE_LOCK = 0x54414755  # the advisory-lock key every replica's write section takes ("TAGU")
+MIGRATE_LOCK = 0x54414756
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+CREATE TABLE contexts(id BIGINT PRIMARY KEY, name BYTEA NOT NULL UNIQUE, meta BYTEA NOT NULL);
+CREATE TABLE concepts(ctx BIGINT, id BIGINT, name BYTEA, PRIMARY KEY(ctx, id));
+CREATE TABLE labels(ctx BIGINT, id BIGINT, name BYTEA, PRIMARY KEY(ctx, id));
+CREATE TABLE sources(ctx BIGINT, id BIGINT, name BYTEA, PRIMARY KEY(ctx, id));
+CREATE TABLE aliases(ctx BIGINT, kind INT, alias BYTEA, target BIGINT, seq BIGINT, PRIMARY KEY(ctx, kind, alias));
+CREATE TABLE edges(
+  ctx BIGINT, id BIGINT, s BIGINT, l BIGINT, o BIGINT, sum DOUBLE PRECISION, count BIGINT, attrs BYTEA,
+  PRIMARY KEY(ctx, id));
+CREATE TABLE passages(ctx BIGINT, source BIGINT, text BYTEA, meta BYTEA, PRIMARY KEY(ctx, source));
+CREATE TABLE store_meta(key BYTEA PRIMARY KEY, value BYTEA NOT NULL);
+CREATE TABLE changes(seq BIGSERIAL PRIMARY KEY, ctx BIGINT NOT NULL, touched BYTEA NOT NULL);
+CREATE TABLE feed(ctx BIGINT, seq BIGINT, kind BYTEA NOT NULL, fields BYTEA NOT NULL, PRIMARY KEY(ctx, seq));
+CREATE TABLE feed_epochs(ctx BIGINT PRIMARY KEY, epoch BIGINT NOT NULL);
+""",
+    ),
+]
+LATEST = MIGRATIONS[-1][0]
+
+
+def require_driver() -> None:
+    if psycopg is None:
+        raise StoreRefused(
+            "TAGURU_DATABASE_URL names PostgreSQL, but its driver is not installed: "
+            "pip install 'taguru-server[postgres]'"
+        )
+
+
+def _configure(conn: Any) -> None:
+    """str travels as bytea (UTF-8) both ways on this connection (binary format)."""
+    from psycopg.adapt import Dumper, Loader
+    from psycopg.pq import Format
+
+    class StrAsBytea(Dumper):
+        format = Format.BINARY
+        oid = psycopg.adapters.types["bytea"].oid
+
+        def dump(self, obj: Any) -> bytes:
+            return str(obj).encode("utf-8")
+
+    class ByteaAsStr(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> str:
+            return bytes(data).decode("utf-8")
+
+    conn.adapters.register_dumper(str, StrAsBytea)
+    conn.adapters.register_loader("bytea", ByteaAsStr)
+
+
+class PgSql:
+    """The shared statements' view of a psycopg connection: `?` placeholders, binary parameters."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._sql: dict[str, str] = {}
+
+    def _q(self, sql: str) -> str:
+        got = self._sql.get(sql)
+        if got is None:
+            got = self._sql[sql] = sql.replace("?", "%s")
+        return got
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self.conn.execute(self._q(sql), params, binary=True)
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        cur = self.conn.cursor(binary=True)
+        cur.executemany(self._q(sql), list(rows))
+        return cur
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.conn.info.transaction_status != TransactionStatus.IDLE)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresPersistence(RowStore):
+    """Durable rows in a PostgreSQL database shared by every replica; a commit is one transaction."""
+
+    def __init__(self, url: str, migrate: bool = True) -> None:
+        require_driver()
+        self.url = url
+        self.ERRORS = (psycopg.Error,)
+        self._write_section = False
+        self._sql = self._connect()
+        try:
+            if migrate:
+                self.migrate()
+            self._check_version()
+            self.store_id = self._identity()
+        except psycopg.Error as exc:
+            self._sql.close()
+            raise StoreRefused(f"the PostgreSQL store cannot be opened: {_reason(exc)}") from None
+
+    # ----- connection ------------------------------------------------------------------------
+
+    def _connect(self) -> PgSql:
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreRefused(f"the PostgreSQL store cannot be reached: {_reason(exc)}") from None
+        _configure(conn)
+        return PgSql(conn)
+
+    @property
+    def db(self) -> PgSql:  # type: ignore[override]
+        if self._sql.conn.broken or self._sql.conn.closed:
+            if self._write_section:
+                raise StorageFailed("unavailable", "the database connection was lost")
+            try:
+                self._sql = self._connect()
+            except StoreRefused as exc:
+                raise StorageFailed("unavailable", str(exc)) from None
+        return self._sql
+
+    def close(self) -> None:
+        self._sql.close()
+
+    # ----- schema ----------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Apply the migrations this database has not had, each in its own transaction; returns them."""
+        db = self._sql
+        applied: list[int] = []
+        db.execute("BEGIN")
+        try:
+            db.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATE_LOCK,))
+            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations(version INT PRIMARY KEY, applied_at BIGINT)")
+            have = {int(v) for (v,) in db.execute("SELECT version FROM schema_migrations").fetchall()}
+            for version, ddl in MIGRATIONS:
+                if version in have:
+                    continue
+                for statement in ddl.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute("INSERT INTO schema_migrations VALUES(?, ?)", (version, int(time.time())))
+                applied.append(version)
+            db.execute("INSERT INTO store_meta VALUES('store_id', ?) ON CONFLICT(key) DO NOTHING", (uuid.uuid4().hex,))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return applied
+
+    def _check_version(self) -> None:
+        row = self._sql.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+        version = int(row[0]) if row and row[0] is not None else 0
+        if version > LATEST:
+            raise StoreRefused(
+                f"the PostgreSQL store has schema version {version}, newer than this build reads (up to {LATEST}); "
+                "run a newer build"
+            )
+        if version < LATEST:
+            raise StoreRefused(
+                f"the PostgreSQL store has schema version {version}; run `taguru migrate` (this build needs {LATEST})"
+            )
+
+    def _identity(self) -> str:
+        return str(self._sql.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()[0])
+
+    # ----- transactions and the write lock -----------------------------------------------------
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Sql]:
+        db = self.db
+        if not db.in_transaction:  # outside a write section (or after its commit): take the lock here
+            db.execute("BEGIN")
+            db.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+        try:
+            yield db
+            db.execute(f"NOTIFY {CHANNEL}")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[Sql]:
+        db = self.db
+        if db.in_transaction:
+            yield db
+            return
+        db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield db
+        finally:
+            if db.in_transaction:
+                db.execute("COMMIT")
+
+    def try_lock_writes(self) -> bool:
+        db = self.db
+        try:
+            db.execute("BEGIN")
+            got = bool(db.execute("SELECT pg_try_advisory_xact_lock(?)", (WRITE_LOCK,)).fetchone()[0])
+        except psycopg.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise self._failed(exc) from exc
+        if not got:
+            db.execute("ROLLBACK")
+            return False
+        self._write_section = True
+        return True
+
+    def unlock_writes(self) -> None:
+        self._write_section = False
+        db = self.db
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+
+    def _failed(self, exc: BaseException) -> StorageFailed:
+        full = getattr(exc, "sqlstate", None) == "53100"
+        return StorageFailed("storage_full" if full else "unavailable", _reason(exc))
+
+
+def _reason(exc: BaseException) -> str:
+    """The failure as a short phrase: the error class and SQLSTATE, never the server's message (it may quote data)."""
+    state = getattr(exc, "sqlstate", None)
+    return f"{type(exc).__name__}" + (f" (SQLSTATE {state})" if state else "")
