@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
@@ -103,7 +103,7 @@ def unreadable(reason: str) -> ApiError:
 
 
 def _s(text: str) -> str:
-    return encode_basestring(text)  # type: ignore[no-any-return]
+    return str(encode_basestring(text))
 
 
 def _int(v: Any) -> str:
@@ -260,7 +260,7 @@ class ContextExport:
                 self.aliases += 1
                 yield f'{{"alias":{_s(alias)},"canonical":{_s(canonical)},"kind":"{word}"}}\n'
 
-    def _buckets(self) -> Iterator[tuple[str, tuple[str, str] | None, Iterator[tuple[str, str, str, float, int, Any]]]]:
+    def _buckets(self) -> Iterator[tuple[str, tuple[str, str] | None, Iterable[tuple[str, str, str, float, int, Any]]]]:
         """(source, passage row or None, its association records) for every batch, in byte order of source.
 
         Three ordered streams merged by source: attributions (grouped), passages, and the residual.

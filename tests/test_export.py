@@ -218,3 +218,68 @@ async def test_reserved_source_ids_are_refused_before_the_stream(client: Client)
         '{"subject":"a","label":"r","object":"b","weight":2.0}\n'
         '{"subject":"a","label":"r","object":"b","weight":2.0}\n'
     )
+
+
+async def test_round_trip_on_a_generated_corpus(tmp_path: Path) -> None:
+    """A -> E(A) -> I(E(A)): same sources, searches and evidence; E(I(E(A))) is a fixed point."""
+    from export_support import answers, exact_corpus, export_bytes, import_bytes, server
+
+    stream, queries = exact_corpus(3000)
+    async with server(tmp_path / "a") as a:
+        await import_bytes(a, stream.encode("utf-8"))
+        e_a = await export_bytes(a, "bench")
+        before = await answers(a, "bench", queries)
+    async with server(tmp_path / "b") as b:
+        await import_bytes(b, e_a)
+        assert await answers(b, "bench", queries) == before
+        e_b = await export_bytes(b, "bench")
+        # re-importing the same stream is idempotent
+        await import_bytes(b, e_a)
+        assert await export_bytes(b, "bench") == e_b
+    async with server(tmp_path / "c") as c:
+        await import_bytes(c, e_b)
+        assert await export_bytes(c, "bench") == e_b
+
+
+def reduce_matches(matches: list[dict[str, Any]]) -> dict[tuple[str, str, str], Any]:
+    """Per live triple: count, the real attributions (source, weight, count, paragraph), the sourceless share (A.4)."""
+    out: dict[tuple[str, str, str], Any] = {}
+    for m in matches:
+        if m["count"] == 0:
+            continue
+        real = sorted(
+            (a["source"], a["weight"], a["count"], a["paragraph"])
+            for a in m["attributions"]
+            if a["source"] != "export:unsourced"
+        )
+        attributed = sum(a["count"] for a in m["attributions"] if a["source"] != "export:unsourced")
+        out[(m["subject"], m["label"], m["object"])] = (m["count"], real, m["count"] - attributed)
+    return out
+
+
+async def test_conformance_round_trip_of_the_sake_context(client: Client, tmp_path: Path) -> None:
+    """A.4's conformance test on worked example 2 (corroboration, unsourced weight, a dead edge, a dead alias)."""
+    from export_support import export_bytes, import_bytes, server
+
+    await build_sake(client)
+    query = {"subject": ["青嶺酒造"]}
+    before = (await client.ok("POST", "/contexts/sake/query", query))["result"]["matches"]
+    lookup = {"sources": ["a.md", "b.md", "gone.md"]}
+    passages = await client.ok("POST", "/contexts/sake/sources/lookup", lookup)
+    listing = await client.ok("GET", "/contexts/sake/sources")
+    e_a = await export_bytes(client, "sake")
+    async with server(tmp_path / "b") as b:
+        await import_bytes(b, e_a)
+        after = (await b.ok("POST", "/contexts/sake/query", query))["result"]["matches"]
+        assert reduce_matches(after) == reduce_matches(before)
+        assert any(a["source"] == "export:unsourced" for m in after for a in m["attributions"])  # D2
+        assert (await b.ok("POST", "/contexts/sake/sources/lookup", lookup))["result"] == passages["result"]
+        assert (await b.ok("GET", "/contexts/sake/sources"))["result"] == listing["result"]
+        got = await b.ok("GET", "/contexts/sake")
+        assert {k: got["result"][k] for k in ("description", "pinned")} == {"description": "酒蔵の知識", "pinned": True}
+        aliases = (await b.ok("GET", "/contexts/sake/aliases"))["result"]
+        assert aliases["concepts"] == {"Aomine": "青嶺酒造"} and aliases["labels"] == {"とじ": "杜氏"}  # D5
+        e_b = await export_bytes(b, "sake")
+    async with server(tmp_path / "c") as c:
+        await import_bytes(c, e_b)
+        assert await export_bytes(c, "sake") == e_b
