@@ -48,14 +48,15 @@ CONCEPT_KIND, LABEL_KIND = 0, 1
 _ATTRIBUTIONS = """
 SELECT src.name, cs.name, lb.name, co.name, j.value
 FROM edges e
-JOIN json_each(e.attrs) j
-JOIN sources src ON src.ctx = e.ctx AND src.id = json_extract(j.value, '$[0]')
-JOIN concepts cs ON cs.ctx = e.ctx AND cs.id = e.s
-JOIN labels lb ON lb.ctx = e.ctx AND lb.id = e.l
-JOIN concepts co ON co.ctx = e.ctx AND co.id = e.o
+CROSS JOIN json_each(e.attrs) j
+CROSS JOIN sources src ON src.ctx = e.ctx AND src.id = json_extract(j.value, '$[0]')
+CROSS JOIN concepts cs ON cs.ctx = e.ctx AND cs.id = e.s
+CROSS JOIN labels lb ON lb.ctx = e.ctx AND lb.id = e.l
+CROSS JOIN concepts co ON co.ctx = e.ctx AND co.id = e.o
 WHERE e.ctx = ?1 AND e.count > 0 AND e.attrs != '' AND json_extract(j.value, '$[2]') > 0 AND src.name != ?2
 ORDER BY src.name, e.id, j.key
 """
+# (CROSS JOIN fixes the join order: each record finds its source by primary key, never a scan of sources)
 
 _LIVE_EDGES = """
 SELECT cs.name, lb.name, co.name, e.sum, e.count, e.attrs
