@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from taguru_server.store.context import CONCEPT, LABEL
 from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.wire import format_f32, format_f64
 
 UNSOURCED = "export:unsourced"
 EMPTY = "export:empty"
 CHUNK_BYTES = 256 * 1024
-CONCEPT_KIND, LABEL_KIND = 0, 1
 
 _ATTRIBUTIONS = """
 SELECT src.name, cs.name, lb.name, co.name, j.value
@@ -256,7 +256,7 @@ class ContextExport:
             self.batches = 1
             yield header_line(self.name, EMPTY, self.meta)
             return
-        for kind, sql, word in ((CONCEPT_KIND, _CONCEPT_ALIASES, "concept"), (LABEL_KIND, _LABEL_ALIASES, "label")):
+        for kind, sql, word in ((CONCEPT, _CONCEPT_ALIASES, "concept"), (LABEL, _LABEL_ALIASES, "label")):
             for alias, canonical in self.db.execute(sql, (self.cid, kind)):
                 self.aliases += 1
                 yield f'{{"alias":{_s(alias)},"canonical":{_s(canonical)},"kind":"{word}"}}\n'
