@@ -355,3 +355,41 @@ async def test_round_trip_at_20k_paragraphs(tmp_path: Path) -> None:
     async with server(tmp_path / "c") as c:
         await import_bytes(c, e_b)
         assert await export_bytes(c, "bench") == e_b
+
+
+async def test_a_deadline_while_opening_is_an_envelope_and_the_late_snapshot_is_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+    import time
+
+    from export_support import server
+
+    from taguru_server.server.routes import export as route
+    from taguru_server.store.export import ContextExport
+    from taguru_server.store.sqlite import DB_NAME
+
+    opened: list[ContextExport] = []
+
+    class Slow(ContextExport):
+        @classmethod
+        def open(cls, db_file: Path, name: str) -> ContextExport:
+            time.sleep(1.3)  # past the 1 s budget, in the worker thread
+            opened.append(ContextExport.open(db_file, name))
+            return opened[-1]
+
+    monkeypatch.setattr(route, "ContextExport", Slow)
+    async with server(tmp_path / "a", TAGURU_REQUEST_TIMEOUT_SECS="1") as a:
+        await a.ok("PUT", "/contexts/c", {})
+        status, body, headers = await a.call("GET", "/contexts/c/export")
+        assert status == 408 and body["code"] == "timeout" and headers["Content-Type"].startswith("application/json")
+        for _ in range(100):
+            if opened and opened[0].closed:
+                break
+            await asyncio.sleep(0.05)
+        assert opened and opened[0].closed
+        db = sqlite3.connect(tmp_path / "a" / DB_NAME)
+        try:
+            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        finally:
+            db.close()
