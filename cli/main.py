@@ -1,17 +1,17 @@
-"""The `taguru` command: serve, import, demo."""
+"""The `taguru` command: serve, import, export, demo."""
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import importlib.metadata
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from taguru_server.cli.datadir import LOCKED, DataDirBusy, DataDirLock
 from taguru_server.client.http import NotEnvelope, ServerError, TaguruClient, TransportError, bearer_token
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -20,40 +20,7 @@ IMPORT_TIMEOUT_SECS = 600
 DEMO_TIMEOUT_SECS = 30
 LISTEN_BACKLOG = 1024  # connections the kernel queues before the server accepts them (aiohttp's default: 128)
 
-
-LOCKED = "the data dir is in use by another process (a running server?); stop it or use --url"
-
-
-class DataDirBusy(SystemExit):
-    """The data dir lock is held elsewhere; exits 1 with the reason when not caught."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"taguru: {reason}")
-        self.reason = reason
-
-
-class DataDirLock:
-    """An exclusive lock on the data dir, so an offline import never races a server."""
-
-    def __init__(self, data_dir: str) -> None:
-        Path(data_dir).mkdir(parents=True, exist_ok=True)
-        self.path = Path(data_dir) / "LOCK"
-        self.handle: IO[str] | None = None
-
-    def __enter__(self) -> DataDirLock:
-        self.handle = open(self.path, "w")
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.close()
-            self.handle = None
-            raise DataDirBusy(LOCKED) from None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.handle is not None:
-            fcntl.flock(self.handle, fcntl.LOCK_UN)
-            self.handle.close()
+__all__ = ["LOCKED", "DataDirBusy", "DataDirLock", "main"]
 
 
 def _settings(config: str | None) -> Any:
@@ -427,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--addr", default="127.0.0.1:8248")
     p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
     p.set_defaults(func=cmd_demo)
+    from taguru_server.cli.export import add_parser as add_export
+
+    add_export(sub)
     from taguru_server.cli.evaluate import add_parser as add_evaluate
 
     add_evaluate(sub)

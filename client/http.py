@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
@@ -76,6 +76,12 @@ class ServerError(CallError):
 
 class NotEnvelope(CallError):
     """A 200 answer whose body is not a taguru `{"result": …}` envelope."""
+
+
+class _SinkFailed(Exception):
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @attrs.frozen
@@ -357,6 +363,45 @@ class TaguruClient:
             timed_out = isinstance(exc, TimeoutError)
             message = f"{url}: {detail}"
             raise TransportError(message, kind=kind, detail=detail, timed_out=timed_out, reached=True) from None
+
+    def download_sync(self, target: str, sink: IO[bytes], *, timeout: float | None = None) -> Reply:
+        """GET a non-enveloped body (an export stream) into `sink` a chunk at a time, in constant memory.
+
+        A 200 comes back as a Reply with an empty body (the bytes went to `sink`); another status
+        as a Reply with its (error envelope) body, nothing written. A body cut short raises
+        TransportError, so a truncated stream is never taken for a whole one.
+        """
+        url = self._absolute(target)
+        _payload, sent = self._prepare(None, None, JSON, None, None)
+        request = urllib.request.Request(url, method="GET", headers=sent)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as resp:
+                while chunk := resp.read(_READ_CHUNK):
+                    try:
+                        sink.write(chunk)
+                    except OSError as exc:
+                        raise _SinkFailed(exc) from None
+                return Reply(resp.status, b"", CIMultiDict(resp.headers.items()))
+        except _SinkFailed as failed:
+            raise failed.cause from None  # the local file, not the connection, failed
+        except urllib.error.HTTPError as exc:
+            return Reply(exc.code, exc.read(), CIMultiDict(exc.headers.items() if exc.headers else ()))
+        except urllib.error.URLError as exc:
+            detail = str(exc.reason)
+            raise TransportError(
+                f"{url}: {detail}",
+                kind=type(exc).__name__,
+                detail=detail,
+                timed_out=isinstance(exc.reason, TimeoutError),
+                reached=False,
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            kind = type(exc).__name__
+            detail = str(exc) or kind
+            message = f"{url}: {detail}"
+            raise TransportError(
+                message, kind=kind, detail=detail, timed_out=isinstance(exc, TimeoutError), reached=True
+            ) from None
 
     def decode(self, reply: Reply, url: str) -> Any:
         """The envelope's `result` of a 200 reply; ServerError for another status, NotEnvelope for a bad body."""

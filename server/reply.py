@@ -39,8 +39,10 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     )
 
 
-def render(result: Any, started: float) -> web.Response:
-    """A handler's result as the HTTP response: `Raw` as is, anything else in the ok envelope."""
+def render(result: Any, started: float) -> web.StreamResponse:
+    """A handler's result as the HTTP response: a streamed response or `Raw` as is, anything else enveloped."""
+    if isinstance(result, web.StreamResponse):
+        return result
     if isinstance(result, Raw):
         raw = web.Response(body=result.body, status=result.status)
         if result.content_type:

@@ -11,7 +11,7 @@ from taguru_server.server import evidence as ev
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Handler, Route
 from taguru_server.server.mcp import endpoint as mcp
-from taguru_server.server.routes import admin, communities, contexts, feed, graph, passages
+from taguru_server.server.routes import admin, communities, contexts, export, feed, graph, passages
 from taguru_server.store.errors import ApiError
 
 UNMATCHED = "<unmatched>"
@@ -26,6 +26,7 @@ ROUTES: list[Route] = [
     *feed.ROUTES,
     Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
     *communities.ROUTES,
+    *export.ROUTES,
     *admin.IMPORT_ROUTES,
     *mcp.ROUTES,
     *admin.PROTOCOL_ROUTES,

@@ -439,6 +439,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("POST", "/contexts/{name}/evidence"): ("EvidenceRequest", "EvidencePackage"),
     ("POST", "/contexts/{name}/communities/search"): ("CommunitySearchRequest", "CommunitySearch"),
     ("GET", "/contexts/{name}/communities"): (None, "ndjson"),
+    ("GET", "/contexts/{name}/export"): (None, "ndjson"),
     ("POST", "/import"): ("jsonl", "ImportResult"),
     ("POST", "/mcp"): ("JsonRpcRequest", "jsonrpc"),
     ("GET", "/protocol"): (None, "markdown"),

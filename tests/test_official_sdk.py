@@ -513,6 +513,27 @@ def test_auth_scope_and_body_cap(secured: SpawnedServer) -> None:
         assert too_large.value.status == 413 and too_large.value.code == "payload_too_large"
 
 
+def test_export(server: SpawnedServer, corpus: str, tmp_path: Path) -> None:
+    """`export` and `export_to_file` read GET /contexts/{name}/export; the stream re-imports idempotently."""
+    with Taguru(server.base_url, api_key="") as client:
+        ctx = client.context(corpus)
+        text = ctx.export()
+        lines = [json.loads(line) for line in text.splitlines()]
+        assert lines[0]["taguru_batch"] == 1 and lines[0]["context"] == corpus
+        assert lines[0]["source"] == "docs/kura.md" and lines[0]["create"]["description"] == "SDK corpus"
+        assert {"alias": "Aomine", "canonical": "青嶺酒造", "kind": "concept"} in lines
+        target = tmp_path / "corpus.jsonl"
+        ctx.export_to_file(target)
+        assert target.read_text(encoding="utf-8") == text
+        result = client.import_batches(text)
+        assert [b.source for b in result.batches] == ["docs/kura.md", "docs/notes.md"]
+        assert ctx.export() == text
+        with pytest.raises(NotFoundError) as missing:
+            client.context("nope").export_to_file(tmp_path / "nope.jsonl")
+        assert missing.value.message == "context 'nope' not found"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
+
+
 # ----- async client ---------------------------------------------------------------------------
 
 
@@ -542,6 +563,17 @@ async def test_assemble_evidence_async(server: SpawnedServer, corpus: str) -> No
         assert bad.value.status == 422
         assert (await client.contexts.get(corpus)).name == corpus
         assert (await ctx.describe("高瀬")) is not None
+
+
+@pytest.mark.anyio
+async def test_export_async(server: SpawnedServer, corpus: str, tmp_path: Path) -> None:
+    async with AsyncTaguru(server.base_url, api_key="") as client:
+        ctx = client.context(corpus)
+        text = await ctx.export()
+        await ctx.export_to_file(tmp_path / "a.jsonl")
+        assert (tmp_path / "a.jsonl").read_text(encoding="utf-8") == text
+        streamed = b"".join([chunk async for chunk in ctx.export_stream()])
+        assert streamed.decode("utf-8") == text
 
 
 def test_sdk_version() -> None:

@@ -1,0 +1,169 @@
+"""`taguru export NAME [-o FILE] [--data-dir DIR | --url URL]`: one context as an import batch stream.
+
+Offline (the default) it reads the store under the data dir lock, like an offline `taguru import`,
+so a running server must be stopped (or use `--url`); it renders exactly the bytes
+`GET /contexts/{name}/export` would. With `--url` it streams that route's body to the file. Either
+way memory stays constant, and a file is written atomically (a temporary sibling, fsync, rename),
+so an export that fails never leaves a partial file behind. Without `-o` (or with `-o -`) the
+stream goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
+
+from taguru_server.cli.datadir import DataDirBusy, DataDirLock
+from taguru_server.client.http import (
+    SetupError,
+    TaguruClient,
+    TransportError,
+    bearer_token,
+    check_url,
+    environment,
+    server_error,
+)
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXPORT_TIMEOUT_SECS = 600
+
+
+class ExportFailed(Exception):
+    """One line for stderr."""
+
+
+@contextmanager
+def _output(target: str | None) -> Iterator[IO[bytes]]:
+    """stdout, or a temporary sibling of `target` renamed over it only when the body completed."""
+    if target is None or target == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    path = Path(target)
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ExportFailed(f"cannot write {target}: {exc.strerror or exc}") from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _offline(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
+    from taguru_server.store.errors import ApiError
+    from taguru_server.store.export import ContextExport
+    from taguru_server.store.sqlite import DB_NAME
+
+    data_dir = args.data_dir or _data_dir(args.config)
+    db_file = Path(data_dir) / DB_NAME
+    if not db_file.is_file():
+        raise ExportFailed(f"the data dir {data_dir} holds no store")
+    try:
+        lock = DataDirLock(data_dir).__enter__()
+    except DataDirBusy as exc:
+        raise ExportFailed(exc.reason) from None
+    except OSError as exc:
+        raise ExportFailed(f"the data dir {data_dir} cannot be used: {exc.strerror or exc}") from None
+    try:
+        try:
+            export = ContextExport.open(db_file, args.name)
+        except ApiError as exc:
+            raise ExportFailed(exc.message) from None
+        with sink() as out:
+            for chunk in export.chunks():
+                out.write(chunk)
+        counts = f"{export.batches} batch(es), {export.associations} association line(s), {export.aliases} alias(es)"
+        return counts + f", {export.passages} passage(s)"
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _data_dir(config: str | None) -> str:
+    from taguru_server.server.config import ConfigError, load_settings
+
+    try:
+        return str(load_settings(config_file=config).data_dir)
+    except ConfigError as exc:
+        raise ExportFailed(f"configuration refused: {exc}") from None
+
+
+class _Counting:
+    """A sink that counts what passes through."""
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        self.inner = inner
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return self.inner.write(data)
+
+
+def _remote(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
+    try:
+        env = environment(args.config)
+        check_url(args.url)
+    except SetupError as exc:
+        raise ExportFailed(str(exc)) from None
+    client = TaguruClient(args.url, bearer_token(env), timeout=EXPORT_TIMEOUT_SECS)
+    path = "/contexts/" + quote(args.name, safe="") + "/export"
+    with sink() as out:
+        counting = _Counting(out)
+        try:
+            reply = client.download_sync(path, counting)  # type: ignore[arg-type]
+        except TransportError as exc:
+            if not exc.reached:
+                raise ExportFailed(f"cannot reach the server: {exc.detail}") from None
+            raise ExportFailed(f"the export stream broke off: {exc.detail}") from None
+        if reply.status != 200:
+            error = server_error(reply, client.base + path)
+            raise ExportFailed(error.error if error.error is not None else f"HTTP {reply.status}")
+    return f"{counting.size} byte(s)"
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.url and args.data_dir:
+        print("taguru export: --url and --data-dir cannot be combined", file=sys.stderr)
+        return EXIT_USAGE
+    where = args.output if args.output not in (None, "-") else "stdout"
+
+    def sink() -> Any:
+        return _output(args.output)
+
+    try:
+        summary = _remote(args, sink) if args.url else _offline(args, sink)
+    except ExportFailed as exc:
+        print(f"taguru export: context '{args.name}': {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except OSError as exc:
+        print(f"taguru export: context '{args.name}': cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAIL
+    print(f"taguru export: context '{args.name}' → {where}: {summary}", file=sys.stderr)
+    return EXIT_OK
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "export", help="write one context as JSONL import batches (offline, or from a server with --url)"
+    )
+    p.add_argument("name", metavar="NAME", help="the context to export")
+    p.add_argument("-o", "--output", metavar="FILE", help="the file to write (default: stdout)")
+    p.add_argument("--data-dir", metavar="DIR", help="read this data dir (default: TAGURU_DATA_DIR)")
+    p.add_argument("--url", help="export from a running server instead of the data dir")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_export)
+    return p
