@@ -68,6 +68,13 @@ def _offline(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     from taguru_server.store.export import ContextExport
     from taguru_server.store.sqlite import DB_NAME
 
+    database_url = None if args.data_dir else _database_url(args.config)
+    if database_url:  # the shared PostgreSQL store: a read-only snapshot, no data-dir lock to take
+        try:
+            export = ContextExport.open(database_url, args.name)
+        except ApiError as exc:
+            raise ExportFailed(exc.message) from None
+        return _write_out(export, sink)
     data_dir = args.data_dir or _data_dir(args.config)
     db_file = Path(data_dir) / DB_NAME
     if not db_file.is_file():
@@ -83,13 +90,26 @@ def _offline(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
             export = ContextExport.open(db_file, args.name)
         except ApiError as exc:
             raise ExportFailed(exc.message) from None
-        with sink() as out:
-            for chunk in export.chunks():
-                out.write(chunk)
-        counts = f"{export.batches} batch(es), {export.associations} association line(s), {export.aliases} alias(es)"
-        return counts + f", {export.passages} passage(s)"
+        return _write_out(export, sink)
     finally:
         lock.__exit__(None, None, None)
+
+
+def _write_out(export: Any, sink: Callable[[], Any]) -> str:
+    with sink() as out:
+        for chunk in export.chunks():
+            out.write(chunk)
+    counts = f"{export.batches} batch(es), {export.associations} association line(s), {export.aliases} alias(es)"
+    return counts + f", {export.passages} passage(s)"
+
+
+def _database_url(config: str | None) -> str | None:
+    from taguru_server.server.config import ConfigError, load_settings
+
+    try:
+        return load_settings(config_file=config).database_url
+    except ConfigError as exc:
+        raise ExportFailed(f"configuration refused: {exc}") from None
 
 
 def _data_dir(config: str | None) -> str:

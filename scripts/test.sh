@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv if needed, installs the project with its test and dev extras, runs the static
-# checks (ruff, mypy, complexity ceiling), the test suite, then (only if both passed) the
-# TypeScript client's build and tests.
+# checks (ruff, mypy, complexity ceiling), the test suite on SQLite and again on PostgreSQL,
+# then (only if all passed) the TypeScript client's build and tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
@@ -13,6 +13,14 @@ status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" -ne 0 ]; then
   exit "$status"
+fi
+# The same suite against PostgreSQL (a throwaway cluster the tests start; Debian's postgresql),
+# except the tests of the SQLite file itself. TAGURU_TEST_BACKEND=sqlite skips this pass.
+if [ "${TAGURU_TEST_BACKEND:-both}" != "sqlite" ]; then
+  TAGURU_TEST_BACKEND=postgres .venv/bin/python -m pytest "$@" || status=$?
+  if [ "$status" -ne 0 ]; then
+    exit "$status"
+  fi
 fi
 # The TypeScript client (clients/typescript): npm ci, tsc build, node --test against a spawned server.
 bash clients/typescript/test.sh

@@ -30,6 +30,7 @@ state always gives the same bytes, offline and over HTTP.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from json.encoder import encode_basestring
@@ -90,6 +91,27 @@ _RESERVED_ATTRIBUTION = """
 SELECT 1 FROM edges e JOIN json_each(e.attrs) j
 WHERE e.ctx = ?1 AND e.count > 0 AND e.attrs != ''
   AND json_extract(j.value, '$[0]') = ?2 AND json_extract(j.value, '$[2]') > 0
+LIMIT 1
+"""
+
+
+# PostgreSQL (names are bytea holding UTF-8, so ORDER BY name is byte order there too)
+_PG_ATTRIBUTIONS = """
+SELECT src.name, cs.name, lb.name, co.name, j.value::text
+FROM edges e
+CROSS JOIN LATERAL jsonb_array_elements(convert_from(e.attrs, 'UTF8')::jsonb) WITH ORDINALITY AS j(value, key)
+JOIN sources src ON src.ctx = e.ctx AND src.id = (j.value->>0)::bigint
+JOIN concepts cs ON cs.ctx = e.ctx AND cs.id = e.s
+JOIN labels lb ON lb.ctx = e.ctx AND lb.id = e.l
+JOIN concepts co ON co.ctx = e.ctx AND co.id = e.o
+WHERE e.ctx = ?1 AND e.count > 0 AND e.attrs <> '' AND (j.value->>2)::bigint > 0 AND src.name <> ?2
+ORDER BY src.name, e.id, j.key
+"""
+
+_PG_RESERVED_ATTRIBUTION = """
+SELECT 1 FROM edges e CROSS JOIN LATERAL jsonb_array_elements(convert_from(e.attrs, 'UTF8')::jsonb) AS j(value)
+WHERE e.ctx = ?1 AND e.count > 0 AND e.attrs <> ''
+  AND (j.value->>0)::bigint = ?2 AND (j.value->>2)::bigint > 0
 LIMIT 1
 """
 
@@ -162,11 +184,59 @@ def connect(db_file: Path) -> sqlite3.Connection:
     return db
 
 
+class _PgRows:
+    """A psycopg cursor as the export iterates it: `fetchone`, and `next()` row by row (server-side)."""
+
+    def __init__(self, cur: Any) -> None:
+        self.cur = cur
+        self.it = iter(cur)
+
+    def fetchone(self) -> Any:
+        return next(self.it, None)
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self.it)
+
+
+class _PgExportDb:
+    """A read-only snapshot on PostgreSQL: the export's statements with `?N` / `?` placeholders."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        from taguru_server.store.postgres import configure_connection
+
+        self.conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        configure_connection(self.conn)
+        self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._named = 0
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> _PgRows:
+        if "?1" in sql:
+            text = re.sub(r"\?(\d)", lambda m: f"%(p{m.group(1)})s", sql)
+            args: Any = {f"p{i}": v for i, v in enumerate(params, 1)}
+        else:
+            text, args = sql.replace("?", "%s"), params
+        self._named += 1  # a named (server-side) cursor streams rows instead of fetching them all
+        cur = self.conn.cursor(name=f"export{self._named}", binary=True)
+        cur.execute(text, args)
+        return _PgRows(cur)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class ContextExport:
     """One context's export over one read transaction; `open` refuses, `chunks` renders, `close` ends it."""
 
-    def __init__(self, db: sqlite3.Connection, name: str, cid: int, meta: dict[str, Any]) -> None:
+    def __init__(self, db: Any, name: str, cid: int, meta: dict[str, Any]) -> None:
         self.db = db
+        pg = isinstance(db, _PgExportDb)
+        self.sql_attributions = _PG_ATTRIBUTIONS if pg else _ATTRIBUTIONS
+        self.sql_reserved = _PG_RESERVED_ATTRIBUTION if pg else _RESERVED_ATTRIBUTION
         self.closed = False
         self.name = name
         self.cid = cid
@@ -178,14 +248,19 @@ class ContextExport:
         self.passages = 0
 
     @classmethod
-    def open(cls, db_file: Path, name: str) -> ContextExport:
-        """Start the snapshot and run every refusal: 404 for an unknown context, 409 for reserved ids."""
+    def open(cls, store: Path | str, name: str) -> ContextExport:
+        """Start the snapshot and run every refusal: 404 for an unknown context, 409 for reserved ids.
+
+        `store` is the SQLite file, or the PostgreSQL URL of a shared store.
+        """
+        errors = _errors()
         try:
-            db = connect(db_file)
-        except sqlite3.Error as exc:
+            db: Any = _PgExportDb(store) if isinstance(store, str) else connect(store)
+        except errors as exc:
             raise unreadable(_reason(exc)) from None
         try:
-            db.execute("BEGIN")
+            if not isinstance(db, _PgExportDb):
+                db.execute("BEGIN")
             row = db.execute("SELECT id, meta FROM contexts WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise no_context(name)
@@ -194,7 +269,7 @@ class ContextExport:
             return export
         except BaseException as exc:
             _close(db)
-            if isinstance(exc, sqlite3.Error):
+            if isinstance(exc, errors):
                 raise unreadable(_reason(exc)) from None
             raise
 
@@ -206,7 +281,7 @@ class ContextExport:
         """The reference refuses while rendering (edges first, then passages in source order): same order here."""
         db, cid = self.db, self.cid
         empty = self._source_id(EMPTY)
-        if empty is not None and db.execute(_RESERVED_ATTRIBUTION, (cid, empty)).fetchone():
+        if empty is not None and db.execute(self.sql_reserved, (cid, empty)).fetchone():
             raise reserved(EMPTY)
         for source in (EMPTY, UNSOURCED):
             sid = self._source_id(source)
@@ -266,7 +341,7 @@ class ContextExport:
 
         Three ordered streams merged by source: attributions (grouped), passages, and the residual.
         """
-        records = _Grouped(self.db.execute(_ATTRIBUTIONS, (self.cid, UNSOURCED)))
+        records = _Grouped(self.db.execute(self.sql_attributions, (self.cid, UNSOURCED)))
         passages = self.db.execute(_PASSAGES, (self.cid,))
         residual: _Peek | None = _Peek(self._residual())
         passage = next(passages, None)
@@ -325,7 +400,7 @@ class _Peek:
 class _Grouped:
     """The attribution rows (ordered by source) handed out one source at a time."""
 
-    def __init__(self, rows: sqlite3.Cursor) -> None:
+    def __init__(self, rows: Any) -> None:
         self.rows = rows
         self.row: tuple[str, str, str, str, str] | None = next(rows, None)
 
@@ -342,20 +417,31 @@ class _Grouped:
             self.row = next(self.rows, None)
 
 
-def _close(db: sqlite3.Connection) -> None:
+def _errors() -> tuple[type[BaseException], ...]:
     try:
-        if db.in_transaction:
+        import psycopg
+    except ImportError:
+        return (sqlite3.Error,)
+    return (sqlite3.Error, psycopg.Error)
+
+
+def _close(db: Any) -> None:
+    try:
+        if isinstance(db, sqlite3.Connection) and db.in_transaction:
             db.execute("ROLLBACK")
     except sqlite3.Error:
         pass
-    db.close()
+    try:
+        db.close()
+    except _errors():
+        pass
 
 
-def _reason(exc: sqlite3.Error) -> str:
+def _reason(exc: BaseException) -> str:
     name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
     return str(name).removeprefix("SQLITE_").lower()
 
 
-def export_text(db_file: Path, name: str) -> str:
+def export_text(store: Path | str, name: str) -> str:
     """The whole export as one string (tests and small contexts)."""
-    return b"".join(ContextExport.open(db_file, name).chunks()).decode("utf-8")
+    return b"".join(ContextExport.open(store, name).chunks()).decode("utf-8")

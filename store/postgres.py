@@ -68,7 +68,7 @@ def require_driver() -> None:
         )
 
 
-def _configure(conn: Any) -> None:
+def configure_connection(conn: Any) -> None:
     """str travels as bytea (UTF-8) both ways on this connection (binary format)."""
     from psycopg.adapt import Dumper, Loader
     from psycopg.pq import Format
@@ -144,7 +144,7 @@ class PostgresPersistence(RowStore):
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
             raise StoreRefused(f"the PostgreSQL store cannot be reached: {_reason(exc)}") from None
-        _configure(conn)
+        configure_connection(conn)
         return PgSql(conn)
 
     @property

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
-
 from pg_support import Cluster, backend, database_url_for
 
 from taguru_server.pipeline import check_contracts

@@ -53,7 +53,9 @@ class Cluster:
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres", "postgres")
         subprocess.run(
-            _as_owner([_bin("initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]),
+            _as_owner(
+                [_bin("initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]
+            ),
             check=True,
             capture_output=True,
         )
@@ -61,7 +63,9 @@ class Cluster:
         if fast:  # the tests never pull the power: durability of the cluster itself is not what they test
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         subprocess.run(
-            _as_owner([_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start"]),
+            _as_owner(
+                [_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start"]
+            ),
             check=True,
             capture_output=True,
         )

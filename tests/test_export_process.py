@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pg_support import backend
 from process_support import Server, base_env, cli
 
 pytestmark = pytest.mark.slow
@@ -47,7 +48,10 @@ def test_export_offline_and_over_http(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert offline.read_text(encoding="utf-8") == EXPECTED
     assert "2 batch(es), 3 association line(s), 1 alias(es), 1 passage(s)" in done.stderr
-    to_stdout = cli("export", "酒 kura", "--data-dir", str(data), env=base_env(tmp_path / "elsewhere"))
+    if backend() == "sqlite":  # --data-dir names an SQLite store
+        to_stdout = cli("export", "酒 kura", "--data-dir", str(data), env=base_env(tmp_path / "elsewhere"))
+    else:
+        to_stdout = cli("export", "酒 kura", env=env)
     assert to_stdout.returncode == 0 and to_stdout.stdout == EXPECTED
 
     missing = cli("export", "nope", "-o", str(tmp_path / "nope.jsonl"), env=env)
@@ -59,8 +63,11 @@ def test_export_offline_and_over_http(tmp_path: Path) -> None:
     server = Server(data, tmp_path / "server.log")
     try:
         locked = cli("export", "酒 kura", "-o", str(tmp_path / "locked.jsonl"), env=env)
-        assert locked.returncode == 1 and "in use by another process" in locked.stderr
-        assert len(locked.stderr.splitlines()) == 1 and not (tmp_path / "locked.jsonl").exists()
+        if backend() == "sqlite":  # the data-dir lock: a running server owns the SQLite store
+            assert locked.returncode == 1 and "in use by another process" in locked.stderr
+            assert len(locked.stderr.splitlines()) == 1 and not (tmp_path / "locked.jsonl").exists()
+        else:  # PostgreSQL: an offline export is one more reader of the shared store
+            assert locked.returncode == 0 and (tmp_path / "locked.jsonl").read_text(encoding="utf-8") == EXPECTED
 
         remote = tmp_path / "remote.jsonl"
         done = cli("export", "酒 kura", "--url", server.url, "-o", str(remote), env=env)

@@ -21,6 +21,8 @@ from taguru_server.store.sqlite import APPLICATION_ID, DB_NAME, FORMAT_VERSION, 
 
 EDGE = {"subject": "a", "label": "rel", "object": "b", "weight": 1.0}
 
+pytestmark = pytest.mark.sqlite_only  # the SQLite file itself: damage, identity, disk faults
+
 
 def make_store(data: Path, contexts: int = 1) -> None:
     """A store with `contexts` contexts of one association each, written by a real registry."""

@@ -277,6 +277,7 @@ def read_store(data: Path) -> dict[str, dict[str, Any]]:
         registry.close()
 
 
+@pytest.mark.sqlite_only  # the data-dir lock guards the SQLite store only
 def test_offline_import_cli(tmp_path: Path, servers: list[Server]) -> None:
     data = tmp_path / "data"
     env = base_env(data)
@@ -401,6 +402,7 @@ def test_serve_refuses_bad_configuration(tmp_path: Path) -> None:
         assert result.stderr.startswith("taguru: configuration refused: ")
 
 
+@pytest.mark.sqlite_only  # the data-dir lock guards the SQLite store only
 def test_second_server_on_the_same_data_dir_is_refused(tmp_path: Path, servers: list[Server]) -> None:
     data = tmp_path / "data"
     servers.append(Server(data, tmp_path / "server.log"))

@@ -100,6 +100,7 @@ def test_a_killed_worker_loses_no_acknowledged_write_and_is_replaced(tmp_path: P
     assert b"worker.exited" in server.log_path.read_bytes()
 
 
+@pytest.mark.sqlite_only  # the data-dir lock guards the SQLite store only
 def test_offline_import_is_refused_while_workers_serve(tmp_path: Path, servers: list[Server]) -> None:
     server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_WORKERS="2")
     servers.append(server)

@@ -49,11 +49,15 @@ BEFORE_START = (
 DURING = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
 
 
-def store_file(registry: Registry) -> Path:
+def store_file(registry: Registry) -> Path | str:
+    """What the export reads: the SQLite file, or the shared PostgreSQL store's URL."""
     persistence = registry.persistence
-    if not isinstance(persistence, SqlitePersistence):
-        raise ApiError("internal", "export reads the SQLite store; this server runs without one")
-    return persistence.file
+    if isinstance(persistence, SqlitePersistence):
+        return persistence.file
+    url = getattr(persistence, "url", None)
+    if not isinstance(url, str):
+        raise ApiError("internal", "export cannot read this server's store")
+    return url
 
 
 class ExportResponse(web.StreamResponse):
@@ -111,7 +115,7 @@ def _finish(chunks: Any, export: ContextExport) -> None:
     export.close()
 
 
-async def _open(db_file: Path, name: str) -> ContextExport:
+async def _open(db_file: Path | str, name: str) -> ContextExport:
     """Open in a worker thread; if the request is cancelled meanwhile, the late result is closed."""
     task = asyncio.ensure_future(asyncio.to_thread(ContextExport.open, db_file, name))
     try:
