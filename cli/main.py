@@ -127,6 +127,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Apply the store's pending schema migrations alone (boot applies them too) and say what was done."""
+    from taguru_server.store.errors import StoreRefused
+
+    settings = _settings(args.config)
+    try:
+        if settings.database_url:
+            from taguru_server.store.postgres import LATEST, PostgresPersistence
+
+            store = PostgresPersistence(settings.database_url, migrate=False, check=False)
+            try:
+                applied = store.migrate()
+            finally:
+                store.close()
+            done = ", ".join(map(str, applied)) if applied else "none (already current)"
+            print(f"taguru migrate: PostgreSQL schema at version {LATEST}; applied: {done}", file=sys.stderr)
+            return EXIT_OK
+        from taguru_server.store.sqlite import FORMAT_VERSION, SqlitePersistence
+
+        with DataDirLock(settings.data_dir):
+            SqlitePersistence(settings.data_dir).close()  # opening migrates an older format in one transaction
+        print(f"taguru migrate: SQLite store {settings.data_dir} at format {FORMAT_VERSION}", file=sys.stderr)
+        return EXIT_OK
+    except StoreRefused as exc:
+        print(f"taguru: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+
+
 def _input_files(paths: list[str]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
@@ -389,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config")
     p.add_argument("--url")
     p.set_defaults(func=cmd_import)
+    p = sub.add_parser(
+        "migrate",
+        help="bring the store's schema up to this build (PostgreSQL: TAGURU_DATABASE_URL; else the data dir)",
+    )
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_migrate)
     p = sub.add_parser("demo", help="serve the bundled demo corpus and show real answers")
     p.add_argument("--data-dir", default="data/demo")
     p.add_argument("--addr", default="127.0.0.1:8248")

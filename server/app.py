@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
+import structlog
 from aiohttp import web
 
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
@@ -30,6 +33,8 @@ from taguru_server.server.state import (
 from taguru_server.store.backend import is_shared, open_store
 from taguru_server.store.registry import Registry
 
+log = structlog.get_logger("taguru.app")
+
 
 def open_registry(settings: Settings) -> Registry:
     """The settings' store (SQLite in the data dir, or PostgreSQL), shared when other processes write it too."""
@@ -38,6 +43,22 @@ def open_registry(settings: Settings) -> Registry:
     )
     registry.eventual = settings.read_consistency == "eventual"
     return registry
+
+
+def _follow(registry: Registry) -> asyncio.Task[None] | None:
+    """On PostgreSQL, catch up as soon as any replica commits (LISTEN/NOTIFY), not only before a read."""
+    url = getattr(registry.persistence, "url", None)
+    if not isinstance(url, str):
+        return None
+    from taguru_server.store.postgres import follow_notifications
+
+    def on_change() -> None:
+        try:
+            registry.catch_up()
+        except Exception as exc:  # the next read retries (and answers 503 if the store stays unreadable)
+            log.warning("replica.catch_up_failed", error_type=type(exc).__name__)
+
+    return asyncio.get_running_loop().create_task(follow_notifications(url, on_change))
 
 
 def build_app(
@@ -75,7 +96,12 @@ def build_app(
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
         reg = registry or open_registry(settings)
         app[REGISTRY_KEY] = reg
+        follower = _follow(reg)
         yield
+        if follower is not None:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
         if registry is None:
             reg.close()
 

@@ -363,6 +363,7 @@ COMPONENTS: dict[str, Any] = {
         }
     ),
     "Health": _obj({"status": STR, "version": STR}),
+    "Ready": _obj({"status": {"const": "ready"}, "version": STR}),
     "JsonRpcReply": {
         "type": "object",
         "required": ["jsonrpc", "id"],
@@ -445,6 +446,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/protocol"): (None, "markdown"),
     ("GET", "/version"): (None, "bare:Version"),
     ("GET", "/health"): (None, "bare:Health"),
+    ("GET", "/ready"): (None, "bare:Ready"),
     ("GET", "/live"): (None, "text"),
     ("GET", "/metrics"): (None, "metrics"),
     ("GET", "/openapi.json"): (None, "openapi"),
@@ -473,6 +475,7 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
     entries = [(m, t, role) for m, t, _h, role in routes] + [
         ("GET", "/version", None),
         ("GET", "/health", None),
+        ("GET", "/ready", None),
         ("GET", "/live", None),
         ("GET", "/metrics", None),
         ("GET", "/openapi.json", None),

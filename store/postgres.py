@@ -122,17 +122,19 @@ class PgSql:
 class PostgresPersistence(RowStore):
     """Durable rows in a PostgreSQL database shared by every replica; a commit is one transaction."""
 
-    def __init__(self, url: str, migrate: bool = True) -> None:
+    def __init__(self, url: str, migrate: bool = True, check: bool = True) -> None:
         require_driver()
         self.url = url
         self.ERRORS = (psycopg.Error,)
         self._write_section = False
         self._sql = self._connect()
+        self.store_id = ""
         try:
             if migrate:
                 self.migrate()
-            self._check_version()
-            self.store_id = self._identity()
+            if check:
+                self._check_version()
+                self.store_id = self._identity()
         except psycopg.Error as exc:
             self._sql.close()
             raise StoreRefused(f"the PostgreSQL store cannot be opened: {_reason(exc)}") from None
@@ -264,3 +266,28 @@ def _reason(exc: BaseException) -> str:
     """The failure as a short phrase: the error class and SQLSTATE, never the server's message (it may quote data)."""
     state = getattr(exc, "sqlstate", None)
     return f"{type(exc).__name__}" + (f" (SQLSTATE {state})" if state else "")
+
+
+async def follow_notifications(url: str, on_change: Any, retry_secs: float = 1.0) -> None:
+    """LISTEN for commits of every replica and call `on_change()` (on the event loop) for each burst of them.
+
+    Reads stay correct without it (each checks the change log first); this makes the check find
+    nothing to do. Runs until cancelled; a lost connection is re-opened after `retry_secs`.
+    """
+    import asyncio
+
+    import structlog
+
+    log = structlog.get_logger("taguru.replica")
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {CHANNEL}")
+                on_change()  # whatever was committed before the LISTEN
+                async for _note in conn.notifies():
+                    on_change()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the database went away: keep serving, listen again later
+            log.warning("replica.listen_failed", error_type=type(exc).__name__)
+        await asyncio.sleep(retry_secs)

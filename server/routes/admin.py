@@ -92,6 +92,22 @@ async def live(request: web.Request) -> web.StreamResponse:
     return web.Response(text="ok")
 
 
+async def ready(request: web.Request) -> web.StreamResponse:
+    """200 when this process can serve: its store answers and it has applied every committed change
+    (a replica or worker that just started has caught up); 503 `unhealthy` otherwise."""
+    registry = request.app.get(REGISTRY_KEY)
+    if registry is None:
+        raise ApiError("unhealthy", "the store is not open yet")
+    try:
+        registry.catch_up()
+    except Exception:
+        raise ApiError("unhealthy", "the store cannot be read; the server log has details") from None
+    problem = registry.problem()
+    if problem is not None:
+        raise ApiError("unhealthy", problem)
+    return json_response({"status": "ready", "version": VERSION})
+
+
 async def version(request: web.Request) -> web.StreamResponse:
     return json_response(version_body())
 
@@ -108,4 +124,11 @@ def probes(routes: list[Route]) -> dict[str, Probe]:
         table: list[tuple[str, str, Any, str]] = [*routes]
         return json_response(openapi_document(table, VERSION))
 
-    return {"/health": health, "/live": live, "/version": version, "/openapi.json": openapi, "/metrics": metrics}
+    return {
+        "/health": health,
+        "/live": live,
+        "/ready": ready,
+        "/version": version,
+        "/openapi.json": openapi,
+        "/metrics": metrics,
+    }
