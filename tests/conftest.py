@@ -218,6 +218,9 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     if backend() != "postgres":
         return
     skip = pytest.mark.skip(reason="tests the embedded SQLite store itself")
+    once = pytest.mark.skip(reason="starts its own PostgreSQL; ran in the first pass")
     for item in items:
         if item.get_closest_marker("sqlite_only"):
             item.add_marker(skip)
+        elif item.get_closest_marker("first_pass_only"):
+            item.add_marker(once)

@@ -25,7 +25,7 @@ import pytest
 from pg_support import Cluster
 from process_support import ROOT, Server, base_env, cli, free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.first_pass_only]
 
 BENCH = ROOT / "bench"
 
