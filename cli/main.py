@@ -139,11 +139,18 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             store = PostgresPersistence(settings.database_url, migrate=False, check=False)
             try:
                 applied = store.migrate()
+                copied = _copy_sqlite(args.from_sqlite, store) if args.from_sqlite else None
             finally:
                 store.close()
             done = ", ".join(map(str, applied)) if applied else "none (already current)"
             print(f"taguru migrate: PostgreSQL schema at version {LATEST}; applied: {done}", file=sys.stderr)
+            if copied is not None:
+                rows = ", ".join(f"{table} {n}" for table, n in copied.items())
+                print(f"taguru migrate: copied from {args.from_sqlite}: {rows}", file=sys.stderr)
             return EXIT_OK
+        if args.from_sqlite:
+            print("taguru: --from-sqlite needs TAGURU_DATABASE_URL (the PostgreSQL store to fill)", file=sys.stderr)
+            return EXIT_USAGE
         from taguru_server.store.sqlite import FORMAT_VERSION, SqlitePersistence
 
         with DataDirLock(settings.data_dir):
@@ -153,6 +160,19 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     except StoreRefused as exc:
         print(f"taguru: {exc}", file=sys.stderr)
         return EXIT_FAIL
+
+
+def _copy_sqlite(data_dir: str, store: Any) -> dict[str, int]:
+    """Open (and so check, and migrate to the current format) the SQLite store under its lock, then copy it."""
+    from taguru_server.store.postgres import copy_from_sqlite
+    from taguru_server.store.sqlite import SqlitePersistence
+
+    with DataDirLock(data_dir):
+        source = SqlitePersistence(data_dir)
+        try:
+            return copy_from_sqlite(str(source.file), store)
+        finally:
+            source.close()
 
 
 def _input_files(paths: list[str]) -> list[Path]:
@@ -422,6 +442,11 @@ def main(argv: list[str] | None = None) -> int:
         help="bring the store's schema up to this build (PostgreSQL: TAGURU_DATABASE_URL; else the data dir)",
     )
     p.add_argument("--config")
+    p.add_argument(
+        "--from-sqlite",
+        metavar="DATA_DIR",
+        help="copy the SQLite store of DATA_DIR, exactly, into the (empty) PostgreSQL store of TAGURU_DATABASE_URL",
+    )
     p.set_defaults(func=cmd_migrate)
     p = sub.add_parser("demo", help="serve the bundled demo corpus and show real answers")
     p.add_argument("--data-dir", default="data/demo")

@@ -291,3 +291,42 @@ async def follow_notifications(url: str, on_change: Any, retry_secs: float = 1.0
         except Exception as exc:  # the database went away: keep serving, listen again later
             log.warning("replica.listen_failed", error_type=type(exc).__name__)
         await asyncio.sleep(retry_secs)
+
+
+COPIED_TABLES = ("contexts", "concepts", "labels", "sources", "aliases", "edges", "passages", "feed", "feed_epochs")
+
+
+def copy_from_sqlite(sqlite_file: str, target: PostgresPersistence, batch: int = 5000) -> dict[str, int]:
+    """Copy every row of an SQLite store into an empty PostgreSQL store, exactly (same ids, same floats,
+    dead edges and feed history included), in one transaction; returns the rows copied per table."""
+    import sqlite3
+
+    source = sqlite3.connect(f"file:{sqlite_file}?mode=ro", uri=True)
+    copied: dict[str, int] = {}
+    db = target.db
+    try:
+        db.execute("BEGIN")
+        db.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+        if db.execute("SELECT 1 FROM contexts LIMIT 1").fetchone():
+            raise StoreRefused("the PostgreSQL store already holds contexts; copy into an empty one")
+        for table in COPIED_TABLES:
+            cur = source.execute(f"SELECT * FROM {table}")
+            width = len(cur.description)
+            insert = f"INSERT INTO {table} VALUES({', '.join('?' * width)})"
+            n = 0
+            while rows := cur.fetchmany(batch):
+                db.executemany(insert, rows)
+                n += len(rows)
+            copied[table] = n
+        # every replica starts from a change log that names each context once (so caches know them)
+        for (cid,) in db.execute("SELECT id FROM contexts").fetchall():
+            db.execute("INSERT INTO changes(ctx, touched) VALUES(?, ?)", (cid, '{"created": true}'))
+        db.execute(f"NOTIFY {CHANNEL}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    finally:
+        source.close()
+    return copied

@@ -248,3 +248,48 @@ def test_behind_haproxy_a_killed_replica_costs_at_most_one_percent(tmp_path: Pat
     finally:
         proxy.send_signal(signal.SIGTERM)
         proxy.wait(10)
+
+
+def test_an_sqlite_data_dir_moves_to_postgresql_exactly(tmp_path: Path, database: str) -> None:
+    sys.path.insert(0, str(BENCH))
+    from generate import CONTEXT, generate
+
+    corpus = generate(3000, seed=9)
+    stream = tmp_path / "corpus.jsonl"
+    stream.write_text(corpus.text, encoding="utf-8")
+    old = tmp_path / "old"
+    sqlite_env = base_env(old, TAGURU_DATABASE_URL="")
+    assert cli("import", str(stream), env=sqlite_env).returncode == 0
+    sqlite = Server(old, tmp_path / "old.log", TAGURU_DATABASE_URL="")
+    # a dead edge and a retracted source, which an export would not carry over
+    edge = {"subject": "dead-a", "label": "r", "object": "dead-b", "weight": 1.0}
+    sqlite.ok("POST", f"/contexts/{CONTEXT}/associations", [edge])
+    sqlite.ok(
+        "POST", f"/contexts/{CONTEXT}/associations/retract", {"subject": "dead-a", "label": "r", "object": "dead-b"}
+    )
+    sqlite.stop()
+    moved = cli("migrate", "--from-sqlite", str(old), env=base_env(tmp_path / "pg", TAGURU_DATABASE_URL=database))
+    assert moved.returncode == 0 and "copied from" in moved.stderr, moved.stderr
+    again = cli("migrate", "--from-sqlite", str(old), env=base_env(tmp_path / "pg", TAGURU_DATABASE_URL=database))
+    assert again.returncode == 1 and "already holds contexts" in again.stderr and "Traceback" not in again.stderr
+    sqlite = Server(old, tmp_path / "old2.log", TAGURU_DATABASE_URL="")
+    pg = Server(tmp_path / "pg", tmp_path / "pg.log", TAGURU_DATABASE_URL=database)
+    try:
+        names = corpus.world.breweries + corpus.world.toji
+        calls = (
+            [("GET", f"/contexts/{CONTEXT}", None)]
+            + [("POST", f"/contexts/{CONTEXT}/evidence", {"origins": [names[i % len(names)]]}) for i in range(10)]
+            + [("POST", f"/contexts/{CONTEXT}/query", {"subject": "dead-a"})]
+        )
+        for method, path, body in calls:
+            a = sqlite.call(method, path, body)
+            b = pg.call(method, path, body)
+            assert a[0] == b[0] == 200 and without_time(a[1]) == without_time(b[1]), path
+        with (
+            urllib.request.urlopen(sqlite.url + f"/contexts/{CONTEXT}/export") as r1,
+            urllib.request.urlopen(pg.url + f"/contexts/{CONTEXT}/export") as r2,
+        ):
+            assert r1.read() == r2.read()
+    finally:
+        sqlite.stop()
+        pg.stop()
