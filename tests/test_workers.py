@@ -108,3 +108,35 @@ def test_offline_import_is_refused_while_workers_serve(tmp_path: Path, servers: 
     stream.write_text('{"taguru_batch": 1, "context": "c", "source": "s", "create": {}}\n')
     done = cli("import", str(stream), env=base_env(tmp_path / "data"))
     assert done.returncode != 0 and "in use by another process" in done.stderr
+
+
+def test_sigterm_drains_in_flight_requests(tmp_path: Path, servers: list[Server]) -> None:
+    import sys
+    import urllib.request
+
+    from process_support import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from generate import generate
+
+    server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_WORKERS="2", TAGURU_MAX_BODY_BYTES="67108864")
+    servers.append(server)
+    body = generate(20000, seed=3).text.encode()
+    answer: dict[str, object] = {}
+
+    def send() -> None:
+        req = urllib.request.Request(server.url + "/import", data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            answer["status"] = resp.status
+            answer["batches"] = len(json.loads(resp.read())["result"]["batches"])
+        answer["done"] = time.monotonic()
+
+    t = threading.Thread(target=send)
+    t.start()
+    time.sleep(0.5)  # the import is in flight
+    signalled = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    t.join(60)
+    assert answer.get("status") == 200 and answer["batches"] > 0
+    assert answer["done"] > signalled  # it was still running when the signal came, and was answered
+    assert server.proc.wait(60) == 0
