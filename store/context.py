@@ -17,6 +17,7 @@ import attrs
 from taguru_server.store.bm25 import Bm25Index
 from taguru_server.store.lexicon import Lexicon
 from taguru_server.store.text import split_paragraphs
+from taguru_server.store.vectors import ContextVectors
 
 F64_MAX = sys.float_info.max
 CONCEPT, LABEL = 0, 1
@@ -181,6 +182,7 @@ class Context:
         self._source_rank: Any = None
         self.graph_version = 0  # bumped by every edge change; read caches key on it
         self.read_cache: dict[str, Any] = {}
+        self.vectors = ContextVectors()  # embedding vectors (derived; `store/vectors.py`)
         self.dirty = Dirty()
         self.created = False
 
