@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from taguru_server.store.context import CONCEPT, Context
+from taguru_server.store.vector_lane import LaneState, VectorQuery, classify, fuse, sweep
 from taguru_server.store.text import normalize, query_terms
 from taguru_server.store.wire import F32
 
@@ -772,21 +773,37 @@ def search_passages(
     tags: list[str] | None = None,
     since: int | None = None,
     until: int | None = None,
+    vector: VectorQuery | None = None,
 ) -> dict[str, Any]:
-    """The search wire result (`passage_search`, rendered; the vector lane reports no provider)."""
-    found = passage_search(ctx, query, limit, tags, since, until)
-    entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found)}
+    """The search wire result: BM25, and the vector lane fused in by rank when it runs (`store/vector_lane.py`)."""
+    vq = vector or VectorQuery()
+    state = None if limit == 0 or not query_terms(query) else classify(ctx, vq)
+    pool = max(4 * limit, 50)
+    found = passage_search(ctx, query, pool if state is not None and state.ran else limit, tags, since, until)
+    entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found, state)}
     if found.eligible_sources is not None:
         entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
-    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in found.hits]}
+    if state is None or not state.ran:
+        return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in found.hits]}
+    store = ctx.vectors.passages
+    assert store is not None and vq.vector is not None and state.floor is not None
+    allowed = None
+    if tags is not None or since is not None or until is not None:
+        mask, _n = _eligible_sources(ctx, tags or [], since, until)
+        allowed = {ctx.sources[sid] for sid in np.nonzero(mask)[0].tolist() if sid < len(ctx.sources)}
+    rows = sweep(store, vq.vector, pool, state.floor, allowed)
+    bm25 = [(h.source, h.paragraph, h.score) for h in found.hits]
+    hits = fuse(ctx, bm25, rows, True, limit)
+    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in hits]}
 
 
-def search_lanes(found: PassageSearch) -> dict[str, Any]:
-    """The wire `lanes` block of a passage search: BM25 ran or why not; the vector lane has no provider."""
+def search_lanes(found: PassageSearch, state: LaneState | None = None) -> dict[str, Any]:
+    """The wire `lanes` block of a passage search: BM25 ran or why not; the vector lane's state."""
     if found.skipped is not None:
         reason = found.skipped.text
         return {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
-    return {"bm25": {"ran": True}, "vector": {"ran": False, "reason": NO_EMBEDDINGS}}
+    vector = state.to_wire() if state is not None else {"ran": False, "reason": NO_EMBEDDINGS}
+    return {"bm25": {"ran": True}, "vector": vector}
 
 
 def top_documents(ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
