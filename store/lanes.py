@@ -9,8 +9,8 @@ import attrs
 import numpy as np
 
 from taguru_server.store.context import CONCEPT, Context
-from taguru_server.store.vector_lane import LaneState, VectorQuery, classify, fuse, sweep
 from taguru_server.store.text import normalize, query_terms
+from taguru_server.store.vector_lane import LaneState, VectorQuery, classify, fuse, sweep
 from taguru_server.store.wire import F32
 
 NO_EMBEDDINGS = "no embedding provider is configured"
