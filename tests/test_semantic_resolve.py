@@ -28,7 +28,7 @@ def fruit():
     for cid, name in enumerate(ctx.concepts):
         g = concept_gloss(ctx, cid)
         concepts.hashes[name], concepts.rows[name] = fnv1a64(g), table(g)
-    for lid, name in enumerate(ctx.labels):
+    for name in ctx.labels:
         labels.rows[name] = table(name)
     ctx.vectors.glosses = GlossStore("fake-table", 3, concepts, labels)
     return ctx
