@@ -7,6 +7,7 @@ from taguru_server.store import lanes
 from taguru_server.store.communities import CommunityHit
 from taguru_server.store.context import Context
 from taguru_server.store.lanes import Attribution, PassageHit
+from taguru_server.store.vector_lane import FusedHit
 
 
 def primary_source(attributions: tuple[Attribution, ...]) -> str | None:
@@ -36,13 +37,18 @@ def association_candidate(ctx: Context, edge: int, lane: str, rank: int) -> Cand
     )
 
 
-def passage_candidate(context_name: str, hit: PassageHit) -> Candidate:
-    """A candidate for a BM25 passage hit, ranked as in its lane."""
+def passage_candidate(context_name: str, hit: PassageHit | FusedHit, rank: int) -> Candidate:
+    """A candidate for a passage hit at its 1-based position in the search result; the lane says which
+    evidence it carries (both lanes, the vector lane only, or BM25)."""
+    if isinstance(hit, FusedHit) and hit.vector is not None:
+        lane = "passage_fused" if hit.bm25 is not None else "passage_vector"
+    else:
+        lane = "passage_bm25"
     return Candidate(
         kind="passage",
         canonical_key=f"{context_name}\u0000{hit.source}\u0000{hit.paragraph}",
-        lane="passage_bm25",
-        rank=hit.rank,
+        lane=lane,
+        rank=rank,
         payload=hit.to_wire(),
         source=hit.source,
         text=hit.text,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
@@ -100,6 +100,8 @@ class Services:
     may_access: Callable[[str], bool]
     reranker: Reranker = attrs.field(factory=NoReranker)
     observe_rerank: Callable[[str, float], None] | None = None
+    # the vector lane's query state for (context, query text, request floor); None: no semantic lanes
+    vector_query: Callable[[Any, str, float | None], Awaitable[Any]] | None = None
 
 
 @attrs.frozen

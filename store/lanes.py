@@ -10,7 +10,7 @@ import numpy as np
 
 from taguru_server.store.context import CONCEPT, Context
 from taguru_server.store.text import normalize, query_terms
-from taguru_server.store.vector_lane import LaneState, VectorQuery, classify, fuse, sweep
+from taguru_server.store.vector_lane import FusedHit, LaneState, VectorQuery, classify, fuse, sweep
 from taguru_server.store.wire import F32
 
 NO_EMBEDDINGS = "no embedding provider is configured"
@@ -776,15 +776,29 @@ def search_passages(
     vector: VectorQuery | None = None,
 ) -> dict[str, Any]:
     """The search wire result: BM25, and the vector lane fused in by rank when it runs (`store/vector_lane.py`)."""
+    found, state, hits = searched(ctx, query, limit, tags, since, until, vector)
+    entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found, state)}
+    if found.eligible_sources is not None:
+        entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
+    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in hits]}
+
+
+def searched(
+    ctx: Context,
+    query: str,
+    limit: int,
+    tags: list[str] | None = None,
+    since: int | None = None,
+    until: int | None = None,
+    vector: VectorQuery | None = None,
+) -> tuple[PassageSearch, LaneState | None, list[PassageHit] | list[FusedHit]]:
+    """The passage lanes: BM25's search, the vector lane's state (None when both lanes were skipped), the hits."""
     vq = vector or VectorQuery()
     state = None if limit == 0 or not query_terms(query) else classify(ctx, vq)
     pool = max(4 * limit, 50)
     found = passage_search(ctx, query, pool if state is not None and state.ran else limit, tags, since, until)
-    entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found, state)}
-    if found.eligible_sources is not None:
-        entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
     if state is None or not state.ran:
-        return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in found.hits]}
+        return found, state, list(found.hits)
     store = ctx.vectors.passages
     assert store is not None and vq.vector is not None and state.floor is not None
     allowed = None
@@ -793,8 +807,7 @@ def search_passages(
         allowed = {ctx.sources[sid] for sid in np.nonzero(mask)[0].tolist() if sid < len(ctx.sources)}
     rows = sweep(store, vq.vector, pool, state.floor, allowed)
     bm25 = [(h.source, h.paragraph, h.score) for h in found.hits]
-    hits = fuse(ctx, bm25, rows, True, limit)
-    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in hits]}
+    return found, state, fuse(ctx, bm25, rows, True, limit)
 
 
 def search_lanes(found: PassageSearch, state: LaneState | None = None) -> dict[str, Any]:
