@@ -791,14 +791,14 @@ def searched(
     since: int | None = None,
     until: int | None = None,
     vector: VectorQuery | None = None,
-) -> tuple[PassageSearch, LaneState | None, list[PassageHit] | list[FusedHit]]:
+) -> tuple[PassageSearch, LaneState | None, list[PassageHit | FusedHit]]:
     """The passage lanes: BM25's search, the vector lane's state (None when both lanes were skipped), the hits."""
     vq = vector or VectorQuery()
     state = None if limit == 0 or not query_terms(query) else classify(ctx, vq)
     pool = max(4 * limit, 50)
     found = passage_search(ctx, query, pool if state is not None and state.ran else limit, tags, since, until)
     if state is None or not state.ran:
-        return found, state, list(found.hits)
+        return found, state, list[PassageHit | FusedHit](found.hits)
     store = ctx.vectors.passages
     assert store is not None and vq.vector is not None and state.floor is not None
     allowed = None
@@ -807,7 +807,7 @@ def searched(
         allowed = {ctx.sources[sid] for sid in np.nonzero(mask)[0].tolist() if sid < len(ctx.sources)}
     rows = sweep(store, vq.vector, pool, state.floor, allowed)
     bm25 = [(h.source, h.paragraph, h.score) for h in found.hits]
-    return found, state, fuse(ctx, bm25, rows, True, limit)
+    return found, state, list[PassageHit | FusedHit](fuse(ctx, bm25, rows, True, limit))
 
 
 def search_lanes(found: PassageSearch, state: LaneState | None = None) -> dict[str, Any]:
