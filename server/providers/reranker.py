@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,7 +16,14 @@ import attrs
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from taguru_server.server.providers.retry import AttemptFailed, RetryPolicy, with_retries
+from taguru_server.server.providers.retry import (
+    COOLDOWN_SECS,
+    FAILURE_THRESHOLD,
+    AttemptFailed,
+    Breaker,
+    RetryPolicy,
+    with_retries,
+)
 from taguru_server.stages.model import RerankVerdict
 
 log = structlog.get_logger("taguru.rerank")
@@ -34,8 +40,6 @@ OUTCOMES = (
 )
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 RETRY_PAUSE_SECS = 0.1
-FAILURE_THRESHOLD = 3
-COOLDOWN_SECS = 30.0
 BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
 RETRY = RetryPolicy(attempts=2, pause_secs=RETRY_PAUSE_SECS)
 
@@ -100,77 +104,6 @@ class RerankMetrics:
     def observe(self, outcome: str, seconds: float) -> None:
         self.duration.observe(seconds)
         self.outcomes.labels(outcome).inc()
-
-
-CLOSED, OPEN, HALF_OPEN = 0, 1, 2
-
-
-class Breaker:
-    """Opens after 3 consecutive failed attempts; 30 s cooldown; one half-open probe at a time."""
-
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.monotonic,
-        metrics: RerankMetrics | None = None,
-        threshold: int = FAILURE_THRESHOLD,
-        cooldown: float = COOLDOWN_SECS,
-    ) -> None:
-        self.clock = clock
-        self.metrics = metrics
-        self.threshold = threshold
-        self.cooldown = cooldown
-        self.state = CLOSED
-        self.failures = 0
-        self.opened_at = 0.0
-        self.probe_started: float | None = None
-        self._publish()
-
-    def allow(self) -> bool:
-        """May an attempt go out now? (A refusal counts as a short circuit.)"""
-        now = self.clock()
-        if self.state == CLOSED:
-            return True
-        if self.state == OPEN and now - self.opened_at >= self.cooldown:
-            self.state = HALF_OPEN
-            self.probe_started = None
-        if self.state == HALF_OPEN:
-            if self.probe_started is None or now - self.probe_started >= self.cooldown:
-                self.probe_started = now
-                self._publish()
-                return True
-        if self.metrics is not None and self.metrics.configured:
-            self.metrics.short_circuits.inc()
-        self._publish()
-        return False
-
-    def success(self) -> None:
-        self.state = CLOSED
-        self.failures = 0
-        self.probe_started = None
-        self._publish()
-
-    def failure(self) -> None:
-        if self.state == HALF_OPEN:
-            self._open()
-            return
-        self.failures += 1
-        if self.failures >= self.threshold:
-            self._open()
-        self._publish()
-
-    def _open(self) -> None:
-        self.state = OPEN
-        self.failures = self.threshold
-        self.opened_at = self.clock()
-        self.probe_started = None
-        if self.metrics is not None and self.metrics.configured:
-            self.metrics.opened.inc()
-        self._publish()
-
-    def _publish(self) -> None:
-        if self.metrics is not None and self.metrics.configured:
-            self.metrics.state.set(self.state)
-            self.metrics.failures.set(self.failures)
 
 
 def _log_retry(attempt: int, failure: AttemptFailed) -> None:

@@ -1,10 +1,12 @@
-"""The one retry policy of the outbound provider clients: bounded attempts, a pause, a deadline."""
+"""The one retry policy of the outbound provider clients: bounded attempts, a pause, a deadline, a breaker."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -66,3 +68,111 @@ async def with_retries(
             pause = policy.pause_after(n)
             await sleep(pause if left is None else min(pause, left))
             n += 1
+
+
+FAILURE_THRESHOLD = 3
+COOLDOWN_SECS = 30.0
+CLOSED, OPEN, HALF_OPEN = 0, 1, 2
+
+
+class BreakerMetrics(Protocol):
+    """The breaker families of one provider (present only when that provider is configured)."""
+
+    configured: bool
+    state: Any
+    failures: Any
+    opened: Any
+    short_circuits: Any
+
+
+@attrs.frozen
+class Refusal:
+    """Why the breaker keeps an attempt off the network: `open` (with whole seconds left) or `probing`."""
+
+    kind: str
+    seconds_left: int = 0
+
+
+class Breaker:
+    """Opens after 3 consecutive failed attempts; 30 s cooldown; one half-open probe at a time.
+
+    The state is only touched between awaits (never across a provider round trip), so one
+    event loop needs no lock.
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        metrics: BreakerMetrics | None = None,
+        threshold: int = FAILURE_THRESHOLD,
+        cooldown: float = COOLDOWN_SECS,
+    ) -> None:
+        self.clock = clock
+        self.metrics = metrics
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self.state = CLOSED
+        self.failures = 0
+        self.opened_at = 0.0
+        self.probe_started: float | None = None
+        self._publish()
+
+    def allow(self) -> bool:
+        """May an attempt go out now? (A refusal counts as a short circuit.)"""
+        return self.refusal(claim=True) is None
+
+    def refusal(self, claim: bool = True) -> Refusal | None:
+        """None when an attempt may go out now, else why not (counted as a short circuit).
+
+        `claim=False` is the pre-flight check: it answers whether an attempt would be admitted
+        without taking the half-open probe slot.
+        """
+        now = self.clock()
+        if self.state == CLOSED:
+            return None
+        if self.state == OPEN and now - self.opened_at >= self.cooldown:
+            if not claim:
+                return None
+            self.state = HALF_OPEN
+            self.probe_started = None
+        if self.state == HALF_OPEN and (self.probe_started is None or now - self.probe_started >= self.cooldown):
+            if claim:
+                self.probe_started = now
+                self._publish()
+            return None
+        if self.metrics is not None and self.metrics.configured:
+            self.metrics.short_circuits.inc()
+        self._publish()
+        if self.state == OPEN:
+            left = self.cooldown - (now - self.opened_at)
+            return Refusal("open", max(1, math.floor(left)))
+        return Refusal("probing")
+
+    def success(self) -> None:
+        self.state = CLOSED
+        self.failures = 0
+        self.probe_started = None
+        self._publish()
+
+    def failure(self) -> None:
+        if self.state == HALF_OPEN:
+            self._open()
+            return
+        self.failures += 1
+        if self.failures >= self.threshold:
+            self._open()
+        self._publish()
+
+    def _open(self) -> None:
+        self.state = OPEN
+        self.failures = self.threshold
+        self.opened_at = self.clock()
+        self.probe_started = None
+        if self.metrics is not None and self.metrics.configured:
+            self.metrics.opened.inc()
+        self._publish()
+
+    def _publish(self) -> None:
+        if self.metrics is not None and self.metrics.configured:
+            self.metrics.state.set(self.state)
+            self.metrics.failures.set(self.failures)
