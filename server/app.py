@@ -1,4 +1,4 @@
-"""The aiohttp application factory: typed app state, the middlewares, the store and reranker lifecycles."""
+"""The aiohttp application factory: typed app state, the middlewares, the store, reranker and embedder lifecycles."""
 
 from __future__ import annotations
 
@@ -16,10 +16,21 @@ from taguru_server.server.config import Settings
 from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.metrics import Metrics
 from taguru_server.server.middleware import MIDDLEWARES
-from taguru_server.server.providers.reranker import Breaker, HttpReranker, RerankMetrics, RerankSettings
+from taguru_server.server.providers.embedder import (
+    ChunkedEmbedder,
+    Embedder,
+    EmbedMetrics,
+    boot_notes,
+    http_embedder,
+    local_embedder,
+    provider_kind,
+)
+from taguru_server.server.providers.reranker import HttpReranker, RerankMetrics, RerankSettings
+from taguru_server.server.providers.retry import Breaker
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
     DISPATCH_KEY,
+    EMBEDDER_KEY,
     HEAVY_OPS_KEY,
     INFLIGHT_KEY,
     KEY_LIMITER_KEY,
@@ -66,8 +77,12 @@ def build_app(
     registry: Registry | None = None,
     rerank: RerankSettings | None = None,
     clock: Callable[[], float] = time.monotonic,
+    embedder: Embedder | None = None,
 ) -> web.Application:
-    """An application over the settings' data dir (or a given registry), with an optional reranker."""
+    """An application over the settings' data dir (or a given registry), with an optional reranker.
+
+    The embedding provider comes from the settings (TAGURU_EMBED_*), unless one is given.
+    """
     app = web.Application(
         client_max_size=max(settings.max_body_bytes, 1024) + 1024 * 1024, middlewares=list(MIDDLEWARES)
     )
@@ -92,6 +107,27 @@ def build_app(
         await session.close()
 
     app.cleanup_ctx.append(reranker_ctx)
+
+    kind = "given" if embedder is not None else provider_kind(settings)
+    embed_metrics = EmbedMetrics(metrics.registry, configured=kind == "http")
+    boot_notes(settings, kind)
+
+    async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
+        session: aiohttp.ClientSession | None = None
+        provider: Embedder | None = embedder
+        if kind == "http":
+            session = aiohttp.ClientSession()
+            provider = http_embedder(settings, session, embed_metrics, clock)
+        elif kind == "local":
+            provider = await asyncio.to_thread(local_embedder, settings, embed_metrics)
+        app[EMBEDDER_KEY] = provider
+        yield
+        if isinstance(provider, ChunkedEmbedder):
+            provider.close()
+        if session is not None:
+            await session.close()
+
+    app.cleanup_ctx.append(embedder_ctx)
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
         reg = registry or open_registry(settings)

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
+import numpy as np
+import structlog
 
 from taguru_server.client.config import read_config_file
 
 ROLES = ("read", "write", "admin")
+
+log = structlog.get_logger("taguru.config")
+
+DEFAULT_EMBED_TIMEOUT_SECS = 60
+DEFAULT_PASSAGE_VECTOR_LIMIT = 20000
+DEFAULT_SEMANTIC_FLOOR = float(np.float32(0.35))
+_UNSIGNED = re.compile(r"\+?[0-9]+")
+_U64_MAX = 2**64 - 1
+_F32 = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 
 
 class ConfigError(Exception):
@@ -39,6 +53,17 @@ class Settings:
     rate_limit_per_min: int = 0
     tokens: dict[str, str] = attrs.field(factory=dict)  # token -> key name
     scopes: dict[str, KeyScope] = attrs.field(factory=dict)
+    # the optional embedding provider (spec embeddings.md §1); none of these can fail the boot
+    embed_url: str | None = None  # the full endpoint; "local" (any case) selects the in-process model
+    embed_model: str | None = None  # the vector identity; the HTTP provider needs it
+    embed_api_key: str | None = None  # sent verbatim as `Bearer {key}` when set, even to ""
+    embed_timeout_secs: int = DEFAULT_EMBED_TIMEOUT_SECS  # one attempt's ceiling
+    embed_auto: bool = False
+    embed_passages: bool = False
+    embed_parallel: int = 1
+    passage_vector_limit: int = DEFAULT_PASSAGE_VECTOR_LIMIT
+    semantic_floor: float = DEFAULT_SEMANTIC_FLOOR  # an f32 value, held widened
+    semantic_cache_threshold: float | None = None  # an f32 value; None: the semantic cache is off
 
     @property
     def auth_enabled(self) -> bool:
@@ -106,7 +131,69 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN", 0),
         tokens=tokens,
         scopes=scopes,
+        **embedding_settings(env),
     )
+
+
+def _unsigned(env: Mapping[str, str], key: str) -> int | None:
+    """An unsigned integer variable: None when unset/empty or unparseable (the latter with a warning)."""
+    raw = env.get(key)
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    if not _UNSIGNED.fullmatch(text) or int(text) > _U64_MAX:
+        log.warning(f"{key} is not an unsigned integer; using the default")
+        return None
+    return int(text)
+
+
+def _unit_f32(env: Mapping[str, str], key: str) -> float | None:
+    """An f32 in [0, 1]: None when unset/empty, or (with a warning) unparseable, NaN or out of range."""
+    raw = env.get(key)
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    value = float(np.float32(float(text))) if _F32.fullmatch(text) else math.nan
+    if not 0.0 <= value <= 1.0:
+        log.warning(f"{key} must be a number between 0 and 1; keeping the default")
+        return None
+    return value
+
+
+def _flag(env: Mapping[str, str], key: str, default: bool = False) -> bool:
+    """A boolean variable: 1/true and 0/false (any case); anything else warns and keeps the default."""
+    raw = env.get(key)
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip().lower()
+    if text in ("1", "true"):
+        return True
+    if text in ("0", "false"):
+        return False
+    log.warning(f"{key} is not a boolean (1, true, 0 or false); keeping the default")
+    return default
+
+
+def embedding_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The TAGURU_EMBED_* and semantic variables as Settings fields; a bad value warns and keeps its default."""
+    timeout = _unsigned(env, "TAGURU_EMBED_TIMEOUT_SECS")
+    parallel = _unsigned(env, "TAGURU_EMBED_PARALLEL")
+    if parallel == 0:
+        log.warning("TAGURU_EMBED_PARALLEL must be at least 1; using 1")
+    limit = _unsigned(env, "TAGURU_PASSAGE_VECTOR_LIMIT")
+    floor = _unit_f32(env, "TAGURU_SEMANTIC_FLOOR")
+    return {
+        "embed_url": env.get("TAGURU_EMBED_URL"),
+        "embed_model": env.get("TAGURU_EMBED_MODEL"),
+        "embed_api_key": env.get("TAGURU_EMBED_API_KEY"),
+        "embed_timeout_secs": DEFAULT_EMBED_TIMEOUT_SECS if timeout is None else max(1, timeout),
+        "embed_auto": _flag(env, "TAGURU_EMBED_AUTO"),
+        "embed_passages": _flag(env, "TAGURU_EMBED_PASSAGES"),
+        "embed_parallel": parallel or 1,
+        "passage_vector_limit": DEFAULT_PASSAGE_VECTOR_LIMIT if limit is None else limit,
+        "semantic_floor": DEFAULT_SEMANTIC_FLOOR if floor is None else floor,
+        "semantic_cache_threshold": _unit_f32(env, "TAGURU_SEMANTIC_CACHE_THRESHOLD"),
+    }
 
 
 def _parse_tokens(env: Mapping[str, str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ from aiohttp import web
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter, Principal
 from taguru_server.server.config import Settings
 from taguru_server.server.metrics import Metrics
+from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.providers.reranker import HttpReranker
 from taguru_server.store.registry import Registry
 
@@ -37,6 +38,7 @@ REGISTRY_KEY: web.AppKey[Registry] = web.AppKey("registry", Registry)
 SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("settings", Settings)
 METRICS_KEY: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 RERANKER_KEY: web.AppKey[HttpReranker] = web.AppKey("reranker", HttpReranker)
+EMBEDDER_KEY: web.AppKey[Embedder | None] = web.AppKey("embedder")  # None: no embedding provider
 RERANK_OBSERVER_KEY: web.AppKey[Callable[[str, float], None]] = web.AppKey("observe_rerank")
 INFLIGHT_KEY: web.AppKey[Running] = web.AppKey("inflight", Running)
 HEAVY_OPS_KEY: web.AppKey[Running] = web.AppKey("communities_heavy_ops", Running)
@@ -69,3 +71,25 @@ class AppState:
         """The service under `key`, else `default`."""
         value: T | None = self._items.get(key, default)
         return value
+
+
+class _Services(Protocol):
+    def get(self, key: web.AppKey[Any], default: Any = None) -> Any: ...
+
+
+# The derived switches of embeddings.md §1.3, over the app (or a handler's AppState).
+def provider_configured(services: _Services) -> bool:
+    """An embedding provider was selected at boot (and, for `local`, could load)."""
+    return services.get(EMBEDDER_KEY) is not None
+
+
+def passage_lane_enabled(services: _Services) -> bool:
+    """A provider is configured and TAGURU_EMBED_PASSAGES is true."""
+    settings = services.get(SETTINGS_KEY)
+    return provider_configured(services) and settings is not None and settings.embed_passages
+
+
+def auto_embed_enabled(services: _Services) -> bool:
+    """A provider is configured and TAGURU_EMBED_AUTO is true."""
+    settings = services.get(SETTINGS_KEY)
+    return provider_configured(services) and settings is not None and settings.embed_auto

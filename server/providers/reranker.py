@@ -17,8 +17,6 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from taguru_server.server.providers.retry import (
-    COOLDOWN_SECS,
-    FAILURE_THRESHOLD,
     AttemptFailed,
     Breaker,
     RetryPolicy,
