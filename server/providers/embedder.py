@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -354,8 +355,8 @@ async def _read_capped(resp: aiohttp.ClientResponse) -> bytes:
 def _transport_text(exc: aiohttp.ClientError) -> str:
     """The failure without the URL (aiohttp's own texts name the host)."""
     if isinstance(exc, aiohttp.ClientConnectorError):
-        reason = exc.os_error.strerror or type(exc.os_error).__name__
-        return f"connection failed: {reason}"
+        code = exc.os_error.errno
+        return f"connection failed: {os.strerror(code) if code else type(exc.os_error).__name__}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "the server closed the connection"
     if isinstance(exc, aiohttp.ClientPayloadError):
@@ -427,9 +428,11 @@ def decode_response(raw: bytes, n: int) -> list[np.ndarray]:
 
 def _unit(vector: np.ndarray) -> np.ndarray:
     try:
-        return normalize(vector)
+        with np.errstate(over="ignore"):
+            return normalize(vector)
     except VectorError:
-        norm = np.float32(math.sqrt(float(np.sum(vector.astype(np.float64) ** 2))))
+        with np.errstate(over="ignore"):
+            norm = np.float32(math.sqrt(float(np.sum(vector.astype(np.float64) ** 2))))
         shown = "NaN" if math.isnan(norm) else ("inf" if norm > 0 else "-inf")
         raise _bad(f"embedding vector norm is not finite: {shown}") from None
 
