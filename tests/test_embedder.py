@@ -19,7 +19,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from taguru_server.server.app import build_app
 from taguru_server.server.config import load_settings
 from taguru_server.server.providers.embedder import (
-    CueCache,
     EmbedFailed,
     EmbedMetrics,
     HttpEmbedder,
@@ -367,23 +366,6 @@ async def test_a_permit_not_granted_before_the_deadline_fails_the_call(env: Env)
     assert env.metric("taguru_embed_slot_timeouts_total") == 1
     assert env.metric("taguru_embedding_requests_total", operation="refresh", outcome="failed") == 1
     assert len(await env.embedder.embed(["q"], "query", None)) == 1  # queries take no permit
-
-
-# -- the cue cache ----------------------------------------------------------------------------
-
-
-@pytest.mark.anyio
-async def test_the_cue_cache_skips_repeated_queries_and_clears_on_a_width_change(env: Env) -> None:
-    cache = CueCache(env.embedder, capacity=2)
-    await cache.vector("a", None)
-    await cache.vector("a", None)
-    assert env.fake.calls == 1
-    env.fake.width = 4
-    await cache.vector("b", None)
-    assert list(cache.entries) == ["b"]
-    await cache.vector("c", None)
-    await cache.vector("d", None)
-    assert list(cache.entries) == ["c", "d"]
 
 
 # -- privacy ----------------------------------------------------------------------------------

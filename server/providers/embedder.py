@@ -1,7 +1,8 @@
 """The optional embedding provider: the OpenAI-compatible HTTP client and the in-process local model.
 
 Spec: embeddings.md §1.2 (selection), §2 (wire protocol, retries, breaker, failure messages,
-chunking and the process-wide permit), §3.4 (normalization), §11.1 (the cue cache), §12 (metrics).
+chunking and the process-wide permit), §3.4 (normalization), §12 (metrics).
+The cue cache in front of query embeddings (§11.1) is server/semantic.py.
 Input texts go to the provider and nowhere else: failures carry a fixed message, an HTTP status
 or a failure class, never the text, the URL or the key.
 """
@@ -14,7 +15,6 @@ import math
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -35,7 +35,6 @@ CHUNK_SIZE = 128
 MAX_RESPONSE_BYTES = 67108864
 RETRY = RetryPolicy(attempts=3, pause_secs=0.1, backoff=5.0)  # sleeps 100 ms, then 500 ms
 BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
-CUE_CACHE_CAPACITY = 1024
 LOCAL_DEFAULT_MODEL = "multilingual-e5-small"
 
 # EmbedFailed.kind: the failure classes callers map onto statuses and reasons
@@ -529,30 +528,3 @@ def http_embedder(
     )
     log.info("embedding provider: HTTP", model=config.model)
     return HttpEmbedder(config, session, Breaker(clock, metrics), metrics, clock)
-
-
-class CueCache:
-    """§11.1: query string (byte-exact) -> its unit vector, LRU of 1024, process-wide.
-
-    A hit makes no provider call. A vector of another width than the cached ones clears it first.
-    """
-
-    def __init__(self, embedder: Embedder, capacity: int = CUE_CACHE_CAPACITY) -> None:
-        self.embedder = embedder
-        self.capacity = capacity
-        self.entries: OrderedDict[str, np.ndarray] = OrderedDict()
-
-    async def vector(self, text: str, deadline: float | None) -> np.ndarray:
-        """The query vector of `text`; EmbedFailed as the embedder raises it."""
-        hit = self.entries.get(text)
-        if hit is not None:
-            self.entries.move_to_end(text)
-            log.debug("taguru.cache", reason="cue_cache_hit")
-            return hit
-        (vector,) = await self.embedder.embed([text], "query", deadline)
-        if self.entries and next(iter(self.entries.values())).shape != vector.shape:
-            self.entries.clear()
-        self.entries[text] = vector
-        if len(self.entries) > self.capacity:
-            self.entries.popitem(last=False)
-        return vector
