@@ -12,7 +12,14 @@ from taguru_server.server.call import Call
 from taguru_server.server.decode import BUDGET, EVIDENCE
 from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Reply
-from taguru_server.server.state import METRICS_KEY, RERANK_OBSERVER_KEY, RERANKER_KEY
+from taguru_server.server.semantic import passage_vector_query
+from taguru_server.server.state import (
+    EMBEDDER_KEY,
+    METRICS_KEY,
+    RERANK_OBSERVER_KEY,
+    RERANKER_KEY,
+    passage_lane_enabled,
+)
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, NoReranker, Services, gate
 from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
@@ -58,11 +65,19 @@ async def evidence(call: Call) -> Any:
     if ctx is None:
         raise no_context(call.name)
     configured = call.app_state.get(RERANKER_KEY)
+    embedder = call.app_state.get(EMBEDDER_KEY)
+    passages_on = passage_lane_enabled(call.app_state)
+
+    async def vector_query(c: Any, text: str, floor: float | None) -> Any:
+        floors = (floor, c.meta.semantic_floor, call.settings.semantic_floor)
+        return await passage_vector_query(embedder, passages_on, text, floors, call.deadline)
+
     services = Services(
         registry=call.registry,
         may_access=call.principal.may_access,
         reranker=configured if configured is not None else NoReranker(),
         observe_rerank=call.app_state.get(RERANK_OBSERVER_KEY),
+        vector_query=vector_query if embedder is not None else None,
     )
     run = await run_graph(
         GRAPH,

@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from taguru_server.store.vector_lane import VectorQuery
+
 CUE_CACHE_SIZE = 1024
-ZERO_LENGTH = "the provider returned a zero-length vector"
 
 
 class QueryEmbedder(Protocol):
@@ -49,11 +50,12 @@ class CueCache:
 
 
 class QueryFailed(Exception):
-    """Embedding a query failed; `message` is the provider's failure text (never the query)."""
+    """Embedding a query failed; `message` is the provider's failure text (never the query), `kind` its class."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, kind: str = "status") -> None:
         super().__init__(message)
         self.message = message
+        self.kind = kind
 
 
 async def query_vector(embedder: QueryEmbedder, cache: CueCache, text: str, deadline: float | None) -> np.ndarray:
@@ -63,12 +65,36 @@ async def query_vector(embedder: QueryEmbedder, cache: CueCache, text: str, dead
         return got
     try:
         [vector] = await embedder.embed([text], "query", deadline)
-    except Exception as exc:
-        raise QueryFailed(getattr(exc, "message", None) or type(exc).__name__) from None
-    if len(vector) == 0:
-        raise QueryFailed(ZERO_LENGTH)
-    cache.put(text, vector)
+    except Exception as exc:  # EmbedFailed carries the §2.5 text and its class
+        raise QueryFailed(getattr(exc, "message", None) or type(exc).__name__, getattr(exc, "kind", "status")) from None
+    if len(vector) > 0:  # the provider refuses a zero-length query vector itself; never cache one
+        cache.put(text, vector)
     return vector
+
+
+CUE_CACHE = CueCache()  # process-wide, as the model is fixed at boot
+
+
+async def passage_vector_query(
+    embedder: QueryEmbedder | None,
+    passages_enabled: bool,
+    query: str,
+    floors: tuple[Any, ...],
+    deadline: float | None,
+    cache: CueCache = CUE_CACHE,
+) -> VectorQuery:
+    """The vector lane's inputs for a passage search: the query is embedded only when the passage lane is on
+    (and the caller has checked the limit and the query's terms); a failure becomes the lane's reason."""
+    floor = clamp_floor(*floors)
+    if embedder is None:
+        return VectorQuery(floor=floor)
+    if not passages_enabled:
+        return VectorQuery(provider_model=embedder.model, passages_enabled=False, floor=floor)
+    try:
+        vector = await query_vector(embedder, cache, query, deadline)
+    except QueryFailed as exc:
+        return VectorQuery(provider_model=embedder.model, passages_enabled=True, failure=exc.message, floor=floor)
+    return VectorQuery(provider_model=embedder.model, passages_enabled=True, vector=vector, floor=floor)
 
 
 def clamp_floor(*candidates: Any) -> float:

@@ -12,6 +12,7 @@ from taguru_server.stages.lanes import PASSAGE_HITS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, Candidate, LaneResult, gate
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
+from taguru_server.store.text import query_terms
 from taguru_server.store.vector_lane import VectorQuery
 
 
@@ -40,7 +41,9 @@ class Passages:
         gate(ctx.remaining())
         request = ctx[REQUEST]
         embed = ctx[SERVICES].vector_query
-        vq = None if embed is None else await embed(ctx[CONTEXT], request.query, request.semantic_floor)
+        vq = None
+        if embed is not None and request.search_limit > 0 and query_terms(request.query):  # else no provider call
+            vq = await embed(ctx[CONTEXT], request.query, request.semantic_floor)
         result, skipped = passage_candidates(ctx[CONTEXT], request.query, request.search_limit, vq)
         if skipped is not None:
             return Outcome.skipped(skipped, {PASSAGE_HITS: result})

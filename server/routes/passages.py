@@ -20,8 +20,11 @@ from taguru_server.server.routes.common import (
     keyset_limit,
     keyset_page,
 )
+from taguru_server.server.semantic import passage_vector_query
+from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
 from taguru_server.store import lanes
 from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
+from taguru_server.store.text import query_terms
 
 
 async def post_sources(call: Call) -> Any:
@@ -150,7 +153,16 @@ async def search_sources(call: Call) -> Any:
     if tags is not None and len(set(tags)) > 32:
         raise ApiError("over_limit", f"{len(set(tags))} distinct filter tags where at most 32 may be named")
     ctx = call.context()
-    result = lanes.search_passages(ctx, query_text, limit, tags, since, until)
+    vector = None
+    if limit > 0 and query_terms(query_text):  # only then is the query embedded (spec embeddings §7.1)
+        vector = await passage_vector_query(
+            call.app_state.get(EMBEDDER_KEY),
+            passage_lane_enabled(call.app_state),
+            query_text,
+            (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor),
+            call.deadline,
+        )
+    result = lanes.search_passages(ctx, query_text, limit, tags, since, until, vector)
     count_read(ctx, not result["hits"])
     return result
 
