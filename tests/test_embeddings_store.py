@@ -304,3 +304,24 @@ def test_a_follower_loads_the_vectors_another_process_refreshed(tmp_path: Path) 
     asyncio.run(scenario())
     a.close()
     b.close()
+
+
+@pytest.mark.sqlite_only
+def test_a_format_2_store_is_migrated_to_3(tmp_path: Path) -> None:
+    import sqlite3
+
+    from taguru_server.store.sqlite import DB_NAME, FORMAT_VERSION, SqlitePersistence
+
+    data = tmp_path / "data"
+    SqlitePersistence(data).close()
+    db = sqlite3.connect(data / DB_NAME)
+    for table in ("vector_stores", "gloss_vectors", "passage_vectors"):
+        db.execute(f"DROP TABLE {table}")
+    db.execute("PRAGMA user_version=2")
+    db.commit()
+    db.close()
+    store = SqlitePersistence(data)
+    assert FORMAT_VERSION == 3
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert store.db.execute("SELECT COUNT(*) FROM gloss_vectors").fetchone()[0] == 0
+    store.close()
