@@ -11,7 +11,7 @@ from taguru_server.server import evidence as ev
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Handler, Route
 from taguru_server.server.mcp import endpoint as mcp
-from taguru_server.server.routes import admin, communities, contexts, export, feed, graph, passages
+from taguru_server.server.routes import admin, communities, contexts, embeddings, export, feed, graph, passages
 from taguru_server.store.errors import ApiError
 
 UNMATCHED = "<unmatched>"
@@ -24,6 +24,7 @@ ROUTES: list[Route] = [
     *passages.ROUTES,
     *graph.LANE_ROUTES,
     *feed.ROUTES,
+    *embeddings.ROUTES,
     Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
     *communities.ROUTES,
     *export.ROUTES,

@@ -405,6 +405,23 @@ COMPONENTS["PassageStore"] = _obj(
     closed=False,
 )
 COMPONENTS[ALIASES.component_name] = ALIASES.json_schema()
+COMPONENTS["EmbeddingStatus"] = _obj(
+    {
+        "provider_model": NULL_STR,
+        "glosses": _obj({"model": STR, "width": INT, "concepts": INT, "labels": INT}),
+        "passages": _obj({"model": STR, "width": INT, "rows": INT}),
+    },
+    ["provider_model"],
+)
+COMPONENTS["EmbeddingRefresh"] = _obj(
+    {
+        "embedded": INT,
+        "total": INT,
+        "glosses": _obj({"embedded": INT, "total": INT}),
+        "passages": _obj({"embedded": INT, "total": INT, "skipped_over_limit": INT}),
+    },
+    ["embedded", "total"],
+)
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
@@ -425,6 +442,8 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/contexts/{name}/aliases"): (None, "AliasList"),
     ("GET", "/contexts/{name}/labels"): (None, "LabelList"),
     ("GET", "/contexts/{name}/changes"): (None, "ChangePage"),
+    ("GET", "/contexts/{name}/embeddings"): (None, "EmbeddingStatus"),
+    ("POST", "/contexts/{name}/embeddings/refresh"): (None, "EmbeddingRefresh"),
     ("POST", "/contexts/{name}/sources"): ("PassageStore", "StoreResult"),
     ("GET", "/contexts/{name}/sources"): (None, "SourceList"),
     ("POST", "/contexts/{name}/sources/lookup"): ("LookupRequest", "Lookup"),

@@ -67,11 +67,13 @@ class Dirty:
     aliases: dict[tuple[int, str], int | None] = attrs.field(factory=dict)
     passages: set[int] = attrs.field(factory=set)
     meta: bool = False
+    # vector stores a refresh replaced ("glosses", "passages"): each is rewritten whole by the commit
+    vectors: set[str] = attrs.field(factory=set)
     # change-feed events of the uncommitted writes, in order: (kind, fields) — see `GET …/changes`
     events: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
 
     def any(self) -> bool:
-        return bool(self.edges or self.aliases or self.passages or self.meta or self.events)
+        return bool(self.edges or self.aliases or self.passages or self.meta or self.events or self.vectors)
 
 
 class Passage:

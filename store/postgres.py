@@ -56,6 +56,18 @@ CREATE TABLE feed(ctx BIGINT, seq BIGINT, kind BYTEA NOT NULL, fields BYTEA NOT 
 CREATE TABLE feed_epochs(ctx BIGINT PRIMARY KEY, epoch BIGINT NOT NULL);
 """,
     ),
+    (
+        2,  # the embedding vectors of each context (f32 little-endian in `vec`)
+        """
+CREATE TABLE vector_stores(ctx BIGINT, store INT, model BYTEA NOT NULL, width BIGINT NOT NULL, PRIMARY KEY(ctx, store));
+CREATE TABLE gloss_vectors(
+  ctx BIGINT, kind INT, seq BIGINT, name BYTEA NOT NULL, hash BIGINT NOT NULL, vec BYTEA NOT NULL,
+  PRIMARY KEY(ctx, kind, seq));
+CREATE TABLE passage_vectors(
+  ctx BIGINT, ord BIGINT, source BYTEA NOT NULL, paragraph BIGINT NOT NULL, para_hash BIGINT NOT NULL,
+  question_hash BIGINT, vec BYTEA NOT NULL, PRIMARY KEY(ctx, ord));
+""",
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -111,6 +123,22 @@ class PgSql:
         cur.executemany(self._q(sql), list(rows))
         return cur
 
+    def execute_bytes(self, sql: str, params: Any = ()) -> list[Any]:
+        """A query whose bytea columns come back as bytes (vectors; text columns are decoded by the caller)."""
+        from psycopg.adapt import Loader
+        from psycopg.pq import Format
+
+        class Raw(Loader):
+            format = Format.BINARY
+
+            def load(self, data: Any) -> bytes:
+                return bytes(data)
+
+        cur = self.conn.cursor(binary=True)
+        cur.adapters.register_loader("bytea", Raw)
+        cur.execute(self._q(sql), params)
+        return list(cur.fetchall())
+
     @property
     def in_transaction(self) -> bool:
         return bool(self.conn.info.transaction_status != TransactionStatus.IDLE)
@@ -162,6 +190,11 @@ class PostgresPersistence(RowStore):
 
     def close(self) -> None:
         self._sql.close()
+
+    def _blob_rows(self, db: Sql, sql: str, params: Any) -> list[Any]:
+        """Rows with a vector column: bytea read as bytes here (the connection reads it as UTF-8 text)."""
+        assert isinstance(db, PgSql)
+        return db.execute_bytes(sql, params)
 
     # ----- schema ----------------------------------------------------------------------------
 
@@ -293,7 +326,20 @@ async def follow_notifications(url: str, on_change: Any, retry_secs: float = 1.0
         await asyncio.sleep(retry_secs)
 
 
-COPIED_TABLES = ("contexts", "concepts", "labels", "sources", "aliases", "edges", "passages", "feed", "feed_epochs")
+COPIED_TABLES = (
+    "contexts",
+    "concepts",
+    "labels",
+    "sources",
+    "aliases",
+    "edges",
+    "passages",
+    "feed",
+    "feed_epochs",
+    "vector_stores",
+    "gloss_vectors",
+    "passage_vectors",
+)
 
 
 def copy_from_sqlite(sqlite_file: str, target: PostgresPersistence, batch: int = 5000) -> dict[str, int]:

@@ -12,6 +12,7 @@ from taguru_server.store.context import Context, Dirty, Meta
 from taguru_server.store.errors import ApiError, StorageFailed
 from taguru_server.store.feed import FeedPage
 from taguru_server.store.sync import DurableRows, apply_rows
+from taguru_server.store.vectors import ContextVectors
 
 
 class Persistence(Protocol):
@@ -23,6 +24,7 @@ class Persistence(Protocol):
     def commit(self, contexts: Iterable[Context]) -> int | None: ...
     def delete(self, cid: int) -> int: ...
     def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows: ...
+    def load_vectors(self, cid: int) -> ContextVectors: ...
     def feed_page(self, cid: int, after: int, limit: int) -> FeedPage: ...
     def latest_change(self) -> int: ...
     def changes_after(self, seq: int) -> tuple[int, list[tuple[int, int, dict[str, Any]]]]: ...
@@ -147,7 +149,10 @@ class Registry:
                 self._loaded.pop(ctx.name, None)
                 continue
             try:
+                vectors = bool(ctx.dirty.vectors)
                 apply_rows(ctx, self.persistence.durable_rows(ctx.cid, ctx.dirty))
+                if vectors:  # a refresh whose commit failed: back to the stored vectors
+                    ctx.vectors = self.persistence.load_vectors(ctx.cid)
             except Exception:
                 self._loaded.pop(ctx.name, None)
         try:
@@ -204,9 +209,15 @@ class Registry:
             ctx = by_cid.get(cid)
             if ctx is None or any(w.get("deleted") for w in whats):
                 continue
-            apply_rows(ctx, self.persistence.durable_rows(cid, _wanted(ctx, whats)))
-            self._known[ctx.name] = (ctx.cid, ctx.meta)
+            self._apply(ctx, whats)
         self._applied = rows[-1][0]
+
+    def _apply(self, ctx: Context, whats: list[dict[str, Any]]) -> None:
+        """Apply another process's change-log rows to a loaded context (its vectors too, after a refresh)."""
+        apply_rows(ctx, self.persistence.durable_rows(ctx.cid, _wanted(ctx, whats)))
+        if any(w.get("vectors") for w in whats):
+            ctx.vectors = self.persistence.load_vectors(ctx.cid)
+        self._known[ctx.name] = (ctx.cid, ctx.meta)
 
     @contextlib.asynccontextmanager
     async def write_section(self, deadline: float) -> AsyncIterator[None]:

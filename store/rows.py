@@ -21,6 +21,15 @@ from taguru_server.store.context import Context, Dirty, Meta, Passage
 from taguru_server.store.errors import StorageFailed
 from taguru_server.store.feed import FeedPage
 from taguru_server.store.sync import DurableRows
+from taguru_server.store.vectors import (
+    ContextVectors,
+    GlossStore,
+    PassageStore,
+    RowKey,
+    VectorError,
+    blob_of,
+    vector_of,
+)
 
 FEED_RETAINED = 1024  # change-feed events kept per context (the reference's ring size)
 CHANGES_RETAINED = 100_000  # change-log rows kept for other processes to catch up from
@@ -102,7 +111,7 @@ class RowStore:
         """Drop a context and all its rows; returns the change-log seq of the deletion."""
         try:
             with self._tx() as db:
-                for table in ("concepts", "labels", "sources", "aliases", "edges", "passages", "feed"):
+                for table in ("concepts", "labels", "sources", "aliases", "edges", "passages", "feed", *VECTOR_TABLES):
                     db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
                 db.execute("DELETE FROM feed_epochs WHERE ctx = ?", (cid,))
                 db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
@@ -190,7 +199,47 @@ class RowStore:
             db.executemany("DELETE FROM passages WHERE ctx = ? AND source = ?", dropped)
         if stored:
             db.executemany(UPSERT_PASSAGE, stored)
+        if d.vectors:
+            write_vectors(db, cid, ctx.vectors, d.vectors)
         return seq
+
+    def load_vectors(self, cid: int) -> ContextVectors:
+        """The stored vectors of a context (a catch-up after another process's refresh reads them here)."""
+        try:
+            with self._snapshot() as db:
+                return self._read_vectors(db, cid)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    def _blob_rows(self, db: Sql, sql: str, params: Any) -> list[Any]:
+        """Rows that carry a vector column (a backend whose driver decodes binary columns overrides this)."""
+        return db.execute(sql, params).fetchall()
+
+    def _read_vectors(self, db: Sql, cid: int) -> ContextVectors:
+        """Read a context's vector stores; a store whose rows do not decode is treated as empty (a re-embed)."""
+        heads = {
+            int(store): (_text(model), int(width))
+            for store, model, width in db.execute(
+                "SELECT store, model, width FROM vector_stores WHERE ctx = ?", (cid,)
+            ).fetchall()
+        }
+        out = ContextVectors()
+        head = heads.get(GLOSS_STORE)
+        if head is not None:
+            rows = self._blob_rows(
+                db, "SELECT kind, name, hash, vec FROM gloss_vectors WHERE ctx = ? ORDER BY kind, seq", (cid,)
+            )
+            out.glosses = gloss_store_of(head[0], head[1], rows)
+        head = heads.get(PASSAGE_STORE)
+        if head is not None:
+            rows = self._blob_rows(
+                db,
+                "SELECT source, paragraph, para_hash, question_hash, vec FROM passage_vectors "
+                "WHERE ctx = ? ORDER BY ord",
+                (cid,),
+            )
+            out.passages = passage_store_of(head[0], head[1], rows)
+        return out
 
     def feed_page(self, cid: int, after: int, limit: int) -> FeedPage:
         """The context's change-feed position and the first `limit` events after seq `after`, in one snapshot."""
@@ -345,6 +394,7 @@ class RowStore:
             passage = passage_of(text, pmeta)
             ctx.passages[sid] = passage
             ctx._index_passage(sid, passage)
+        ctx.vectors = self._read_vectors(db, cid)
         ctx.mark_clean()
         from taguru_server.store.lanes import warm
 
@@ -369,6 +419,8 @@ def _log_change(db: Sql, ctx: Context) -> int:
         "aliases": sorted([kind, alias] for kind, alias in d.aliases),
         "passages": sorted(d.passages),
     }
+    if d.vectors:  # followers reload these vector stores of the context (`Registry.catch_up`)
+        touched["vectors"] = sorted(d.vectors)
     insert = "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq"
     seq = int(db.execute(insert, (ctx.cid, json.dumps(touched))).fetchone()[0])
     if seq % 1000 == 0 and seq > CHANGES_RETAINED:
@@ -413,3 +465,91 @@ def _attrs_json(records: list[list]) -> str:
         + ",".join([f"[{sid},{rsum!r},{cnt},{'null' if par is None else par}]" for sid, rsum, cnt, par in records])
         + "]"
     )
+
+
+# ----- embedding vectors (derived data: rewritten whole, per store, by the commit of a refresh) -----
+
+VECTOR_TABLES = ("vector_stores", "gloss_vectors", "passage_vectors")
+GLOSS_STORE, PASSAGE_STORE = 0, 1
+_SIGN = 1 << 63
+
+
+def _signed(h: int) -> int:
+    """A u64 hash as the i64 both databases hold."""
+    return h - (1 << 64) if h >= _SIGN else h
+
+
+def _unsigned(h: int) -> int:
+    return h + (1 << 64) if h < 0 else h
+
+
+def _text(value: Any) -> str:
+    return bytes(value).decode("utf-8") if isinstance(value, (bytes, bytearray, memoryview)) else str(value)
+
+
+def write_vectors(db: Sql, cid: int, vectors: ContextVectors, which: set[str]) -> None:
+    """Replace the named vector stores of a context by what memory holds (absent: deleted)."""
+    if "glosses" in which:
+        db.execute("DELETE FROM gloss_vectors WHERE ctx = ?", (cid,))
+        db.execute("DELETE FROM vector_stores WHERE ctx = ? AND store = ?", (cid, GLOSS_STORE))
+        g = vectors.glosses
+        if g is not None:
+            db.execute("INSERT INTO vector_stores VALUES(?, ?, ?, ?)", (cid, GLOSS_STORE, g.model, g.width))
+            rows = []
+            for kind, table in ((0, g.concepts), (1, g.labels)):
+                for seq, (name, row) in enumerate(table.rows.items()):
+                    rows.append((cid, kind, seq, name, _signed(table.hashes[name]), blob_of(row)))
+            if rows:
+                db.executemany("INSERT INTO gloss_vectors VALUES(?, ?, ?, ?, ?, ?)", rows)
+    if "passages" in which:
+        db.execute("DELETE FROM passage_vectors WHERE ctx = ?", (cid,))
+        db.execute("DELETE FROM vector_stores WHERE ctx = ? AND store = ?", (cid, PASSAGE_STORE))
+        p = vectors.passages
+        if p is not None:
+            db.execute("INSERT INTO vector_stores VALUES(?, ?, ?, ?)", (cid, PASSAGE_STORE, p.model, p.width))
+            prow = [
+                (
+                    cid,
+                    i,
+                    key.source,
+                    key.paragraph,
+                    _signed(key.para_hash),
+                    None if key.question_hash is None else _signed(key.question_hash),
+                    blob_of(p.matrix[i]),
+                )
+                for i, key in enumerate(p.keys)
+            ]
+            if prow:
+                db.executemany("INSERT INTO passage_vectors VALUES(?, ?, ?, ?, ?, ?, ?)", prow)
+
+
+def gloss_store_of(model: str, width: int, rows: list[Any]) -> GlossStore | None:
+    store = GlossStore(model, width)
+    try:
+        for kind, name, h, vec in rows:
+            table = store.concepts if int(kind) == 0 else store.labels
+            text = _text(name)
+            table.hashes[text] = _unsigned(int(h))
+            table.rows[text] = vector_of(vec, width)
+    except VectorError:
+        return None  # unreadable: costs a re-embed, never an outage
+    return store
+
+
+def passage_store_of(model: str, width: int, rows: list[Any]) -> PassageStore | None:
+    keys: list[RowKey] = []
+    matrix = []
+    try:
+        for source, paragraph, para_hash, question_hash, vec in rows:
+            q = None if question_hash is None else _unsigned(int(question_hash))
+            keys.append(RowKey(_text(source), int(paragraph), _unsigned(int(para_hash)), q))
+            matrix.append(vector_of(vec, width))
+    except VectorError:
+        return None
+    return PassageStore(model, width, keys, stack_rows(matrix, width))
+
+
+def stack_rows(rows: list[Any], width: int) -> Any:
+    import numpy as np
+
+    return np.vstack(rows).astype(np.float32) if rows else np.zeros((0, width), dtype=np.float32)

@@ -17,7 +17,8 @@ DB_NAME = "taguru.sqlite3"
 APPLICATION_ID = 0x54414755
 # `PRAGMA user_version`: the store format; 0 is a store written before formats were recorded.
 # 2 added the change log (`changes`), the change feed (`feed`) and its epochs (`feed_epochs`).
-FORMAT_VERSION = 2
+# 3 added the embedding vectors (`vector_stores`, `gloss_vectors`, `passage_vectors`).
+FORMAT_VERSION = 3
 BUSY_TIMEOUT_MS = 5000  # how long a statement waits for another process's write lock (several workers)
 # the store's identity, also kept beside the database: a deleted or swapped database is noticed at boot
 STORE_ID_FILE = "STORE_ID"
@@ -41,6 +42,14 @@ CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, ctx IN
 CREATE TABLE IF NOT EXISTS feed(
   ctx INTEGER, seq INTEGER, kind TEXT NOT NULL, fields TEXT NOT NULL, PRIMARY KEY(ctx, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS feed_epochs(ctx INTEGER PRIMARY KEY, epoch INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS vector_stores(
+  ctx INTEGER, store INTEGER, model TEXT NOT NULL, width INTEGER NOT NULL, PRIMARY KEY(ctx, store)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS gloss_vectors(
+  ctx INTEGER, kind INTEGER, seq INTEGER, name TEXT NOT NULL, hash INTEGER NOT NULL, vec BLOB NOT NULL,
+  PRIMARY KEY(ctx, kind, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS passage_vectors(
+  ctx INTEGER, ord INTEGER, source TEXT NOT NULL, paragraph INTEGER NOT NULL, para_hash INTEGER NOT NULL,
+  question_hash INTEGER, vec BLOB NOT NULL, PRIMARY KEY(ctx, ord)) WITHOUT ROWID;
 """
 
 
@@ -141,6 +150,7 @@ class SqlitePersistence(RowStore):
                     # format 1 -> 2: the new tables were created above; give existing contexts a feed epoch
                     for (cid,) in db.execute("SELECT id FROM contexts").fetchall():
                         db.execute("INSERT OR IGNORE INTO feed_epochs VALUES(?, ?)", (cid, new_epoch()))
+                    # format 2 -> 3: the (empty) vector tables were created above; nothing else changes
                     db.execute(f"PRAGMA user_version={FORMAT_VERSION}")
                 db.execute("INSERT OR IGNORE INTO store_meta VALUES('store_id', ?)", (uuid.uuid4().hex,))
                 db.execute("INSERT OR REPLACE INTO store_meta VALUES('opened_at', ?)", (str(int(time.time())),))

@@ -52,6 +52,19 @@ def dot_f32(a: np.ndarray, b: np.ndarray) -> float:
     return float(acc)
 
 
+def blob_of(row: np.ndarray) -> bytes:
+    """A vector as stored: f32 little-endian bytes."""
+    return np.asarray(row, dtype="<f4").tobytes()
+
+
+def vector_of(blob: Any, width: int) -> np.ndarray:
+    """A stored vector back (a row of the wrong length is unreadable)."""
+    data = bytes(blob)
+    if len(data) != 4 * width:
+        raise VectorError("a stored vector has the wrong length")
+    return np.frombuffer(data, dtype="<f4").astype(np.float32)
+
+
 @attrs.define
 class GlossTable:
     """Unit vectors of canonical names (one table for concepts, one for labels): name -> (gloss hash, row)."""

@@ -1,0 +1,147 @@
+"""GET /contexts/{name}/embeddings (what vectors are stored) and POST …/embeddings/refresh (embed what is stale)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from taguru_server.server.call import Call, Route, not_durable, note_write
+from taguru_server.server.state import EMBEDDER_KEY, Embedder
+from taguru_server.store.context import Context
+from taguru_server.store.embed_refresh import Embed, Half, RefreshFailed, refresh_glosses, refresh_passages
+from taguru_server.store.errors import ApiError
+from taguru_server.store.registry import CommitFailed
+
+DEFAULT_PASSAGE_VECTOR_LIMIT = 20_000
+UNCONFIGURED = "no embedding provider is configured (set TAGURU_EMBED_URL and TAGURU_EMBED_MODEL)"
+BUDGET_SPENT = (
+    "request exceeded its budget before this operation could start; narrow the query or raise "
+    "TAGURU_REQUEST_TIMEOUT_SECS"
+)
+
+# one refresh per context at a time: a second one waits, then finds nothing stale
+_LOCKS: weakref.WeakKeyDictionary[Context, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true")
+
+
+def passages_enabled(call: Call) -> bool:
+    """TAGURU_EMBED_PASSAGES, from the settings when they carry it."""
+    value = getattr(call.settings, "embed_passages", None)
+    return bool(value) if value is not None else _env_flag("TAGURU_EMBED_PASSAGES")
+
+
+def passage_vector_limit(call: Call) -> int:
+    """TAGURU_PASSAGE_VECTOR_LIMIT (default 20000), from the settings when they carry it."""
+    value = getattr(call.settings, "passage_vector_limit", None)
+    if value is not None:
+        return int(value)
+    raw = os.environ.get("TAGURU_PASSAGE_VECTOR_LIMIT", "").strip()
+    return int(raw) if raw.isdigit() else DEFAULT_PASSAGE_VECTOR_LIMIT
+
+
+def _embedder(call: Call) -> Embedder | None:
+    return call.app_state.get(EMBEDDER_KEY)
+
+
+async def status(call: Call) -> Any:
+    ctx = call.context()
+    embedder = _embedder(call)
+    out: dict[str, Any] = {"provider_model": embedder.model if embedder is not None else None}
+    g = ctx.vectors.glosses
+    if g is not None and (g.concepts.rows or g.labels.rows):
+        out["glosses"] = {
+            "model": g.model,
+            "width": g.width,
+            "concepts": len(g.concepts.rows),
+            "labels": len(g.labels.rows),
+        }
+    p = ctx.vectors.passages
+    if p is not None and p.rows:
+        out["passages"] = {"model": p.model, "width": p.width, "rows": p.rows}
+    return out
+
+
+def _index_embed(embedder: Embedder, deadline: float) -> Embed:
+    async def embed(texts: list[str]) -> list[np.ndarray]:
+        try:
+            got = await embedder.embed(texts, "index", deadline)
+        except Exception as exc:
+            message = getattr(exc, "message", None)
+            if isinstance(message, str) and hasattr(exc, "kind"):  # the provider's failure
+                raise RefreshFailed(message) from None
+            raise
+        return [np.asarray(v, dtype=np.float32) for v in got]
+
+    return embed
+
+
+def _failed(call: Call, prefix: str, message: str) -> ApiError:
+    code = "timeout" if time.monotonic() > call.deadline else "embeddings_failed"
+    return ApiError(code, f"{prefix}{message}")
+
+
+def _spent(call: Call) -> None:
+    if time.monotonic() > call.deadline:
+        raise ApiError("timeout", BUDGET_SPENT)
+
+
+def _persist(call: Call, ctx: Context, half: Half) -> None:
+    """Commit what a half published (with the change-log row); a serving change bumps revision.config."""
+    if half.changed:
+        ctx.meta.rev_config += 1
+        ctx.dirty.meta = True
+    if not ctx.dirty.any():
+        return
+    try:
+        call.registry.commit([ctx])
+    except CommitFailed as exc:
+        raise not_durable(
+            exc, "the embedding refresh could not be made durable; the vectors were not changed"
+        ) from None
+    note_write()
+
+
+async def refresh(call: Call) -> Any:
+    embedder = _embedder(call)
+    if embedder is None:
+        raise ApiError("embeddings_unconfigured", UNCONFIGURED)
+    _spent(call)
+    ctx = call.context()
+    embed = _index_embed(embedder, call.deadline)
+    lock = _LOCKS.setdefault(ctx, asyncio.Lock())
+    async with lock:
+        glosses = await refresh_glosses(ctx, embedder.model, embed)
+        _persist(call, ctx, glosses)
+        if glosses.error is not None:
+            raise _failed(call, "embedding refresh failed: ", glosses.error)
+        if not passages_enabled(call):
+            return {"embedded": glosses.embedded, "total": glosses.total}
+        _spent(call)
+        passages = await refresh_passages(ctx, embedder.model, embed, passage_vector_limit(call))
+        _persist(call, ctx, passages)
+        if passages.error is not None:
+            raise _failed(call, "passage embedding refresh failed partway (progress is saved): ", passages.error)
+    return {
+        "embedded": glosses.embedded + passages.embedded,
+        "total": glosses.total + passages.total,
+        "glosses": {"embedded": glosses.embedded, "total": glosses.total},
+        "passages": {
+            "embedded": passages.embedded,
+            "total": passages.total,
+            "skipped_over_limit": passages.skipped_over_limit,
+        },
+    }
+
+
+ROUTES: list[Route] = [
+    Route("GET", "/contexts/{name}/embeddings", status, "read"),
+    Route("POST", "/contexts/{name}/embeddings/refresh", refresh, "write"),
+]
