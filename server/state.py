@@ -18,18 +18,6 @@ from taguru_server.store.registry import Registry
 T = TypeVar("T")
 
 
-class Embedder(Protocol):
-    """The embedding provider (`server/providers/embedder.py`): unit f32 vectors, one per text, in order.
-
-    `purpose` is "index" for refresh calls, "query" for cues and queries; a failure raises an
-    exception carrying `message` (the wire text) and `kind`.
-    """
-
-    model: str
-
-    async def embed(self, texts: list[str], purpose: str, deadline: float | None) -> list[Any]: ...
-
-
 @attrs.define
 class Running:
     """How many operations of one kind are running now (the in-flight and heavy-operation ceilings)."""
@@ -57,7 +45,6 @@ HEAVY_OPS_KEY: web.AppKey[Running] = web.AppKey("communities_heavy_ops", Running
 AUTH_LIMITER_KEY: web.AppKey[FailedAuthLimiter] = web.AppKey("auth_limiter", FailedAuthLimiter)
 KEY_LIMITER_KEY: web.AppKey[KeyRateLimiter] = web.AppKey("key_limiter", KeyRateLimiter)
 DISPATCH_KEY: web.AppKey[Dispatch] = web.AppKey("dispatch")
-EMBEDDER_KEY: web.AppKey[Embedder | None] = web.AppKey("embedder")  # None: no provider configured
 
 # per request, set by the middlewares
 STARTED_KEY: web.RequestKey[float] = web.RequestKey("started", float)

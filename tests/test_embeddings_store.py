@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from pg_support import database_url_for
 
 from taguru_server.server.app import build_app
 from taguru_server.server.config import Settings
-from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.store.backend import open_store
 from taguru_server.store.context import Meta
 from taguru_server.store.embed_refresh import refresh_glosses
@@ -57,9 +57,11 @@ async def start(settings_factory) -> AsyncIterator[Start]:
     running: list[tuple[TestServer, ClientSession]] = []
 
     async def go(embedder: Flat | None, **env: str) -> tuple[Client, Callable[[], Any]]:
+        for name in ("TAGURU_EMBED_PASSAGES", "TAGURU_PASSAGE_VECTOR_LIMIT"):  # as the tests set them
+            if os.environ.get(name):
+                env.setdefault(name, os.environ[name])
         settings: Settings = settings_factory(**env)
-        app = build_app(settings)
-        app[EMBEDDER_KEY] = embedder
+        app = build_app(settings, embedder=embedder)
         server = TestServer(app)
         await server.start_server()
         session = ClientSession()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import weakref
 from typing import Any
@@ -11,13 +10,13 @@ from typing import Any
 import numpy as np
 
 from taguru_server.server.call import Call, Route, not_durable, note_write
-from taguru_server.server.state import EMBEDDER_KEY, Embedder
+from taguru_server.server.providers.embedder import Embedder
+from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
 from taguru_server.store.context import Context
 from taguru_server.store.embed_refresh import Embed, Half, RefreshFailed, refresh_glosses, refresh_passages
 from taguru_server.store.errors import ApiError
 from taguru_server.store.registry import CommitFailed
 
-DEFAULT_PASSAGE_VECTOR_LIMIT = 20_000
 UNCONFIGURED = "no embedding provider is configured (set TAGURU_EMBED_URL and TAGURU_EMBED_MODEL)"
 BUDGET_SPENT = (
     "request exceeded its budget before this operation could start; narrow the query or raise "
@@ -28,23 +27,14 @@ BUDGET_SPENT = (
 _LOCKS: weakref.WeakKeyDictionary[Context, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true")
-
-
 def passages_enabled(call: Call) -> bool:
-    """TAGURU_EMBED_PASSAGES, from the settings when they carry it."""
-    value = getattr(call.settings, "embed_passages", None)
-    return bool(value) if value is not None else _env_flag("TAGURU_EMBED_PASSAGES")
+    """The passage lane (TAGURU_EMBED_PASSAGES with a provider)."""
+    return passage_lane_enabled(call.app_state)
 
 
 def passage_vector_limit(call: Call) -> int:
-    """TAGURU_PASSAGE_VECTOR_LIMIT (default 20000), from the settings when they carry it."""
-    value = getattr(call.settings, "passage_vector_limit", None)
-    if value is not None:
-        return int(value)
-    raw = os.environ.get("TAGURU_PASSAGE_VECTOR_LIMIT", "").strip()
-    return int(raw) if raw.isdigit() else DEFAULT_PASSAGE_VECTOR_LIMIT
+    """TAGURU_PASSAGE_VECTOR_LIMIT (default 20000)."""
+    return call.settings.passage_vector_limit
 
 
 def _embedder(call: Call) -> Embedder | None:
