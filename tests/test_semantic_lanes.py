@@ -1,0 +1,124 @@
+"""The semantic lanes end to end over HTTP, with the fake provider behind the real HTTP client (spec embeddings §7–§9)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+from aiohttp import ClientSession
+from aiohttp.test_utils import TestServer
+from conftest import Client
+from fake_embedder import FRUITY, FakeEmbedder, Fault, table
+
+from taguru_server.server.app import build_app
+
+F32 = np.float32
+
+
+@pytest.fixture
+async def fruit(settings_factory) -> AsyncIterator[tuple[Client, FakeEmbedder]]:
+    fake = FakeEmbedder(table(FRUITY))
+    provider = TestServer(fake.app())
+    await provider.start_server()
+    settings = settings_factory(
+        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")),
+        TAGURU_EMBED_MODEL="fake-table",
+        TAGURU_EMBED_PASSAGES="1",
+    )
+    server = TestServer(build_app(settings))
+    await server.start_server()
+    session = ClientSession()
+    client = Client(session, str(server.make_url("")).rstrip("/"))
+    await client.ok("PUT", "/contexts/fruit", {"description": "d"})
+    await client.ok(
+        "POST",
+        "/contexts/fruit/associations",
+        [
+            {"subject": "りんご", "label": "色", "object": "赤", "weight": 1.0},
+            {"subject": "みかん", "label": "色", "object": "橙", "weight": 1.0},
+        ],
+    )
+    await client.ok(
+        "POST", "/contexts/fruit/sources", {"passages": {"a.md": "りんごは赤い果物。", "b.md": "みかんは橙色の果物。"}}
+    )
+    yield client, fake
+    await session.close()
+    await server.close()
+    await provider.close()
+
+
+async def search(client: Client, query: str, **kw: Any) -> dict[str, Any]:
+    return (await client.ok("POST", "/contexts/fruit/sources/search", {"query": query, **kw}))["result"]
+
+
+def vector_plan(result: dict[str, Any]) -> dict[str, Any]:
+    return result["plan"]["contexts"][0]["lanes"]["vector"]
+
+
+@pytest.mark.anyio
+async def test_search_before_and_after_a_refresh(fruit: tuple[Client, FakeEmbedder]) -> None:
+    client, fake = fruit
+    before = await search(client, "りんご")
+    assert vector_plan(before) == {
+        "ran": False,
+        "reason": "no paragraph vectors exist yet — the embedding refresh has not covered this context",
+    }
+    assert before["hits"][0]["lanes"] == {"bm25": {"rank": 1, "score": before["hits"][0]["score"]}}
+    await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+    fused = await search(client, "りんご")
+    assert vector_plan(fused) == {"ran": True, "floor": float(F32(0.35))}
+    [hit] = fused["hits"]
+    assert str(F32(hit["score"])) == "0.032786883" and hit["lanes"]["vector"] == {"rank": 1, "score": 1.0}
+    only = await search(client, "アップル")
+    assert [(h["source"], str(F32(h["score"]))) for h in only["hits"]] == [
+        ("a.md", "0.016393442"),
+        ("b.md", "0.016129032"),
+    ]
+    calls = fake.calls
+    await search(client, "アップル")  # the cue cache: no second provider call
+    assert fake.calls == calls
+    zero = await search(client, "アップル", limit=0)
+    assert vector_plan(zero) == {"ran": False, "reason": "the requested limit is 0"} and fake.calls == calls
+
+
+@pytest.mark.anyio
+async def test_a_failing_provider_degrades_search_and_ends_a_weak_resolve(fruit: tuple[Client, FakeEmbedder]) -> None:
+    client, fake = fruit
+    await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+    fake.faults.append(Fault(status=400, purpose="query"))
+    degraded = await search(client, "みかんの色")
+    reason = vector_plan(degraded)["reason"]
+    assert reason.startswith("the query embedding failed: ") and "みかん" not in reason
+    assert all("vector" not in h["lanes"] for h in degraded["hits"])
+    status, body, _h = await client.call("POST", "/contexts/fruit/resolve", {"cue": "グレープ"})
+    assert (status, body["code"]) == (502, "embeddings_failed") and body["error"].startswith("semantic entry failed: ")
+    weak = await client.ok("POST", "/contexts/fruit/resolve", {"cue": "りんごの木"})  # lexical candidates remain
+    assert weak["result"] and all(c["tier"] == "lexical" for c in weak["result"])
+
+
+@pytest.mark.anyio
+async def test_resolve_reaches_a_name_no_spelling_shares(fruit: tuple[Client, FakeEmbedder]) -> None:
+    client, fake = fruit
+    await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+    got = (await client.ok("POST", "/contexts/fruit/resolve", {"cue": "アップル"}))["result"]
+    assert got == [
+        {"name": "りんご", "score": 0.9599999785423279, "tier": "semantic", "gloss": "りんご。色は赤。"},
+        {"name": "みかん", "score": 0.5375999808311462, "tier": "semantic", "gloss": "みかん。色は橙。"},
+    ]
+    calls = fake.calls
+    exact = (await client.ok("POST", "/contexts/fruit/resolve", {"cue": "りんご"}))["result"]
+    assert exact[0]["tier"] == "lexical" and fake.calls == calls  # confident: no provider call
+
+
+@pytest.mark.anyio
+async def test_evidence_names_passage_candidates_by_their_lanes(fruit: tuple[Client, FakeEmbedder]) -> None:
+    client, _fake = fruit
+    await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+    body = {"origins": ["りんご"], "text_fallback_query": "アップル", "explain": True}
+    package = (await client.ok("POST", "/contexts/fruit/evidence", body))["result"]
+    passages = [i for i in package["items"] if i["kind"] == "passage"]
+    lanes = {r["lane"] for i in passages for r in i["lane_ranks"]}
+    assert passages and lanes and lanes <= {"passage_vector", "passage_fused"}, lanes
+    assert package["plan"]["lanes"]["passages"] == {"ran": True}
