@@ -1,4 +1,4 @@
-"""English questions about Japanese passages, with the in-process multilingual-e5-small model (`TAGURU_EMBED_URL=local`).
+"""English questions about Japanese passages, with the in-process e5 model (`TAGURU_EMBED_URL=local`).
 
 The corpus (tests/fixtures/crosslingual.json) is 32 question/passage pairs among 30 distractors.
 BM25 over character bigrams shares no term between an English question and a Japanese passage;

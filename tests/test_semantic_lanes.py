@@ -1,4 +1,4 @@
-"""The semantic lanes end to end over HTTP, with the fake provider behind the real HTTP client (spec embeddings §7–§9)."""
+"""The semantic lanes end to end over HTTP, the fake provider behind the real HTTP client (spec embeddings §7–§9)."""
 
 from __future__ import annotations
 
