@@ -12,7 +12,7 @@ from taguru_server.server.call import Call
 from taguru_server.server.decode import BUDGET, EVIDENCE
 from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Reply
-from taguru_server.server.semantic import passage_vector_query
+from taguru_server.server.semantic import passage_vector_query, semantic_tier
 from taguru_server.server.state import (
     EMBEDDER_KEY,
     METRICS_KEY,
@@ -23,6 +23,7 @@ from taguru_server.server.state import (
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, NoReranker, Services, gate
 from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
+from taguru_server.store.context import CONCEPT
 from taguru_server.store.errors import ApiError, no_context
 
 log = structlog.get_logger("taguru.evidence")
@@ -72,12 +73,17 @@ async def evidence(call: Call) -> Any:
         floors = (floor, c.meta.semantic_floor, call.settings.semantic_floor)
         return await passage_vector_query(embedder, passages_on, text, floors, call.deadline)
 
+    async def tier(c: Any, cue: str, served: list[Any], found: list[Any], floor: float | None) -> Any:
+        floors = (floor, c.meta.semantic_floor, call.settings.semantic_floor)
+        return await semantic_tier(embedder, c, CONCEPT, cue, served, found, floors, call.deadline)
+
     services = Services(
         registry=call.registry,
         may_access=call.principal.may_access,
         reranker=configured if configured is not None else NoReranker(),
         observe_rerank=call.app_state.get(RERANK_OBSERVER_KEY),
         vector_query=vector_query if embedder is not None else None,
+        semantic_tier=tier if embedder is not None else None,
     )
     run = await run_graph(
         GRAPH,

@@ -9,12 +9,19 @@ zero-length vector is never cached and fails the call.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Any, Protocol
 
 import numpy as np
+import structlog
 
+from taguru_server.store import semantic
+from taguru_server.store.context import Context
+from taguru_server.store.errors import ApiError
 from taguru_server.store.vector_lane import VectorQuery
+
+log = structlog.get_logger("taguru.semantic")
 
 CUE_CACHE_SIZE = 1024
 
@@ -103,3 +110,30 @@ def clamp_floor(*candidates: Any) -> float:
         if value is not None:
             return min(max(float(value), 0.0), 1.0)
     return 0.35
+
+
+async def semantic_tier(
+    embedder: QueryEmbedder | None,
+    ctx: Context,
+    kind: int,
+    cue: str,
+    served: list[Any],
+    found: list[Any],
+    floors: tuple[Any, ...],
+    deadline: float,
+) -> list[tuple[str, float]]:
+    """Resolve's semantic candidates (spec embeddings §8): [] unless the lexical tier is weak and vectors serve.
+
+    A failed cue embedding is only logged while lexical candidates are served; with none it ends
+    the call: 408 once the budget is spent, else 502 `embeddings_failed`."""
+    if embedder is None or not semantic.wants_vector(ctx, kind, found, embedder.model):
+        return []
+    try:
+        q = await query_vector(embedder, CUE_CACHE, cue, deadline)
+    except QueryFailed as exc:
+        if served:
+            log.warning("resolve.semantic_failed", kind=exc.kind)
+            return []
+        code = "timeout" if time.monotonic() > deadline or exc.kind == "deadline" else "embeddings_failed"
+        raise ApiError(code, f"semantic entry failed: {exc.message}") from None
+    return semantic.candidates(ctx, kind, q, clamp_floor(*floors))

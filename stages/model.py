@@ -92,6 +92,9 @@ class NoReranker:
         return RerankVerdict(None, "not_configured")
 
 
+SemanticTier = Callable[[Any, str, list[Any], list[Any], float | None], Awaitable[list[tuple[str, float]]]]
+
+
 @attrs.frozen
 class Services:
     """What the stages may reach beyond the request: other contexts (scoped) and the reranker."""
@@ -102,6 +105,8 @@ class Services:
     observe_rerank: Callable[[str, float], None] | None = None
     # the vector lane's query state for (context, query text, request floor); None: no semantic lanes
     vector_query: Callable[[Any, str, float | None], Awaitable[Any]] | None = None
+    # resolve's semantic candidates for (context, cue, served lexical, all lexical, request floor)
+    semantic_tier: SemanticTier | None = None
 
 
 @attrs.frozen

@@ -8,17 +8,21 @@ import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.lanes import ANCHORS
-from taguru_server.stages.model import CONTEXT, REQUEST, EvidenceRequest, LaneResult, gate
-from taguru_server.store import lanes
+from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, LaneResult, SemanticTier, gate
+from taguru_server.store import lanes, semantic
 from taguru_server.store.context import CONCEPT, Context
 
 
-def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Any = None) -> tuple[str, ...]:
-    """First served candidate of each origin, first-seen order, no repeats."""
+def dice_floor(ctx: Context, request: EvidenceRequest) -> float:
     floor = request.dice_floor
     if floor is None:
         floor = ctx.meta.dice_floor if ctx.meta.dice_floor is not None else 0.3
-    floor = min(max(floor, 0.0), 1.0)
+    return min(max(floor, 0.0), 1.0)
+
+
+def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Any = None) -> tuple[str, ...]:
+    """First served lexical candidate of each origin, first-seen order, no repeats."""
+    floor = dice_floor(ctx, request)
     anchors: dict[str, None] = {}
     for origin in request.origins:
         if remaining is not None:
@@ -31,19 +35,43 @@ def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Any = Non
     return tuple(anchors)
 
 
+async def resolve_anchors_semantic(
+    ctx: Context, request: EvidenceRequest, tier: SemanticTier, remaining: Any = None
+) -> tuple[str, ...]:
+    """Each origin through the whole resolve ladder (lexical, then the semantic tier when it is weak):
+    the first served candidate is its anchor. A failed semantic entry ends the call (raised)."""
+    floor = dice_floor(ctx, request)
+    anchors: dict[str, None] = {}
+    for origin in request.origins:
+        if remaining is not None:
+            gate(remaining())
+        if request.resolve_limit == 0:
+            continue
+        found = semantic.lexical(ctx, CONCEPT, origin, floor)
+        extra = await tier(ctx, origin, found[: request.resolve_limit], found, request.semantic_floor)
+        served = semantic.ladder(ctx, CONCEPT, found, extra, request.resolve_limit)
+        if served:
+            anchors.setdefault(served[0]["name"], None)
+    return tuple(anchors)
+
+
 @attrs.frozen
 class Resolve:
     """Resolve every origin to a canonical concept (its anchor)."""
 
     name: ClassVar[str] = "resolve"
-    requires: ClassVar[tuple[Key[Any], ...]] = (REQUEST, CONTEXT)
+    requires: ClassVar[tuple[Key[Any], ...]] = (REQUEST, CONTEXT, SERVICES)
     provides: ClassVar[tuple[Key[Any], ...]] = (ANCHORS,)
 
     async def run(self, ctx: StageContext) -> Outcome:
         request = ctx[REQUEST]
         if not request.origins:
             return Outcome.skipped("origins_empty", {ANCHORS: LaneResult((), False, "origins was empty")})
-        anchors = resolve_anchors(ctx[CONTEXT], request, ctx.remaining)
+        tier = ctx[SERVICES].semantic_tier
+        if tier is None:
+            anchors = resolve_anchors(ctx[CONTEXT], request, ctx.remaining)
+        else:
+            anchors = await resolve_anchors_semantic(ctx[CONTEXT], request, tier, ctx.remaining)
         return Outcome.ran(
             {ANCHORS: LaneResult(anchors, True)}, detail={"in": len(request.origins), "out": len(anchors)}
         )

@@ -122,3 +122,15 @@ async def test_evidence_names_passage_candidates_by_their_lanes(fruit: tuple[Cli
     lanes = {r["lane"] for i in passages for r in i["lane_ranks"]}
     assert passages and lanes and lanes <= {"passage_vector", "passage_fused"}, lanes
     assert package["plan"]["lanes"]["passages"] == {"ran": True}
+
+
+@pytest.mark.anyio
+async def test_evidence_resolves_an_origin_through_the_semantic_tier(fruit: tuple[Client, FakeEmbedder]) -> None:
+    client, fake = fruit
+    await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+    package = (await client.ok("POST", "/contexts/fruit/evidence", {"origins": ["アップル"]}))["result"]
+    subjects = {i["association"]["subject"] for i in package["items"] if i["kind"] == "association"}
+    assert "りんご" in subjects
+    fake.faults.append(Fault(status=400, purpose="query"))
+    status, body, _h = await client.call("POST", "/contexts/fruit/evidence", {"origins": ["グレープ"]})
+    assert (status, body["code"]) == (502, "embeddings_failed") and body["error"].startswith("semantic entry failed: ")

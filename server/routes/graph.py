@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import structlog
@@ -22,10 +21,10 @@ from taguru_server.server.routes.common import (
     keyset_limit,
     keyset_page,
 )
-from taguru_server.server.semantic import CUE_CACHE, QueryFailed, clamp_floor, query_vector
+from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.store import lanes, semantic
-from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context
+from taguru_server.store.context import CONCEPT, LABEL, AliasRefused
 from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import format_number
@@ -227,33 +226,13 @@ def _resolve(kind: int) -> Handler:
         floor = dice if dice is not None else ctx.meta.dice_floor if ctx.meta.dice_floor is not None else 0.3
         found = semantic.lexical(ctx, kind, cue, min(max(floor, 0.0), 1.0))
         floors = (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor)
-        extra = await semantic_tier(call, ctx, kind, cue, found[:limit], found, floors)
+        embedder = call.app_state.get(EMBEDDER_KEY)
+        extra = await semantic_tier(embedder, ctx, kind, cue, found[:limit], found, floors, call.deadline)
         result = semantic.ladder(ctx, kind, found, extra, limit)
         count_read(ctx, not result)
         return result
 
     return handler
-
-
-async def semantic_tier(
-    call: Call, ctx: Context, kind: int, cue: str, served: list[Any], found: list[Any], floors: tuple[Any, ...]
-) -> list[tuple[str, float]]:
-    """Resolve's semantic candidates (spec embeddings §8): [] unless the lexical tier is weak and vectors serve.
-
-    A failed cue embedding is only logged while lexical candidates exist; with none it ends the call:
-    408 once the budget is spent, else 502 `embeddings_failed`."""
-    embedder = call.app_state.get(EMBEDDER_KEY)
-    if embedder is None or not semantic.wants_vector(ctx, kind, found, embedder.model):
-        return []
-    try:
-        q = await query_vector(embedder, CUE_CACHE, cue, call.deadline)
-    except QueryFailed as exc:
-        if served:
-            log.warning("resolve.semantic_failed", kind=exc.kind)
-            return []
-        code = "timeout" if time.monotonic() > call.deadline or exc.kind == "deadline" else "embeddings_failed"
-        raise ApiError(code, f"semantic entry failed: {exc.message}") from None
-    return semantic.candidates(ctx, kind, q, clamp_floor(*floors))
 
 
 async def describe(call: Call) -> Any:
