@@ -108,12 +108,14 @@ def sweep(store: PassageStore, q: np.ndarray, pool: int, floor: float, allowed: 
     if store.rows == 0 or pool <= 0:
         return []
     keys = store.keys
-    rows = np.arange(store.rows)
-    if allowed is not None:
+    if allowed is None:
+        rows = np.arange(store.rows)
+        matrix = store.matrix  # no copy: the whole store is eligible
+    else:
         rows = np.fromiter((i for i, k in enumerate(keys) if k.source in allowed), dtype=np.int64)
         if rows.size == 0:
             return []
-    matrix = store.matrix[rows]
+        matrix = store.matrix[rows]
     qf = np.asarray(q, dtype=F32)
     rough = matrix @ qf
     cut = float(F32(floor)) - MARGIN
