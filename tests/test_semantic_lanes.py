@@ -68,7 +68,7 @@ async def test_search_before_and_after_a_refresh(fruit: tuple[Client, FakeEmbedd
     assert before["hits"][0]["lanes"] == {"bm25": {"rank": 1, "score": before["hits"][0]["score"]}}
     await client.ok("POST", "/contexts/fruit/embeddings/refresh")
     fused = await search(client, "りんご")
-    assert vector_plan(fused) == {"ran": True, "floor": float(F32(0.35))}
+    assert vector_plan(fused) == {"ran": True, "floor": 0.35}  # printed as the f32 shortest digits
     [hit] = fused["hits"]
     assert str(F32(hit["score"])) == "0.032786883" and hit["lanes"]["vector"] == {"rank": 1, "score": 1.0}
     only = await search(client, "アップル")
@@ -134,3 +134,13 @@ async def test_evidence_resolves_an_origin_through_the_semantic_tier(fruit: tupl
     fake.faults.append(Fault(status=400, purpose="query"))
     status, body, _h = await client.call("POST", "/contexts/fruit/evidence", {"origins": ["グレープ"]})
     assert (status, body["code"]) == (502, "embeddings_failed") and body["error"].startswith("semantic entry failed: ")
+
+
+@pytest.mark.anyio
+async def test_lane_scores_print_as_f32_on_the_wire(fruit: tuple[Client, FakeEmbedder]) -> None:
+    client, _fake = fruit
+    await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+    async with client.session.post(client.base + "/contexts/fruit/sources/search", json={"query": "アップル"}) as resp:
+        raw = await resp.text()
+    assert '"score":0.016393442' in raw and '"vector":{"rank":1,"score":0.96}' in raw
+    assert '"floor":0.35' in raw and '"score":0.5376}' in raw

@@ -29,3 +29,12 @@ def demo_requests() -> list[tuple[str, str, dict[str, Any]]]:
         ("search English passages", "/contexts/demo/sources/search", {"query": "master brewer", "limit": 2}),
         ("cite a paragraph", "/contexts/demo/citations", {"source": "docs/aomine.md", "paragraph": 2}),
     ]
+
+
+def semantic_demo_request() -> tuple[str, str, dict[str, Any]]:
+    """Shown when the local embedding model is installed: an English question over Japanese passages."""
+    return (
+        "ask in English about Japanese passages (the vector lane)",
+        "/contexts/demo/sources/search",
+        {"query": "Who is the head brewer of the Aomine brewery?", "limit": 3},
+    )
