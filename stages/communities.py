@@ -12,6 +12,7 @@ from taguru_server.stages.lanes import COMMUNITY_HITS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, LaneResult, gate
 from taguru_server.store.communities import NoArtifact, artifact_name, community_hits, load_manifest
 from taguru_server.store.errors import ApiError
+from taguru_server.store.text import query_terms
 
 
 @attrs.frozen
@@ -41,6 +42,10 @@ class Communities:
             derived_ctx, manifest = load_manifest(services.registry, name, derived)
         except NoArtifact as exc:
             return Outcome.degraded("no_communities_artifact", {COMMUNITY_HITS: LaneResult((), False, str(exc))})
-        _found, hits = community_hits(derived_ctx, manifest, request.query, request.search_limit)
+        vq = None
+        embed = services.vector_query
+        if embed is not None and request.search_limit + 1 > 0 and query_terms(request.query):
+            vq = await embed(derived_ctx, request.query, request.semantic_floor)  # the artifact's own floor
+        _found, _state, hits = community_hits(derived_ctx, manifest, request.query, request.search_limit, vq)
         candidates = tuple(community_candidate(name, hit, i + 1) for i, hit in enumerate(hits))
         return Outcome.ran({COMMUNITY_HITS: LaneResult(candidates, True)}, detail={"out": len(candidates)})

@@ -11,6 +11,7 @@ from taguru_server.store import lanes
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError
 from taguru_server.store.registry import Registry
+from taguru_server.store.vector_lane import LaneState, VectorQuery
 
 MANIFEST_SOURCE = "communities:manifest"
 COMMUNITY_PREFIX = "community:"
@@ -74,22 +75,30 @@ class CommunityHit:
 
 
 def community_hits(
-    derived_ctx: Context, manifest: dict[str, Any], query: str, limit: int
-) -> tuple[lanes.PassageSearch, tuple[CommunityHit, ...]]:
-    """Search the artifact's passages; keep community records, with manifest facts and members."""
-    found = lanes.passage_search(derived_ctx, query, limit + 1)
+    derived_ctx: Context, manifest: dict[str, Any], query: str, limit: int, vector: VectorQuery | None = None
+) -> tuple[lanes.PassageSearch, LaneState | None, tuple[CommunityHit, ...]]:
+    """Search the artifact's passages (BM25, and its vector lane with its own vectors and floor when it runs);
+    keep community records, with manifest facts and members. Also the vector lane's state, for the plan."""
+    found, state, searched = lanes.searched(derived_ctx, query, limit + 1, vector=vector)
+    return found, state, _records(derived_ctx, manifest, searched, limit)
+
+
+def _records(
+    derived_ctx: Context, manifest: dict[str, Any], searched: list[Any], limit: int
+) -> tuple[CommunityHit, ...]:
     by_id: dict[str, dict[str, Any]] = {}
     for entry in manifest.get("communities") or []:
         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
             by_id.setdefault(entry["id"], entry)
     hits: list[CommunityHit] = []
-    for hit in found.hits:
+    for hit in searched:
         if not hit.source.startswith(COMMUNITY_PREFIX):
             continue
         if len(hits) >= limit:
             break
         cid = hit.source[len(COMMUNITY_PREFIX) :]
-        out: dict[str, Any] = {"community": cid, "score": hit.score, "text": hit.text, "paragraph": hit.paragraph}
+        score = hit.to_wire()["score"]  # BM25's raw f32, or the fused score when the vector lane ran
+        out: dict[str, Any] = {"community": cid, "score": score, "text": hit.text, "paragraph": hit.paragraph}
         facts = by_id.get(cid, {})
         for key in ("level", "parent", "concept_count"):
             if key in facts and facts[key] is not None:
@@ -100,7 +109,7 @@ def community_hits(
         if truncated:
             out["members_truncated"] = True
         hits.append(CommunityHit(cid, hit.paragraph, hit.text, out))
-    return found, tuple(hits)
+    return tuple(hits)
 
 
 def _members(ctx: Context, subject: str) -> tuple[list[dict[str, Any]], bool]:

@@ -144,3 +144,20 @@ async def test_lane_scores_print_as_f32_on_the_wire(fruit: tuple[Client, FakeEmb
         raw = await resp.text()
     assert '"score":0.016393442' in raw and '"vector":{"rank":1,"score":0.96}' in raw
     assert '"floor":0.35' in raw and '"score":0.5376}' in raw
+
+
+@pytest.mark.anyio
+async def test_community_search_runs_the_lane_on_the_artifact(fruit: tuple[Client, FakeEmbedder]) -> None:
+    from test_communities_build import build
+
+    client, _fake = fruit
+    await build(client, "fruit")
+    before = (await client.ok("POST", "/contexts/fruit/communities/search", {"query": "りんご"}))["result"]
+    assert vector_plan(before) == {
+        "ran": False,
+        "reason": "no paragraph vectors exist yet — the embedding refresh has not covered this context",
+    }
+    await client.ok("POST", "/contexts/fruit%3A%3Acommunities/embeddings/refresh")
+    after = (await client.ok("POST", "/contexts/fruit/communities/search", {"query": "りんご"}))["result"]
+    assert vector_plan(after) == {"ran": True, "floor": 0.35}
+    assert after["hits"] and all(h["score"] < 0.05 for h in after["hits"])  # fused (RRF) scores

@@ -11,7 +11,8 @@ from taguru_server.server.decode import COMMUNITY_SEARCH, check_name
 from taguru_server.server.reply import Raw
 from taguru_server.server.routes.common import count_read
 from taguru_server.server.routes.contexts import revision
-from taguru_server.server.state import HEAVY_OPS_KEY
+from taguru_server.server.semantic import passage_vector_query
+from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, passage_lane_enabled
 from taguru_server.store.communities import (
     NoArtifact,
     artifact_name,
@@ -22,6 +23,7 @@ from taguru_server.store.communities import (
 from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.lanes import search_lanes
 from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
+from taguru_server.store.text import query_terms
 from taguru_server.store.wire import dumps
 
 
@@ -47,14 +49,23 @@ async def search_communities(call: Call) -> Any:
     except NoArtifact as exc:
         raise ApiError("no_context", str(exc)) from None
     recorded = recorded_graph_revision(manifest)
-    found, hits = community_hits(derived_ctx, manifest, query, limit)
+    vector = None
+    if query_terms(query):  # §7 on the artifact, with its own vectors and floor (limit + 1 is never 0)
+        vector = await passage_vector_query(
+            call.app_state.get(EMBEDDER_KEY),
+            passage_lane_enabled(call.app_state),
+            query,
+            (args["semantic_floor"], derived_ctx.meta.semantic_floor, call.settings.semantic_floor),
+            call.deadline,
+        )
+    found, state, hits = community_hits(derived_ctx, manifest, query, limit, vector)
     ctx.meta.record_read(not hits)
     return {
         "derived": derived,
         "algorithm": manifest.get("algorithm"),
         "stale": recorded != ctx.meta.rev_graph,
         "revision": {"recorded_graph": recorded, "current_graph": ctx.meta.rev_graph},
-        "plan": {"contexts": [{"context": name, "lanes": search_lanes(found)}]},
+        "plan": {"contexts": [{"context": name, "lanes": search_lanes(found, state)}]},
         "hits": [hit.record for hit in hits],
     }
 
