@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
@@ -35,6 +36,48 @@ class Metrics:
             ["stage", "status", "reason"],
             registry=self.registry,
         )
+
+        self.resolves = Counter(
+            "taguru_resolves", "Resolve answers by the tier that served them", ["tier"], registry=self.registry
+        )
+        for tier in ("lexical", "semantic", "weak_lexical", "miss"):
+            self.resolves.labels(tier)
+        self.lane_contributions = Counter(
+            "taguru_passage_lane_contributions",
+            "Served passage and community hits by the lanes that found them",
+            ["lane"],
+            registry=self.registry,
+        )
+        for lane in ("bm25_only", "both_lanes", "vector_only"):
+            self.lane_contributions.labels(lane)
+        self.width_rebuilds = Counter(
+            "taguru_embedding_width_rebuilds",
+            "Vector stores rebuilt because the provider's width changed",
+            ["store"],
+            registry=self.registry,
+        )
+        for store in ("gloss", "passages"):
+            self.width_rebuilds.labels(store)
+
+    def resolved(self, served: list[dict[str, Any]]) -> None:
+        """Count one resolve answer: semantic if any served candidate is, else lexical / weak_lexical / miss."""
+        if any(c.get("tier") == "semantic" for c in served):
+            tier = "semantic"
+        elif served and served[0]["score"] >= 0.5:
+            tier = "lexical"
+        else:
+            tier = "weak_lexical" if served else "miss"
+        self.resolves.labels(tier).inc()
+
+    def hits_served(self, hits: list[dict[str, Any]]) -> None:
+        """Count served passage (or community) hits by the lanes whose evidence they carry."""
+        for hit in hits:
+            lanes = hit.get("lanes") or {}
+            if "vector" in lanes:
+                lane = "both_lanes" if "bm25" in lanes else "vector_only"
+            else:
+                lane = "bm25_only"
+            self.lane_contributions.labels(lane).inc()
 
     def stage_finished(self, stage: str, status: str, reason: str | None, seconds: float) -> None:
         """Record one evidence stage's duration and outcome."""

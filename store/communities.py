@@ -72,6 +72,7 @@ class CommunityHit:
     paragraph: int
     text: str
     record: dict[str, Any]
+    lanes: dict[str, Any] = attrs.field(factory=dict)  # which lanes found it (the metrics count them)
 
 
 def community_hits(
@@ -97,7 +98,8 @@ def _records(
         if len(hits) >= limit:
             break
         cid = hit.source[len(COMMUNITY_PREFIX) :]
-        score = hit.to_wire()["score"]  # BM25's raw f32, or the fused score when the vector lane ran
+        wire = hit.to_wire()
+        score = wire["score"]  # BM25's raw f32, or the fused score when the vector lane ran
         out: dict[str, Any] = {"community": cid, "score": score, "text": hit.text, "paragraph": hit.paragraph}
         facts = by_id.get(cid, {})
         for key in ("level", "parent", "concept_count"):
@@ -108,7 +110,7 @@ def _records(
             out["members"] = members
         if truncated:
             out["members_truncated"] = True
-        hits.append(CommunityHit(cid, hit.paragraph, hit.text, out))
+        hits.append(CommunityHit(cid, hit.paragraph, hit.text, out, wire["lanes"]))
     return tuple(hits)
 
 

@@ -161,3 +161,26 @@ async def test_community_search_runs_the_lane_on_the_artifact(fruit: tuple[Clien
     after = (await client.ok("POST", "/contexts/fruit/communities/search", {"query": "りんご"}))["result"]
     assert vector_plan(after) == {"ran": True, "floor": 0.35}
     assert after["hits"] and all(h["score"] < 0.05 for h in after["hits"])  # fused (RRF) scores
+
+
+@pytest.mark.anyio
+async def test_metrics_count_tiers_and_lanes(fruit: tuple[Client, FakeEmbedder]) -> None:
+    client, _fake = fruit
+    await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+    await client.ok("POST", "/contexts/fruit/resolve", {"cue": "アップル"})  # semantic
+    await client.ok("POST", "/contexts/fruit/resolve", {"cue": "りんご"})  # lexical
+    await client.ok("POST", "/contexts/fruit/resolve", {"cue": "zzz"})  # the table's default vector: 赤, 橙, 色
+    await search(client, "りんご")  # one hit from both lanes
+    await search(client, "アップル")  # two vector-only hits
+    async with client.session.get(client.base + "/metrics") as resp:
+        text = await resp.text()
+    for line in (
+        'taguru_resolves_total{tier="semantic"} 2.0',
+        'taguru_resolves_total{tier="lexical"} 1.0',
+        'taguru_resolves_total{tier="miss"} 0.0',
+        'taguru_resolves_total{tier="weak_lexical"} 0.0',
+        'taguru_passage_lane_contributions_total{lane="both_lanes"} 1.0',
+        'taguru_passage_lane_contributions_total{lane="vector_only"} 2.0',
+        'taguru_embedding_width_rebuilds_total{store="gloss"} 0.0',
+    ):
+        assert line in text, [x for x in text.splitlines() if "resolves" in x or "contributions" in x]

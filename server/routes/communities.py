@@ -12,7 +12,7 @@ from taguru_server.server.reply import Raw
 from taguru_server.server.routes.common import count_read
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.semantic import passage_vector_query
-from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, passage_lane_enabled
+from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.store.communities import (
     NoArtifact,
     artifact_name,
@@ -60,6 +60,9 @@ async def search_communities(call: Call) -> Any:
         )
     found, state, hits = community_hits(derived_ctx, manifest, query, limit, vector)
     ctx.meta.record_read(not hits)
+    metrics = call.app_state.get(METRICS_KEY)
+    if metrics is not None:
+        metrics.hits_served([{"lanes": hit.lanes} for hit in hits])
     return {
         "derived": derived,
         "algorithm": manifest.get("algorithm"),

@@ -11,7 +11,7 @@ import numpy as np
 
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.providers.embedder import Embedder
-from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
+from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.store.context import Context
 from taguru_server.store.embed_refresh import Embed, Half, RefreshFailed, refresh_glosses, refresh_passages
 from taguru_server.store.errors import ApiError
@@ -35,6 +35,12 @@ def passages_enabled(call: Call) -> bool:
 def passage_vector_limit(call: Call) -> int:
     """TAGURU_PASSAGE_VECTOR_LIMIT (default 20000)."""
     return call.settings.passage_vector_limit
+
+
+def _count_rebuild(call: Call, store: str, half: Half) -> None:
+    metrics = call.app_state.get(METRICS_KEY)
+    if metrics is not None and half.width_rebuilt:
+        metrics.width_rebuilds.labels(store).inc()
 
 
 def _embedder(call: Call) -> Embedder | None:
@@ -109,6 +115,7 @@ async def refresh(call: Call) -> Any:
     lock = _LOCKS.setdefault(ctx, asyncio.Lock())
     async with lock:
         glosses = await refresh_glosses(ctx, embedder.model, embed)
+        _count_rebuild(call, "gloss", glosses)
         _persist(call, ctx, glosses)
         if glosses.error is not None:
             raise _failed(call, "embedding refresh failed: ", glosses.error)
@@ -116,6 +123,7 @@ async def refresh(call: Call) -> Any:
             return {"embedded": glosses.embedded, "total": glosses.total}
         _spent(call)
         passages = await refresh_passages(ctx, embedder.model, embed, passage_vector_limit(call))
+        _count_rebuild(call, "passages", passages)
         _persist(call, ctx, passages)
         if passages.error is not None:
             raise _failed(call, "passage embedding refresh failed partway (progress is saved): ", passages.error)

@@ -22,7 +22,7 @@ from taguru_server.server.routes.common import (
     keyset_page,
 )
 from taguru_server.server.semantic import semantic_tier
-from taguru_server.server.state import EMBEDDER_KEY
+from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
 from taguru_server.store import lanes, semantic
 from taguru_server.store.context import CONCEPT, LABEL, AliasRefused
 from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
@@ -230,6 +230,9 @@ def _resolve(kind: int) -> Handler:
         extra = await semantic_tier(embedder, ctx, kind, cue, found[:limit], found, floors, call.deadline)
         result = semantic.ladder(ctx, kind, found, extra, limit)
         count_read(ctx, not result)
+        metrics = call.app_state.get(METRICS_KEY)
+        if metrics is not None:
+            metrics.resolved(result)
         return result
 
     return handler

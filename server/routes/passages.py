@@ -21,7 +21,7 @@ from taguru_server.server.routes.common import (
     keyset_page,
 )
 from taguru_server.server.semantic import passage_vector_query
-from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
+from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.store import lanes
 from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
 from taguru_server.store.text import query_terms
@@ -164,6 +164,7 @@ async def search_sources(call: Call) -> Any:
         )
     result = lanes.search_passages(ctx, query_text, limit, tags, since, until, vector)
     count_read(ctx, not result["hits"])
+    call.app_state.get(METRICS_KEY).hits_served(result["hits"])  # type: ignore[union-attr]
     return result
 
 
