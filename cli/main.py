@@ -256,12 +256,25 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
                     outcomes.extend(_run_offline(registry, batches, args.dry_run))
                 except ApiError as exc:
                     return _finish(args, outcomes, exc.message)
+            said: list[str] = []
+            failed: list[str] = []
+            if not args.dry_run and not args.no_embed:
+                from taguru_server.cli.embed import embed_imported
+
+                touched = list(dict.fromkeys(o["context"] for o in outcomes))
+                said, failed = embed_imported(settings, registry, touched)
         finally:
             registry.close()
     finally:
         if lock is not None:
             lock.__exit__(None, None, None)
-    return _finish(args, outcomes, None)
+    code = _finish(args, outcomes, None)
+    if not args.json:
+        for line in said:
+            print(line, file=sys.stderr)
+    for line in failed:
+        print(line, file=sys.stderr)
+    return EXIT_FAIL if failed else code
 
 
 def _run_offline(registry: Any, batches: list[Any], dry_run: bool) -> list[dict[str, Any]]:

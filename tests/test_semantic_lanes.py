@@ -184,3 +184,44 @@ async def test_metrics_count_tiers_and_lanes(fruit: tuple[Client, FakeEmbedder])
         'taguru_embedding_width_rebuilds_total{store="gloss"} 0.0',
     ):
         assert line in text, [x for x in text.splitlines() if "resolves" in x or "contributions" in x]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_offline_import_embeds_the_contexts_it_touched(tmp_path) -> None:
+    import asyncio
+
+    from process_support import base_env, cli
+
+    fake = FakeEmbedder(table(FRUITY))
+    provider = TestServer(fake.app())
+    await provider.start_server()
+    try:
+        stream = tmp_path / "in.jsonl"
+        stream.write_text(
+            '{"taguru_batch": 1, "context": "fruit", "source": "a.md", "create": {"description": "d"}}\n'
+            '{"passage": "りんごは赤い果物。"}\n'
+            '{"subject": "りんご", "label": "色", "object": "赤", "weight": 1.0}\n',
+            encoding="utf-8",
+        )
+        url = str(provider.make_url("/v1/embeddings"))
+        extra = {"TAGURU_EMBED_URL": url, "TAGURU_EMBED_MODEL": "fake-table", "TAGURU_EMBED_PASSAGES": "1"}
+        done = await asyncio.to_thread(cli, "import", str(stream), env=base_env(tmp_path / "data", **extra))
+        assert done.returncode == 0, done.stderr
+        assert "fruit: embedded 3 glosses" in done.stderr and "fruit: embedded 1 passages" in done.stderr
+        calls = fake.calls
+        skipped = await asyncio.to_thread(
+            cli, "import", "--no-embed", str(stream), env=base_env(tmp_path / "data", **extra)
+        )
+        assert skipped.returncode == 0 and fake.calls == calls
+        fake.faults.append(Fault(status=400))
+        stream.write_text(stream.read_text(encoding="utf-8").replace("赤い", "青い"), encoding="utf-8")
+        failed = await asyncio.to_thread(cli, "import", str(stream), env=base_env(tmp_path / "data", **extra))
+        assert failed.returncode == 1 and "Traceback" not in failed.stderr
+        # the changed paragraph must be re-embedded: the passage half reports the provider's failure
+        assert "taguru: import: fruit: passage embedding refresh failed (embedding provider answered HTTP 400)" in (
+            failed.stderr
+        )
+        assert "the passages are imported and durable" in failed.stderr
+    finally:
+        await provider.close()

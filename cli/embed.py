@@ -1,0 +1,99 @@
+"""The embedding refresh an offline `taguru import` runs for the contexts it touched (spec embeddings §4.3).
+
+With a provider configured (TAGURU_EMBED_URL …) and no `--no-embed`: glosses, then paragraph rows
+when TAGURU_EMBED_PASSAGES is on, committed like the refresh route's (with the change-log row and
+the `revision.config` bumps). A failure is reported per context and makes the exit status 1; the
+imported data stays durable either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+from prometheus_client import CollectorRegistry
+
+from taguru_server.server.config import Settings
+from taguru_server.server.providers.embedder import (
+    EmbedMetrics,
+    http_embedder,
+    local_embedder,
+    provider_kind,
+)
+from taguru_server.store.embed_refresh import Half, RefreshFailed, refresh_glosses, refresh_passages
+from taguru_server.store.registry import Registry
+
+
+def _commit(registry: Registry, ctx: Any, half: Half) -> None:
+    if half.changed:
+        ctx.meta.rev_config += 1
+        ctx.dirty.meta = True
+    if ctx.dirty.any():
+        registry.commit([ctx])
+
+
+async def _refresh_all(settings: Settings, registry: Registry, names: list[str]) -> tuple[list[str], list[str]]:
+    kind = provider_kind(settings)
+    metrics = EmbedMetrics(CollectorRegistry(), configured=kind == "http")
+    session: aiohttp.ClientSession | None = None
+    if kind == "http":
+        session = aiohttp.ClientSession()
+        embedder: Any = http_embedder(settings, session, metrics, time.monotonic)
+    else:
+        embedder = await asyncio.to_thread(local_embedder, settings, metrics)
+    said: list[str] = []
+    failed: list[str] = []
+    try:
+        if embedder is None:
+            return said, failed
+
+        async def embed(texts: list[str]) -> Any:
+            try:
+                return await embedder.embed(texts, "index", None)
+            except Exception as exc:
+                message = getattr(exc, "message", None)
+                if isinstance(message, str):
+                    raise RefreshFailed(message) from None
+                raise
+
+        for name in names:
+            ctx = registry.get(name)
+            if ctx is None:
+                continue
+            glosses = await refresh_glosses(ctx, embedder.model, embed)
+            _commit(registry, ctx, glosses)
+            if glosses.error is not None:
+                failed.append(
+                    f"taguru: import: {name}: embedding refresh failed ({glosses.error}) — the graph is imported "
+                    f"and durable; refresh later via POST /contexts/{name}/embeddings/refresh"
+                )
+                continue
+            if glosses.embedded:
+                said.append(f"{name}: embedded {glosses.embedded} glosses")
+            if not settings.embed_passages:
+                continue
+            passages = await refresh_passages(ctx, embedder.model, embed, settings.passage_vector_limit)
+            _commit(registry, ctx, passages)
+            if passages.error is not None:
+                failed.append(
+                    f"taguru: import: {name}: passage embedding refresh failed ({passages.error}) — the passages "
+                    f"are imported and durable; refresh later via POST /contexts/{name}/embeddings/refresh"
+                )
+            elif passages.embedded:
+                said.append(f"{name}: embedded {passages.embedded} passages")
+    finally:
+        close = getattr(embedder, "close", None)
+        if callable(close):
+            close()
+        if session is not None:
+            await session.close()
+    return said, failed
+
+
+def embed_imported(settings: Settings, registry: Registry, names: list[str]) -> tuple[list[str], list[str]]:
+    """(lines to print, failure lines) after refreshing the touched contexts; nothing without a provider."""
+    if provider_kind(settings) is None or not names:
+        return [], []
+    return asyncio.run(_refresh_all(settings, registry, names))
