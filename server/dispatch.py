@@ -58,7 +58,9 @@ async def run_routed(call: Call, role: str, handler: Handler) -> Any:
     """
     registry = call.registry
     try:
-        if role == "read":
+        if role == "read" or getattr(handler, "takes_own_write_section", False):
+            # a write that waits on something slow (an embedding provider) takes the section itself,
+            # only around its commit, so other processes' writes do not wait for it
             registry.catch_up_for_read()
             return await handler(call)
         async with registry.write_section(call.deadline):

@@ -89,19 +89,23 @@ def _spent(call: Call) -> None:
         raise ApiError("timeout", BUDGET_SPENT)
 
 
-def _persist(call: Call, ctx: Context, half: Half) -> None:
-    """Commit what a half published (with the change-log row); a serving change bumps revision.config."""
-    if half.changed:
-        ctx.meta.rev_config += 1
-        ctx.dirty.meta = True
-    if not ctx.dirty.any():
-        return
-    try:
-        call.registry.commit([ctx])
-    except CommitFailed as exc:
-        raise not_durable(
-            exc, "the embedding refresh could not be made durable; the vectors were not changed"
-        ) from None
+async def _persist(call: Call, ctx: Context, half: Half) -> None:
+    """Commit what a half published (with the change-log row); a serving change bumps revision.config.
+
+    The provider calls ran outside the store's write section (the route takes it only here), so
+    on a shared store other processes' writes never wait for an embedding provider."""
+    async with call.registry.write_section(call.deadline):
+        if half.changed:
+            ctx.meta.rev_config += 1
+            ctx.dirty.meta = True
+        if not ctx.dirty.any():
+            return
+        try:
+            call.registry.commit([ctx])
+        except CommitFailed as exc:
+            raise not_durable(
+                exc, "the embedding refresh could not be made durable; the vectors were not changed"
+            ) from None
     note_write()
 
 
@@ -116,7 +120,7 @@ async def refresh(call: Call) -> Any:
     async with lock:
         glosses = await refresh_glosses(ctx, embedder.model, embed)
         _count_rebuild(call, "gloss", glosses)
-        _persist(call, ctx, glosses)
+        await _persist(call, ctx, glosses)
         if glosses.error is not None:
             raise _failed(call, "embedding refresh failed: ", glosses.error)
         if not passages_enabled(call):
@@ -124,7 +128,7 @@ async def refresh(call: Call) -> Any:
         _spent(call)
         passages = await refresh_passages(ctx, embedder.model, embed, passage_vector_limit(call))
         _count_rebuild(call, "passages", passages)
-        _persist(call, ctx, passages)
+        await _persist(call, ctx, passages)
         if passages.error is not None:
             raise _failed(call, "passage embedding refresh failed partway (progress is saved): ", passages.error)
     return {
@@ -138,6 +142,8 @@ async def refresh(call: Call) -> Any:
         },
     }
 
+
+refresh.takes_own_write_section = True  # type: ignore[attr-defined]
 
 ROUTES: list[Route] = [
     Route("GET", "/contexts/{name}/embeddings", status, "read"),
