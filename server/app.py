@@ -72,6 +72,16 @@ def _follow(registry: Registry) -> asyncio.Task[None] | None:
     return asyncio.get_running_loop().create_task(follow_notifications(url, on_change))
 
 
+def _auto_embed(registry: Registry, embedder: Embedder | None, settings: Settings) -> asyncio.Task[None] | None:
+    """TAGURU_EMBED_AUTO with a provider: refresh stale vectors every TAGURU_FLUSH_SECS (server/auto_embed.py)."""
+    if embedder is None or not settings.embed_auto:
+        return None
+    from taguru_server.server.auto_embed import AutoEmbed
+
+    auto = AutoEmbed(registry, embedder, settings.embed_passages, settings.passage_vector_limit)
+    return asyncio.get_running_loop().create_task(auto.run(settings.flush_secs))
+
+
 def build_app(
     settings: Settings,
     registry: Registry | None = None,
@@ -133,11 +143,13 @@ def build_app(
         reg = registry or open_registry(settings)
         app[REGISTRY_KEY] = reg
         follower = _follow(reg)
+        ticker = _auto_embed(reg, app.get(EMBEDDER_KEY), settings)
         yield
-        if follower is not None:
-            follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await follower
+        for task in (follower, ticker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if registry is None:
             reg.close()
 

@@ -59,6 +59,7 @@ class Settings:
     embed_api_key: str | None = None  # sent verbatim as `Bearer {key}` when set, even to ""
     embed_timeout_secs: int = DEFAULT_EMBED_TIMEOUT_SECS  # one attempt's ceiling
     embed_auto: bool = False
+    flush_secs: int = 5  # TAGURU_FLUSH_SECS: the auto-embed ticker's cadence
     embed_passages: bool = False
     embed_parallel: int = 1
     passage_vector_limit: int = DEFAULT_PASSAGE_VECTOR_LIMIT
@@ -88,6 +89,11 @@ def _int(env: Mapping[str, str], key: str, default: int, zero_means: int | None 
     if value == 0 and zero_means is not None:
         return zero_means
     return value
+
+
+def _flush_secs(env: Mapping[str, str]) -> int:
+    raw = env.get("TAGURU_FLUSH_SECS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 5
 
 
 def _database_url(env: Mapping[str, str]) -> str | None:
@@ -188,6 +194,7 @@ def embedding_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "embed_api_key": env.get("TAGURU_EMBED_API_KEY"),
         "embed_timeout_secs": DEFAULT_EMBED_TIMEOUT_SECS if timeout is None else max(1, timeout),
         "embed_auto": _flag(env, "TAGURU_EMBED_AUTO"),
+        "flush_secs": _flush_secs(env),
         "embed_passages": _flag(env, "TAGURU_EMBED_PASSAGES"),
         "embed_parallel": parallel or 1,
         "passage_vector_limit": DEFAULT_PASSAGE_VECTOR_LIMIT if limit is None else limit,

@@ -71,6 +71,10 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(set(self._known) | set(self._loaded))
 
+    def loaded_names(self) -> list[str]:
+        """The contexts held in memory now, by name."""
+        return sorted(self._loaded)
+
     def exists(self, name: str) -> bool:
         return name in self._loaded or name in self._known
 

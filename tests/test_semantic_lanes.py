@@ -225,3 +225,41 @@ async def test_offline_import_embeds_the_contexts_it_touched(tmp_path) -> None:
         assert "the passages are imported and durable" in failed.stderr
     finally:
         await provider.close()
+
+
+@pytest.mark.anyio
+async def test_the_auto_embed_ticker_refreshes_what_writes_made_stale(settings_factory) -> None:
+    import asyncio
+
+    fake = FakeEmbedder(table(FRUITY))
+    provider = TestServer(fake.app())
+    await provider.start_server()
+    settings = settings_factory(
+        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")),
+        TAGURU_EMBED_MODEL="fake-table",
+        TAGURU_EMBED_PASSAGES="1",
+        TAGURU_EMBED_AUTO="1",
+        TAGURU_FLUSH_SECS="1",
+    )
+    server = TestServer(build_app(settings))
+    await server.start_server()
+    session = ClientSession()
+    client = Client(session, str(server.make_url("")).rstrip("/"))
+    try:
+        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
+        await client.ok(
+            "POST", "/contexts/fruit/associations", [{"subject": "りんご", "label": "色", "object": "赤", "weight": 1}]
+        )
+        await client.ok("POST", "/contexts/fruit/sources", {"passages": {"a.md": "りんごは赤い果物。"}})
+        for _ in range(50):  # a few ticks at most
+            status = (await client.ok("GET", "/contexts/fruit/embeddings"))["result"]
+            if "passages" in status and "glosses" in status:
+                break
+            await asyncio.sleep(0.1)
+        assert status["glosses"]["concepts"] == 2 and status["passages"]["rows"] == 1
+        hits = (await search(client, "アップル"))["hits"]  # found by the vector lane alone
+        assert [h["source"] for h in hits] == ["a.md"]
+    finally:
+        await session.close()
+        await server.close()
+        await provider.close()
