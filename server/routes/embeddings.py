@@ -17,6 +17,7 @@ from taguru_server.store.embed_refresh import Embed, Half, RefreshFailed, refres
 from taguru_server.store.errors import ApiError
 from taguru_server.store.registry import CommitFailed
 
+DEADLINE_RESERVE_SECS = 0.1
 UNCONFIGURED = "no embedding provider is configured (set TAGURU_EMBED_URL and TAGURU_EMBED_MODEL)"
 BUDGET_SPENT = (
     "request exceeded its budget before this operation could start; narrow the query or raise "
@@ -80,7 +81,7 @@ def _index_embed(embedder: Embedder, deadline: float) -> Embed:
 
 
 def _failed(call: Call, prefix: str, message: str) -> ApiError:
-    code = "timeout" if time.monotonic() > call.deadline else "embeddings_failed"
+    code = "timeout" if time.monotonic() > call.deadline - DEADLINE_RESERVE_SECS else "embeddings_failed"
     return ApiError(code, f"{prefix}{message}")
 
 
@@ -115,7 +116,9 @@ async def refresh(call: Call) -> Any:
         raise ApiError("embeddings_unconfigured", UNCONFIGURED)
     _spent(call)
     ctx = call.context()
-    embed = _index_embed(embedder, call.deadline)
+    # provider attempts end a little before the request's deadline, so a refresh cut short answers with its
+    # own 408 ("embedding refresh failed: …") rather than the generic one
+    embed = _index_embed(embedder, call.deadline - DEADLINE_RESERVE_SECS)
     lock = _LOCKS.setdefault(ctx, asyncio.Lock())
     async with lock:
         glosses = await refresh_glosses(ctx, embedder.model, embed)
