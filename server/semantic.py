@@ -24,6 +24,7 @@ from taguru_server.store.vector_lane import VectorQuery
 log = structlog.get_logger("taguru.semantic")
 
 CUE_CACHE_SIZE = 1024
+DEADLINE_RESERVE_SECS = 0.1  # provider attempts for a request end this long before its deadline
 
 
 class QueryEmbedder(Protocol):
@@ -128,12 +129,13 @@ async def semantic_tier(
     the call: 408 once the budget is spent, else 502 `embeddings_failed`."""
     if embedder is None or not semantic.wants_vector(ctx, kind, found, embedder.model):
         return []
-    try:
-        q = await query_vector(embedder, CUE_CACHE, cue, deadline)
+    try:  # the attempt ends a little before the deadline, so a cut-short entry answers its own 408
+        q = await query_vector(embedder, CUE_CACHE, cue, deadline - DEADLINE_RESERVE_SECS)
     except QueryFailed as exc:
         if served:
             log.warning("resolve.semantic_failed", kind=exc.kind)
             return []
-        code = "timeout" if time.monotonic() > deadline or exc.kind == "deadline" else "embeddings_failed"
+        late = time.monotonic() > deadline - DEADLINE_RESERVE_SECS
+        code = "timeout" if late or exc.kind == "deadline" else "embeddings_failed"
         raise ApiError(code, f"semantic entry failed: {exc.message}") from None
     return semantic.candidates(ctx, kind, q, clamp_floor(*floors))

@@ -293,3 +293,33 @@ async def test_a_refresh_past_its_budget_is_a_408(settings_factory) -> None:
         await session.close()
         await server.close()
         await provider.close()
+
+
+@pytest.mark.anyio
+async def test_a_semantic_entry_past_the_budget_is_a_408(settings_factory) -> None:
+    fake = FakeEmbedder(table(FRUITY))
+    provider = TestServer(fake.app())
+    await provider.start_server()
+    settings = settings_factory(
+        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")),
+        TAGURU_EMBED_MODEL="fake-table",
+        TAGURU_REQUEST_TIMEOUT_SECS="1",
+    )
+    server = TestServer(build_app(settings))
+    await server.start_server()
+    session = ClientSession()
+    client = Client(session, str(server.make_url("")).rstrip("/"))
+    try:
+        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
+        await client.ok(
+            "POST", "/contexts/fruit/associations", [{"subject": "りんご", "label": "色", "object": "赤", "weight": 1}]
+        )
+        await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+        fake.faults.append(Fault(sleep=2.5, purpose="query"))
+        status, body, _h = await client.call("POST", "/contexts/fruit/resolve", {"cue": "グレープ"})
+        assert (status, body["code"]) == (408, "timeout"), body
+        assert body["error"].startswith("semantic entry failed: "), body["error"]
+    finally:
+        await session.close()
+        await server.close()
+        await provider.close()
