@@ -96,6 +96,10 @@ async def test_a_failing_provider_degrades_search_and_ends_a_weak_resolve(fruit:
     assert (status, body["code"]) == (502, "embeddings_failed") and body["error"].startswith("semantic entry failed: ")
     weak = await client.ok("POST", "/contexts/fruit/resolve", {"cue": "りんごの木"})  # lexical candidates remain
     assert weak["result"] and all(c["tier"] == "lexical" for c in weak["result"])
+    # evidence still answers: its origin resolves lexically and the passages lane degrades to BM25, silently
+    package = (await client.ok("POST", "/contexts/fruit/evidence", {"origins": ["りんご"]}))["result"]
+    assert package["plan"]["lanes"]["passages"] == {"ran": True}
+    assert {r["lane"] for i in package["items"] if i["kind"] == "passage" for r in i["lane_ranks"]} <= {"passage_bm25"}
 
 
 @pytest.mark.anyio
