@@ -1,4 +1,4 @@
-"""Query vectors for the semantic lanes: the process-wide cue cache in front of the embedding provider.
+"""Query vectors for the semantic lanes: the cue cache (one per provider) in front of the embedding provider.
 
 Resolve's semantic tier, passage search's vector lane and the evidence endpoint embed their
 query text with purpose `query` through one LRU map from the exact text to its unit vector
@@ -10,6 +10,7 @@ zero-length vector is never cached and fails the call.
 from __future__ import annotations
 
 import time
+import weakref
 from collections import OrderedDict
 from typing import Any, Protocol
 
@@ -80,7 +81,16 @@ async def query_vector(embedder: QueryEmbedder, cache: CueCache, text: str, dead
     return vector
 
 
-CUE_CACHE = CueCache()  # process-wide, as the model is fixed at boot
+_CACHES: weakref.WeakKeyDictionary[Any, CueCache] = weakref.WeakKeyDictionary()
+
+
+def cue_cache(embedder: QueryEmbedder) -> CueCache:
+    """The cue cache of a provider: one per provider object, i.e. per server process (its model is fixed
+    at boot); apps in one process with different providers (tests) do not share vectors."""
+    cache = _CACHES.get(embedder)
+    if cache is None:
+        cache = _CACHES[embedder] = CueCache()
+    return cache
 
 
 async def passage_vector_query(
@@ -89,7 +99,6 @@ async def passage_vector_query(
     query: str,
     floors: tuple[Any, ...],
     deadline: float | None,
-    cache: CueCache = CUE_CACHE,
 ) -> VectorQuery:
     """The vector lane's inputs for a passage search: the query is embedded only when the passage lane is on
     (and the caller has checked the limit and the query's terms); a failure becomes the lane's reason."""
@@ -99,7 +108,7 @@ async def passage_vector_query(
     if not passages_enabled:
         return VectorQuery(provider_model=embedder.model, passages_enabled=False, floor=floor)
     try:
-        vector = await query_vector(embedder, cache, query, deadline)
+        vector = await query_vector(embedder, cue_cache(embedder), query, deadline)
     except QueryFailed as exc:
         return VectorQuery(provider_model=embedder.model, passages_enabled=True, failure=exc.message, floor=floor)
     return VectorQuery(provider_model=embedder.model, passages_enabled=True, vector=vector, floor=floor)
@@ -130,7 +139,7 @@ async def semantic_tier(
     if embedder is None or not semantic.wants_vector(ctx, kind, found, embedder.model):
         return []
     try:  # the attempt ends a little before the deadline, so a cut-short entry answers its own 408
-        q = await query_vector(embedder, CUE_CACHE, cue, deadline - DEADLINE_RESERVE_SECS)
+        q = await query_vector(embedder, cue_cache(embedder), cue, deadline - DEADLINE_RESERVE_SECS)
     except QueryFailed as exc:
         if served:
             log.warning("resolve.semantic_failed", kind=exc.kind)

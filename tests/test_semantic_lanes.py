@@ -97,7 +97,9 @@ async def test_a_failing_provider_degrades_search_and_ends_a_weak_resolve(fruit:
     weak = await client.ok("POST", "/contexts/fruit/resolve", {"cue": "りんごの木"})  # lexical candidates remain
     assert weak["result"] and all(c["tier"] == "lexical" for c in weak["result"])
     # evidence still answers: its origin resolves lexically and the passages lane degrades to BM25, silently
-    package = (await client.ok("POST", "/contexts/fruit/evidence", {"origins": ["りんご"]}))["result"]
+    # (a query text no other test used: the process-wide cue cache would otherwise answer without the provider)
+    body = {"origins": ["りんご"], "text_fallback_query": "りんごの話を聞かせてほしい"}
+    package = (await client.ok("POST", "/contexts/fruit/evidence", body))["result"]
     assert package["plan"]["lanes"]["passages"] == {"ran": True}
     assert {r["lane"] for i in package["items"] if i["kind"] == "passage" for r in i["lane_ranks"]} <= {"passage_bm25"}
 
