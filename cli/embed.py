@@ -22,16 +22,8 @@ from taguru_server.server.providers.embedder import (
     local_embedder,
     provider_kind,
 )
-from taguru_server.store.embed_refresh import Half, RefreshFailed, refresh_glosses, refresh_passages
+from taguru_server.store.embed_refresh import commit_half, index_embed, refresh_glosses, refresh_passages
 from taguru_server.store.registry import Registry
-
-
-def _commit(registry: Registry, ctx: Any, half: Half) -> None:
-    if half.changed:
-        ctx.meta.rev_config += 1
-        ctx.dirty.meta = True
-    if ctx.dirty.any():
-        registry.commit([ctx])
 
 
 async def _refresh_all(settings: Settings, registry: Registry, names: list[str]) -> tuple[list[str], list[str]]:
@@ -49,21 +41,14 @@ async def _refresh_all(settings: Settings, registry: Registry, names: list[str])
         if embedder is None:
             return said, failed
 
-        async def embed(texts: list[str]) -> Any:
-            try:
-                return await embedder.embed(texts, "index", None)
-            except Exception as exc:
-                message = getattr(exc, "message", None)
-                if isinstance(message, str):
-                    raise RefreshFailed(message) from None
-                raise
+        embed = index_embed(embedder, None)
 
         for name in names:
             ctx = registry.get(name)
             if ctx is None:
                 continue
             glosses = await refresh_glosses(ctx, embedder.model, embed)
-            _commit(registry, ctx, glosses)
+            commit_half(registry, ctx, glosses)
             if glosses.error is not None:
                 failed.append(
                     f"taguru: import: {name}: embedding refresh failed ({glosses.error}) — the graph is imported "
@@ -75,7 +60,7 @@ async def _refresh_all(settings: Settings, registry: Registry, names: list[str])
             if not settings.embed_passages:
                 continue
             passages = await refresh_passages(ctx, embedder.model, embed, settings.passage_vector_limit)
-            _commit(registry, ctx, passages)
+            commit_half(registry, ctx, passages)
             if passages.error is not None:
                 failed.append(
                     f"taguru: import: {name}: passage embedding refresh failed ({passages.error}) — the passages "

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from taguru_server.store.embed_refresh import Half, RefreshFailed, refresh_glosses, refresh_passages
+from taguru_server.store.embed_refresh import Half, commit_half, index_embed, refresh_glosses, refresh_passages
 from taguru_server.store.registry import Registry
 
 log = structlog.get_logger("taguru.auto_embed")
@@ -30,23 +30,11 @@ class AutoEmbed:
         self.passage_limit = passage_limit
         self.glossed: dict[int, int] = {}  # context id -> rev_graph last embedded
         self.paragraphed: dict[int, int] = {}  # context id -> rev_passages last embedded
-
-    async def _embed(self, texts: list[str]) -> Any:
-        try:
-            return await self.embedder.embed(texts, "index", None)
-        except Exception as exc:
-            message = getattr(exc, "message", None)
-            if isinstance(message, str):
-                raise RefreshFailed(message) from None
-            raise
+        self.embed = index_embed(embedder, None)
 
     async def _commit(self, ctx: Any, half: Half) -> None:
         async with self.registry.write_section(float("inf")):
-            if half.changed:
-                ctx.meta.rev_config += 1
-                ctx.dirty.meta = True
-            if ctx.dirty.any():
-                self.registry.commit([ctx])
+            commit_half(self.registry, ctx, half)
 
     async def tick(self) -> None:
         for name in self.registry.loaded_names():
@@ -55,7 +43,7 @@ class AutoEmbed:
                 continue
             if self.glossed.get(ctx.cid) != ctx.meta.rev_graph:
                 seen = ctx.meta.rev_graph
-                half = await refresh_glosses(ctx, self.embedder.model, self._embed)
+                half = await refresh_glosses(ctx, self.embedder.model, self.embed)
                 await self._commit(ctx, half)
                 if half.error is None:
                     self.glossed[ctx.cid] = seen
@@ -63,7 +51,7 @@ class AutoEmbed:
                     log.warning("auto_embed.failed", half="glosses", error=half.error)
             if self.passages and self.paragraphed.get(ctx.cid) != ctx.meta.rev_passages:
                 seen = ctx.meta.rev_passages
-                half = await refresh_passages(ctx, self.embedder.model, self._embed, self.passage_limit)
+                half = await refresh_passages(ctx, self.embedder.model, self.embed, self.passage_limit)
                 await self._commit(ctx, half)
                 if half.error is None:
                     self.paragraphed[ctx.cid] = seen

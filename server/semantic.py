@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 import weakref
 from collections import OrderedDict
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import structlog
 
+from taguru_server.server.providers.embedder import Embedder
 from taguru_server.store import semantic
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError
@@ -26,12 +27,6 @@ log = structlog.get_logger("taguru.semantic")
 
 CUE_CACHE_SIZE = 1024
 DEADLINE_RESERVE_SECS = 0.1  # provider attempts for a request end this long before its deadline
-
-
-class QueryEmbedder(Protocol):
-    model: str
-
-    async def embed(self, texts: list[str], purpose: str, deadline: float | None) -> list[np.ndarray]: ...
 
 
 class CueCache:
@@ -67,7 +62,7 @@ class QueryFailed(Exception):
         self.kind = kind
 
 
-async def query_vector(embedder: QueryEmbedder, cache: CueCache, text: str, deadline: float | None) -> np.ndarray:
+async def query_vector(embedder: Embedder, cache: CueCache, text: str, deadline: float | None) -> np.ndarray:
     """The unit vector of a query text, from the cache or the provider; raises QueryFailed."""
     got = cache.get(text)
     if got is not None:
@@ -84,7 +79,7 @@ async def query_vector(embedder: QueryEmbedder, cache: CueCache, text: str, dead
 _CACHES: weakref.WeakKeyDictionary[Any, CueCache] = weakref.WeakKeyDictionary()
 
 
-def cue_cache(embedder: QueryEmbedder) -> CueCache:
+def cue_cache(embedder: Embedder) -> CueCache:
     """The cue cache of a provider: one per provider object, i.e. per server process (its model is fixed
     at boot); apps in one process with different providers (tests) do not share vectors."""
     cache = _CACHES.get(embedder)
@@ -94,7 +89,7 @@ def cue_cache(embedder: QueryEmbedder) -> CueCache:
 
 
 async def passage_vector_query(
-    embedder: QueryEmbedder | None,
+    embedder: Embedder | None,
     passages_enabled: bool,
     query: str,
     floors: tuple[Any, ...],
@@ -123,7 +118,7 @@ def clamp_floor(*candidates: Any) -> float:
 
 
 async def semantic_tier(
-    embedder: QueryEmbedder | None,
+    embedder: Embedder | None,
     ctx: Context,
     kind: int,
     cue: str,

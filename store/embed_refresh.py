@@ -282,3 +282,31 @@ def _publish_passages(
 
 def _carry(store: PassageStore) -> dict[RowKey, Any]:
     return {key: store.matrix[i] for i, key in enumerate(store.keys)}
+
+
+def index_embed(embedder: Any, deadline: float | None) -> Embed:
+    """A provider's `embed` for refreshes (purpose `index`): its failures become RefreshFailed(message)."""
+
+    async def embed(texts: list[str]) -> list[np.ndarray]:
+        try:
+            got = await embedder.embed(texts, "index", deadline)
+        except Exception as exc:
+            message = getattr(exc, "message", None)
+            if isinstance(message, str) and hasattr(exc, "kind"):  # the provider's failure
+                raise RefreshFailed(message) from None
+            raise
+        return [np.asarray(v, dtype=np.float32) for v in got]
+
+    return embed
+
+
+def commit_half(registry: Any, ctx: Context, half: Half) -> bool:
+    """Commit what a half published (with its change-log row); a serving change bumps revision.config.
+    Returns whether anything was committed."""
+    if half.changed:
+        ctx.meta.rev_config += 1
+        ctx.dirty.meta = True
+    if not ctx.dirty.any():
+        return False
+    registry.commit([ctx])
+    return True

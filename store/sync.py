@@ -155,16 +155,4 @@ def _append_label(ctx: Context, name: str) -> None:
 
 
 def _append_edge(ctx: Context, s: int, lab: int, o: int, row: EdgeRow) -> None:
-    e = len(ctx.e_s)
-    ctx.edge_of[(s, lab, o)] = e
-    ctx.e_s.append(s)
-    ctx.e_l.append(lab)
-    ctx.e_o.append(o)
-    ctx.e_sum.append(0.0)
-    ctx.e_cnt.append(0)
-    ctx.e_attr.append([])
-    ctx.out_edges[s].append(e)
-    if o != s:
-        ctx.in_edges[o].append(e)
-    ctx.label_edges[lab].append(e)
-    _set_edge(ctx, e, row)
+    _set_edge(ctx, ctx._edge(s, lab, o), row)  # a new (s, lab, o): `_edge` appends it with the next id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,36 +18,51 @@ from taguru_server.server.app import build_app
 F32 = np.float32
 
 
-@pytest.fixture
-async def fruit(settings_factory) -> AsyncIterator[tuple[Client, FakeEmbedder]]:
-    fake = FakeEmbedder(table(FRUITY))
+@contextlib.asynccontextmanager
+async def serving(settings_factory, fake: FakeEmbedder, **env: str) -> AsyncIterator[Client]:
+    """The fake provider behind a real HTTP client, and a server using it (model `fake-table`)."""
     provider = TestServer(fake.app())
     await provider.start_server()
     settings = settings_factory(
-        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")),
-        TAGURU_EMBED_MODEL="fake-table",
-        TAGURU_EMBED_PASSAGES="1",
+        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")), TAGURU_EMBED_MODEL="fake-table", **env
     )
     server = TestServer(build_app(settings))
     await server.start_server()
     session = ClientSession()
-    client = Client(session, str(server.make_url("")).rstrip("/"))
+    try:
+        yield Client(session, str(server.make_url("")).rstrip("/"))
+    finally:
+        await session.close()
+        await server.close()
+        await provider.close()
+
+
+async def one_fact(client: Client) -> None:
     await client.ok("PUT", "/contexts/fruit", {"description": "d"})
     await client.ok(
-        "POST",
-        "/contexts/fruit/associations",
-        [
-            {"subject": "りんご", "label": "色", "object": "赤", "weight": 1.0},
-            {"subject": "みかん", "label": "色", "object": "橙", "weight": 1.0},
-        ],
+        "POST", "/contexts/fruit/associations", [{"subject": "りんご", "label": "色", "object": "赤", "weight": 1}]
     )
-    await client.ok(
-        "POST", "/contexts/fruit/sources", {"passages": {"a.md": "りんごは赤い果物。", "b.md": "みかんは橙色の果物。"}}
-    )
-    yield client, fake
-    await session.close()
-    await server.close()
-    await provider.close()
+
+
+@pytest.fixture
+async def fruit(settings_factory) -> AsyncIterator[tuple[Client, FakeEmbedder]]:
+    fake = FakeEmbedder(table(FRUITY))
+    async with serving(settings_factory, fake, TAGURU_EMBED_PASSAGES="1") as client:
+        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
+        await client.ok(
+            "POST",
+            "/contexts/fruit/associations",
+            [
+                {"subject": "りんご", "label": "色", "object": "赤", "weight": 1.0},
+                {"subject": "みかん", "label": "色", "object": "橙", "weight": 1.0},
+            ],
+        )
+        await client.ok(
+            "POST",
+            "/contexts/fruit/sources",
+            {"passages": {"a.md": "りんごは赤い果物。", "b.md": "みかんは橙色の果物。"}},
+        )
+        yield client, fake
 
 
 async def search(client: Client, query: str, **kw: Any) -> dict[str, Any]:
@@ -238,24 +254,9 @@ async def test_the_auto_embed_ticker_refreshes_what_writes_made_stale(settings_f
     import asyncio
 
     fake = FakeEmbedder(table(FRUITY))
-    provider = TestServer(fake.app())
-    await provider.start_server()
-    settings = settings_factory(
-        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")),
-        TAGURU_EMBED_MODEL="fake-table",
-        TAGURU_EMBED_PASSAGES="1",
-        TAGURU_EMBED_AUTO="1",
-        TAGURU_FLUSH_SECS="1",
-    )
-    server = TestServer(build_app(settings))
-    await server.start_server()
-    session = ClientSession()
-    client = Client(session, str(server.make_url("")).rstrip("/"))
-    try:
-        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
-        await client.ok(
-            "POST", "/contexts/fruit/associations", [{"subject": "りんご", "label": "色", "object": "赤", "weight": 1}]
-        )
+    env = {"TAGURU_EMBED_PASSAGES": "1", "TAGURU_EMBED_AUTO": "1", "TAGURU_FLUSH_SECS": "1"}
+    async with serving(settings_factory, fake, **env) as client:
+        await one_fact(client)
         await client.ok("POST", "/contexts/fruit/sources", {"passages": {"a.md": "りんごは赤い果物。"}})
         for _ in range(50):  # a few ticks at most
             status = (await client.ok("GET", "/contexts/fruit/embeddings"))["result"]
@@ -265,67 +266,27 @@ async def test_the_auto_embed_ticker_refreshes_what_writes_made_stale(settings_f
         assert status["glosses"]["concepts"] == 2 and status["passages"]["rows"] == 1
         hits = (await search(client, "アップル"))["hits"]  # found by the vector lane alone
         assert [h["source"] for h in hits] == ["a.md"]
-    finally:
-        await session.close()
-        await server.close()
-        await provider.close()
 
 
 @pytest.mark.anyio
 async def test_a_refresh_past_its_budget_is_a_408(settings_factory) -> None:
     fake = FakeEmbedder(table(FRUITY))
     fake.faults.append(Fault(sleep=2.5, purpose="index"))
-    provider = TestServer(fake.app())
-    await provider.start_server()
-    settings = settings_factory(
-        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")),
-        TAGURU_EMBED_MODEL="fake-table",
-        TAGURU_REQUEST_TIMEOUT_SECS="1",
-    )
-    server = TestServer(build_app(settings))
-    await server.start_server()
-    session = ClientSession()
-    client = Client(session, str(server.make_url("")).rstrip("/"))
-    try:
-        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
-        await client.ok(
-            "POST", "/contexts/fruit/associations", [{"subject": "りんご", "label": "色", "object": "赤", "weight": 1}]
-        )
+    async with serving(settings_factory, fake, TAGURU_REQUEST_TIMEOUT_SECS="1") as client:
+        await one_fact(client)
         status, body, _h = await client.call("POST", "/contexts/fruit/embeddings/refresh")
         assert (status, body["code"]) == (408, "timeout"), body
         assert body["error"].startswith("embedding refresh failed: "), body["error"]
         assert "りんご" not in body["error"]
-    finally:
-        await session.close()
-        await server.close()
-        await provider.close()
 
 
 @pytest.mark.anyio
 async def test_a_semantic_entry_past_the_budget_is_a_408(settings_factory) -> None:
     fake = FakeEmbedder(table(FRUITY))
-    provider = TestServer(fake.app())
-    await provider.start_server()
-    settings = settings_factory(
-        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")),
-        TAGURU_EMBED_MODEL="fake-table",
-        TAGURU_REQUEST_TIMEOUT_SECS="1",
-    )
-    server = TestServer(build_app(settings))
-    await server.start_server()
-    session = ClientSession()
-    client = Client(session, str(server.make_url("")).rstrip("/"))
-    try:
-        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
-        await client.ok(
-            "POST", "/contexts/fruit/associations", [{"subject": "りんご", "label": "色", "object": "赤", "weight": 1}]
-        )
+    async with serving(settings_factory, fake, TAGURU_REQUEST_TIMEOUT_SECS="1") as client:
+        await one_fact(client)
         await client.ok("POST", "/contexts/fruit/embeddings/refresh")
         fake.faults.append(Fault(sleep=2.5, purpose="query"))
         status, body, _h = await client.call("POST", "/contexts/fruit/resolve", {"cue": "グレープ"})
         assert (status, body["code"]) == (408, "timeout"), body
         assert body["error"].startswith("semantic entry failed: "), body["error"]
-    finally:
-        await session.close()
-        await server.close()
-        await provider.close()

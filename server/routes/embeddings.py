@@ -7,13 +7,17 @@ import time
 import weakref
 from typing import Any
 
-import numpy as np
-
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.store.context import Context
-from taguru_server.store.embed_refresh import Embed, Half, RefreshFailed, refresh_glosses, refresh_passages
+from taguru_server.store.embed_refresh import (
+    Half,
+    commit_half,
+    index_embed,
+    refresh_glosses,
+    refresh_passages,
+)
 from taguru_server.store.errors import ApiError
 from taguru_server.store.registry import CommitFailed
 
@@ -66,20 +70,6 @@ async def status(call: Call) -> Any:
     return out
 
 
-def _index_embed(embedder: Embedder, deadline: float) -> Embed:
-    async def embed(texts: list[str]) -> list[np.ndarray]:
-        try:
-            got = await embedder.embed(texts, "index", deadline)
-        except Exception as exc:
-            message = getattr(exc, "message", None)
-            if isinstance(message, str) and hasattr(exc, "kind"):  # the provider's failure
-                raise RefreshFailed(message) from None
-            raise
-        return [np.asarray(v, dtype=np.float32) for v in got]
-
-    return embed
-
-
 def _failed(call: Call, prefix: str, message: str) -> ApiError:
     code = "timeout" if time.monotonic() > call.deadline - DEADLINE_RESERVE_SECS else "embeddings_failed"
     return ApiError(code, f"{prefix}{message}")
@@ -96,18 +86,14 @@ async def _persist(call: Call, ctx: Context, half: Half) -> None:
     The provider calls ran outside the store's write section (the route takes it only here), so
     on a shared store other processes' writes never wait for an embedding provider."""
     async with call.registry.write_section(call.deadline):
-        if half.changed:
-            ctx.meta.rev_config += 1
-            ctx.dirty.meta = True
-        if not ctx.dirty.any():
-            return
         try:
-            call.registry.commit([ctx])
+            committed = commit_half(call.registry, ctx, half)
         except CommitFailed as exc:
             raise not_durable(
                 exc, "the embedding refresh could not be made durable; the vectors were not changed"
             ) from None
-    note_write()
+    if committed:
+        note_write()
 
 
 async def refresh(call: Call) -> Any:
@@ -118,7 +104,7 @@ async def refresh(call: Call) -> Any:
     ctx = call.context()
     # provider attempts end a little before the request's deadline, so a refresh cut short answers with its
     # own 408 ("embedding refresh failed: …") rather than the generic one
-    embed = _index_embed(embedder, call.deadline - DEADLINE_RESERVE_SECS)
+    embed = index_embed(embedder, call.deadline - DEADLINE_RESERVE_SECS)
     lock = _LOCKS.setdefault(ctx, asyncio.Lock())
     async with lock:
         glosses = await refresh_glosses(ctx, embedder.model, embed)
