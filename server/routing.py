@@ -10,6 +10,7 @@ from aiohttp import web
 from taguru_server.server import evidence as ev
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Handler, Route
+from taguru_server.server.inspector import PAGES
 from taguru_server.server.mcp import endpoint as mcp
 from taguru_server.server.routes import admin, communities, contexts, embeddings, export, feed, graph, passages
 from taguru_server.store.errors import ApiError
@@ -33,7 +34,7 @@ ROUTES: list[Route] = [
     *admin.PROTOCOL_ROUTES,
 ]
 
-PROBES = admin.probes(ROUTES)
+PROBES = {**admin.probes(ROUTES), **PAGES}  # the inspector page (GET /ui) needs no auth either
 
 
 @attrs.frozen
