@@ -418,6 +418,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+        print(
+            f"taguru demo: inspector at {base}/ui?context=demo&origins=%E9%9D%92%E5%B6%BA%E9%85%92%E9%80%A0",
+            file=sys.stderr,
+        )
         if args.exit:
             return EXIT_OK
         server.wait()
