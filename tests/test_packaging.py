@@ -50,6 +50,8 @@ def test_wheel_holds_only_the_namespace(tmp_path: Path) -> None:
     for package in ("pipeline", "stages", "store", "server", "evaluate", "cli"):
         assert f"taguru_server/{package}/__init__.py" in names
     assert "taguru_server/cli/demo/corpus.jsonl" in names
+    for asset in ("index.html", "app.js", "app.css"):  # the inspector page (GET /ui)
+        assert f"taguru_server/server/inspector/{asset}" in names
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert any(r.startswith("mcp") and "extra" not in r for r in requires)
 
