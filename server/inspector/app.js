@@ -31,12 +31,11 @@
 
   function table(caption, headers, rows, className) {
     const head = el("tr", null, headers.map((h) => el("th", { scope: "col", text: h })));
+    // a wide table scrolls inside its own box on a narrow screen
     return el(
-      "table",
-      { class: className || null },
-      el("caption", { text: caption }),
-      el("thead", null, head),
-      el("tbody", null, rows),
+      "div",
+      { class: "scroll" },
+      el("table", { class: className || null }, el("caption", { text: caption }), el("thead", null, head), el("tbody", null, rows)),
     );
   }
 
