@@ -12,7 +12,17 @@ from taguru_server.server.auth import Principal
 from taguru_server.server.call import Handler, Route
 from taguru_server.server.inspector import PAGES
 from taguru_server.server.mcp import endpoint as mcp
-from taguru_server.server.routes import admin, communities, contexts, embeddings, export, feed, graph, passages
+from taguru_server.server.routes import (
+    admin,
+    communities,
+    contexts,
+    embeddings,
+    explain,
+    export,
+    feed,
+    graph,
+    passages,
+)
 from taguru_server.store.errors import ApiError
 
 UNMATCHED = "<unmatched>"
@@ -24,6 +34,7 @@ ROUTES: list[Route] = [
     *graph.ROUTES,
     *passages.ROUTES,
     *graph.LANE_ROUTES,
+    *explain.ROUTES,
     *feed.ROUTES,
     *embeddings.ROUTES,
     Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
