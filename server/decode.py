@@ -388,12 +388,9 @@ class Spec:
                     raise _Refusal(path + (f.name,), f"duplicate field `{f.alias_of}`")
                 out[f.alias_of] = out[f.name]
         for name in aliased:
-            if out[name] is None and self._required(name):
+            if out[name] is None and any(f.required for f in self.fields if f.name == name):
                 raise _Refusal(path, f"missing field `{name}`", "close")
         return out
-
-    def _required(self, name: str) -> bool:
-        return any(f.required for f in self.fields if f.name == name)
 
     def field_names(self) -> frozenset[str]:
         """Every field name of this spec and of the structs nested in it."""
@@ -467,26 +464,6 @@ RESOLVE = _body(
     Field("dice_floor", "f64", "fuzzy floor override"),
     Field("semantic_floor", "f32", "semantic floor override"),
     Field("limit", "usize", "default and ceiling 1000"),
-)
-RESOLVE_EXPLAIN = _body(
-    "ExplainResolveRequest",
-    Field("cue", "string", "the wording whose resolve is explained", True),
-    Field("expected", "string", "the name the caller expected back", True),
-    Field("dice_floor", "f64", "fuzzy floor override"),
-    Field("semantic_floor", "f32", "semantic floor override"),
-    Field("limit", "usize", "default and ceiling 1000"),
-)
-SEARCH_EXPLAIN = _body(
-    "ExplainSearchRequest",
-    Field("query", "string", "the search text being explained", True),
-    Field("source", "string", "the source id expected among the hits", True),
-    Field("paragraph", "u32", "paragraph index (0-based); omitted means the source's best showing"),
-    Field("index", "u32", "deprecated alias of paragraph", alias_of="paragraph"),
-    Field("limit", "usize", "default 5, ceiling 1000"),
-    Field("semantic_floor", "f32", "vector-lane floor"),
-    Field("tags", "strings", "eligible sources carry any of these tags"),
-    Field("since", "u64", "epoch seconds, inclusive"),
-    Field("until", "u64", "epoch seconds, exclusive"),
 )
 DESCRIBE = _body("DescribeRequest", Field("concept", "string", "exact spelling", True))
 CURSOR = _body(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from taguru_server.server import explain_wire
 from taguru_server.server.decode import ALIASES, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
 
@@ -422,65 +423,7 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     },
     ["embedded", "total"],
 )
-_NEAREST = _obj({"name": STR, "score": NUM, "kind": STR})
-COMPONENTS["ResolveExplanation"] = _obj(
-    {
-        "verdict": STR,
-        "summary": STR,
-        "cue": STR,
-        "expected": STR,
-        "in_vocabulary": BOOL,
-        "canonical": STR,
-        "expected_kind": STR,
-        "lexical": _obj({"score": NUM, "kind": STR, "floor": NUM, "confident": BOOL}, ["floor", "confident"]),
-        "semantic": _obj(
-            {"entered": BOOL, "reason": STR, "floor": NUM, "cosine": NUM, "rank": INT, "cap": INT}, ["entered"]
-        ),
-        "ranking": _obj(
-            {"rank": INT, "tier": STR, "score": NUM, "limit": INT, "served": BOOL, "limit_to_reach": INT},
-            ["limit", "served"],
-        ),
-        "nearest": _obj(
-            {
-                "lexical": {"type": "array", "items": _NEAREST},
-                "semantic": {"type": "array", "items": _obj({"name": STR, "cosine": NUM})},
-                "semantic_note": STR,
-            },
-            ["lexical", "semantic"],
-        ),
-    },
-    ["verdict", "summary", "cue", "expected", "in_vocabulary"],
-)
-_TERM = _obj({"term": STR, "tf": NUM, "df": INT, "idf": NUM, "contribution": NUM})
-COMPONENTS["SearchExplanation"] = _obj(
-    {
-        "verdict": STR,
-        "summary": STR,
-        "source": STR,
-        "paragraph": INT,
-        "paragraphs": INT,
-        "paragraph_named": BOOL,
-        "query_terms": STRS,
-        "paragraph_terms": STRS,
-        "bm25": _obj({"rank": INT, "score": NUM, "terms": {"type": "array", "items": _TERM}}, ["score", "terms"]),
-        "vector": _obj({"ran": BOOL, "reason": STR, "floor": NUM, "cosine": NUM, "rank": INT}, ["ran"]),
-        "ranking": _obj(
-            {
-                "fused": BOOL,
-                "ranked": INT,
-                "rank": INT,
-                "score": NUM,
-                "limit": INT,
-                "served": BOOL,
-                "cutoff_score": NUM,
-                "limit_to_reach": INT,
-                "limit_to_reach_reason": {"const": "unreachable"},
-            },
-            ["fused", "ranked", "limit", "served"],
-        ),
-    },
-    ["verdict", "summary", "source"],
-)
+COMPONENTS.update(explain_wire.COMPONENTS)
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
@@ -511,9 +454,6 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("POST", "/contexts/{name}/citations"): ("CitationRequest", "Citation"),
     ("POST", "/contexts/{name}/resolve"): ("ResolveRequest", "candidates"),
     ("POST", "/contexts/{name}/resolve_label"): ("ResolveRequest", "candidates"),
-    ("POST", "/contexts/{name}/resolve/explain"): ("ExplainResolveRequest", "ResolveExplanation"),
-    ("POST", "/contexts/{name}/resolve_label/explain"): ("ExplainResolveRequest", "ResolveExplanation"),
-    ("POST", "/contexts/{name}/sources/search/explain"): ("ExplainSearchRequest", "SearchExplanation"),
     ("POST", "/contexts/{name}/describe"): ("DescribeRequest", "Description"),
     ("POST", "/contexts/{name}/query"): ("QueryRequest", "Matches"),
     ("POST", "/contexts/{name}/recall"): ("RecallRequest", "Matches"),
@@ -532,6 +472,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/metrics"): (None, "metrics"),
     ("GET", "/openapi.json"): (None, "openapi"),
 }
+ROUTE_SHAPES.update(explain_wire.ROUTE_SHAPES)
 
 
 def result_schema(shape: str) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from taguru_server.server import decode as S
 from taguru_server.server.call import Call, Handler, Route
+from taguru_server.server.explain_wire import RESOLVE_EXPLAIN, SEARCH_EXPLAIN
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.routes.common import MAX_MATCH_LIMIT, clamp_limit, count_read
 from taguru_server.server.routes.passages import check_filter
@@ -67,7 +67,7 @@ async def _gloss_lane(
 
 def _explain_resolve(kind: int) -> Handler:
     async def handler(call: Call) -> Any:
-        args = await call.decode(S.RESOLVE_EXPLAIN)
+        args = await call.decode(RESOLVE_EXPLAIN)
         _spent(call)
         cue, expected, dice = args["cue"], args["expected"], args["dice_floor"]
         limit = clamp_limit(args["limit"], MAX_MATCH_LIMIT)
@@ -91,7 +91,7 @@ def _explain_resolve(kind: int) -> Handler:
 
 
 async def explain_search(call: Call) -> Any:
-    args = await call.decode(S.SEARCH_EXPLAIN)
+    args = await call.decode(SEARCH_EXPLAIN)
     _spent(call)
     query, source = args["query"], args["source"]
     filtered = (args["tags"], args["since"], args["until"])
