@@ -209,6 +209,13 @@ async def test_search_early_verdicts(client: Client) -> None:
         "lane runs",
         "source": "two.md",
     }
+    await client.ok("POST", "/contexts/c/sources", {"passages": {"blank.md": "\n \n"}})
+    assert await explain(client, SEARCH, {"query": "段落", "source": "blank.md"}) == {
+        "verdict": "paragraph_out_of_range",
+        "summary": "paragraph 0 is out of range for source 'blank.md' — it stores 0 paragraph(s), 0-based",
+        "source": "blank.md",
+        "paragraphs": 0,
+    }
     named = await explain(client, SEARCH, {"query": "段落", "source": "two.md", "paragraph": 1, "tags": ["t"]})
     assert (named["verdict"], named["paragraph"], named["paragraph_named"]) == ("served", 1, True)
 
@@ -545,3 +552,54 @@ def test_official_sdk_decodes_the_explanations(sdk_server: Any) -> None:
         assert searched.ranking is not None and searched.ranking.fused is False and searched.ranking.rank == 1
         early = ctx.explain_search_passages("、。", "doc.md", paragraph=0)
         assert early.verdict == "no_query_terms" and early.bm25 is None
+
+
+# ----- the BM25 addends against the index's own search -----------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bm25_addends_sum_to_the_search_score(seed: int) -> None:
+    """Over random corpora with retractions and re-stores in between, every paragraph's addends (query-term
+    order, f32) sum to the very score the search gives it, and tf/df agree with the tokenizer."""
+    from stage_support import make_context
+
+    from taguru_server.store.context import Context
+    from taguru_server.store.text import query_terms, terms
+
+    rng = random.Random(1000 + seed)
+    words = ["AppState", "HTTPServer", "alpha", "beta", "u64Max", "酒造", "蔵元", "カタカナ", "かたかな", "水、源"]
+
+    def text() -> str:
+        return " ".join(rng.choice(words) + rng.choice(["", "。", " 第10篇"]) for _ in range(rng.randint(1, 8)))
+
+    ctx: Context = make_context("b")
+    for round_ in range(4):
+        for _i in range(rng.randint(5, 15)):
+            questions = [(0, text())] if rng.random() < 0.3 else []
+            body = "\n\n".join(text() for _ in range(rng.randint(1, 3)))
+            ctx.store_passage(f"s{rng.randint(0, 30)}", body, questions, [], [], [], round_, None)
+        for _ in range(rng.randint(0, 4)):
+            ctx.retract_source(f"s{rng.randint(0, 30)}")
+        for _ in range(5):
+            q_terms = query_terms(text())
+            docs, scores = ctx.bm25.search(q_terms)
+            by_doc = dict(zip(docs.tolist(), scores.tolist(), strict=True))
+            for sid, passage in ctx.passages.items():
+                for p, doc in enumerate(passage.docs):
+                    stats = ctx.bm25.explain(q_terms, doc)
+                    total = F32(0.0)
+                    for st in stats:
+                        total = F32(total + st.contribution)
+                    if doc in by_doc:
+                        assert total == F32(by_doc[doc]), (ctx.sources[sid], p)
+                    else:
+                        assert total == 0 and all(st.tf == 0 for st in stats)
+                    own = terms(passage.paragraphs[p]) + [t for qp, q in passage.questions if qp == p for t in terms(q)]
+                    assert [float(st.tf) for st in stats] == [float(own.count(t)) for t in q_terms]
+            for term, st in zip(q_terms, ctx.bm25.explain(q_terms, None), strict=True):
+                held = sum(
+                    term in terms(par) + [t for qp, q in pa.questions if qp == i for t in terms(q)]
+                    for pa in ctx.passages.values()
+                    for i, par in enumerate(pa.paragraphs)
+                )
+                assert st.df == held and st.contribution == 0
