@@ -482,6 +482,72 @@ async def test_provider_on_answers(fruit: tuple[Client, FakeEmbedder]) -> None:
     assert note["nearest"]["semantic_note"] and note["nearest"]["semantic"] == []
 
 
+@pytest.mark.anyio
+async def test_provider_on_below_cutoff_is_verified_against_the_fused_search(
+    fruit: tuple[Client, FakeEmbedder],
+) -> None:
+    client, _fake = fruit
+    await client.ok("POST", "/contexts/fruit/embeddings/refresh")
+    got = await explain(
+        client, "/contexts/fruit/sources/search/explain", {"query": "果物", "source": "b.md", "limit": 1}
+    )
+    assert got["verdict"] == "below_cutoff"
+    assert (
+        got["summary"]
+        == "paragraph 0 of 'b.md' ranked 2 of 2 — the cutoff at limit 1 was score 0.0164; limit 2 reaches it"
+    )
+    assert got["vector"] == {"ran": True, "floor": 0.35, "cosine": 0.0}  # scored, under the floor: no lane rank
+    ranking = got["ranking"]
+    assert (ranking["fused"], ranking["rank"], ranking["limit_to_reach"]) == (True, 2, 2)
+    assert str(F32(ranking["score"])) == "0.016129032" and str(F32(ranking["cutoff_score"])) == "0.016393442"
+    rerun = await client.ok("POST", "/contexts/fruit/sources/search", {"query": "果物", "limit": 2})
+    assert [h["source"] for h in rerun["result"]["hits"]] == ["a.md", "b.md"]
+    assert got["bm25"]["rank"] == 2 and got["bm25"]["score"] == rerun["result"]["hits"][1]["lanes"]["bm25"]["score"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("resolve/explain", b'{"cue":"a","expected":"b"}'),
+        ("resolve_label/explain", b'{"cue":"a","expected":"b"}'),
+        ("sources/search/explain", b'{"query":"a","source":"b"}'),
+    ],
+)
+async def test_a_spent_budget_wins_over_a_missing_context(path: str, body: bytes) -> None:
+    import time
+
+    from multidict import CIMultiDict
+
+    from taguru_server.server.auth import OPEN
+    from taguru_server.server.call import Call
+    from taguru_server.server.errors import status_of
+    from taguru_server.server.routing import ROUTER
+    from taguru_server.store.errors import ApiError
+
+    handler = ROUTER.resolve("POST", f"/contexts/nope/{path}").handler
+    assert handler is not None
+    call = Call(
+        method="POST",
+        path=f"/contexts/nope/{path}",
+        name="nope",
+        query={},
+        headers=CIMultiDict({"Content-Type": "application/json"}),
+        body=body,
+        registry=None,
+        settings=None,
+        principal=OPEN,
+        deadline=time.monotonic() - 1,
+    )  # type: ignore[arg-type]
+    with pytest.raises(ApiError) as err:
+        await handler(call)
+    assert err.value.code == "timeout" and status_of(err.value) == 408
+    assert err.value.message == (
+        "request exceeded its budget before this operation could start; narrow the query or raise "
+        "TAGURU_REQUEST_TIMEOUT_SECS"
+    )
+
+
 # ----- MCP ----------------------------------------------------------------------------------
 
 
