@@ -261,7 +261,56 @@ COMPONENTS: dict[str, Any] = {
             "schema_violations": INT,
         }
     ),
-    "ImportResult": _obj({"batches": {"type": "array", "items": ref("ImportOutcome")}}),
+    "ImportResult": _obj(
+        {
+            "batches": {"type": "array", "items": ref("ImportOutcome")},
+            "groups": {"type": "array", "items": ref("GroupImportOutcome")},
+        },
+        ["batches"],
+    ),
+    "GroupImportOutcome": _obj(
+        {"name": STR, "outcome": {"enum": ["created", "unchanged", "replaced"]}, "contexts": INT, "groups": INT}
+    ),
+    "GroupEntry": _obj({"name": STR, "description": STR, "contexts": STRS, "groups": STRS, "fingerprint": STR}),
+    "GroupList": _obj({"total": INT, "groups": {"type": "array", "items": ref("GroupEntry")}}),
+    "CrossMatches": _obj(
+        {
+            "total": INT,
+            "matches": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "context": STR,
+                        "subject": STR,
+                        "label": STR,
+                        "object": STR,
+                        "weight": NUM,
+                        "count": INT,
+                        "attributions": {"type": "array", "items": ref("Attribution")},
+                    }
+                ),
+            },
+            "plan": _obj({"contexts": STRS}),
+        }
+    ),
+    "CrossSearchResult": _obj(
+        {
+            "plan": ref("SearchPlan"),
+            "hits": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "context": STR,
+                        "source": STR,
+                        "paragraph": INT,
+                        "score": NUM,
+                        "text": STR,
+                        "lanes": _obj({"bm25": ref("LaneEvidence"), "vector": ref("LaneEvidence")}, []),
+                    }
+                ),
+            },
+        }
+    ),
     "CommunityHit": _obj(
         {
             "community": STR,
@@ -435,6 +484,16 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("PATCH", "/contexts/{name}"): ("ContextConfig", "ContextPatch"),
     ("GET", "/contexts/{name}"): (None, "DirectoryEntry"),
     ("DELETE", "/contexts/{name}"): (None, "bool"),
+    ("GET", "/groups"): (None, "GroupList"),
+    ("PUT", "/groups/{name}"): ("GroupCreate", "bool"),
+    ("GET", "/groups/{name}"): (None, "GroupEntry"),
+    ("PATCH", "/groups/{name}"): ("GroupPatch", "GroupEntry"),
+    ("DELETE", "/groups/{name}"): (None, "bool"),
+    ("POST", "/groups/{name}/rename"): ("GroupRename", "bool"),
+    ("GET", "/groups/{name}/export"): (None, "ndjson"),
+    ("POST", "/recall"): ("CrossRecallRequest", "CrossMatches"),
+    ("POST", "/query"): ("CrossQueryRequest", "CrossMatches"),
+    ("POST", "/sources/search"): ("CrossSearchRequest", "CrossSearchResult"),
     ("POST", "/contexts/{name}/associations"): ("AssociationBatch", "int"),
     ("POST", "/contexts/{name}/associations/retract"): ("TripleRequest", "AssociationRetraction"),
     ("POST", "/contexts/{name}/aliases"): ("AliasRegistration", "int"),
@@ -512,7 +571,9 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
                     "in": "path",
                     "required": True,
                     "schema": STR,
-                    "description": "context name, one percent-encoded path segment",
+                    "description": "group name, one percent-encoded path segment"
+                    if template.startswith("/groups/")
+                    else "context name, one percent-encoded path segment",
                 }
             ]
         if request == "jsonl":

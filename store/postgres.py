@@ -68,6 +68,12 @@ CREATE TABLE passage_vectors(
   question_hash BIGINT, vec BYTEA NOT NULL, PRIMARY KEY(ctx, ord));
 """,
     ),
+    (
+        3,  # context groups: one row per group, its record as JSON (description, member contexts, child groups)
+        """
+CREATE TABLE context_groups(name BYTEA PRIMARY KEY, body BYTEA NOT NULL);
+""",
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -339,6 +345,7 @@ COPIED_TABLES = (
     "vector_stores",
     "gloss_vectors",
     "passage_vectors",
+    "context_groups",
 )
 
 
