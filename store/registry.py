@@ -229,15 +229,9 @@ class Registry:
         if not rows:
             return
         gap = oldest > self._applied + 1
-        directory = gap
-        groups = gap
-        touched: dict[int, list[dict[str, Any]]] = {}
-        for _seq, cid, what in rows:
-            groups = groups or bool(what.get("groups"))
-            if cid == 0:  # a group write (no context has id 0)
-                continue
-            touched.setdefault(cid, []).append(what)
-            directory = directory or bool(what.get("created") or what.get("deleted"))
+        touched, directory, groups = _by_context(rows)
+        directory = directory or gap
+        groups = groups or gap
         by_cid = {ctx.cid: ctx for ctx in self._loaded.values()}
         for cid, whats in touched.items():  # deleted (and maybe recreated under the same id): forget it
             if any(w.get("deleted") for w in whats) and cid in by_cid:
@@ -288,6 +282,21 @@ class Registry:
                 yield
             finally:
                 self.persistence.unlock_writes()
+
+
+def _by_context(
+    rows: list[tuple[int, int, dict[str, Any]]],
+) -> tuple[dict[int, list[dict[str, Any]]], bool, bool]:
+    """Change-log rows by context id; whether a context was created or deleted; whether groups changed."""
+    touched: dict[int, list[dict[str, Any]]] = {}
+    directory = groups = False
+    for _seq, cid, what in rows:
+        groups = groups or bool(what.get("groups"))
+        if cid == 0:  # a group write (no context has id 0)
+            continue
+        touched.setdefault(cid, []).append(what)
+        directory = directory or bool(what.get("created") or what.get("deleted"))
+    return touched, directory, groups
 
 
 def _wanted(ctx: Context, whats: list[dict[str, Any]]) -> Dirty:

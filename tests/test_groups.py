@@ -306,8 +306,12 @@ async def test_export_line_and_import_round_trip(client: Client) -> None:
 
 # ----- scoped keys (§2.14) --------------------------------------------------------------------
 
-TOKENS = {"boss": "atok", "reader": "rtok", "potter": "stok", "writer": "wtok"}
-SCOPES = {"reader": "read", "potter": {"role": "write", "contexts": ["sake"]}, "writer": "write"}
+TOKENS = {"boss": "atok", "reader": "rtok", "potter": "stok", "porter": "ptok"}
+SCOPES = {
+    "reader": "read",
+    "potter": {"role": "write", "contexts": ["sake"]},
+    "porter": {"role": "admin", "contexts": ["sake"]},
+}
 
 
 @pytest.fixture
@@ -409,3 +413,166 @@ async def test_groups_survive_a_restart(settings_factory: Any) -> None:
     finally:
         await session.close()
         await server.close()
+
+
+# ----- taguru_group import records (§2.12) ----------------------------------------------------
+
+
+def _stream(*lines: Any) -> bytes:
+    return "".join((x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)) + "\n" for x in lines).encode()
+
+
+async def _import(client: Client, *lines: Any, query: str = "", token: str | None = None) -> Any:
+    return await client.call(
+        "POST", "/import" + query, raw=_stream(*lines), content_type="application/x-ndjson", token=token
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ({"taguru_group": 2, "name": "g"}, "line 1: taguru_group 2 is not a version this taguru reads (it reads 1)"),
+        ({"taguru_group": 1, "name": "n" * 65}, "line 1: name of 65 bytes exceeds the 64-byte cap"),
+        ({"taguru_group": 1, "name": ""}, "line 1: name must not be empty"),
+        (
+            {"taguru_group": 1, "name": "g", "description": "d" * 4097},
+            "line 1: description of 4097 bytes exceeds the 4096-byte cap",
+        ),
+        ({"taguru_group": 1, "name": "g", "contexts": ["ok", ""]}, "line 1: contexts must not be empty"),
+        ({"taguru_group": 1, "name": "g", "groups": ["x" * 65]}, "line 1: groups of 65 bytes exceeds the 64-byte cap"),
+        (
+            {"taguru_group": 1, "name": "g", "contexts": [f"c{i}" for i in range(1001)]},
+            "line 1: 1001 contexts where a group holds at most 1000 — split into nested child groups",
+        ),
+    ],
+)
+async def test_group_record_parse_errors(client: Client, line: dict[str, Any], error: str) -> None:
+    body = assert_error(await _import(client, line), 400, "malformed_request", error)
+    assert body["integrity"] == "nothing_written" and body["retryable_after_correction"] is True
+
+
+async def test_group_records_apply_after_every_batch_as_one_set(client: Client) -> None:
+    body = assert_error(await _import(client, {"taguru_group": 1, "name": "g", "extra": 1}), 400, "malformed_request")
+    assert body["error"].startswith("line 1: not a group record: ")
+    twice = assert_error(
+        await _import(client, {"taguru_group": 1, "name": "g"}, {"taguru_group": 1, "name": "g"}),
+        400,
+        "malformed_request",
+    )
+    assert twice["error"] == (
+        "line 2: group 'g' is already stated by an earlier record of this stream — one record owns one group's truth"
+    )
+    # a group record closes the batch: an op line after it needs a fresh header
+    orphan = assert_error(
+        await _import(
+            client,
+            {"taguru_batch": 1, "context": "c", "source": "s", "create": {}},
+            {"taguru_group": 1, "name": "g"},
+            {"subject": "a", "label": "b", "object": "c", "weight": 1.0},
+        ),
+        400,
+        "malformed_request",
+    )
+    assert orphan["error"] == "line 3: an op line before any batch header"
+    # the group sits before the batch that creates its member: groups apply after every batch
+    got = _ok(
+        await _import(
+            client,
+            {"taguru_group": 1, "name": "kid", "contexts": ["c"]},
+            {"taguru_batch": 1, "context": "c", "source": "s", "create": {}},
+            {"subject": "a", "label": "b", "object": "c", "weight": 1.0},
+            {"taguru_group": 1, "name": "mom", "groups": ["kid"], "description": "d"},
+        )
+    )
+    assert [b["context"] for b in got["batches"]] == ["c"]
+    assert got["groups"] == [
+        {"name": "kid", "outcome": "created", "contexts": 1, "groups": 0},
+        {"name": "mom", "outcome": "created", "contexts": 0, "groups": 1},
+    ]
+    again = _ok(await _import(client, {"taguru_group": 1, "name": "mom", "groups": ["kid"], "description": "d"}))
+    assert again == {"batches": [], "groups": [{"name": "mom", "outcome": "unchanged", "contexts": 0, "groups": 1}]}
+    replaced = _ok(await _import(client, {"taguru_group": 1, "name": "kid"}))
+    assert replaced["groups"][0]["outcome"] == "replaced"
+    assert _ok(await client.call("GET", "/groups/kid"))["contexts"] == []
+    # a dry run parses and previews, and leaves groups alone
+    dry = _ok(await _import(client, {"taguru_group": 1, "name": "new"}, query="?dry_run=true"))
+    assert dry == {"batches": []}
+    assert_error(await client.call("GET", "/groups/new"), 404, "no_group")
+    # group-phase refusals carry the landed prefix
+    missing = assert_error(
+        await _import(
+            client,
+            {"taguru_batch": 1, "context": "c", "source": "s2", "create": {}},
+            {"subject": "a", "label": "b", "object": "d", "weight": 1.0},
+            {"taguru_group": 1, "name": "z", "contexts": ["nope"]},
+        ),
+        404,
+        "no_context",
+    )
+    assert missing["error"] == (
+        "group records refused with every batch landed (1 durable); fixing the stream and re-POSTing it whole is "
+        "exact: group 'z' names member context 'nope', which does not exist; no group was applied (batches of the "
+        "same stream apply first — import the contexts, then the groups)"
+    )
+    assert missing["integrity"] == "durable_prefix" and missing["durable_batches"] == 1
+    assert missing["retryable_after_correction"] is True
+    child = assert_error(await _import(client, {"taguru_group": 1, "name": "z", "groups": ["ghost"]}), 404, "no_group")
+    assert child["integrity"] == "nothing_written"
+    assert child["error"].endswith(
+        "group 'z' names child group 'ghost', which neither exists nor rides this stream; no group was applied"
+    )
+    loop = assert_error(
+        await _import(client, {"taguru_group": 1, "name": "kid", "groups": ["mom"]}), 400, "invalid_argument"
+    )
+    assert loop["error"].endswith("the restored nesting would close a cycle through group 'kid'; no group was applied")
+    tall = assert_error(
+        await _import(
+            client,
+            {"taguru_group": 1, "name": "g1", "groups": ["g2"]},
+            {"taguru_group": 1, "name": "g2", "groups": ["g3"]},
+            {"taguru_group": 1, "name": "g3", "groups": ["g4"]},
+            {"taguru_group": 1, "name": "g4"},
+        ),
+        400,
+        "over_limit",
+    )
+    assert tall["error"].endswith(
+        "the restored nesting would stack more than 3 groups under group 'g1'; no group was applied"
+    )
+    assert_error(await client.call("GET", "/groups/g4"), 404, "no_group")
+
+
+async def test_a_scoped_import_of_group_records(scoped: Client) -> None:
+    # the standing members count too: restoring `mixed` to `{sake}` still involves `bunko`
+    refused = assert_error(
+        await _import(scoped, {"taguru_group": 1, "name": "mixed", "contexts": ["sake"]}, token="ptok"),
+        403,
+        "forbidden",
+        "key 'porter' has no grant on context 'bunko'; nothing was applied",
+    )
+    assert "integrity" not in refused
+    assert _ok(await scoped.call("GET", "/groups/mixed", token="atok"))["contexts"] == ["bunko", "sake"]
+    # and the prospective ones: a new group naming an outside child
+    assert_error(
+        await _import(scoped, {"taguru_group": 1, "name": "fresh", "groups": ["nest"]}, token="ptok"),
+        403,
+        "forbidden",
+        "key 'porter' has no grant on context 'bunko'; nothing was applied",
+    )
+    got = _ok(await _import(scoped, {"taguru_group": 1, "name": "ours", "description": "x"}, token="ptok"))
+    assert got["groups"][0]["outcome"] == "replaced"
+    # a scoped admin may rename and delete what lies inside its grant, and nothing else
+    assert _ok(await scoped.call("POST", "/groups/ours/rename", {"to": "theirs"}, token="ptok")) is True
+    assert_error(
+        await scoped.call("POST", "/groups/mixed/rename", {"to": "m2"}, token="ptok"),
+        403,
+        "forbidden",
+        "key 'porter' has no grant on context 'bunko'; nothing was applied",
+    )
+    assert_error(
+        await scoped.call("DELETE", "/groups/nest", token="ptok"),
+        403,
+        "forbidden",
+        "key 'porter' has no grant on context 'bunko'; nothing was applied",
+    )
+    assert _ok(await scoped.call("DELETE", "/groups/theirs", token="ptok")) is True
