@@ -542,62 +542,6 @@ EVIDENCE = _body(
     Field("explain", "bool", "add plan.stages (one entry per stage)", default=False),
     refuse_duplicates=True,
 )
-GROUP_CREATE = _body(
-    "GroupCreate",
-    Field("description", "string", "free text, at most 4096 bytes", default="", null_is_absent=False),
-    Field("contexts", "strings", "member contexts (registered; at most 1000)", default=(), null_is_absent=False),
-    Field("groups", "strings", "child groups (registered; at most 1000)", default=(), null_is_absent=False),
-)
-GROUP_PATCH = _body(
-    "GroupPatch",
-    Field("description", "string", "the new description; absent or null leaves it"),
-    Field("add_contexts", "strings", "member contexts to add", default=(), null_is_absent=False),
-    Field("remove_contexts", "strings", "member contexts to remove", default=(), null_is_absent=False),
-    Field("add_groups", "strings", "child groups to add", default=(), null_is_absent=False),
-    Field("remove_groups", "strings", "child groups to remove", default=(), null_is_absent=False),
-)
-GROUP_RENAME = _body("GroupRename", Field("to", "string", "the new group name, at most 64 bytes", True))
-CROSS_CURSOR = _body(
-    "CrossCursor",
-    Field("weight", "f64", "the last match's weight", True),
-    Field("context", "string", "", True),
-    Field("subject", "string", "", True),
-    Field("label", "string", "", True),
-    Field("object", "string", "", True),
-    publish=False,
-    closed=True,
-)
-_TARGETS = (
-    Field("contexts", "strings", "contexts to search, in this order (at most 1000)"),
-    Field("groups", "strings", "groups whose member contexts are searched too (at most 1000)"),
-)
-CROSS_RECALL = _body(
-    "CrossRecallRequest",
-    *_TARGETS,
-    Field("cue", "string", "exact spelling of a subject, object or label", True),
-    Field("limit", "usize", "default 100, ceiling 1000"),
-    Field("after", "struct", "keyset cursor", nested=CROSS_CURSOR),
-    Field("since", "u64", "not supported across contexts"),
-    Field("until", "u64", "not supported across contexts"),
-)
-CROSS_QUERY = _body(
-    "CrossQueryRequest",
-    *_TARGETS,
-    Field("subject", "one_or_many", "a name or an OR-set of names"),
-    Field("label", "one_or_many", "a name or an OR-set of names"),
-    Field("object", "one_or_many", "a name or an OR-set of names"),
-    Field("subject_types", "strings", "schema types (no schemas here: any filters every match away)"),
-    Field("object_types", "strings", "schema types (no schemas here: any filters every match away)"),
-    Field("limit", "usize", "default 100, ceiling 1000"),
-    Field("after", "struct", "keyset cursor", nested=CROSS_CURSOR),
-    Field("since", "u64", "not supported across contexts"),
-    Field("until", "u64", "not supported across contexts"),
-)
-CROSS_SEARCH = _body(
-    "CrossSearchRequest",
-    *_TARGETS,
-    *SEARCH.fields,
-)
 ALIASES = _body(  # published by schemas.py among the any-JSON bodies, where it has always been listed
     "AliasRequest",
     Field("concepts", "string_map"),

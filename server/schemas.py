@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from taguru_server.server import group_shapes  # its request specs join PUBLISHED on import
 from taguru_server.server.decode import ALIASES, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
 
@@ -271,46 +272,6 @@ COMPONENTS: dict[str, Any] = {
     "GroupImportOutcome": _obj(
         {"name": STR, "outcome": {"enum": ["created", "unchanged", "replaced"]}, "contexts": INT, "groups": INT}
     ),
-    "GroupEntry": _obj({"name": STR, "description": STR, "contexts": STRS, "groups": STRS, "fingerprint": STR}),
-    "GroupList": _obj({"total": INT, "groups": {"type": "array", "items": ref("GroupEntry")}}),
-    "CrossMatches": _obj(
-        {
-            "total": INT,
-            "matches": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "context": STR,
-                        "subject": STR,
-                        "label": STR,
-                        "object": STR,
-                        "weight": NUM,
-                        "count": INT,
-                        "attributions": {"type": "array", "items": ref("Attribution")},
-                    }
-                ),
-            },
-            "plan": _obj({"contexts": STRS}),
-        }
-    ),
-    "CrossSearchResult": _obj(
-        {
-            "plan": ref("SearchPlan"),
-            "hits": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "context": STR,
-                        "source": STR,
-                        "paragraph": INT,
-                        "score": NUM,
-                        "text": STR,
-                        "lanes": _obj({"bm25": ref("LaneEvidence"), "vector": ref("LaneEvidence")}, []),
-                    }
-                ),
-            },
-        }
-    ),
     "CommunityHit": _obj(
         {
             "community": STR,
@@ -454,6 +415,7 @@ COMPONENTS["PassageStore"] = _obj(
     closed=False,
 )
 COMPONENTS[ALIASES.component_name] = ALIASES.json_schema()
+COMPONENTS.update(group_shapes.COMPONENTS)
 COMPONENTS["EmbeddingStatus"] = _obj(
     {
         "provider_model": NULL_STR,
@@ -484,16 +446,6 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("PATCH", "/contexts/{name}"): ("ContextConfig", "ContextPatch"),
     ("GET", "/contexts/{name}"): (None, "DirectoryEntry"),
     ("DELETE", "/contexts/{name}"): (None, "bool"),
-    ("GET", "/groups"): (None, "GroupList"),
-    ("PUT", "/groups/{name}"): ("GroupCreate", "bool"),
-    ("GET", "/groups/{name}"): (None, "GroupEntry"),
-    ("PATCH", "/groups/{name}"): ("GroupPatch", "GroupEntry"),
-    ("DELETE", "/groups/{name}"): (None, "bool"),
-    ("POST", "/groups/{name}/rename"): ("GroupRename", "bool"),
-    ("GET", "/groups/{name}/export"): (None, "ndjson"),
-    ("POST", "/recall"): ("CrossRecallRequest", "CrossMatches"),
-    ("POST", "/query"): ("CrossQueryRequest", "CrossMatches"),
-    ("POST", "/sources/search"): ("CrossSearchRequest", "CrossSearchResult"),
     ("POST", "/contexts/{name}/associations"): ("AssociationBatch", "int"),
     ("POST", "/contexts/{name}/associations/retract"): ("TripleRequest", "AssociationRetraction"),
     ("POST", "/contexts/{name}/aliases"): ("AliasRegistration", "int"),
@@ -528,6 +480,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/live"): (None, "text"),
     ("GET", "/metrics"): (None, "metrics"),
     ("GET", "/openapi.json"): (None, "openapi"),
+    **group_shapes.ROUTE_SHAPES,
 }
 
 

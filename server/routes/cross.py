@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from taguru_server.server import decode as S
+from taguru_server.server import group_shapes as S
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
