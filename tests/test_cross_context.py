@@ -361,3 +361,76 @@ async def test_merge_matches_a_transcription_over_single_context_results(client:
     )
     assert crossed["hits"] == [hit for _r, _i, hit in interleaved][:limit]
     assert crossed["plan"]["contexts"] == [p for s in singles for p in s["plan"]["contexts"]]
+
+
+# ----- MCP: the group tools and the ST forms of query, recall, search_passages ---------------------
+
+
+async def _tool(client: Client, name: str, args: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}}
+    status, body, _h = await client.call("POST", "/mcp", msg, token=token)
+    assert status == 200, body
+    return body["result"]
+
+
+def _text(result: dict[str, Any]) -> str:
+    assert "isError" not in result, result
+    return result["content"][0]["text"]
+
+
+async def test_mcp_group_tools_and_st_forms(client: Client) -> None:
+    await _seed(client)
+    _ok(await client.call("PUT", "/groups/sakaya", {"contexts": ["izakaya"], "description": "酒屋"}))
+    listed = json.loads(_text(await _tool(client, "list_groups", {"limit": 5})))
+    assert [g["name"] for g in listed["result"]["groups"]] == ["sakaya"]
+    got = json.loads(_text(await _tool(client, "get_group", {"name": "sakaya"})))
+    assert got["result"]["contexts"] == ["izakaya"]
+    line = _text(await _tool(client, "export_group", {"name": "sakaya"}))
+    assert line == '{"taguru_group":1,"name":"sakaya","description":"酒屋","contexts":["izakaya"]}\n'
+    missing = await _tool(client, "get_group", {"name": "nope"})
+    assert missing["isError"] is True and missing["content"][0]["text"].startswith("HTTP 404: ")
+    assert (await _tool(client, "get_group", {}))["content"][0]["text"] == "missing required argument 'name'"
+    # ST: `context` is the per-context route, `contexts`/`groups` the cross route
+    single = json.loads(_text(await _tool(client, "recall", {"context": "sakagura", "cue": "蔵"})))
+    assert single["result"]["plan"] == {"contexts": ["sakagura"]} and "context" not in single["result"]["matches"][0]
+    crossed = json.loads(
+        _text(await _tool(client, "recall", {"contexts": ["sakagura"], "groups": ["sakaya"], "cue": "蔵"}))
+    )
+    assert [m["context"] for m in crossed["result"]["matches"]] == ["sakagura", "izakaya"]
+    q = json.loads(_text(await _tool(client, "query", {"groups": ["sakaya"], "subject": "蔵"})))
+    assert q["result"]["total"] == 1
+    hits = json.loads(
+        _text(await _tool(client, "search_passages", {"contexts": ["izakaya", "sakagura"], "query": "蔵元"}))
+    )
+    assert [h["context"] for h in hits["result"]["hits"]] == ["izakaya", "sakagura"]
+    both = await _tool(client, "recall", {"context": "izakaya", "contexts": ["sakagura"], "cue": "蔵"})
+    assert both["isError"] is True
+    assert both["content"][0]["text"] == "pass either 'context' or 'contexts'/'groups', not both"
+    neither = await _tool(client, "search_passages", {"query": "蔵元"})
+    assert neither["content"][0]["text"] == (
+        "missing required argument 'context' (or 'contexts'/'groups', to search several at once)"
+    )
+    windowed = await _tool(client, "recall", {"groups": ["sakaya"], "cue": "蔵", "since": 1})
+    assert (
+        windowed["isError"] is True
+        and "since/until are not supported on cross-context search" in (windowed["content"][0]["text"])
+    )
+    no_cue = await _tool(client, "recall", {"groups": ["sakaya"]})
+    assert no_cue["content"][0]["text"] == "missing required argument 'cue'"
+    names = {t["name"] for t in (await _rpc_tools(client))}
+    assert {"list_groups", "get_group", "export_group"} <= names
+
+
+async def _rpc_tools(client: Client) -> list[dict[str, Any]]:
+    status, body, _h = await client.call("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert status == 200
+    return body["result"]["tools"]
+
+
+async def test_mcp_cross_tools_keep_a_scoped_keys_grant(scoped: Client) -> None:
+    refused = await _tool(scoped, "recall", {"contexts": ["sake", "bunko"], "cue": "蔵"}, token="stok")
+    assert refused["isError"] is True and refused["content"][0]["text"].startswith("HTTP 403: ")
+    over_group = _text(await _tool(scoped, "search_passages", {"groups": ["zenbu"], "query": "蔵元"}, token="stok"))
+    assert "bunko" not in over_group
+    row = _text(await _tool(scoped, "get_group", {"name": "zenbu"}, token="stok"))
+    assert "bunko" not in row and json.loads(row)["result"]["contexts"] == ["sake"]
