@@ -576,3 +576,25 @@ async def test_a_scoped_import_of_group_records(scoped: Client) -> None:
         "key 'porter' has no grant on context 'bunko'; nothing was applied",
     )
     assert _ok(await scoped.call("DELETE", "/groups/theirs", token="ptok")) is True
+
+
+async def test_a_group_written_by_one_worker_is_read_by_another(settings_factory: Any) -> None:
+    """Two server processes' worth of apps over one store: reads catch up with the change log first."""
+    first = await start_client(settings_factory(TAGURU_WORKERS="2"))
+    second = await start_client(settings_factory(TAGURU_WORKERS="2"))
+    a, b = first[1], second[1]
+    try:
+        await make_context(a, "one")
+        assert _ok(await put_group(a, "g", {"contexts": ["one"]})) is True
+        assert _ok(await b.call("GET", "/groups/g"))["contexts"] == ["one"]
+        assert _ok(await b.call("PATCH", "/groups/g", {"description": "from b"}))["description"] == "from b"
+        assert _ok(await a.call("GET", "/groups"))["groups"][0]["description"] == "from b"
+        assert _ok(await b.call("DELETE", "/contexts/one")) is True
+        assert _ok(await a.call("GET", "/groups/g"))["contexts"] == []
+        assert_error(await a.call("PUT", "/groups/g"), 409, "already_exists")
+        assert _ok(await a.call("POST", "/groups/g/rename", {"to": "h"})) is True
+        assert_error(await b.call("GET", "/groups/g"), 404, "no_group")
+    finally:
+        for server, _client, session in (first, second):
+            await session.close()
+            await server.close()

@@ -133,7 +133,7 @@ def _optional_body(call: Call) -> dict[str, Any]:
     raw = call.body
     value: Any = {}
     try:
-        if raw.strip():
+        if raw:  # whitespace alone is a body, and not JSON
             value = parse_json(raw)
         return S.GROUP_CREATE.decode(value, raw)
     except ApiError as exc:
