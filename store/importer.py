@@ -259,8 +259,8 @@ def _open_batch(n: int, rec: dict[str, Any], seen: set[tuple[str, str]]) -> Batc
 
 def _parse_op_line(n: int, rec: dict[str, Any], current: Batch | None, alias_seen: set[tuple[int, str]]) -> None:
     """Classify one non-header line and add it to the current batch."""
-    if "taguru_schema" in rec or "taguru_group" in rec:
-        raise ParseError(f"line {n}: schema and group records are not supported by this server")
+    if "taguru_schema" in rec:  # (group records are read by `parse_stream` before this)
+        raise ParseError(f"line {n}: schema records are not supported by this server")
     kind = next((_CLASS_OF[k] for k in _CLASSIFY if k in rec), None)
     if kind is None:
         raise ParseError(f"line {n}: unrecognized record: expected a batch header or an op line")
