@@ -160,6 +160,7 @@ class Registry:
         except Exception as exc:
             self.write_failing = True
             raise CommitFailed(str(exc), _kind(exc)) from exc
+        self.write_failing = False
         self.groups.update(context_renamed(self.groups, old, new))
 
     def note_groups_changed(self) -> None:

@@ -106,3 +106,26 @@ def test_a_second_registry_follows_group_writes(tmp_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_refused_group_write_changes_nothing_in_memory(tmp_path: Path) -> None:
+    import pytest
+
+    from taguru_server.store.errors import StorageFailed
+    from taguru_server.store.registry import CommitFailed
+
+    reg = _registry(tmp_path / "data")
+    try:
+        _contexts(reg, "a")
+        reg.write_groups({"g": GroupRecord.of("", ["a"], [])})
+
+        def refusing(*args: object, **kw: object) -> int:
+            raise StorageFailed("storage_full", "the disk is full")
+
+        reg.persistence.write_groups = refusing  # type: ignore[method-assign]
+        with pytest.raises(CommitFailed) as failed:
+            reg.write_groups({"h": GroupRecord()}, ["g"])
+        assert failed.value.kind == "storage_full" and reg.write_failing
+        assert reg.groups == {"g": GroupRecord.of("", ["a"], [])}
+    finally:
+        reg.close()
