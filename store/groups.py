@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
+from taguru_server.store.wire import dumps_bytes
+
 MAX_GROUP_MEMBERS = 1000  # member contexts, and child groups, per group
 MAX_GROUP_DEPTH = 3  # groups stacked in one chain
 MAX_GROUP_NAME_BYTES = 64
@@ -167,3 +169,21 @@ def child_renamed(groups: Groups, old: str, new: str) -> dict[str, GroupRecord]:
         for name, r in groups.items()
         if old in r.groups and name != old
     }
+
+
+def export_line(name: str, record: GroupRecord, contexts: Iterable[str] | None = None) -> bytes:
+    """A group's export: one `taguru_group` line (empty fields omitted), newline-terminated.
+
+    `contexts` narrows the members shown (a scoped key's visible slice); child names stay whole.
+    Importing the line restores the group (`store/group_import.py`), so an offline full export can
+    write one such file per group beside the contexts' streams.
+    """
+    members = list(record.contexts if contexts is None else contexts)
+    line: dict[str, object] = {"taguru_group": 1, "name": name}
+    if record.description:
+        line["description"] = record.description
+    if members:
+        line["contexts"] = members
+    if record.groups:
+        line["groups"] = list(record.groups)
+    return dumps_bytes(line) + b"\n"

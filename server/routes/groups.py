@@ -25,13 +25,13 @@ from taguru_server.store.groups import (
     NestingError,
     child_renamed,
     closure,
+    export_line,
     fingerprint,
     validate_nesting,
     without_child,
 )
 from taguru_server.store.registry import CommitFailed, Registry
 from taguru_server.store.text import utf8_len
-from taguru_server.store.wire import dumps_bytes
 
 BEFORE_START = (
     "request exceeded its budget before this operation could start; narrow the query or raise "
@@ -274,25 +274,13 @@ async def rename_group(call: Call) -> Any:
     return True
 
 
-def export_line(record: GroupRecord, name: str, contexts: list[str]) -> bytes:
-    """The one `taguru_group` line of a group's export (empty fields omitted), newline-terminated."""
-    line: dict[str, Any] = {"taguru_group": 1, "name": name}
-    if record.description:
-        line["description"] = record.description
-    if contexts:
-        line["contexts"] = contexts
-    if record.groups:
-        line["groups"] = list(record.groups)
-    return dumps_bytes(line) + b"\n"
-
-
 async def export_group(call: Call) -> Raw:
     name = call.name or ""
     record = call.registry.groups.get(name)
     if record is None:
         raise no_group(name)
     visible = [c for c in record.contexts if call.principal.may_access(c)]
-    return Raw(200, export_line(record, name, visible), "application/x-ndjson; charset=utf-8")
+    return Raw(200, export_line(name, record, visible), "application/x-ndjson; charset=utf-8")
 
 
 ROUTES: list[Route] = [
