@@ -129,3 +129,25 @@ def test_a_refused_group_write_changes_nothing_in_memory(tmp_path: Path) -> None
         assert reg.groups == {"g": GroupRecord.of("", ["a"], [])}
     finally:
         reg.close()
+
+
+def test_offline_import_restores_group_records(tmp_path: Path) -> None:
+    import json
+
+    from process_support import base_env, cli
+
+    data = tmp_path / "data"
+    stream = tmp_path / "in.jsonl"
+    lines = [
+        {"taguru_group": 1, "name": "kura", "description": "蔵元一式", "contexts": ["t-sake"]},
+        {"taguru_batch": 1, "context": "t-sake", "source": "s", "create": {}},
+        {"subject": "a", "label": "b", "object": "c", "weight": 1.0},
+    ]
+    stream.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    done = cli("import", "--no-embed", str(stream), env=base_env(data))
+    assert done.returncode == 0, done.stderr
+    reg = _registry(data)
+    try:
+        assert reg.groups == {"kura": GroupRecord.of("蔵元一式", ["t-sake"], [])}
+    finally:
+        reg.close()
