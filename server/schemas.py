@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server import explain_wire
+from taguru_server.server import (
+    explain_wire,
+    group_shapes,  # its request specs join PUBLISHED on import
+)
 from taguru_server.server.decode import ALIASES, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
 
@@ -262,7 +265,16 @@ COMPONENTS: dict[str, Any] = {
             "schema_violations": INT,
         }
     ),
-    "ImportResult": _obj({"batches": {"type": "array", "items": ref("ImportOutcome")}}),
+    "ImportResult": _obj(
+        {
+            "batches": {"type": "array", "items": ref("ImportOutcome")},
+            "groups": {"type": "array", "items": ref("GroupImportOutcome")},
+        },
+        ["batches"],
+    ),
+    "GroupImportOutcome": _obj(
+        {"name": STR, "outcome": {"enum": ["created", "unchanged", "replaced"]}, "contexts": INT, "groups": INT}
+    ),
     "CommunityHit": _obj(
         {
             "community": STR,
@@ -406,6 +418,7 @@ COMPONENTS["PassageStore"] = _obj(
     closed=False,
 )
 COMPONENTS[ALIASES.component_name] = ALIASES.json_schema()
+COMPONENTS.update(group_shapes.COMPONENTS)
 COMPONENTS["EmbeddingStatus"] = _obj(
     {
         "provider_model": NULL_STR,
@@ -471,6 +484,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/live"): (None, "text"),
     ("GET", "/metrics"): (None, "metrics"),
     ("GET", "/openapi.json"): (None, "openapi"),
+    **group_shapes.ROUTE_SHAPES,
 }
 ROUTE_SHAPES.update(explain_wire.ROUTE_SHAPES)
 
@@ -515,7 +529,9 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
                     "in": "path",
                     "required": True,
                     "schema": STR,
-                    "description": "context name, one percent-encoded path segment",
+                    "description": "group name, one percent-encoded path segment"
+                    if template.startswith("/groups/")
+                    else "context name, one percent-encoded path segment",
                 }
             ]
         if request == "jsonl":

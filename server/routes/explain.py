@@ -10,7 +10,7 @@ from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.explain_wire import RESOLVE_EXPLAIN, SEARCH_EXPLAIN
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.routes.common import MAX_MATCH_LIMIT, clamp_limit, count_read
-from taguru_server.server.routes.passages import check_filter
+from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.semantic import (
     DEADLINE_RESERVE_SECS,
     QueryFailed,
@@ -96,7 +96,7 @@ async def explain_search(call: Call) -> Any:
     query, source = args["query"], args["source"]
     filtered = (args["tags"], args["since"], args["until"])
     limit = clamp_limit(args["limit"], 5)
-    check_filter(*filtered)
+    check_source_filter(*filtered)
     ctx = call.context()
     target = explain.early_verdict(ctx, query, source, args["paragraph"], filtered)
     if not isinstance(target, explain.SearchTarget):

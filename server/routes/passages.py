@@ -135,8 +135,8 @@ async def citations(call: Call) -> Any:
     return found
 
 
-def check_filter(tags: list[str] | None, since: int | None, until: int | None) -> None:
-    """The search's source-filter checks, in order: the tag count, each tag, the window, distinct tags."""
+def check_source_filter(tags: list[str] | None, since: int | None, until: int | None) -> None:
+    """The search's source filter: tag count and sizes, a window that selects something, distinct tags."""
     if tags is not None:
         if len(tags) > MAX_INPUT_ITEMS:
             raise too_many_items("tags", len(tags))
@@ -156,7 +156,7 @@ async def search_sources(call: Call) -> Any:
     args = await call.decode(S.SEARCH)
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)
-    check_filter(tags, since, until)
+    check_source_filter(tags, since, until)
     ctx = call.context()
     vector = None
     if limit > 0 and query_terms(query_text):  # only then is the query embedded (spec embeddings §7.1)
