@@ -11,7 +11,7 @@ from taguru_server.server import evidence as ev
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Handler, Route
 from taguru_server.server.mcp import endpoint as mcp
-from taguru_server.server.routes import admin, communities, contexts, embeddings, export, feed, graph, passages
+from taguru_server.server.routes import admin, communities, contexts, embeddings, export, feed, graph, passages, walks
 from taguru_server.store.errors import ApiError
 
 UNMATCHED = "<unmatched>"
@@ -23,6 +23,7 @@ ROUTES: list[Route] = [
     *graph.ROUTES,
     *passages.ROUTES,
     *graph.LANE_ROUTES,
+    *walks.ROUTES,
     *feed.ROUTES,
     *embeddings.ROUTES,
     Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
