@@ -5,19 +5,31 @@ edges (count 0) never connect. A concept's edges are visited as its outgoing edg
 incoming edges, each in edge-id order, and a self-loop is in both lists. The breadth-first
 queue order, and with it explore's `path` and the order paths enumerates trails in, follows
 from that order exactly. Names are exact spellings, alias-folded; outputs are canonical.
+
+The breadth-first walks run a level at a time over arrays (`WalkGraph`, built once per graph
+version): a level's new concepts, taken in first-occurrence order of the previous level's
+adjacency entries, are exactly the ones the one-at-a-time queue would append, in its order.
+The depth-first trail enumeration runs entry by entry, as its budget is counted per entry.
+`store.walks_plain` holds the walks as the contract writes them; both must agree exactly.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from taguru_server.store.context import Context
 
 MAX_DEPTH = 10  # explore and paths clamp max_depth to this
 PATHS_BUDGET = 100_000  # adjacency entries paths may draw, over all origins
+SCAN_CHUNK = 1 << 15  # edges unreachable_from scans between two deadline checks
+_FAR = 1 << 30  # "not reached" as a hop count
+
+Trail = tuple[list[int], list[int]]  # concept ids (origin first), edge ids in walk order
 
 
 def concept_ids(ctx: Context, names: list[str]) -> list[int]:
@@ -43,164 +55,330 @@ def adjacency(ctx: Context, c: int) -> list[int]:
     return ctx.out_edges[c] + incoming(ctx, c)
 
 
-def _chain(parent: dict[int, int], c: int) -> list[int]:
-    """[origin, …, parent(c), c]: follow `parent` until a concept with none."""
-    chain = [c]
-    while chain[-1] in parent:
-        chain.append(parent[chain[-1]])
-    chain.reverse()
-    return chain
+def trail_key(ctx: Context, trail: Trail) -> tuple[int, float, list[int], list[int]]:
+    """Shortest first, then the strongest weakest link (raw |sum|), then concept ids, then edge ids."""
+    nodes, edges = trail
+    e_sum = ctx.e_sum
+    return (len(edges), -min(abs(e_sum[e]) for e in edges), nodes, edges)
+
+
+# ----- the array view of one graph version ------------------------------------------------------
+
+
+class WalkGraph:
+    """Live adjacency in visit order as CSR arrays, edge columns, and name ranks (byte order).
+
+    A concept's entries are its live outgoing edges, then its live incoming edges other than
+    self-loops (a self-loop's second sighting changes nothing in a breadth-first walk).
+    """
+
+    __slots__ = (
+        "n",
+        "ptr",
+        "other",
+        "edge",
+        "e_s",
+        "e_l",
+        "e_o",
+        "live",
+        "neg_abs_weight",
+        "c_rank",
+        "l_rank",
+        "c_sorted",
+        "l_sorted",
+        "trail_adj",
+    )
+
+    def __init__(self, ctx: Context) -> None:
+        self.n = n = len(ctx.concepts)
+        self.e_s = np.array(ctx.e_s, dtype=np.int64)
+        self.e_l = np.array(ctx.e_l, dtype=np.int64)
+        self.e_o = np.array(ctx.e_o, dtype=np.int64)
+        counts = np.array(ctx.e_cnt, dtype=np.int64)
+        self.live = counts > 0
+        sums = np.array(ctx.e_sum, dtype=np.float64)
+        # -|sum / count| (the averaged weight, as Context.weight divides it); dead edges 0
+        self.neg_abs_weight = np.zeros(len(counts), dtype=np.float64)
+        np.divide(sums, counts, out=self.neg_abs_weight, where=self.live)
+        self.neg_abs_weight = -np.abs(self.neg_abs_weight)
+        ids = np.flatnonzero(self.live)
+        inward = ids[self.e_s[ids] != self.e_o[ids]]
+        node = np.concatenate((self.e_s[ids], self.e_o[inward]))
+        side = np.concatenate((np.zeros(len(ids), np.int64), np.ones(len(inward), np.int64)))
+        edge = np.concatenate((ids, inward))
+        other = np.concatenate((self.e_o[ids], self.e_s[inward]))
+        order = np.lexsort((edge, side, node))
+        self.edge = edge[order]
+        self.other = other[order]
+        self.ptr = np.zeros(n + 1, dtype=np.int64)
+        if len(node):
+            np.cumsum(np.bincount(node, minlength=n), out=self.ptr[1:])
+        self.c_sorted = sorted(ctx.concepts)
+        self.l_sorted = sorted(ctx.labels)
+        self.c_rank = _ranks(ctx.concepts)
+        self.l_rank = _ranks(ctx.labels)
+        # paths: per concept, (neighbour or -1 for a dead edge or self-loop, edge id) per adjacency entry
+        self.trail_adj: dict[int, tuple[list[int], list[int]]] = {}
+
+    def expand(self, frontier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The frontier's adjacency entries in visit order, and the concept each one belongs to."""
+        starts = self.ptr[frontier]
+        lens = self.ptr[frontier + 1] - starts
+        total = int(lens.sum())
+        if total == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        offsets = np.cumsum(lens) - lens
+        idx = np.repeat(starts - offsets, lens) + np.arange(total, dtype=np.int64)
+        return idx, np.repeat(frontier, lens)
+
+
+def _ranks(names: list[str]) -> np.ndarray:
+    """Each name's position in sorted (code point, so byte) order."""
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.array(order, dtype=np.int64)] = np.arange(len(names), dtype=np.int64)
+    return rank
+
+
+def walk_graph(ctx: Context) -> WalkGraph:
+    """The context's WalkGraph for its current graph version (built on first use)."""
+    key = (ctx.graph_version, len(ctx.concepts), len(ctx.labels), len(ctx.e_s))
+    cached = ctx.read_cache.get("walks")
+    if cached is not None and cached[0] == key:
+        graph: WalkGraph = cached[1]
+        return graph
+    graph = WalkGraph(ctx)
+    ctx.read_cache["walks"] = (key, graph)
+    return graph
+
+
+def _distinct(values: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values (all in [0, size)), ascending."""
+    mark = np.zeros(size, dtype=bool)
+    mark[values] = True
+    return np.flatnonzero(mark)
+
+
+def _first_seen(values: np.ndarray, size: int) -> np.ndarray:
+    """Where each distinct value (all in [0, size)) first occurs, ascending."""
+    k = len(values)
+    first = np.full(size, k, dtype=np.int64)
+    np.minimum.at(first, values, np.arange(k, dtype=np.int64))
+    positions = first[first < k]
+    positions.sort()
+    return positions
+
+
+# ----- ordering by names ------------------------------------------------------------------------
+
+
+class _NameBound:
+    """Where one spelling falls among sorted names: ranks below `lo` sort before it, `lo` may equal it."""
+
+    __slots__ = ("lo", "equal")
+
+    def __init__(self, sorted_names: list[str], name: str) -> None:
+        self.lo = bisect.bisect_left(sorted_names, name)
+        self.equal = self.lo < len(sorted_names) and sorted_names[self.lo] == name
+
+    def gt(self, ranks: np.ndarray) -> np.ndarray:
+        return ranks > self.lo if self.equal else ranks >= self.lo
+
+    def eq(self, ranks: np.ndarray) -> np.ndarray:
+        return ranks == self.lo if self.equal else np.zeros(len(ranks), dtype=bool)
+
+
+def _after_cursor(
+    g: WalkGraph, first_gt: np.ndarray, first_eq: np.ndarray, ranks: tuple[np.ndarray, ...], after: dict[str, Any]
+) -> np.ndarray:
+    """Keep-mask: (first key, subject, label, object) after the cursor's, and not the cursor's own triple."""
+    bounds = (
+        _NameBound(g.c_sorted, after["subject"]),
+        _NameBound(g.l_sorted, after["label"]),
+        _NameBound(g.c_sorted, after["object"]),
+    )
+    sr, lr, orank = ranks
+    eq_s, eq_l, eq_o = bounds[0].eq(sr), bounds[1].eq(lr), bounds[2].eq(orank)
+    names_gt = bounds[0].gt(sr) | (eq_s & (bounds[1].gt(lr) | (eq_l & bounds[2].gt(orank))))
+    own = eq_s & eq_l & eq_o
+    keep: np.ndarray = (first_gt | (first_eq & names_gt)) & ~own
+    return keep
+
+
+def smallest(keys: list[np.ndarray], limit: int) -> np.ndarray:
+    """Positions of the `limit` smallest rows by the keys (first key first), in sorted order."""
+    n = len(keys[0])
+    if limit >= n:
+        return np.lexsort(keys[::-1]) if n else np.zeros(0, dtype=np.int64)
+    if limit <= 0:
+        return np.zeros(0, dtype=np.int64)
+    chosen = []
+    cand = np.arange(n, dtype=np.int64)
+    need = limit
+    for k in keys:
+        if len(cand) <= need:
+            break
+        vals = k[cand]
+        pivot = np.partition(vals, need - 1)[need - 1]
+        below = cand[vals < pivot]
+        chosen.append(below)
+        need -= len(below)
+        cand = cand[vals == pivot]
+    chosen.append(cand[:need])
+    sel = np.concatenate(chosen)
+    ordered: np.ndarray = sel[np.lexsort([k[sel] for k in keys[::-1]])]
+    return ordered
 
 
 # ----- explore ---------------------------------------------------------------------------------
-
-
-def explore_reach(
-    ctx: Context, origins: list[str], max_depth: int
-) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
-    """Breadth-first from the origins: edge id -> (hop, from concept), first sighting wins; and parents."""
-    e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
-    out_edges, in_edges = ctx.out_edges, ctx.in_edges
-    dist: dict[int, int] = {}
-    parent: dict[int, int] = {}
-    queue: deque[int] = deque()
-    for c in concept_ids(ctx, origins):
-        dist[c] = 0
-        queue.append(c)
-    reached: dict[int, tuple[int, int]] = {}
-    while queue:
-        c = queue.popleft()
-        hop = dist[c] + 1
-        if hop > max_depth:
-            break  # the queue is in hop order: nothing after this one is expanded either
-        seen = (hop, c)
-        # a self-loop is also in incoming(c), but its second sighting changes nothing here
-        for edges in (out_edges[c], in_edges[c]):
-            for e in edges:
-                if e_cnt[e] == 0:
-                    continue
-                if e not in reached:
-                    reached[e] = seen
-                for n in (e_s[e], e_o[e]):
-                    if n not in dist:
-                        dist[n] = hop
-                        parent[n] = c
-                        queue.append(n)
-    return reached, parent
 
 
 def explore(
     ctx: Context, origins: list[str], max_depth: int, limit: int, after: dict[str, Any] | None
 ) -> dict[str, Any]:
     """Every live association within `max_depth` hops of the origins, nearest first, one page."""
-    reached, parent = explore_reach(ctx, origins, max_depth)
-    concepts, labels = ctx.concepts, ctx.labels
-    e_s, e_l, e_o = ctx.e_s, ctx.e_l, ctx.e_o
-    keyed = [((hop, concepts[e_s[e]], labels[e_l[e]], concepts[e_o[e]]), e) for e, (hop, _frm) in reached.items()]
-    total = len(keyed)
+    g = walk_graph(ctx)
+    seeds = np.array(concept_ids(ctx, origins), dtype=np.int64)
+    dist = np.full(g.n, -1, dtype=np.int64)
+    rank = np.full(g.n, _FAR, dtype=np.int64)  # queue position
+    parent = np.full(g.n, -1, dtype=np.int64)
+    dist[seeds] = 0
+    rank[seeds] = np.arange(len(seeds), dtype=np.int64)
+    queued = len(seeds)
+    frontier = seeds
+    seen = np.zeros(len(g.e_s), dtype=bool)
+    for hop in range(1, max_depth + 1):
+        if not len(frontier):
+            break
+        idx, src = g.expand(frontier)
+        if not len(idx):
+            break
+        seen[g.edge[idx]] = True
+        nb = g.other[idx]
+        fresh = dist[nb] < 0
+        cand = nb[fresh]
+        first = _first_seen(cand, g.n)
+        frontier = cand[first]
+        dist[frontier] = hop
+        parent[frontier] = src[fresh][first]  # the queued concept whose entry first named it
+        rank[frontier] = np.arange(queued, queued + len(frontier), dtype=np.int64)
+        queued += len(frontier)
+    edges = np.flatnonzero(seen)
+    total = len(edges)
+    s, o = g.e_s[edges], g.e_o[edges]
+    frm = np.where(rank[s] <= rank[o], s, o)  # the endpoint the queue reached first
+    hops = dist[frm] + 1
+    ranks = (g.c_rank[s], g.l_rank[g.e_l[edges]], g.c_rank[o])
     if after is not None:
-        triple = (after["subject"], after["label"], after["object"])
-        bound = (after["distance"], *triple)
-        keyed = [ke for ke in keyed if ke[0][1:] != triple and ke[0] > bound]
-    page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
+        keep = _after_cursor(g, hops > after["distance"], hops == after["distance"], ranks, after)
+        edges, frm, hops = edges[keep], frm[keep], hops[keep]
+        ranks = (ranks[0][keep], ranks[1][keep], ranks[2][keep])
+    page = smallest([hops, *ranks], limit)
+    parents = parent.tolist() if len(page) else []
+    concepts = ctx.concepts
     matches = []
-    for (hop, _s, _l, _o), e in page:
-        chain = _chain(parent, reached[e][1])
-        matches.append({"distance": hop, "path": [concepts[c] for c in chain], "association": ctx.association_out(e)})
+    for i in page.tolist():
+        chain = [int(frm[i])]
+        while parents[chain[-1]] >= 0:
+            chain.append(parents[chain[-1]])
+        chain.reverse()
+        matches.append(
+            {
+                "distance": int(hops[i]),
+                "path": [concepts[c] for c in chain],
+                "association": ctx.association_out(int(edges[i])),
+            }
+        )
     return {"total": total, "matches": matches}
 
 
 # ----- paths -----------------------------------------------------------------------------------
 
 
-def hops_to_targets(ctx: Context, targets: set[int], max_depth: int) -> dict[int, int]:
-    """Multi-source breadth-first from the targets, bounded by max_depth: hops to the nearest one."""
-    e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
-    out_edges, in_edges = ctx.out_edges, ctx.in_edges
-    to_target = dict.fromkeys(targets, 0)
-    queue = deque(targets)
-    while queue:
-        c = queue.popleft()
-        hop = to_target[c] + 1
-        if hop > max_depth:
-            continue
-        for edges in (out_edges[c], in_edges[c]):
-            for e in edges:
-                if e_cnt[e] == 0:
-                    continue
-                for n in (e_s[e], e_o[e]):
-                    if n not in to_target:
-                        to_target[n] = hop
-                        queue.append(n)
-    return to_target
+def hops_to_targets(g: WalkGraph, targets: list[int], max_depth: int) -> np.ndarray:
+    """Hops from each concept to the nearest target over live edges, up to max_depth (else _FAR)."""
+    far = np.full(g.n, _FAR, dtype=np.int64)
+    frontier = np.array(targets, dtype=np.int64)
+    far[frontier] = 0
+    for hop in range(1, max_depth + 1):
+        if not len(frontier):
+            break
+        idx, _src = g.expand(frontier)
+        nb = g.other[idx]
+        frontier = _distinct(nb[far[nb] == _FAR], g.n)
+        far[frontier] = hop
+    return far
 
 
-Trail = tuple[list[int], list[int]]  # concept ids (origin first), edge ids in walk order
+def _trail_entries(ctx: Context, g: WalkGraph, c: int) -> tuple[list[int], list[int]]:
+    """One concept's adjacency for the trail walk: neighbours (-1: dead edge or self-loop) and edge ids."""
+    got = g.trail_adj.get(c)
+    if got is None:
+        edges = adjacency(ctx, c)
+        e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
+        nbs = []
+        for e in edges:
+            s, o = e_s[e], e_o[e]
+            nbs.append(-1 if e_cnt[e] == 0 or s == o else (o if s == c else s))
+        got = g.trail_adj[c] = (nbs, edges)
+    return got
 
 
 def enumerate_trails(
     ctx: Context, origins: list[int], targets: set[int], max_depth: int, budget: int
 ) -> tuple[list[Trail], bool]:
-    """Depth-first: every simple trail origin → target within max_depth, until the budget runs out."""
-    to_target = hops_to_targets(ctx, targets, max_depth)
-    e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
-    adj: dict[int, list[int]] = {}
+    """Depth-first: every simple trail origin → target within max_depth, until the budget runs out.
 
-    def entries(c: int) -> list[int]:
-        got = adj.get(c)
-        if got is None:
-            got = adj[c] = adjacency(ctx, c)
-        return got
-
+    The budget counts every adjacency entry drawn (dead edges and self-loops included); drawing
+    one with nothing left caps the walk for every remaining origin.
+    """
+    g = walk_graph(ctx)
+    far = hops_to_targets(g, sorted(targets), max_depth).tolist()
+    on_path = bytearray(g.n)
+    is_target = bytearray(g.n)
+    for t in targets:
+        is_target[t] = 1
     found: list[Trail] = []
     for o in origins:
-        if o not in to_target:
+        if far[o] > max_depth:
             continue
         nodes: list[int] = [o]
         edges: list[int] = []
-        on_path = {o}
-        lists, positions = [entries(o)], [0]
-        while lists:
-            top = lists[-1]
-            i = positions[-1]
-            if i == len(top):
-                lists.pop()
-                positions.pop()
-                on_path.discard(nodes.pop())
+        on_path[o] = 1
+        nbs, eids = _trail_entries(ctx, g, o)
+        stack = [(nbs, eids, 0)]
+        while stack:
+            nbs, eids, i = stack[-1]
+            size = len(nbs)
+            depth = len(edges) + 1
+            descended = False
+            while i < size:
+                if budget == 0:
+                    return found, True
+                budget -= 1
+                nxt = nbs[i]
+                i += 1
+                if nxt < 0 or on_path[nxt] or depth + far[nxt] > max_depth:
+                    continue
+                if is_target[nxt]:
+                    found.append((nodes + [nxt], edges + [eids[i - 1]]))
+                if depth < max_depth:
+                    stack[-1] = (nbs, eids, i)
+                    nodes.append(nxt)
+                    edges.append(eids[i - 1])
+                    on_path[nxt] = 1
+                    child_nbs, child_eids = _trail_entries(ctx, g, nxt)
+                    stack.append((child_nbs, child_eids, 0))
+                    descended = True
+                    break
+            if not descended:
+                stack.pop()
+                on_path[nodes.pop()] = 0
                 if edges:
                     edges.pop()
-                continue
-            if budget == 0:
-                return found, True
-            budget -= 1
-            positions[-1] = i + 1
-            e = top[i]
-            if e_cnt[e] == 0:
-                continue
-            here = nodes[-1]
-            nxt = e_o[e] if e_s[e] == here else e_s[e]
-            if nxt == here or nxt in on_path:
-                continue
-            depth = len(edges) + 1
-            far = to_target.get(nxt)
-            if far is None or depth + far > max_depth:
-                continue
-            if nxt in targets:
-                found.append((nodes + [nxt], edges + [e]))
-            if depth < max_depth:
-                nodes.append(nxt)
-                on_path.add(nxt)
-                edges.append(e)
-                lists.append(entries(nxt))
-                positions.append(0)
+        on_path[o] = 0
     return found, False
-
-
-def trail_key(ctx: Context, trail: Trail) -> tuple[int, float, list[int], list[int]]:
-    """Shortest first, then the strongest weakest link (raw |sum|), then concept ids, then edge ids."""
-    nodes, edges = trail
-    e_sum = ctx.e_sum
-    return (len(edges), -min(abs(e_sum[e]) for e in edges), nodes, edges)
 
 
 def paths(
@@ -212,15 +390,16 @@ def paths(
     if not o_ids or not t_ids or max_depth == 0 or limit == 0:
         return {"total": 0, "capped": False, "matches": []}
     found, capped = enumerate_trails(ctx, o_ids, t_ids, max_depth, budget)
-    page = heapq.nsmallest(limit, found, key=lambda t: trail_key(ctx, t))
+    e_sum = ctx.e_sum
+    keyed = heapq.nsmallest(limit, found, key=lambda t: trail_key(ctx, t))
     concepts = ctx.concepts
     matches = []
-    for nodes, edges in page:
+    for nodes, edges in keyed:
         matches.append(
             {
                 "distance": len(edges),
                 "path": [concepts[c] for c in nodes],
-                "strength": float(min(abs(ctx.e_sum[e]) for e in edges)),
+                "strength": float(min(abs(e_sum[e]) for e in edges)),
                 "associations": [ctx.association_out(e) for e in edges],
             }
         )
@@ -230,50 +409,37 @@ def paths(
 # ----- unreachable_from ------------------------------------------------------------------------
 
 
-def reachable(ctx: Context, origins: list[str], check: Callable[[], None]) -> set[int]:
-    """Every concept a walk over live edges reaches from the origins (`check` runs per dequeued concept)."""
-    e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
-    out_edges, in_edges = ctx.out_edges, ctx.in_edges
-    seeds = concept_ids(ctx, origins)
-    visited = set(seeds)
-    queue = deque(seeds)
-    while queue:
-        c = queue.popleft()
-        check()
-        for edges in (out_edges[c], in_edges[c]):
-            for e in edges:
-                if e_cnt[e] == 0:
-                    continue
-                for n in (e_s[e], e_o[e]):
-                    if n not in visited:
-                        visited.add(n)
-                        queue.append(n)
-    return visited
-
-
 def unreachable_from(
     ctx: Context, origins: list[str], limit: int, after: dict[str, Any] | None, check: Callable[[], None]
 ) -> dict[str, Any]:
-    """Every live association no walk from the origins reaches: |weight| desc, then names, one page."""
-    visited = reachable(ctx, origins, check)
-    e_s, e_cnt = ctx.e_s, ctx.e_cnt
-    orphans = []
-    for e in range(len(e_s)):
+    """Every live association no walk from the origins reaches: |weight| desc, then names, one page.
+
+    `check` (the deadline) runs once per breadth-first level and once per SCAN_CHUNK edges.
+    """
+    g = walk_graph(ctx)
+    visited = np.zeros(g.n, dtype=bool)
+    frontier = np.array(concept_ids(ctx, origins), dtype=np.int64)
+    visited[frontier] = True
+    while len(frontier):
         check()
-        if e_cnt[e] > 0 and e_s[e] not in visited:
-            orphans.append(e)
-    return page_by_weight(ctx, orphans, limit, after)
-
-
-def page_by_weight(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> dict[str, Any]:
-    """|weight| desc, then subject, label, object; `after` drops its own triple and everything up to it."""
-    concepts, labels = ctx.concepts, ctx.labels
-    e_s, e_l, e_o = ctx.e_s, ctx.e_l, ctx.e_o
-    keyed = [((-abs(ctx.weight(e)), concepts[e_s[e]], labels[e_l[e]], concepts[e_o[e]]), e) for e in edges]
-    total = len(keyed)
+        idx, _src = g.expand(frontier)
+        nb = g.other[idx]
+        frontier = _distinct(nb[~visited[nb]], g.n)
+        visited[frontier] = True
+    m = len(g.e_s)
+    orphan = np.zeros(m, dtype=bool)
+    for start in range(0, m, SCAN_CHUNK):
+        check()
+        end = min(start + SCAN_CHUNK, m)
+        orphan[start:end] = g.live[start:end] & ~visited[g.e_s[start:end]]
+    edges = np.flatnonzero(orphan)
+    total = len(edges)
+    neg_abs = g.neg_abs_weight[edges]
+    ranks = (g.c_rank[g.e_s[edges]], g.l_rank[g.e_l[edges]], g.c_rank[g.e_o[edges]])
     if after is not None:
-        triple = (after["subject"], after["label"], after["object"])
-        bound = (-abs(float(after["weight"])), *triple)
-        keyed = [ke for ke in keyed if ke[0][1:] != triple and ke[0] > bound]
-    page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
-    return {"total": total, "matches": [ctx.association_out(e) for _k, e in page]}
+        bound = -abs(float(after["weight"]))
+        keep = _after_cursor(g, neg_abs > bound, neg_abs == bound, ranks, after)
+        edges, neg_abs = edges[keep], neg_abs[keep]
+        ranks = (ranks[0][keep], ranks[1][keep], ranks[2][keep])
+    page = smallest([neg_abs, *ranks], limit)
+    return {"total": total, "matches": [ctx.association_out(int(e)) for e in edges[page].tolist()]}
