@@ -292,9 +292,9 @@ def test_the_deadline_is_checked_during_the_scan() -> None:
         pass
 
     for impl in (walks.unreachable_from, walks_plain.plain_unreachable_from):
-        calls = []
+        calls: list[int] = []
 
-        def check() -> None:
+        def check(calls: list[int] = calls) -> None:
             calls.append(1)
             if len(calls) > 1:
                 raise Late
