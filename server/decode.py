@@ -495,35 +495,6 @@ ACTIVATE = _body(
     Field("decay", "f64", "default 0.5, clamped to [0, 1]"),
     Field("limit", "usize", "default 20, ceiling 1000"),
 )
-EXPLORE_CURSOR = _body(
-    "ExploreCursor",
-    Field("distance", "usize", "the last match's distance", True),
-    Field("subject", "string", "", True),
-    Field("label", "string", "", True),
-    Field("object", "string", "", True),
-    publish=False,
-    closed=True,
-)
-EXPLORE = _body(
-    "ExploreRequest",
-    Field("origins", "strings", "origin concepts", True, max_items=1000),
-    Field("max_depth", "usize", "hop ceiling", default=10, ceiling=10),
-    Field("limit", "usize", "page size", default=100, ceiling=1000),
-    Field("after", "struct", "keyset cursor: the last match's distance and triple", nested=EXPLORE_CURSOR),
-)
-PATHS = _body(
-    "PathsRequest",
-    Field("origins", "strings", "origin concepts", True, max_items=1000),
-    Field("targets", "strings", "target concepts", True, max_items=1000),
-    Field("max_depth", "usize", "hop ceiling", default=10, ceiling=10),
-    Field("limit", "usize", "trails returned", default=10, ceiling=100),
-)
-UNREACHABLE_FROM = _body(
-    "UnreachableFromRequest",
-    Field("origins", "strings", "origin concepts", True, max_items=1000),
-    Field("limit", "usize", "page size", default=100, ceiling=1000),
-    Field("after", "struct", "keyset cursor", nested=CURSOR),
-)
 SEARCH = _body(
     "SearchRequest",
     Field("query", "string", "search text", True),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from taguru_server.server import walk_bodies  # noqa: F401  (publishes the walks' request bodies)
 from taguru_server.server.decode import ALIASES, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
 

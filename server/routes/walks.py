@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from taguru_server.server import decode as S
+from taguru_server.server import walk_bodies as S
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import count_read
 from taguru_server.server.state import METRICS_KEY
