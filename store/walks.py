@@ -118,7 +118,7 @@ class WalkGraph:
         self.c_rank = _ranks(ctx.concepts)
         self.l_rank = _ranks(ctx.labels)
         # paths: per concept, (neighbour or -1 for a dead edge or self-loop, edge id) per adjacency entry
-        self.trail_adj: dict[int, tuple[list[int], list[int]]] = {}
+        self.trail_adj: dict[int, tuple[list[int], list[int], np.ndarray]] = {}
 
     def expand(self, frontier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The frontier's adjacency entries in visit order, and the concept each one belongs to."""
@@ -311,8 +311,10 @@ def hops_to_targets(g: WalkGraph, targets: list[int], max_depth: int) -> np.ndar
     return far
 
 
-def _trail_entries(ctx: Context, g: WalkGraph, c: int) -> tuple[list[int], list[int]]:
-    """One concept's adjacency for the trail walk: neighbours (-1: dead edge or self-loop) and edge ids."""
+def _trail_entries(ctx: Context, g: WalkGraph, c: int) -> tuple[list[int], list[int], np.ndarray]:
+    """One concept's adjacency for the trail walk: each entry's neighbour (-1: a dead edge or a
+    self-loop), its edge id, and the neighbour as an index into a hop array one longer than the
+    concept count (-1 becomes its last slot, which is never near a target)."""
     got = g.trail_adj.get(c)
     if got is None:
         edges = adjacency(ctx, c)
@@ -321,8 +323,89 @@ def _trail_entries(ctx: Context, g: WalkGraph, c: int) -> tuple[list[int], list[
         for e in edges:
             s, o = e_s[e], e_o[e]
             nbs.append(-1 if e_cnt[e] == 0 or s == o else (o if s == c else s))
-        got = g.trail_adj[c] = (nbs, edges)
+        index = np.array(nbs, dtype=np.int64)
+        index[index < 0] = g.n
+        got = g.trail_adj[c] = (nbs, edges, index)
     return got
+
+
+class _Trails:
+    """One depth-first enumeration. Only the entries that can still lead to a target in time are
+    visited one by one ("candidates": live, not a self-loop, near enough for the remaining depth);
+    the entries in between are counted against the budget in bulk, so the budget is spent exactly
+    as drawing every entry would spend it."""
+
+    def __init__(self, ctx: Context, targets: set[int], max_depth: int, budget: int) -> None:
+        self.ctx = ctx
+        self.g = g = walk_graph(ctx)
+        far = hops_to_targets(g, sorted(targets), max_depth)
+        self.far = np.append(far, _FAR)
+        self.max_depth = max_depth
+        self.budget = budget
+        self.is_target = bytearray(g.n)
+        for t in targets:
+            self.is_target[t] = 1
+        self.on_path = bytearray(g.n)
+        self.candidates: dict[tuple[int, int], list[int]] = {}
+        self.found: list[Trail] = []
+
+    def frame(self, c: int, depth: int) -> list[Any]:
+        """[neighbours, edge ids, entry count, candidate positions, next candidate, next entry] for
+        the concept at the end of a trail of `depth - 1` edges."""
+        nbs, eids, index = _trail_entries(self.ctx, self.g, c)
+        reach = self.max_depth - depth
+        cands = self.candidates.get((c, reach))
+        if cands is None:
+            cands = self.candidates[(c, reach)] = np.flatnonzero(self.far[index] <= reach).tolist()
+        return [nbs, eids, len(nbs), cands, 0, 0]
+
+    def spend(self, count: int) -> bool:
+        """Draw `count` more entries; False when the budget runs out first (the walk is capped)."""
+        if self.budget < count:
+            return False
+        self.budget -= count
+        return True
+
+    def walk(self, o: int) -> bool:
+        """Every trail from one origin; False when capped."""
+        max_depth, on_path, is_target, found = self.max_depth, self.on_path, self.is_target, self.found
+        nodes: list[int] = [o]
+        edges: list[int] = []
+        on_path[o] = 1
+        stack = [self.frame(o, 1)]
+        while stack:
+            top = stack[-1]
+            nbs, eids, size, cands, ci, pos = top
+            depth = len(edges) + 1
+            child = None
+            while ci < len(cands):
+                p = cands[ci]
+                ci += 1
+                if not self.spend(p - pos + 1):
+                    return False
+                pos = p + 1
+                nxt = nbs[p]
+                if on_path[nxt]:
+                    continue
+                if is_target[nxt]:
+                    found.append((nodes + [nxt], edges + [eids[p]]))
+                if depth < max_depth:
+                    top[4], top[5] = ci, pos
+                    nodes.append(nxt)
+                    edges.append(eids[p])
+                    on_path[nxt] = 1
+                    child = self.frame(nxt, depth + 1)
+                    break
+            if child is not None:
+                stack.append(child)
+                continue
+            if not self.spend(size - pos):
+                return False
+            stack.pop()
+            on_path[nodes.pop()] = 0
+            if edges:
+                edges.pop()
+        return True
 
 
 def enumerate_trails(
@@ -333,52 +416,13 @@ def enumerate_trails(
     The budget counts every adjacency entry drawn (dead edges and self-loops included); drawing
     one with nothing left caps the walk for every remaining origin.
     """
-    g = walk_graph(ctx)
-    far = hops_to_targets(g, sorted(targets), max_depth).tolist()
-    on_path = bytearray(g.n)
-    is_target = bytearray(g.n)
-    for t in targets:
-        is_target[t] = 1
-    found: list[Trail] = []
+    trails = _Trails(ctx, targets, max_depth, budget)
     for o in origins:
-        if far[o] > max_depth:
+        if trails.far[o] > max_depth:
             continue
-        nodes: list[int] = [o]
-        edges: list[int] = []
-        on_path[o] = 1
-        nbs, eids = _trail_entries(ctx, g, o)
-        stack = [(nbs, eids, 0)]
-        while stack:
-            nbs, eids, i = stack[-1]
-            size = len(nbs)
-            depth = len(edges) + 1
-            descended = False
-            while i < size:
-                if budget == 0:
-                    return found, True
-                budget -= 1
-                nxt = nbs[i]
-                i += 1
-                if nxt < 0 or on_path[nxt] or depth + far[nxt] > max_depth:
-                    continue
-                if is_target[nxt]:
-                    found.append((nodes + [nxt], edges + [eids[i - 1]]))
-                if depth < max_depth:
-                    stack[-1] = (nbs, eids, i)
-                    nodes.append(nxt)
-                    edges.append(eids[i - 1])
-                    on_path[nxt] = 1
-                    child_nbs, child_eids = _trail_entries(ctx, g, nxt)
-                    stack.append((child_nbs, child_eids, 0))
-                    descended = True
-                    break
-            if not descended:
-                stack.pop()
-                on_path[nodes.pop()] = 0
-                if edges:
-                    edges.pop()
-        on_path[o] = 0
-    return found, False
+        if not trails.walk(o):
+            return trails.found, True
+    return trails.found, False
 
 
 def paths(
