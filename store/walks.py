@@ -234,54 +234,93 @@ def smallest(keys: list[np.ndarray], limit: int) -> np.ndarray:
 # ----- explore ---------------------------------------------------------------------------------
 
 
+class _Reach:
+    """A breadth-first walk's outcome: hop, queue position and parent of every queued concept."""
+
+    __slots__ = ("dist", "rank", "parent", "entries", "seen")
+
+    def __init__(self, g: WalkGraph, seeds: np.ndarray, max_depth: int) -> None:
+        self.dist = dist = np.full(g.n, -1, dtype=np.int64)
+        self.rank = rank = np.full(g.n, _FAR, dtype=np.int64)  # queue position
+        self.parent = parent = np.full(g.n, -1, dtype=np.int64)
+        visited = np.zeros(g.n, dtype=bool)
+        visited[seeds] = True
+        dist[seeds] = 0
+        rank[seeds] = np.arange(len(seeds), dtype=np.int64)
+        queued = len(seeds)
+        frontier = seeds
+        self.entries = 0  # adjacency entries of the expanded concepts
+        self.seen: list[np.ndarray] = []  # their edge ids, level by level, while they stay few
+        for hop in range(1, max_depth + 1):
+            if not len(frontier):
+                break
+            idx, src = g.expand(frontier)
+            self.entries += len(idx)
+            if self.entries * 4 <= len(g.e_s):
+                self.seen.append(g.edge[idx])
+            nb = g.other[idx]
+            fresh = ~visited[nb]
+            cand = nb[fresh]
+            first = _first_seen(cand, g.n)
+            frontier = cand[first]
+            visited[frontier] = True
+            dist[frontier] = hop
+            parent[frontier] = src[fresh][first]  # the queued concept whose entry first named it
+            rank[frontier] = np.arange(queued, queued + len(frontier), dtype=np.int64)
+            queued += len(frontier)
+
+    def edges(self, g: WalkGraph, max_depth: int) -> np.ndarray:
+        """Every live edge with an expanded endpoint (one queued at a hop below max_depth), ascending."""
+        if self.entries * 4 <= len(g.e_s):
+            return _distinct(np.concatenate(self.seen), len(g.e_s)) if self.seen else np.zeros(0, dtype=np.int64)
+        near = np.where(self.dist >= 0, self.dist, _FAR)
+        return np.flatnonzero(g.live & (np.minimum(near[g.e_s], near[g.e_o]) < max_depth))
+
+
+def _own_edge(ctx: Context, after: dict[str, Any]) -> int:
+    """The edge a cursor names by its canonical spellings, or -1."""
+    s, lab, o = (
+        ctx.concept_id.get(after["subject"]),
+        ctx.label_id.get(after["label"]),
+        ctx.concept_id.get(after["object"]),
+    )
+    if s is None or lab is None or o is None:
+        return -1
+    return ctx.edge_of.get((s, lab, o), -1)
+
+
 def explore(
     ctx: Context, origins: list[str], max_depth: int, limit: int, after: dict[str, Any] | None
 ) -> dict[str, Any]:
     """Every live association within `max_depth` hops of the origins, nearest first, one page."""
     g = walk_graph(ctx)
-    seeds = np.array(concept_ids(ctx, origins), dtype=np.int64)
-    dist = np.full(g.n, -1, dtype=np.int64)
-    rank = np.full(g.n, _FAR, dtype=np.int64)  # queue position
-    parent = np.full(g.n, -1, dtype=np.int64)
-    dist[seeds] = 0
-    rank[seeds] = np.arange(len(seeds), dtype=np.int64)
-    queued = len(seeds)
-    frontier = seeds
-    seen = np.zeros(len(g.e_s), dtype=bool)
-    for hop in range(1, max_depth + 1):
-        if not len(frontier):
-            break
-        idx, src = g.expand(frontier)
-        if not len(idx):
-            break
-        seen[g.edge[idx]] = True
-        nb = g.other[idx]
-        fresh = dist[nb] < 0
-        cand = nb[fresh]
-        first = _first_seen(cand, g.n)
-        frontier = cand[first]
-        dist[frontier] = hop
-        parent[frontier] = src[fresh][first]  # the queued concept whose entry first named it
-        rank[frontier] = np.arange(queued, queued + len(frontier), dtype=np.int64)
-        queued += len(frontier)
-    edges = np.flatnonzero(seen)
+    reach = _Reach(g, np.array(concept_ids(ctx, origins), dtype=np.int64), max_depth)
+    edges = reach.edges(g, max_depth)
     total = len(edges)
     s, o = g.e_s[edges], g.e_o[edges]
-    frm = np.where(rank[s] <= rank[o], s, o)  # the endpoint the queue reached first
-    hops = dist[frm] + 1
-    ranks = (g.c_rank[s], g.l_rank[g.e_l[edges]], g.c_rank[o])
+    frm = np.where(reach.rank[s] <= reach.rank[o], s, o)  # the endpoint the queue reached first
+    hops = reach.dist[frm] + 1
     if after is not None:
-        keep = _after_cursor(g, hops > after["distance"], hops == after["distance"], ranks, after)
+        at = min(int(after["distance"]), max_depth + 1)  # past every hop either way
+        keep = (hops >= at) & (edges != _own_edge(ctx, after))
+        level = np.flatnonzero(keep & (hops == at))
+        if len(level):
+            sub = edges[level]
+            ranks = (g.c_rank[g.e_s[sub]], g.l_rank[g.e_l[sub]], g.c_rank[g.e_o[sub]])
+            keep[level] = _after_cursor(g, np.zeros(len(sub), dtype=bool), np.ones(len(sub), dtype=bool), ranks, after)
         edges, frm, hops = edges[keep], frm[keep], hops[keep]
-        ranks = (ranks[0][keep], ranks[1][keep], ranks[2][keep])
+    if 0 < limit < len(hops):  # only the hops up to the limit-th smallest can be on the page
+        near = np.flatnonzero(hops <= np.partition(hops, limit - 1)[limit - 1])
+        edges, frm, hops = edges[near], frm[near], hops[near]
+    ranks = (g.c_rank[g.e_s[edges]], g.l_rank[g.e_l[edges]], g.c_rank[g.e_o[edges]])
     page = smallest([hops, *ranks], limit)
-    parents = parent.tolist() if len(page) else []
+    parent = reach.parent
     concepts = ctx.concepts
     matches = []
     for i in page.tolist():
         chain = [int(frm[i])]
-        while parents[chain[-1]] >= 0:
-            chain.append(parents[chain[-1]])
+        while parent[chain[-1]] >= 0:
+            chain.append(int(parent[chain[-1]]))
         chain.reverse()
         matches.append(
             {
