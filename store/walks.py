@@ -107,16 +107,13 @@ class WalkGraph:
         side = np.concatenate((np.zeros(len(ids), np.int64), np.ones(len(inward), np.int64)))
         edge = np.concatenate((ids, inward))
         other = np.concatenate((self.e_o[ids], self.e_s[inward]))
-        order = np.lexsort((edge, side, node))
+        order = np.argsort(node * 2 + side, kind="stable")  # each part is already in edge-id order
         self.edge = edge[order]
         self.other = other[order]
         self.ptr = np.zeros(n + 1, dtype=np.int64)
         if len(node):
             np.cumsum(np.bincount(node, minlength=n), out=self.ptr[1:])
-        self.c_sorted = sorted(ctx.concepts)
-        self.l_sorted = sorted(ctx.labels)
-        self.c_rank = _ranks(ctx.concepts)
-        self.l_rank = _ranks(ctx.labels)
+        self.c_sorted, self.c_rank, self.l_sorted, self.l_rank = _name_order(ctx)
         # paths: per concept, (neighbour or -1 for a dead edge or self-loop, edge id) per adjacency entry
         self.trail_adj: dict[int, tuple[list[int], list[int], np.ndarray]] = {}
 
@@ -133,12 +130,26 @@ class WalkGraph:
         return idx, np.repeat(frontier, lens)
 
 
-def _ranks(names: list[str]) -> np.ndarray:
-    """Each name's position in sorted (code point, so byte) order."""
+def _ranks(names: list[str]) -> tuple[list[str], np.ndarray]:
+    """The names sorted (code point, so byte, order), and each name's position in that order."""
     order = sorted(range(len(names)), key=names.__getitem__)
     rank = np.empty(len(names), dtype=np.int64)
     rank[np.array(order, dtype=np.int64)] = np.arange(len(names), dtype=np.int64)
-    return rank
+    return [names[i] for i in order], rank
+
+
+def _name_order(ctx: Context) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
+    """Concept and label names in byte order with their ranks; kept while no name is added.
+
+    Names are only ever appended (a rolled-back write clears the read cache), so the counts
+    identify the vocabulary.
+    """
+    key = (len(ctx.concepts), len(ctx.labels))
+    cached = ctx.read_cache.get("walk_names")
+    if cached is None or cached[0] != key:
+        cached = (key, *_ranks(ctx.concepts), *_ranks(ctx.labels))
+        ctx.read_cache["walk_names"] = cached
+    return cached[1], cached[2], cached[3], cached[4]
 
 
 def walk_graph(ctx: Context) -> WalkGraph:
