@@ -30,6 +30,8 @@ SCAN_CHUNK = 1 << 15  # edges unreachable_from scans between two deadline checks
 _FAR = 1 << 30  # "not reached" as a hop count
 
 Trail = tuple[list[int], list[int]]  # concept ids (origin first), edge ids in walk order
+# a found trail with its sort key first: (edge count, -weakest |sum|, concept ids, edge ids)
+RankedTrail = tuple[int, float, list[int], list[int]]
 
 
 def concept_ids(ctx: Context, names: list[str]) -> list[int]:
@@ -53,13 +55,6 @@ def incoming(ctx: Context, c: int) -> list[int]:
 def adjacency(ctx: Context, c: int) -> list[int]:
     """A concept's adjacency in visit order: outgoing, then incoming (a self-loop is in both)."""
     return ctx.out_edges[c] + incoming(ctx, c)
-
-
-def trail_key(ctx: Context, trail: Trail) -> tuple[int, float, list[int], list[int]]:
-    """Shortest first, then the strongest weakest link (raw |sum|), then concept ids, then edge ids."""
-    nodes, edges = trail
-    e_sum = ctx.e_sum
-    return (len(edges), -min(abs(e_sum[e]) for e in edges), nodes, edges)
 
 
 # ----- the array view of one graph version ------------------------------------------------------
@@ -397,7 +392,8 @@ class _Trails:
             self.is_target[t] = 1
         self.on_path = bytearray(g.n)
         self.candidates: dict[tuple[int, int], list[int]] = {}
-        self.found: list[Trail] = []
+        self.found: list[RankedTrail] = []
+        self.e_sum = ctx.e_sum
 
     def frame(self, c: int, depth: int) -> list[Any]:
         """[neighbours, edge ids, entry count, candidate positions, next candidate, next entry] for
@@ -419,8 +415,10 @@ class _Trails:
     def walk(self, o: int) -> bool:
         """Every trail from one origin; False when capped."""
         max_depth, on_path, is_target, found = self.max_depth, self.on_path, self.is_target, self.found
+        e_sum = self.e_sum
         nodes: list[int] = [o]
         edges: list[int] = []
+        weakest = [float("inf")]  # the smallest |sum| along the trail so far, per edge count
         on_path[o] = 1
         stack = [self.frame(o, 1)]
         while stack:
@@ -437,12 +435,15 @@ class _Trails:
                 nxt = nbs[p]
                 if on_path[nxt]:
                     continue
+                e = eids[p]
+                strength = min(weakest[-1], abs(e_sum[e]))
                 if is_target[nxt]:
-                    found.append((nodes + [nxt], edges + [eids[p]]))
+                    found.append((depth, -strength, nodes + [nxt], edges + [e]))
                 if depth < max_depth:
                     top[4], top[5] = ci, pos
                     nodes.append(nxt)
-                    edges.append(eids[p])
+                    edges.append(e)
+                    weakest.append(strength)
                     on_path[nxt] = 1
                     child = self.frame(nxt, depth + 1)
                     break
@@ -455,12 +456,13 @@ class _Trails:
             on_path[nodes.pop()] = 0
             if edges:
                 edges.pop()
+                weakest.pop()
         return True
 
 
 def enumerate_trails(
     ctx: Context, origins: list[int], targets: set[int], max_depth: int, budget: int
-) -> tuple[list[Trail], bool]:
+) -> tuple[list[RankedTrail], bool]:
     """Depth-first: every simple trail origin → target within max_depth, until the budget runs out.
 
     The budget counts every adjacency entry drawn (dead edges and self-loops included); drawing
@@ -484,16 +486,14 @@ def paths(
     if not o_ids or not t_ids or max_depth == 0 or limit == 0:
         return {"total": 0, "capped": False, "matches": []}
     found, capped = enumerate_trails(ctx, o_ids, t_ids, max_depth, budget)
-    e_sum = ctx.e_sum
-    keyed = heapq.nsmallest(limit, found, key=lambda t: trail_key(ctx, t))
     concepts = ctx.concepts
     matches = []
-    for nodes, edges in keyed:
+    for distance, neg_strength, nodes, edges in heapq.nsmallest(limit, found):  # the keys are distinct
         matches.append(
             {
-                "distance": len(edges),
+                "distance": distance,
                 "path": [concepts[c] for c in nodes],
-                "strength": float(min(abs(e_sum[e]) for e in edges)),
+                "strength": float(-neg_strength),
                 "associations": [ctx.association_out(e) for e in edges],
             }
         )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from taguru_server.store.context import Context
-from taguru_server.store.walks import PATHS_BUDGET, Trail, adjacency, concept_ids, trail_key
+from taguru_server.store.walks import PATHS_BUDGET, Trail, adjacency, concept_ids
 
 
 def _chain(parent: dict[int, int], c: int) -> list[int]:
@@ -169,6 +169,13 @@ def plain_enumerate_trails(
                 lists.append(entries(nxt))
                 positions.append(0)
     return found, False
+
+
+def trail_key(ctx: Context, trail: Trail) -> tuple[int, float, list[int], list[int]]:
+    """Shortest first, then the strongest weakest link (raw |sum|), then concept ids, then edge ids."""
+    nodes, edges = trail
+    e_sum = ctx.e_sum
+    return (len(edges), -min(abs(e_sum[e]) for e in edges), nodes, edges)
 
 
 def plain_paths(
