@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from taguru_server.server.decode import CURSOR, Field
 from taguru_server.server.decode import _body as body
+from taguru_server.store.walks import MAX_DEPTH
 
 MAX_NAMES = 1000
 
@@ -24,7 +25,7 @@ EXPLORE_CURSOR = body(
 EXPLORE = body(
     "ExploreRequest",
     Field("origins", "strings", "origin concepts", True, max_items=MAX_NAMES),
-    Field("max_depth", "usize", "hop ceiling", default=10, ceiling=10),
+    Field("max_depth", "usize", "hop ceiling", default=MAX_DEPTH, ceiling=MAX_DEPTH),
     Field("limit", "usize", "page size", default=100, ceiling=1000),
     Field("after", "struct", "keyset cursor: the last match's distance and triple", nested=EXPLORE_CURSOR),
 )
@@ -32,7 +33,7 @@ PATHS = body(
     "PathsRequest",
     Field("origins", "strings", "origin concepts", True, max_items=MAX_NAMES),
     Field("targets", "strings", "target concepts", True, max_items=MAX_NAMES),
-    Field("max_depth", "usize", "hop ceiling", default=10, ceiling=10),
+    Field("max_depth", "usize", "hop ceiling", default=MAX_DEPTH, ceiling=MAX_DEPTH),
     Field("limit", "usize", "trails returned", default=10, ceiling=100),
 )
 UNREACHABLE_FROM = body(
