@@ -301,3 +301,36 @@ def test_the_deadline_is_checked_during_the_scan() -> None:
 
         with pytest.raises(Late):
             impl(ctx, ["c0"], 10, None, check)
+
+
+def test_the_arrays_follow_every_write() -> None:
+    """The per-version arrays are rebuilt after asserting, retracting and retracting a source."""
+    ctx = _graph(("a", "r", "b"))
+    assert walks.explore(ctx, ["a"], 10, 10, None)["total"] == 1
+    ctx.assert_association("b", "r", "c", 1.0, "s.md", None)
+    assert walks.explore(ctx, ["a"], 10, 10, None)["total"] == 2
+    assert walks.paths(ctx, ["a"], ["c"], 10, 10)["total"] == 1
+    ctx.retract_association("a", "r", "b")
+    assert walks.explore(ctx, ["a"], 10, 10, None)["total"] == 0
+    assert walks.unreachable_from(ctx, ["a"], 10, None, lambda: None)["total"] == 1
+    ctx.retract_source("s.md")
+    assert walks.unreachable_from(ctx, [], 10, None, lambda: None)["total"] == 0
+    ctx.assert_association("z", "r", "a", 2.0, None, None)  # a new concept sorts after the others
+    got = walks.unreachable_from(ctx, [], 10, None, lambda: None)
+    assert [m["subject"] for m in got["matches"]] == ["z"]
+
+
+@pytest.mark.parametrize("impl", BOTH)
+def test_a_small_neighbourhood_in_a_large_graph(impl: Any) -> None:
+    """Walks that touch few entries (edge ids gathered per level) and ones that touch most (read
+    off the hop array) give the same kind of answer."""
+    explore = impl[0]
+    chain = [(f"c{i}", "next", f"c{i + 1}") for i in range(200)]
+    ctx = _graph(*chain, ("x", "r", "y"), ("y", "r", "x"))
+    assert explore(ctx, ["x"], 10, 10, None)["total"] == 2
+    assert [m["path"] for m in explore(ctx, ["x"], 10, 10, None)["matches"]] == [["x"], ["x"]]
+    far = explore(ctx, ["c100"], 10, 100, None)
+    assert far["total"] == 20 and far["matches"][0]["path"] == ["c100"]
+    assert walks.explore(ctx, ["c100", "x"], 3, 100, None) == walks_plain.plain_explore(
+        ctx, ["c100", "x"], 3, 100, None
+    )
