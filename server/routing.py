@@ -24,6 +24,7 @@ from taguru_server.server.routes import (
     graph,
     groups,
     passages,
+    walks,
 )
 from taguru_server.store.errors import ApiError
 
@@ -39,6 +40,7 @@ ROUTES: list[Route] = [
     *passages.ROUTES,
     *graph.LANE_ROUTES,
     *explain.ROUTES,
+    *walks.ROUTES,
     *feed.ROUTES,
     *embeddings.ROUTES,
     Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),

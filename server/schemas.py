@@ -437,6 +437,33 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     ["embedded", "total"],
 )
 COMPONENTS.update(explain_wire.COMPONENTS)
+COMPONENTS["ExplorePage"] = _obj(
+    {
+        "total": INT,
+        "matches": {
+            "type": "array",
+            "items": _obj({"distance": INT, "path": STRS, "association": ref("AssociationOut")}),
+        },
+    }
+)
+COMPONENTS["PathsPage"] = _obj(
+    {
+        "total": INT,
+        "capped": BOOL,
+        "matches": {
+            "type": "array",
+            "items": _obj(
+                {
+                    "distance": INT,
+                    "path": STRS,
+                    "strength": NUM,
+                    "associations": {"type": "array", "items": ref("AssociationOut")},
+                }
+            ),
+        },
+    }
+)
+COMPONENTS["Orphans"] = _obj({"total": INT, "matches": {"type": "array", "items": ref("AssociationOut")}})
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
@@ -471,6 +498,9 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("POST", "/contexts/{name}/query"): ("QueryRequest", "Matches"),
     ("POST", "/contexts/{name}/recall"): ("RecallRequest", "Matches"),
     ("POST", "/contexts/{name}/activate"): ("ActivateRequest", "Activation"),
+    ("POST", "/contexts/{name}/explore"): ("ExploreRequest", "ExplorePage"),
+    ("POST", "/contexts/{name}/paths"): ("PathsRequest", "PathsPage"),
+    ("POST", "/contexts/{name}/unreachable_from"): ("UnreachableFromRequest", "Orphans"),
     ("POST", "/contexts/{name}/evidence"): ("EvidenceRequest", "EvidencePackage"),
     ("POST", "/contexts/{name}/communities/search"): ("CommunitySearchRequest", "CommunitySearch"),
     ("GET", "/contexts/{name}/communities"): (None, "ndjson"),
