@@ -11,6 +11,7 @@ from typing import Any
 from taguru_server.server import (
     explain_wire,
     group_shapes,  # its request specs join PUBLISHED on import
+    walk_bodies,  # publishes the walks' request bodies; their result schemas join COMPONENTS
 )
 from taguru_server.server.decode import ALIASES, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
@@ -437,33 +438,7 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     ["embedded", "total"],
 )
 COMPONENTS.update(explain_wire.COMPONENTS)
-COMPONENTS["ExplorePage"] = _obj(
-    {
-        "total": INT,
-        "matches": {
-            "type": "array",
-            "items": _obj({"distance": INT, "path": STRS, "association": ref("AssociationOut")}),
-        },
-    }
-)
-COMPONENTS["PathsPage"] = _obj(
-    {
-        "total": INT,
-        "capped": BOOL,
-        "matches": {
-            "type": "array",
-            "items": _obj(
-                {
-                    "distance": INT,
-                    "path": STRS,
-                    "strength": NUM,
-                    "associations": {"type": "array", "items": ref("AssociationOut")},
-                }
-            ),
-        },
-    }
-)
-COMPONENTS["Orphans"] = _obj({"total": INT, "matches": {"type": "array", "items": ref("AssociationOut")}})
+COMPONENTS.update(walk_bodies.result_components(_obj, ref))
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],

@@ -7,6 +7,9 @@ more than 1000 origins or targets.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from taguru_server.server.decode import CURSOR, Field
 from taguru_server.server.decode import _body as body
 from taguru_server.store.walks import MAX_DEPTH
@@ -42,3 +45,41 @@ UNREACHABLE_FROM = body(
     Field("limit", "usize", "page size", default=100, ceiling=1000),
     Field("after", "struct", "keyset cursor", nested=CURSOR),
 )
+
+
+def result_components(obj: Callable[..., dict[str, Any]], ref: Callable[[str], dict[str, str]]) -> dict[str, Any]:
+    """The walks' result schemas (`schemas.py` passes its object and reference builders)."""
+    _obj = obj
+    INT = {"type": "integer", "minimum": 0}
+    NUM = {"type": "number"}
+    BOOL = {"type": "boolean"}
+    STRS = {"type": "array", "items": {"type": "string"}}
+    out: dict[str, Any] = {}
+    out["ExplorePage"] = _obj(
+        {
+            "total": INT,
+            "matches": {
+                "type": "array",
+                "items": _obj({"distance": INT, "path": STRS, "association": ref("AssociationOut")}),
+            },
+        }
+    )
+    out["PathsPage"] = _obj(
+        {
+            "total": INT,
+            "capped": BOOL,
+            "matches": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "distance": INT,
+                        "path": STRS,
+                        "strength": NUM,
+                        "associations": {"type": "array", "items": ref("AssociationOut")},
+                    }
+                ),
+            },
+        }
+    )
+    out["Orphans"] = _obj({"total": INT, "matches": {"type": "array", "items": ref("AssociationOut")}})
+    return out
