@@ -11,7 +11,17 @@ from taguru_server.server import evidence as ev
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Handler, Route
 from taguru_server.server.mcp import endpoint as mcp
-from taguru_server.server.routes import admin, communities, contexts, embeddings, export, feed, graph, passages
+from taguru_server.server.routes import (
+    admin,
+    communities,
+    contexts,
+    embeddings,
+    export,
+    feed,
+    graph,
+    maintenance,
+    passages,
+)
 from taguru_server.store.errors import ApiError
 
 UNMATCHED = "<unmatched>"
@@ -29,6 +39,7 @@ ROUTES: list[Route] = [
     *communities.ROUTES,
     *export.ROUTES,
     *admin.IMPORT_ROUTES,
+    *maintenance.ROUTES,
     *mcp.ROUTES,
     *admin.PROTOCOL_ROUTES,
 ]

@@ -422,6 +422,22 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     },
     ["embedded", "total"],
 )
+_COMPACT_FIELDS = {
+    "bytes_before": INT,
+    "bytes_after": INT,
+    "dead_edges": INT,
+    "aliases_dropped": INT,
+    "passages_compacted": BOOL,
+    "image_persisted": BOOL,
+}
+COMPONENTS["CompactOutcome"] = _obj(_COMPACT_FIELDS)
+COMPONENTS["MaintenanceSweep"] = _obj(
+    {
+        "contexts": {"type": "array", "items": _obj({"name": STR, **_COMPACT_FIELDS})},
+        "deadline_exceeded": BOOL,
+        "skipped": {"type": "array", "items": _obj({"name": STR, "error": STR})},
+    }
+)
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
@@ -461,6 +477,10 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/contexts/{name}/communities"): (None, "ndjson"),
     ("GET", "/contexts/{name}/export"): (None, "ndjson"),
     ("POST", "/import"): ("jsonl", "ImportResult"),
+    ("POST", "/flush"): (None, "names"),
+    ("POST", "/maintenance/compact"): (None, "MaintenanceSweep"),
+    ("POST", "/contexts/{name}/rename"): ("RenameRequest", "bool"),
+    ("POST", "/contexts/{name}/compact"): (None, "CompactOutcome"),
     ("POST", "/mcp"): ("JsonRpcRequest", "jsonrpc"),
     ("GET", "/protocol"): (None, "markdown"),
     ("GET", "/version"): (None, "bare:Version"),
@@ -481,6 +501,8 @@ def result_schema(shape: str) -> dict[str, Any]:
         inner = BOOL
     elif shape == "int":
         inner = INT
+    elif shape == "names":
+        inner = STRS
     elif shape == "candidates":
         inner = {"type": "array", "items": ref("ResolveCandidate")}
     else:
