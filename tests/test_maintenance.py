@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -201,3 +202,341 @@ async def test_a_spent_budget_is_refused_at_entry(
 
     monkeypatch.setattr(maintenance, "_now", lambda: float("inf"))
     assert_error(await post(auth_client, path, body), 408, "timeout", GATE_MESSAGE)
+
+
+# ----- compact -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def app_client(settings_factory) -> AsyncIterator[tuple[Client, Any]]:
+    server, client, session = await start_client(settings_factory())
+    try:
+        yield client, server.app
+    finally:
+        await session.close()
+        await server.close()
+
+
+async def test_compact_sheds_what_a_retract_left_behind(app_client: tuple[Client, Any]) -> None:
+    client, _app = app_client
+    assert_ok(await client.call("PUT", ctx_path("蔵元"), content_type=None))
+    for source, label, obj in (("keep.md", "杜氏", "高瀬"), ("gone.md", "廃止銘柄", "旧銘")):
+        row = [{"subject": "蔵", "label": label, "object": obj, "weight": 1.0, "source": source}]
+        assert_ok(await client.call("POST", ctx_path("蔵元", "associations"), row))
+    assert_ok(await client.call("POST", ctx_path("蔵元", "sources/retract"), {"source": "gone.md"}))
+    query = {"subject": "蔵"}
+    assert assert_ok(await client.call("POST", ctx_path("蔵元", "query"), query))["total"] == 2
+    revision = assert_ok(await client.call("GET", ctx_path("蔵元")))["revision"]
+    tail = assert_ok(await client.call("GET", ctx_path("蔵元", "changes"), content_type=None))
+    outcome = assert_ok(await client.call("POST", ctx_path("蔵元", "compact"), content_type=None))
+    assert list(outcome) == [
+        "bytes_before",
+        "bytes_after",
+        "dead_edges",
+        "aliases_dropped",
+        "passages_compacted",
+        "image_persisted",
+    ]
+    assert (outcome["dead_edges"], outcome["aliases_dropped"]) == (1, 0)
+    assert outcome["passages_compacted"] is False and outcome["image_persisted"] is True
+    assert outcome["bytes_after"] < outcome["bytes_before"]
+    assert assert_ok(await client.call("POST", ctx_path("蔵元", "query"), query))["total"] == 1
+    assert assert_ok(await client.call("POST", ctx_path("蔵元", "resolve"), {"cue": "旧銘"})) == []
+    entry = assert_ok(await client.call("GET", ctx_path("蔵元")))
+    assert entry["revision"] == revision  # (h): nothing else changes
+    assert entry["stats"]["dead_edges"] == 0 and entry["stats"]["dead_attributions"] == 0
+    assert entry["stats"]["footprint_bytes"] == outcome["bytes_after"]
+    # no feed event, and the cursor stays valid
+    page = assert_ok(
+        await client.call("GET", ctx_path("蔵元", "changes") + "?since=" + tail["next"], content_type=None)
+    )
+    assert page["events"] == [] and page["next"] == tail["next"]
+
+
+async def test_compact_checks_in_order(auth_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_error(
+        await post(auth_client, ctx_path("sake", "compact"), token="writer"),
+        403,
+        "forbidden",
+        "key 'writer' has role 'write', but POST /contexts/{name}/compact needs 'admin'",
+    )
+    assert_error(
+        await post(auth_client, ctx_path("other", "compact"), token="botadmin"),
+        403,
+        "forbidden",
+        "key 'botadmin' has no grant on context 'other'",
+    )
+    assert_error(await post(auth_client, ctx_path("ghost", "compact")), 404, "no_context", "context 'ghost' not found")
+    assert assert_ok(await post(auth_client, ctx_path("sake", "compact"), token="botadmin"))["dead_edges"] == 0
+
+
+async def test_compact_takes_a_heavy_operation_permit(
+    app_client: tuple[Client, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taguru_server.server.state import HEAVY_OPS_KEY
+
+    client, app = app_client
+    monkeypatch.setenv("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "1")
+    app[HEAVY_OPS_KEY].count = 1  # the communities stream holds the only permit
+    try:
+        for name in ("ghost", "sake"):  # taken before the context is looked up
+            status, body, headers = await client.call("POST", ctx_path(name, "compact"), content_type=None)
+            assert status == 503 and headers.get("Retry-After") == "1"
+            assert body["error"] == (
+                "server is at its heavy-operation ceiling (1 concurrent calls) — retry shortly "
+                "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)"
+            )
+        monkeypatch.setenv("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "0")  # 0 disables the ceiling
+        assert_error(
+            await client.call("POST", ctx_path("ghost", "compact"), content_type=None),
+            404,
+            "no_context",
+            "context 'ghost' not found",
+        )
+    finally:
+        app[HEAVY_OPS_KEY].count = 0
+    assert app[HEAVY_OPS_KEY].count == 0
+
+
+async def test_a_refused_compaction_answers_503_and_changes_nothing(
+    app_client: tuple[Client, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taguru_server.store.rows import RowStore
+
+    client, _app = app_client
+    assert_ok(await client.call("PUT", ctx_path("k"), content_type=None))
+    assert_ok(await client.call("POST", ctx_path("k", "associations"), EDGE))
+    assert_ok(
+        await client.call(
+            "POST", ctx_path("k", "associations/retract"), {k: EDGE[0][k] for k in ("subject", "label", "object")}
+        )
+    )
+    before = assert_ok(await client.call("GET", ctx_path("k")))
+
+    def refuse(self: Any, ctx: Any) -> int:
+        raise self._failed(_io_error(self))
+
+    monkeypatch.setattr(RowStore, "replace", refuse)
+    status, body, _h = await client.call("POST", ctx_path("k", "compact"), content_type=None)
+    assert status == 503 and body["error"] == "the compaction could not be made durable; nothing was applied"
+    monkeypatch.undo()
+    after = assert_ok(await client.call("GET", ctx_path("k")))
+    assert after["stats"] == before["stats"] and after["stats"]["dead_edges"] == 1
+
+
+async def test_retract_then_compact_erases_the_passage_text(app_client: tuple[Client, Any], tmp_path: Any) -> None:
+    client, app = app_client
+    from taguru_server.server.state import REGISTRY_KEY
+
+    secret = "zebrafish-7f3a-unrepeatable passage text " * 40
+    assert_ok(await client.call("PUT", ctx_path("k"), content_type=None))
+    assert_ok(await client.call("POST", ctx_path("k", "sources"), {"passages": {"doc.md": secret}}))
+    assert_ok(await client.call("POST", ctx_path("k", "sources/retract"), {"source": "doc.md"}))
+    outcome = assert_ok(await client.call("POST", ctx_path("k", "compact"), content_type=None))
+    store = app[REGISTRY_KEY].persistence
+    file = getattr(store, "file", None)
+    if file is None:  # PostgreSQL: nothing here can promise the freed bytes are gone
+        assert outcome["passages_compacted"] is False
+        return
+    assert outcome["passages_compacted"] is True
+    stored = b"".join(p.read_bytes() for p in file.parent.iterdir() if p.name.startswith(file.name))
+    assert b"zebrafish-7f3a" not in stored
+    # a context that never stored a passage reports false
+    assert_ok(await client.call("PUT", ctx_path("bare"), content_type=None))
+    bare = assert_ok(await client.call("POST", ctx_path("bare", "compact"), content_type=None))
+    assert bare["passages_compacted"] is False
+
+
+WORDS = ["蔵", "杜氏", "米", "水", "麹", "alpha", "beta", "gamma", "delta", "omega"]
+
+
+async def _random_http(client: Client, name: str, rnd: random.Random, n: int) -> None:
+    path = ctx_path(name)
+    for _ in range(n):
+        op = rnd.randrange(7)
+        source = f"s{rnd.randrange(6)}.md"
+        if op <= 2:
+            src = None if rnd.random() < 0.2 else source
+            rows = [
+                {
+                    "subject": rnd.choice(WORDS),
+                    "label": rnd.choice(["uses", "makes", "near"]),
+                    "object": rnd.choice(WORDS),
+                    "weight": rnd.choice([1.0, 0.5, 2.0, -0.25]),
+                    **({"source": src, "paragraph": rnd.choice([None, 0, 1])} if src else {}),
+                }
+                for _ in range(rnd.randrange(1, 5))
+            ]
+            assert_ok(await client.call("POST", path + "/associations", rows))
+        elif op == 3:
+            triple = {"subject": rnd.choice(WORDS), "label": rnd.choice(["uses", "makes"]), "object": rnd.choice(WORDS)}
+            assert_ok(await client.call("POST", path + "/associations/retract", triple))
+        elif op == 4:
+            text = "\n\n".join(f"{rnd.choice(WORDS)} {rnd.choice(WORDS)} paragraph {i}" for i in range(3))
+            assert_ok(await client.call("POST", path + "/sources", {"passages": {source: text}}))
+        else:
+            assert_ok(await client.call("POST", path + "/sources/retract", {"source": source}))
+
+
+async def _replay_http(client: Client, name: str, old: Any) -> None:
+    """Fill `name` from scratch with `old`'s live content through the API (records as posted rows)."""
+    path = ctx_path(name)
+    assert_ok(await client.call("PUT", path, {"description": old.meta.description}))
+    for e in range(len(old.e_s)):
+        count = old.e_cnt[e]
+        if count == 0:
+            continue
+        triple = {
+            "subject": old.concepts[old.e_s[e]],
+            "label": old.labels[old.e_l[e]],
+            "object": old.concepts[old.e_o[e]],
+        }
+        rows: list[dict[str, Any]] = []
+        for sid, rsum, rcount, paragraph in old.e_attr[e]:
+            extra = {"source": old.sources[sid], "paragraph": paragraph}
+            rows += [{**triple, "weight": rsum, **extra}] + [
+                {**triple, "weight": 0.0, **extra} for _ in range(rcount - 1)
+            ]
+        unsourced = count - sum(r[2] for r in old.e_attr[e])
+        rows += [{**triple, "weight": 0.0} for _ in range(unsourced)]
+        if unsourced:  # the unsourced share of the sum rides on the first unsourced row
+            rows[-unsourced]["weight"] = old.e_sum[e] - sum(r[1] for r in old.e_attr[e])
+        assert_ok(await client.call("POST", path + "/associations", rows))
+    for sid in sorted(old.passages):
+        assert_ok(
+            await client.call("POST", path + "/sources", {"passages": {old.sources[sid]: old.passages[sid].text}})
+        )
+    aliases: dict[str, dict[str, str]] = {"concepts": {}, "labels": {}}
+    for key, names, table in (("concepts", old.concepts, old.aliases[0]), ("labels", old.labels, old.aliases[1])):
+        for alias, target in table.items():
+            aliases[key][alias] = names[target]
+    status, _body, _h = await client.call("POST", path + "/aliases", aliases)
+    assert status in (200, 400)  # aliases of dropped canonicals are refused as a batch's issues
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items() if k not in ("time", "plan", "stored_at")}
+    return value
+
+
+async def _observed(client: Client, name: str) -> dict[str, Any]:
+    path = ctx_path(name)
+    out: dict[str, Any] = {}
+    out["query"] = assert_ok(await client.call("POST", path + "/query", {"subject": WORDS, "limit": 1000}))
+    for word in WORDS + ["uses", "near"]:
+        out["recall " + word] = assert_ok(await client.call("POST", path + "/recall", {"cue": word}))
+        out["activate " + word] = assert_ok(await client.call("POST", path + "/activate", {"origins": [word]}))
+    for cue in ("al", "蔵", "gamm", "deltas", "a0", "us"):
+        out["resolve " + cue] = assert_ok(await client.call("POST", path + "/resolve", {"cue": cue}))
+        out["resolve_label " + cue] = assert_ok(await client.call("POST", path + "/resolve_label", {"cue": cue}))
+    for what in ("labels", "aliases", "sources"):
+        out[what] = assert_ok(await client.call("GET", path + "/" + what))
+    out["stats"] = assert_ok(await client.call("GET", path))["stats"]
+    status, body, _h = await client.call("GET", path + "/export", content_type=None)
+    assert status == 200
+    text = body if isinstance(body, str) else json.dumps(body)
+    out["export"] = [
+        _rounded({k: v for k, v in json.loads(line).items() if k not in ("context", "create")})
+        for line in text.splitlines()
+        if line
+    ]
+    return _rounded(out)
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_compacted_reads_equal_a_fresh_replay(app_client: tuple[Client, Any], seed: int) -> None:
+    from taguru_server.server.state import REGISTRY_KEY
+
+    client, app = app_client
+    rnd = random.Random(seed)
+    assert_ok(await client.call("PUT", ctx_path("a"), {"description": "random"}))
+    await _random_http(client, "a", rnd, 40)
+    registry = app[REGISTRY_KEY]
+    old = registry.get("a")
+    for i in range(4):  # aliases (some canonicals will die below)
+        kind = "concepts" if i % 2 == 0 or not old.labels else "labels"
+        names = old.concepts if kind == "concepts" else old.labels
+        if names:
+            await client.call("POST", ctx_path("a", "aliases"), {kind: {f"alias{i}": rnd.choice(names)}})
+    await _random_http(client, "a", rnd, 15)
+    old = registry.get("a")
+    await _replay_http(client, "b", old)
+    dead = old.e_cnt.count(0)
+    outcome = assert_ok(await client.call("POST", ctx_path("a", "compact"), content_type=None))
+    assert outcome["dead_edges"] == dead
+    a, b = registry.get("a"), registry.get("b")
+    assert (a.concepts, a.labels, a.sources) == (b.concepts, b.labels, b.sources)
+    assert [a.e_attr[e] for e in range(len(a.e_s))] == [b.e_attr[e] for e in range(len(b.e_s))]
+    assert (a.e_s, a.e_l, a.e_o, a.e_cnt) == (b.e_s, b.e_l, b.e_o, b.e_cnt)
+    assert _rounded(a.e_sum) == _rounded(b.e_sum)
+    seen_a, seen_b = await _observed(client, "a"), await _observed(client, "b")
+    for key in seen_a:
+        assert seen_a[key] == seen_b[key], key
+
+
+# ----- the maintenance sweep ---------------------------------------------------------------------------------
+
+
+async def test_the_sweep_compacts_the_worst_contexts_first(app_client: tuple[Client, Any]) -> None:
+    from taguru_server.server.routes import maintenance
+    from taguru_server.server.state import REGISTRY_KEY
+
+    client, app = app_client
+    edges = [{"subject": "a", "label": "r", "object": o, "weight": 1.0, "source": f"{o}.md"} for o in ("b", "c")]
+    for name, dead in (("half", ["b"]), ("all", ["b", "c"]), ("none", []), ("tie", ["b"])):
+        assert_ok(await client.call("PUT", ctx_path(name), content_type=None))
+        assert_ok(await client.call("POST", ctx_path(name, "associations"), edges))
+        for o in dead:
+            assert_ok(await client.call("POST", ctx_path(name, "sources/retract"), {"source": f"{o}.md"}))
+    assert_ok(await client.call("PUT", ctx_path("empty"), content_type=None))
+    swept = assert_ok(await client.call("POST", "/maintenance/compact?min_dead_ratio=0.4", content_type=None))
+    assert [c["name"] for c in swept["contexts"]] == ["all", "half", "tie"]
+    assert [c["dead_edges"] for c in swept["contexts"]] == [2, 1, 1]
+    assert list(swept["contexts"][0]) == [
+        "name",
+        "bytes_before",
+        "bytes_after",
+        "dead_edges",
+        "aliases_dropped",
+        "passages_compacted",
+        "image_persisted",
+    ]
+    assert swept["deadline_exceeded"] is False and swept["skipped"] == []
+    again = assert_ok(await client.call("POST", "/maintenance/compact", content_type=None))
+    assert again == {"contexts": [], "deadline_exceeded": False, "skipped": []}
+    assert_error(
+        await client.call("POST", "/maintenance/compact?min_dead_ratio=x", content_type=None),
+        400,
+        "malformed_request",
+        "Failed to deserialize query string: min_dead_ratio: invalid float literal",
+    )
+    maintenance._SWEEPING.add(app[REGISTRY_KEY])
+    try:
+        assert_error(
+            await client.call("POST", "/maintenance/compact", content_type=None),
+            409,
+            "conflict",
+            "a maintenance compaction sweep is already running",
+        )
+    finally:
+        maintenance._SWEEPING.discard(app[REGISTRY_KEY])
+
+
+async def test_the_sweep_refuses_roles_and_scoped_keys(auth_client: Client) -> None:
+    assert_error(
+        await post(auth_client, "/maintenance/compact", token="writer"),
+        403,
+        "forbidden",
+        "key 'writer' has role 'write', but POST /maintenance/compact needs 'admin'",
+    )
+    assert_error(
+        await post(auth_client, "/maintenance/compact", token="botadmin"),
+        403,
+        "forbidden",
+        "maintenance is server-wide (it may compact any context); a context-scoped key cannot call it",
+    )
