@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from taguru_server.server.compat import routes_section
 from taguru_server.server.version import VERSION, version_body
 
 SUPPORTED_PROTOCOLS = ("2024-11-05", "2025-03-26", "2025-06-18")
@@ -31,4 +32,5 @@ def protocol_text() -> str:
         + "```json\n"
         + json.dumps(version_body(), indent=2)
         + "\n```\n"
+        + routes_section()
     )
