@@ -540,3 +540,40 @@ async def test_the_sweep_refuses_roles_and_scoped_keys(auth_client: Client) -> N
         "forbidden",
         "maintenance is server-wide (it may compact any context); a context-scoped key cannot call it",
     )
+
+
+# ----- MCP ---------------------------------------------------------------------------------------------------
+
+
+async def _tool(client: Client, name: str, args: dict[str, Any], token: str) -> dict[str, Any]:
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}}
+    status, body, _h = await client.call("POST", "/mcp", rpc, token=TOKENS[token])
+    assert status == 200
+    return body["result"]
+
+
+async def test_operator_tools_run_under_the_callers_role(auth_client: Client) -> None:
+    refused = await _tool(auth_client, "compact", {"context": "sake"}, "writer")
+    assert refused["isError"] is True
+    assert refused["structuredContent"]["error"] == (
+        "key 'writer' has role 'write', but POST /contexts/{name}/compact needs 'admin'"
+    )
+    refused = await _tool(auth_client, "flush", {}, "botadmin")
+    assert refused["structuredContent"]["code"] == "forbidden"
+    refused = await _tool(auth_client, "rename_context", {"context": "other", "to": "x"}, "botadmin")
+    assert refused["structuredContent"]["error"] == "key 'botadmin' has no grant on context 'other'"
+    assert json.loads((await _tool(auth_client, "flush", {}, "admin"))["content"][0]["text"])["result"] == []
+    outcome = json.loads((await _tool(auth_client, "compact", {"context": "sake"}, "admin"))["content"][0]["text"])
+    assert outcome["result"]["dead_edges"] == 0 and outcome["result"]["image_persisted"] is True
+    missing = await _tool(auth_client, "rename_context", {"context": "sake"}, "admin")
+    assert missing["content"][0]["text"] == "missing required argument 'to'"
+    renamed = await _tool(auth_client, "rename_context", {"context": "sake", "to": "renamed"}, "admin")
+    assert json.loads(renamed["content"][0]["text"])["result"] is True
+    got = await _tool(auth_client, "recall", {"context": "renamed", "cue": "alpha"}, "admin")
+    assert json.loads(got["content"][0]["text"])["result"]["total"] == 1
+    listed = (
+        await auth_client.call(
+            "POST", "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, token=TOKENS["admin"]
+        )
+    )[1]
+    assert {"flush", "compact", "rename_context"} <= {t["name"] for t in listed["result"]["tools"]}
