@@ -173,6 +173,10 @@ class Registry:
     def commit(self, contexts: Iterable[Context]) -> None:
         """Make the contexts' pending changes durable, or roll memory back to the store."""
         todo = list(dict.fromkeys(contexts))
+        if any(self._loaded.get(ctx.name) is not ctx for ctx in todo):
+            # taken before an await, and since rebuilt (compacted), reloaded or deleted: its rows are not the
+            # store's any more, so writing them would undo that change
+            raise CommitFailed("the context was rebuilt or removed while this write waited; nothing was applied")
         try:
             self._note_own(self.persistence.commit(todo))
         except Exception as exc:

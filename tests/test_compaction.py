@@ -210,3 +210,25 @@ def test_a_follower_sees_a_rename(tmp_path: Path) -> None:
     asyncio.run(scenario())
     a.close()
     b.close()
+
+
+def test_a_write_holding_the_context_from_before_a_compaction_is_refused(tmp_path: Path) -> None:
+    """A write that took the context before an await (an embedding refresh) and commits after a compaction
+    replaced it would write rows numbered the old way: refused, and the store keeps the compacted state."""
+    data = tmp_path / "data"
+    registry = Registry(store_of(data))
+    ctx = registry.create("k", Meta())
+    ctx.assert_association("a", "r", "b", 1.0, "s", None)
+    ctx.assert_association("c", "r", "d", 1.0, "t", None)
+    registry.commit([ctx])
+    ctx.retract_source("s")
+    registry.commit([ctx])
+    registry.replace(rebuild(ctx, deadline=float("inf")).context)
+    compacted = observable(fresh(data, "k"))
+    ctx.meta.rev_config += 1
+    ctx.dirty.meta = True
+    with pytest.raises(CommitFailed):
+        registry.commit([ctx])
+    assert registry.write_failing is False
+    assert observable(fresh(data, "k")) == compacted
+    registry.close()
