@@ -71,23 +71,45 @@ def rebuild(ctx: Context, deadline: float) -> Compaction:
 def _replay_edges(ctx: Context, new: Context, deadline: float) -> int:
     dead = 0
     concepts, labels, sources = ctx.concepts, ctx.labels, ctx.sources
-    for e in range(len(ctx.e_s)):
-        if time.monotonic() > deadline:
+    # old id -> new id, filled on first sight (interning by name once per record, not once per edge)
+    cmap = [-1] * len(concepts)
+    lmap = [-1] * len(labels)
+    smap = [-1] * len(sources)
+    e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr
+    source_edges = new.source_edges
+    now = time.monotonic
+    for e in range(len(e_s)):
+        if now() > deadline:
             raise budget_spent()
-        count = ctx.e_cnt[e]
+        count = e_cnt[e]
         if count == 0:
             dead += 1
             continue
-        s = new.intern_concept(concepts[ctx.e_s[e]])
-        o = new.intern_concept(concepts[ctx.e_o[e]])
-        lab = new.intern_label(labels[ctx.e_l[e]])
-        records = [[new.intern_source(sources[sid]), rsum, rcount, par] for sid, rsum, rcount, par in ctx.e_attr[e]]
+        s = cmap[e_s[e]]
+        if s < 0:
+            s = cmap[e_s[e]] = new.intern_concept(concepts[e_s[e]])
+        o = cmap[e_o[e]]
+        if o < 0:
+            o = cmap[e_o[e]] = new.intern_concept(concepts[e_o[e]])
+        lab = lmap[e_l[e]]
+        if lab < 0:
+            lab = lmap[e_l[e]] = new.intern_label(labels[e_l[e]])
+        records = []
+        for sid, rsum, rcount, par in e_attr[e]:
+            nsid = smap[sid]
+            if nsid < 0:
+                nsid = smap[sid] = new.intern_source(sources[sid])
+            records.append([nsid, rsum, rcount, par])
         ne = new._edge(s, lab, o)
-        new.e_sum[ne] = _saturate((ctx.e_sum[e] / count) * count)
+        new.e_sum[ne] = _saturate((e_sum[e] / count) * count)
         new.e_cnt[ne] = count
         new.e_attr[ne] = records
         for rec in records:
-            new.source_edges.setdefault(rec[0], set()).add(ne)
+            got = source_edges.get(rec[0])
+            if got is None:
+                source_edges[rec[0]] = {ne}
+            else:
+                got.add(ne)
     return dead
 
 
