@@ -494,6 +494,10 @@ async def test_the_sweep_compacts_the_worst_contexts_first(app_client: tuple[Cli
         for o in dead:
             assert_ok(await client.call("POST", ctx_path(name, "sources/retract"), {"source": f"{o}.md"}))
     assert_ok(await client.call("PUT", ctx_path("empty"), content_type=None))
+    nothing = {"contexts": [], "deadline_exceeded": False, "skipped": []}
+    for odd in ("nan", "2", "1"):  # NaN selects nothing; past 1 is clamped to 1, and no ratio is above 1
+        got = assert_ok(await client.call("POST", f"/maintenance/compact?min_dead_ratio={odd}", content_type=None))
+        assert got == nothing
     swept = assert_ok(await client.call("POST", "/maintenance/compact?min_dead_ratio=0.4", content_type=None))
     assert [c["name"] for c in swept["contexts"]] == ["all", "half", "tie"]
     assert [c["dead_edges"] for c in swept["contexts"]] == [2, 1, 1]
@@ -528,6 +532,12 @@ async def test_the_sweep_compacts_the_worst_contexts_first(app_client: tuple[Cli
 
 
 async def test_the_sweep_refuses_roles_and_scoped_keys(auth_client: Client) -> None:
+    assert_error(
+        await post(auth_client, "/maintenance/compact?min_dead_ratio=1_0", token="botadmin"),
+        400,
+        "malformed_request",
+        "Failed to deserialize query string: min_dead_ratio: invalid float literal",
+    )
     assert_error(
         await post(auth_client, "/maintenance/compact", token="writer"),
         403,

@@ -110,14 +110,14 @@ def _min_dead_ratio(call: Call) -> float:
     if raw is None:
         return 0.0
     try:
+        if raw != raw.strip() or "_" in raw:  # Python's float() takes these, the reference's parser does not
+            raise ValueError(raw)
         value = float(raw)
     except ValueError:
         raise ApiError(
             "malformed_request", "Failed to deserialize query string: min_dead_ratio: invalid float literal"
         ) from None
-    if value != value:  # NaN selects nothing above it; treat as the default
-        return 0.0
-    return min(max(value, 0.0), 1.0)
+    return value if value != value else min(max(value, 0.0), 1.0)  # NaN stays NaN: nothing is above it
 
 
 def _selection(registry: Registry, floor: float) -> list[tuple[float, str]]:
@@ -141,8 +141,8 @@ async def maintenance_compact(call: Call) -> Any:
     The sweep does not pause other traffic (the reference's maintenance pause is optional): each
     context is rebuilt and committed like a single `…/compact`, between which other requests run.
     """
+    floor = _min_dead_ratio(call)  # the query string is parsed before the handler runs, as in the reference
     _server_wide(call, "maintenance is server-wide (it may compact any context); a context-scoped key cannot call it")
-    floor = _min_dead_ratio(call)
     gate(_remaining(call))
     registry = call.registry
     if registry in _SWEEPING:
