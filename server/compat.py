@@ -81,6 +81,6 @@ def routes_section() -> str:
     lines = [f"- `{method} {template}` ({role})" for method, template, role in SERVED]
     lines += [f"- `GET {path}` (no token)" for path in PROBE_PATHS]
     return (
-        "\nHTTP routes this server answers (a Taguru route missing here answers 404 `unknown_path` and says so; "
-        "docs/compatibility.md lists every route):\n\n" + "\n".join(lines) + "\n"
+        "HTTP routes this server answers (a Taguru route missing here answers 404 `unknown_path` and says so; "
+        "docs/compatibility.md lists every route):\n\n" + "\n".join(lines) + "\n\n"
     )
