@@ -44,6 +44,9 @@ UNSUPPORTED: tuple[tuple[str, str, str], ...] = (
     ("POST", "/oauth/token", "exempt"),
 )
 
+# where the `exempt` rows above live (checked before authentication)
+EXEMPT_PREFIXES = ("/.well-known/", "/oauth/")
+
 # the routes this server registers, as (method, template, role); filled by `routing` when it builds its table
 SERVED: list[tuple[str, str, str]] = []
 
