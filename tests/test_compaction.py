@@ -232,3 +232,32 @@ def test_a_write_holding_the_context_from_before_a_compaction_is_refused(tmp_pat
     assert registry.write_failing is False
     assert observable(fresh(data, "k")) == compacted
     registry.close()
+
+
+def test_gloss_vectors_of_dropped_names_go_with_them(tmp_path: Path) -> None:
+    from test_embeddings_store import Flat
+
+    from taguru_server.store.embed_refresh import refresh_glosses
+
+    data = tmp_path / "data"
+    registry = Registry(store_of(data))
+    fake = Flat()
+
+    async def embed(texts: list[str]) -> list[Any]:
+        return await fake.embed(texts, "index", None)
+
+    ctx = registry.create("k", Meta())
+    ctx.assert_association("keep", "r", "kept", 1.0, "a.md", None)
+    ctx.assert_association("gone", "dropped", "lost", 1.0, "b.md", None)
+    registry.commit([ctx])
+    asyncio.run(refresh_glosses(ctx, fake.model, embed))
+    registry.commit([ctx])
+    ctx.retract_source("b.md")
+    registry.commit([ctx])
+    registry.replace(rebuild(ctx, deadline=float("inf")).context)
+    for got in (registry.get("k"), fresh(data, "k")):
+        assert got is not None and got.vectors.glosses is not None
+        assert sorted(got.vectors.glosses.concepts.rows) == ["keep", "kept"]
+        assert sorted(got.vectors.glosses.labels.rows) == ["r"]
+        assert sorted(got.vectors.glosses.concepts.hashes) == ["keep", "kept"]
+    registry.close()
