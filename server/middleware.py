@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
+from taguru_server.server import compat
 from taguru_server.server.auth import authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import error_response
@@ -148,6 +149,11 @@ async def probes(request: web.Request, handler: NextHandler) -> web.StreamRespon
 async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse:
     """Authenticate (failed attempts and per-key requests are rate limited), then check role and grant for the route."""
     app = request.app
+    if request.raw_path.startswith(compat.EXEMPT_PREFIXES):  # the reference serves these without a token
+        exempt = compat.unsupported(request.method, request.raw_path)
+        if exempt is not None and exempt[1] == "exempt":
+            request[ROUTE_KEY] = exempt[0]
+            raise ApiError("unknown_path", compat.unsupported_text(request.method, exempt[0]))
     try:
         principal = authenticate(app[SETTINGS_KEY], request.headers.getall("Authorization", []))
     except ApiError as err:

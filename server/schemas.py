@@ -11,6 +11,7 @@ from typing import Any
 from taguru_server.server import (
     explain_wire,
     group_shapes,  # its request specs join PUBLISHED on import
+    maintenance_wire,
     walk_bodies,  # publishes the walks' request bodies; their result schemas join COMPONENTS
 )
 from taguru_server.server.decode import ALIASES, PUBLISHED
@@ -439,6 +440,7 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
 )
 COMPONENTS.update(explain_wire.COMPONENTS)
 COMPONENTS.update(walk_bodies.result_components(_obj, ref))
+COMPONENTS.update(maintenance_wire.result_components(_obj))
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
@@ -481,6 +483,10 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/contexts/{name}/communities"): (None, "ndjson"),
     ("GET", "/contexts/{name}/export"): (None, "ndjson"),
     ("POST", "/import"): ("jsonl", "ImportResult"),
+    ("POST", "/flush"): (None, "names"),
+    ("POST", "/maintenance/compact"): (None, "MaintenanceSweep"),
+    ("POST", "/contexts/{name}/rename"): ("RenameRequest", "bool"),
+    ("POST", "/contexts/{name}/compact"): (None, "CompactOutcome"),
     ("POST", "/mcp"): ("JsonRpcRequest", "jsonrpc"),
     ("GET", "/protocol"): (None, "markdown"),
     ("GET", "/version"): (None, "bare:Version"),
@@ -503,6 +509,8 @@ def result_schema(shape: str) -> dict[str, Any]:
         inner = BOOL
     elif shape == "int":
         inner = INT
+    elif shape == "names":
+        inner = STRS
     elif shape == "candidates":
         inner = {"type": "array", "items": ref("ResolveCandidate")}
     else:

@@ -98,7 +98,7 @@ ASSEMBLE_EVIDENCE: dict[str, Any] = {
 
 @attrs.frozen
 class Tool:
-    """A read tool: its definition and how its arguments become one routed HTTP call."""
+    """A tool: its definition and how its arguments become one routed HTTP call (run under the caller's key)."""
 
     name: str
     description: str
@@ -516,4 +516,35 @@ TOOLS: tuple[Tool, ...] = (
         "/groups/{name}/export",
     ),
 )
+# operator tools: each is one routed call whose route's role (admin) and grant are checked as over HTTP
+OPERATOR_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "flush",
+        "Make pending writes durable. Every write here is durable when acknowledged, so this answers an empty "
+        "list. Needs an admin key without a context list.",
+        {},
+        (),
+        "POST",
+        "/flush",
+    ),
+    Tool(
+        "compact",
+        "Rebuild a context from its live content: drops dead (fully retracted) associations, vocabulary and "
+        "aliases nothing live uses, and the bytes of retracted passages; reports what was shed. Needs admin.",
+        {"context": _CONTEXT},
+        ("context",),
+        "POST",
+        "/contexts/{context}/compact",
+    ),
+    Tool(
+        "rename_context",
+        "Rename a context (its data, aliases, passages and revisions move; change-feed cursors restart). Needs admin.",
+        {"context": _CONTEXT, "to": _str_prop("the new context name (at most 64 bytes)")},
+        ("context", "to"),
+        "POST",
+        "/contexts/{context}/rename",
+        ("to",),
+    ),
+)
+TOOLS = TOOLS + OPERATOR_TOOLS
 TOOL_BY_NAME = {t.name: t for t in TOOLS}
