@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from taguru_server.client.http import (
     new_session,
     server_error,
 )
+from taguru_server.client.progress import Progress as ProgressBar
 from taguru_server.server.providers.chat import ChatConfigError, ChatFailed, ChatProvider, ProviderConfig
 from taguru_server.store.communities import COMMUNITY_PREFIX, MANIFEST_SOURCE, artifact_name
 from taguru_server.store.summaries import (
@@ -539,10 +541,26 @@ def _usage(message: str) -> int:
     return EXIT_USAGE
 
 
+_STEP = re.compile(r"(\w+) (\d+)/(\d+)(?: (\w+))?")
+
+
 def _tty_progress(name: str) -> Progress:
+    """Counted steps ("summarizing 3/40") as a bar with rate and ETA, one per phase; other messages as text."""
+    bars: dict[str, ProgressBar] = {}
+
     def show(message: str) -> None:
-        sys.stderr.write(f"\r\x1b[2Ktaguru communities: {name}: {message}")
-        sys.stderr.flush()
+        step = _STEP.fullmatch(message)
+        if step is None:
+            sys.stderr.write(f"\r\x1b[2Ktaguru communities: {name}: {message}")
+            sys.stderr.flush()
+            return
+        phase, done, total, unit = step.group(1), int(step.group(2)), int(step.group(3)), step.group(4)
+        bar = bars.get(phase)
+        if bar is None:
+            bar = bars[phase] = ProgressBar(
+                f"taguru communities: {name}: {phase}", total, sys.stderr, unit=unit or "communities", enabled=True
+            )
+        bar.update(done, total=total)
 
     return show
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.metadata
 import json
 import os
@@ -31,6 +32,24 @@ def _settings(config: str | None) -> Any:
     except ConfigError as exc:
         print(f"taguru: configuration refused: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        path = config or os.environ.get("TAGURU_CONFIG", "")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
+        print(f"taguru: cannot read the config file {path}: {reason}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def _listen_address(addr: str) -> tuple[str, int]:
+    """HOST:PORT from TAGURU_ADDR, or one line on stderr and exit 2."""
+    host, sep, port = addr.rpartition(":")
+    if sep and port.isdigit() and int(port) <= 65535:
+        return host.strip("[]") or "127.0.0.1", int(port)
+    print(f"taguru: TAGURU_ADDR must be HOST:PORT (for example 127.0.0.1:8248), got '{addr}'", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+class ListenFailed(Exception):
+    """The address could not be bound; the message is the one line to print."""
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -58,7 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         merged = read_config_file(config_file)
         merged.update(env)
         env = merged
-    host, port = settings.host_port
+    host, port = _listen_address(settings.addr)
 
     workers = args.workers if args.workers is not None else settings.workers
     if workers < 1:
@@ -75,11 +94,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         await runner.setup()
         if worker:  # every worker listens on the address; the kernel spreads connections over them
             site = web.TCPSite(runner, host, port, reuse_port=True, backlog=LISTEN_BACKLOG)
-            await site.start()
+            await _start(site, runner, f"{host}:{port}")
             log.info("worker.ready")
         else:
             site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
-            await site.start()
+            await _start(site, runner, f"{host}:{port}")
             bound = runner.addresses[0] if runner.addresses else (host, port)
             print(f"listening on {bound[0]}:{bound[1]}", flush=True)
             print(f"taguru: serving {settings.data_dir} on http://{bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
@@ -97,6 +116,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         registry = open_registry(settings)
         try:
             asyncio.run(run(registry))
+        except ListenFailed as exc:
+            print(f"taguru: {exc}", file=sys.stderr)
+            return EXIT_FAIL
         finally:
             registry.close()
         return EXIT_OK
@@ -119,12 +141,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return supervise(host, port, workers, args.config, settings.data_dir)
         try:
             asyncio.run(run(registry))
+        except ListenFailed as exc:
+            print(f"taguru: {exc}", file=sys.stderr)
+            return EXIT_FAIL
         finally:
             registry.close()
     finally:
         if lock is not None:
             lock.__exit__(None, None, None)
     return EXIT_OK
+
+
+async def _start(site: Any, runner: Any, where: str) -> None:
+    """site.start(), or ListenFailed naming the address and the reason (a busy port, a bad host)."""
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            reason = "the address is already in use (another server on that port?)"
+        raise ListenFailed(f"cannot listen on {where}: {reason}") from None
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -442,44 +479,83 @@ def installed_version() -> str:
         return "unknown"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="taguru", description="Taguru knowledge contexts and evidence assembly")
+CONFIG_HELP = "KEY=VALUE settings file (default TAGURU_CONFIG); a variable set in the environment wins"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="taguru",
+        description="Taguru knowledge contexts and evidence assembly",
+        epilog="Settings are TAGURU_* environment variables (all of them: docs/operations.md).",
+    )
     parser.add_argument("--version", action="version", version=f"taguru {installed_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("serve", help="run the HTTP server")
-    p.add_argument("--config")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP server",
+        description="Serve the contexts of TAGURU_DATA_DIR (or TAGURU_DATABASE_URL) on TAGURU_ADDR.",
+        epilog="Address: TAGURU_ADDR (default 127.0.0.1:8248). Store: TAGURU_DATA_DIR (default ./data) or "
+        "TAGURU_DATABASE_URL (postgresql://…). Auth: TAGURU_API_TOKEN / TAGURU_API_TOKENS / TAGURU_KEY_SCOPES. "
+        "Every variable: docs/operations.md.",
+    )
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument(
         "--workers",
         type=int,
         default=None,
+        metavar="N",
         help="worker processes serving one address and data dir (default TAGURU_WORKERS, else 1)",
     )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)
-    p = sub.add_parser("import", help="import JSONL batches")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR")
-    p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--no-embed", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--config")
-    p.add_argument("--url")
+    p = sub.add_parser(
+        "import",
+        help="import JSONL batch files (offline into the data dir, or through a server with --url)",
+        description="Import batch streams: JSONL files (.jsonl, UTF-8, one JSON object a line: a batch header "
+        "line, then association, alias, passage and paragraph lines; the format `taguru export` writes). "
+        "A directory stands for the *.jsonl files in it. Every file is validated before anything is applied.",
+    )
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="JSONL batch files, or directories of *.jsonl files")
+    p.add_argument("--dry-run", action="store_true", help="validate and report what would change; write nothing")
+    p.add_argument(
+        "--no-embed",
+        action="store_true",
+        help="offline: skip the embedding refresh that follows when TAGURU_EMBED_URL is set",
+    )
+    p.add_argument("--json", action="store_true", help="print the per-batch outcomes as one JSON document")
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    p.add_argument(
+        "--url",
+        metavar="URL",
+        help="import through the running server at URL (POST /import; token from TAGURU_API_TOKEN) "
+        "instead of writing TAGURU_DATA_DIR, which a running server holds",
+    )
     p.set_defaults(func=cmd_import)
     p = sub.add_parser(
         "migrate",
         help="bring the store's schema up to this build (PostgreSQL: TAGURU_DATABASE_URL; else the data dir)",
     )
-    p.add_argument("--config")
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument(
         "--from-sqlite",
         metavar="DATA_DIR",
         help="copy the SQLite store of DATA_DIR, exactly, into the (empty) PostgreSQL store of TAGURU_DATABASE_URL",
     )
     p.set_defaults(func=cmd_migrate)
-    p = sub.add_parser("demo", help="serve the bundled demo corpus and show real answers")
-    p.add_argument("--data-dir", default="data/demo")
-    p.add_argument("--addr", default="127.0.0.1:8248")
+    p = sub.add_parser(
+        "demo",
+        help="serve the bundled demo corpus and show real answers",
+        description="Import the bundled demo corpus (first run), start a server on --addr, ask it for evidence "
+        "and print a summary; the server stops with the demo (Ctrl-C, SIGTERM, or with --exit at once).",
+    )
+    p.add_argument("--data-dir", default="data/demo", metavar="DIR", help="the demo's own store (default data/demo)")
+    p.add_argument("--addr", default="127.0.0.1:8248", metavar="HOST:PORT", help="where to serve (default %(default)s)")
     p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
+    p.add_argument("--json", action="store_true", help="print every answer as raw JSON instead of the summary")
     p.set_defaults(func=cmd_demo)
+    from taguru_server.cli.evidence import add_parser as add_evidence
+
+    add_evidence(sub)
     from taguru_server.cli.export import add_parser as add_export
 
     add_export(sub)
@@ -492,8 +568,37 @@ def main(argv: list[str] | None = None) -> int:
     from taguru_server.cli.communities import add_parser as add_communities
 
     add_communities(sub)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return EXIT_USAGE if exc.code else EXIT_OK
-    return int(args.func(args))
+    return parser
+
+
+def _warn_unknown_settings(args: argparse.Namespace) -> None:
+    """A did-you-mean warning for each TAGURU_* name (environment or --config file) that nothing reads."""
+    if getattr(args, "worker", False):
+        return  # the supervisor already said it
+    from taguru_server.cli.envcheck import warn_unknown
+
+    names = set(os.environ)
+    config = getattr(args, "config", None) or os.environ.get("TAGURU_CONFIG")
+    if config:
+        from taguru_server.client.config import read_config_file
+
+        try:
+            names.update(read_config_file(config))
+        except (OSError, UnicodeDecodeError, ValueError):
+            pass  # the command itself says why the file cannot be read
+    warn_unknown(names, sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from taguru_server.cli.guard import guarded
+
+    def run() -> int:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:
+            return EXIT_USAGE if exc.code else EXIT_OK
+        _warn_unknown_settings(args)
+        return int(args.func(args))
+
+    return guarded(run)
