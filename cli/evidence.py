@@ -30,7 +30,7 @@ from taguru_server.client.http import (
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 EVIDENCE_TIMEOUT_SECS = 60
-SNIPPET_CHARS = 60
+SNIPPET_CHARS = 40
 PIPE_WIDTH = 120  # the table's width when stdout is not a terminal
 
 
@@ -132,13 +132,16 @@ def item_sources(item: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _lanes(item: Mapping[str, Any]) -> str:
+def _lanes(item: Mapping[str, Any]) -> list[str]:
+    """One `lane:rank` per lane that found the item; a passage's own lanes (bm25, vector) in brackets."""
     parts = [f"{r.get('lane')}:{r.get('rank')}" for r in item.get("lane_ranks") or [] if isinstance(r, Mapping)]
     payload = item.get(str(item.get("kind", "")))
     lanes = payload.get("lanes") if isinstance(payload, Mapping) else None
     if isinstance(lanes, Mapping):
-        parts += [f"{name}:{v.get('rank')}" for name, v in lanes.items() if isinstance(v, Mapping)]
-    return " ".join(parts)
+        inner = " ".join(f"{name}:{v.get('rank')}" for name, v in lanes.items() if isinstance(v, Mapping))
+        if inner:
+            parts.append(f"({inner})")
+    return parts
 
 
 def server_timings(header: str) -> list[tuple[str, float]]:
@@ -166,10 +169,10 @@ def _console(stream: IO[str]) -> Any:
 def items_table(items: list[Any], limit: int | None = None) -> Any:
     from rich.table import Table
 
-    table = Table(show_lines=False, pad_edge=False, box=None, header_style="bold")
+    table = Table(pad_edge=False, box=None, header_style="bold")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("kind", no_wrap=True)
-    table.add_column("what", ratio=1, overflow="ellipsis", no_wrap=True)
+    table.add_column("what", overflow="fold", max_width=SNIPPET_CHARS)  # the one column that gives way
     table.add_column("sources", no_wrap=True)
     table.add_column("lanes", no_wrap=True)
     table.add_column("bytes", justify="right", no_wrap=True)
@@ -181,8 +184,8 @@ def items_table(items: list[Any], limit: int | None = None) -> Any:
             str(item.get("fused_rank", "")),
             str(item.get("kind", "")),
             _what(item),
-            ", ".join(item_sources(item)),
-            _lanes(item),
+            "\n".join(item_sources(item)),
+            "\n".join(_lanes(item)),
             str(item.get("bytes", "")),
             str(item.get("estimated_tokens", "")),
         )

