@@ -484,6 +484,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "communities",
         help="build the derived communities artifact of a context over HTTP",
         description="Derive the NAME::communities artifact of a context from a running server, over HTTP only.",
+        epilog="Summaries come from the chat model of TAGURU_EXTRACT_URL / TAGURU_EXTRACT_MODEL / "
+        "TAGURU_EXTRACT_API_KEY when set, else from the members themselves (docs/communities.md).",
     )
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--context", metavar="NAME", help="the context to analyse")
@@ -491,8 +493,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--into", metavar="NAME", help="the artifact context (default: NAME::communities)")
     p.add_argument("--dry-run", action="store_true", help="report what would change; write nothing, call no LLM")
     p.add_argument("--json", action="store_true", help="print a JSON report")
-    p.add_argument("--config", metavar="FILE", help="KEY=VALUE settings (the environment wins)")
-    p.add_argument("--url", metavar="URL", help="the server (default: http://$TAGURU_ADDR)")
+    p.add_argument(
+        "--config", metavar="FILE", help="KEY=VALUE settings file (default TAGURU_CONFIG); the environment wins"
+    )
+    p.add_argument(
+        "--url",
+        metavar="URL",
+        help="the server (default: http://TAGURU_ADDR, else http://127.0.0.1:8248); token from TAGURU_API_TOKEN",
+    )
     p.add_argument("url_arg", nargs="?", metavar="URL", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_communities)
     return p

@@ -50,5 +50,6 @@ def guarded(run: Callable[[], int]) -> int:
         print(f"taguru: a connection closed under the command: {exc.strerror or exc}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
-        print("\ntaguru: interrupted", file=sys.stderr, flush=True)
+        after_echo = "\n" if sys.stderr.isatty() else ""  # past the terminal's ^C
+        print(f"{after_echo}taguru: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED

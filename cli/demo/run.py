@@ -282,6 +282,7 @@ def _run(args: argparse.Namespace, host: str, port: int) -> int:
         wait_ready(server, client, log_path)
         try:
             _show(args, client, semantic, base, loaded)
+            sys.stdout.flush()  # all of it out before the demo may wait a long time
         except CallError as exc:
             raise DemoFailed(f"the server's answer was not what the demo expected: {exc.message}") from None
         print(
