@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import functools
 import importlib.metadata
 import json
@@ -162,14 +161,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 async def _start(site: Any, runner: Any, where: str) -> None:
     """site.start(), or ListenFailed naming the address and the reason (a busy port, a bad host)."""
+    from taguru_server.cli.workers import listen_failure
+
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
-        reason = exc.strerror or str(exc)
-        if exc.errno == errno.EADDRINUSE:
-            reason = "the address is already in use (another server on that port?)"
-        raise ListenFailed(f"cannot listen on {where}: {reason}") from None
+        raise ListenFailed(listen_failure(where, exc)) from None
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

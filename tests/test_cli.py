@@ -187,7 +187,7 @@ def test_serve_on_a_busy_port_says_so_in_a_few_lines(tmp_path: Path) -> None:
             proc = cli("serve", *extra, env=env)
             assert proc.returncode != 0, proc
             assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 3, proc.stderr
-            assert "cannot listen on 127.0.0.1:" in proc.stderr, proc.stderr
+            assert "cannot listen on 127.0.0.1:" in proc.stderr and "already in use" in proc.stderr, proc.stderr
 
 
 @pytest.mark.slow
@@ -297,3 +297,19 @@ def test_the_demo_takes_its_server_with_it(tmp_path: Path, sig: signal.Signals) 
     summary = proc.stdout.read()
     assert f"Inspect it: http://127.0.0.1:{port}/ui?context=demo&origins=青嶺酒造&labels=杜氏" in summary, summary
     assert "docs/aomine.md ¶2" in summary and "budget: 6/6 items" in summary, summary
+
+
+def test_communities_steps_become_bars(monkeypatch: pytest.MonkeyPatch) -> None:
+    from taguru_server.cli import communities
+
+    tty = _Tty()
+    monkeypatch.setattr(communities.sys, "stderr", tty)
+    show = communities._tty_progress("demo")
+    show("reading the analysis")
+    show("summarizing 1/4")
+    show("summarizing 4/4")
+    show("importing 2/2 batches")
+    drawn = tty.getvalue()
+    assert "demo: reading the analysis" in drawn
+    assert "summarizing [" in drawn and "4/4" in drawn and "communities/s" in drawn
+    assert "importing [" in drawn and "batches/s" in drawn
