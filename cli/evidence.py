@@ -35,7 +35,11 @@ PIPE_WIDTH = 120  # the table's width when stdout is not a terminal
 
 
 class EvidenceFailed(Exception):
-    """One line for stderr."""
+    """One line for stderr; `code`: the exit status (2 for a setting or URL that cannot be used)."""
+
+    def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def server_url(flag: str | None, env: Mapping[str, str]) -> str:
@@ -74,10 +78,10 @@ def fetch(args: argparse.Namespace) -> tuple[Any, str]:
         url = server_url(args.url, env)
     except ConfigFileError as exc:
         raise EvidenceFailed(
-            f"cannot read the config file {exc.path}: {getattr(exc.cause, 'strerror', None) or exc.cause}"
+            f"cannot read the config file {exc.path}: {getattr(exc.cause, 'strerror', None) or exc.cause}", EXIT_USAGE
         ) from None
     except SetupError as exc:
-        raise EvidenceFailed(str(exc)) from None
+        raise EvidenceFailed(str(exc), EXIT_USAGE) from None
     client = TaguruClient(url, bearer_token(env), timeout=EVIDENCE_TIMEOUT_SECS)
     path = "/contexts/" + quote(args.context, safe="") + "/evidence"
     try:
@@ -216,6 +220,8 @@ def stages_line(package: Mapping[str, Any], timing: str) -> str:
         name = str(stage.get("stage"))
         ms = durations.pop(name, None)
         status = "" if stage.get("status") == "ran" else f" {stage.get('status')}"
+        if stage.get("reason"):
+            status += f" ({stage['reason']})"
         parts.append(f"{name}{status}" + (f" {ms:.2f}ms" if ms is not None else ""))
     parts += [f"{name} {ms:.2f}ms" for name, ms in durations.items()]
     return "stages: " + ", ".join(parts) if parts else "stages: (not reported)"
@@ -241,7 +247,7 @@ def cmd_evidence(args: argparse.Namespace) -> int:
         package, timing = fetch(args)
     except EvidenceFailed as exc:
         print(f"taguru evidence: {exc}", file=sys.stderr)
-        return EXIT_FAIL
+        return exc.code
     if args.json:
         print(json.dumps(package, ensure_ascii=False, indent=2))
     else:
