@@ -9,9 +9,12 @@ in its `Server-Timing` header. `--json` prints the package itself.
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import IO, Any
 from urllib.parse import quote
 
@@ -163,11 +166,21 @@ def server_timings(header: str) -> list[tuple[str, float]]:
     return out
 
 
-def _console(stream: IO[str]) -> Any:
+@contextmanager
+def console(stream: IO[str]) -> Iterator[Any]:
+    """A rich console drawing into memory; the text goes to `stream` in one write at the end.
+
+    Writing ourselves keeps a closed stdout a plain BrokenPipeError (see cli/guard.py) instead of
+    rich's own exit; on a terminal the text keeps its styles and the terminal's width.
+    """
     from rich.console import Console
 
     tty = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=stream, width=None if tty else PIPE_WIDTH, highlight=False, soft_wrap=False)
+    buffer = io.StringIO()
+    width = shutil.get_terminal_size().columns if tty else PIPE_WIDTH
+    yield Console(file=buffer, force_terminal=tty, width=width, highlight=False, soft_wrap=False)
+    stream.write(buffer.getvalue())
+    stream.flush()
 
 
 def items_table(items: list[Any], limit: int | None = None) -> Any:
@@ -228,15 +241,12 @@ def stages_line(package: Mapping[str, Any], timing: str) -> str:
 
 
 def render(package: Mapping[str, Any], timing: str, stream: IO[str]) -> None:
-    console = _console(stream)
-    items = package.get("items") or []
-    if items:
-        console.print(items_table(items))
-    else:
-        console.print("no items")
-    console.print(omitted_line(package))
-    console.print(budget_line(package))
-    console.print(stages_line(package, timing))
+    with console(stream) as out:
+        items = package.get("items") or []
+        out.print(items_table(items) if items else "no items")
+        out.print(omitted_line(package))
+        out.print(budget_line(package))
+        out.print(stages_line(package, timing))
 
 
 # ----- the command -----------------------------------------------------------------------

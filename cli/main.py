@@ -505,9 +505,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "import",
         help="import JSONL batch files (offline into the data dir, or through a server with --url)",
-        description="Import batch streams: JSONL files (.jsonl, UTF-8, one JSON object a line: a batch header "
-        "line, then association, alias, passage and paragraph lines; the format `taguru export` writes). "
-        "A directory stands for the *.jsonl files in it. Every file is validated before anything is applied.",
+        description="Import batch streams: JSONL files (.jsonl, UTF-8, one JSON object a line). Each batch starts "
+        'with a header line {"taguru_batch": 1, "context": NAME, "source": ID, "create": {…} for a new context}, '
+        "followed by its association, alias, passage and paragraph lines: the format `taguru export` writes and "
+        "POST /import reads. A directory stands for the *.jsonl files in it, in name order. Every file is "
+        "validated before anything is applied. Offline the store is TAGURU_DATA_DIR (or TAGURU_DATABASE_URL); "
+        "with TAGURU_EMBED_URL set, the touched contexts are embedded afterwards.",
     )
     p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="JSONL batch files, or directories of *.jsonl files")
     p.add_argument("--dry-run", action="store_true", help="validate and report what would change; write nothing")

@@ -178,9 +178,17 @@ def summary(
     loaded: str,
 ) -> None:
     """What was loaded, the question asked, the top items with their sources, the budget, the inspector URL."""
-    from taguru_server.cli.evidence import _console, budget_line, items_table, omitted_line
+    from taguru_server.cli.evidence import console
 
-    console = _console(out)
+    with console(out) as shown:
+        _summary(shown, answers, context, base, loaded)
+
+
+def _summary(
+    console: Any, answers: list[tuple[str, str, dict[str, Any], Any, str]], context: Any, base: str, loaded: str
+) -> None:
+    from taguru_server.cli.evidence import budget_line, items_table, omitted_line
+
     stats = (context or {}).get("stats") or {}
     console.print(
         f"Loaded: context 'demo' ({loaded}) — {stats.get('concepts', '?')} concepts, "
