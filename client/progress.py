@@ -54,8 +54,12 @@ class Progress:
         self._shown = False
 
     def line(self) -> str:
-        """The bar as text (what `update` draws)."""
+        """The bar as text (what `update` draws); with no total known, the count, rate and time so far."""
         elapsed = max(self.clock() - self.started, 1e-9)
+        if self.total <= 0:
+            so_far = _rate(self.done / elapsed)
+            text = f"{self.name} {self.done} {self.unit} {so_far} {self.unit}/s in {_clock(elapsed)}"
+            return text + (f" {self.note}" if self.note else "")
         total = max(self.total, self.done)
         share = self.done / total if total else 1.0
         filled = int(BAR_WIDTH * share)
@@ -82,7 +86,7 @@ class Progress:
         if not self.enabled:
             return
         now = self.clock()
-        if self._shown and now - self._drawn < REDRAW_SECS and self.done < self.total:
+        if self._shown and now - self._drawn < REDRAW_SECS and (self.total <= 0 or self.done < self.total):
             return
         self._drawn = now
         self._shown = True

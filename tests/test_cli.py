@@ -313,3 +313,12 @@ def test_communities_steps_become_bars(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "demo: reading the analysis" in drawn
     assert "summarizing [" in drawn and "4/4" in drawn and "communities/s" in drawn
     assert "importing [" in drawn and "batches/s" in drawn
+
+
+def test_progress_without_a_total_counts_and_times() -> None:
+    now = [0.0]
+    tty = _Tty()
+    bar = Progress("taguru import: embedding", 0, tty, unit="texts", clock=lambda: now[0])
+    now[0] = 4.0
+    bar.update(advance=10)
+    assert "embedding 10 texts 2.5 texts/s in 0:04" in tty.getvalue()

