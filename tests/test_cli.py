@@ -193,6 +193,8 @@ def test_serve_on_a_busy_port_says_so_in_a_few_lines(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_user_errors_are_one_line_each(tmp_path: Path) -> None:
     env = base_env(tmp_path / "data")
+    version = cli("--version", env=env)
+    assert version.returncode == 0 and version.stdout.strip() == f"taguru {VERSION}", version
     _one_clear_line(cli("serve", env=dict(env, TAGURU_ADDR="notanaddr")), "TAGURU_ADDR must be HOST:PORT")
     _one_clear_line(cli("serve", "--config", str(tmp_path / "missing.env"), env=env), "cannot read the config file")
     corpus = str(demo_stream_path())
