@@ -109,8 +109,9 @@ def test_the_table_shows_items_sources_budget_and_stage_times() -> None:
 
 
 def test_the_inspector_url_keeps_the_question_readable() -> None:
-    url = inspector_url("http://127.0.0.1:8248", "demo", {"origins": ["青嶺酒造", "a&b"], "labels": ["杜氏"]})
-    assert url == "http://127.0.0.1:8248/ui?context=demo&origins=青嶺酒造,a%26b&labels=杜氏"
+    body = {"origins": ["青嶺酒造", "a&b"], "labels": ["杜氏"], "budget": {"max_items": 6}}
+    url = inspector_url("http://127.0.0.1:8248", "demo", body)
+    assert url == "http://127.0.0.1:8248/ui?context=demo&origins=青嶺酒造,a%26b&labels=杜氏&max_items=6"
 
 
 # ----- as processes ------------------------------------------------------------------------

@@ -140,10 +140,14 @@ _RESERVED = set("%&=#+?")
 
 
 def inspector_url(base: str, context: str, body: Mapping[str, Any]) -> str:
-    """The /ui page asking the same question: /ui?context=C&origins=A,B&labels=L."""
+    """The /ui page asking the same question: /ui?context=C&origins=A,B&labels=L (then query and budget)."""
     query = {"context": context, "origins": ",".join(body.get("origins") or [])}
     if body.get("labels"):
         query["labels"] = ",".join(body["labels"])
+    if body.get("text_fallback_query"):
+        query["query"] = str(body["text_fallback_query"])
+    for key, value in (body.get("budget") or {}).items():
+        query[key] = str(value)
     return f"{base}/ui?" + "&".join(f"{key}={_component(value)}" for key, value in query.items())
 
 
