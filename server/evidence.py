@@ -7,7 +7,7 @@ from typing import Any
 
 import structlog
 
-from taguru_server.pipeline import Graph, run_graph
+from taguru_server.pipeline import Graph, RunResult, StageSpans, run_graph
 from taguru_server.server.call import Call
 from taguru_server.server.decode import BUDGET, EVIDENCE
 from taguru_server.server.offload import decode_body
@@ -20,6 +20,8 @@ from taguru_server.server.state import (
     RERANKER_KEY,
     passage_lane_enabled,
 )
+from taguru_server.server.tracing import TRACING_KEY
+from taguru_server.stages.lanes import ANCHORS, QUERY_HITS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, NoReranker, Services, gate
 from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
@@ -60,6 +62,22 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
 async def evidence(call: Call) -> Any:
     # a multi-megabyte body takes hundreds of ms to decode; the loop keeps serving meanwhile
     request, explain = await decode_body(call.body, lambda: parse_request(call))
+    tracing = call.app_state.get(TRACING_KEY)
+    if tracing is None:
+        package, run = await assemble(call, request, explain)
+        return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
+    with tracing.evidence_span(len(request.origins), len(request.labels)) as span:
+        package, run = await assemble(call, request, explain, tracing.stage_spans())
+        span.set_attribute("taguru.anchor.count", len(run.output(ANCHORS).value))
+        span.set_attribute("taguru.association.count", len(run.output(QUERY_HITS).value))
+        span.set_attribute("taguru.citation.returned", len(package["citations"]))
+    return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
+
+
+async def assemble(
+    call: Call, request: EvidenceRequest, explain: bool, spans: StageSpans | None = None
+) -> tuple[dict[str, Any], RunResult]:
+    """Run the stage graph for one decoded request; the package and the finished run."""
     gate(call.deadline - time.monotonic())
     assert call.name is not None
     ctx = call.registry.get(call.name)
@@ -90,6 +108,7 @@ async def evidence(call: Call) -> Any:
         {REQUEST: request, CONTEXT: ctx, SERVICES: services},
         deadline=call.deadline,
         hooks=call.app_state.get(METRICS_KEY),
+        spans=spans,
     )
     if run.failure is not None:
         if isinstance(run.failure, ApiError):
@@ -100,4 +119,4 @@ async def evidence(call: Call) -> Any:
         )
     package = render_package(run, explain, serialized=True)
     ctx.meta.record_read(not package["items"])
-    return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
+    return package, run

@@ -1,0 +1,67 @@
+"""Whether this process traces, and the request middleware that opens the SERVER span.
+
+Tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (and
+OTEL_SDK_DISABLED is not true), or when the app is built with a tracer provider. Off, nothing of
+OpenTelemetry is imported, the middleware is not installed and no span object is ever made:
+handlers check `app_state.get(TRACING_KEY)` once and take their plain path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from taguru_server.server.state import ROUTE_KEY
+
+if TYPE_CHECKING:
+    from taguru_server.server.otel import Tracing
+
+TRACING_KEY: web.AppKey[Tracing] = web.AppKey("tracing")
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def wanted(env: Mapping[str, str]) -> bool:
+    """An OTLP endpoint is configured and the SDK is not disabled."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return any(env.get(name, "").strip() for name in ENDPOINT_VARIABLES)
+
+
+def tracing_for(env: Mapping[str, str], provider: Any = None) -> Tracing | None:
+    """The app's tracing: over a given provider (owned by the caller), else one from the OTEL_*
+    variables (owned by the app), else None."""
+    if provider is None and not wanted(env):
+        return None
+    from taguru_server.server.otel import Tracing, make_provider
+
+    if provider is not None:
+        return Tracing(provider, owned=False)
+    return Tracing(make_provider(), owned=True)
+
+
+NextHandler = Any
+
+
+def server_span_middleware(tracing: Tracing) -> Any:
+    """The outermost middleware when tracing: `<METHOD> <route template>` (SERVER) around the request."""
+    from taguru_server.server.routing import UNMATCHED  # the router imports the handlers, which import this
+
+    @web.middleware
+    async def server_span(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+        method = request.method
+        with tracing.server_span(method, request.headers) as span:
+            status = 500
+            try:
+                response: web.StreamResponse = await handler(request)
+                status = response.status
+                return response
+            except web.HTTPException as exc:
+                status = exc.status
+                raise
+            finally:
+                route = request.get(ROUTE_KEY)
+                tracing.finish_server_span(span, method, None if route == UNMATCHED else route, status)
+
+    return server_span

@@ -1,0 +1,181 @@
+"""OpenTelemetry spans: the server span, the evidence span tree, MCP tool calls, privacy, and off by default."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession
+from aiohttp.test_utils import TestServer
+from conftest import Client
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from test_evidence_endpoint import KURA, seed_sake
+
+from taguru_server.server.app import build_app
+from taguru_server.server.tracing import TRACING_KEY, wanted
+from taguru_server.stages.wiring import STAGES
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
+PHASES = {
+    "resolve": "taguru.resolve",
+    "query": "taguru.query",
+    "activate": "taguru.activate",
+    "passages": "taguru.passages",
+    "communities": "taguru.communities",
+    "cite": "taguru.citations",
+}
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+async def traced(settings_factory, exporter) -> AsyncIterator[Client]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    server = TestServer(build_app(settings_factory(), tracer_provider=provider))
+    await server.start_server()
+    session = ClientSession()
+    try:
+        yield Client(session, str(server.make_url("")).rstrip("/"))
+    finally:
+        await session.close()
+        await server.close()
+
+
+async def post_traced(client: Client, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+    async with client.session.post(
+        client.base + path, data=json.dumps(body), headers={"Content-Type": "application/json", **headers}
+    ) as resp:
+        return resp.status, await resp.json()
+
+
+def by_name(spans: tuple[ReadableSpan, ...]) -> dict[str, ReadableSpan]:
+    return {s.name: s for s in spans}
+
+
+def children(spans: tuple[ReadableSpan, ...], parent: ReadableSpan) -> list[ReadableSpan]:
+    return [s for s in spans if s.parent is not None and s.parent.span_id == parent.context.span_id]
+
+
+def check_tree(spans: tuple[ReadableSpan, ...], stages: list[dict[str, Any]]) -> ReadableSpan:
+    """The evidence span tree under the request's server span; returns the server span."""
+    named = by_name(spans)
+    server = named["POST /contexts/{name}/evidence"]
+    assert server.kind == SpanKind.SERVER
+    assert format(server.context.trace_id, "032x") == TRACE_ID
+    assert server.parent is not None and format(server.parent.span_id, "016x") == PARENT_ID
+    assert server.attributes is not None
+    assert server.attributes["http.route"] == "/contexts/{name}/evidence"
+    assert server.attributes["http.request.method"] == "POST"
+    assert server.attributes["http.response.status_code"] == 200
+    assemble = named["taguru.assemble_evidence"]
+    assert assemble.parent is not None and assemble.parent.span_id == server.context.span_id
+    under = children(spans, assemble)
+    assert sorted(str(s.attributes["taguru.stage"]) for s in under if s.attributes) == sorted(
+        s["stage"] for s in stages
+    )
+    for stage in stages:
+        span = next(s for s in under if s.attributes and s.attributes["taguru.stage"] == stage["stage"])
+        assert span.name == PHASES.get(stage["stage"], f"taguru.stage.{stage['stage']}")
+        assert span.attributes is not None
+        assert span.attributes["taguru.stage.status"] == stage["status"]
+        assert span.attributes.get("taguru.stage.reason") == stage.get("reason")
+    return server
+
+
+@pytest.mark.anyio
+async def test_evidence_span_tree_under_the_callers_trace(traced: Client, exporter: InMemorySpanExporter) -> None:
+    await seed_sake(traced)
+    exporter.clear()
+    status, body = await post_traced(
+        traced,
+        "/contexts/sake/evidence",
+        {"origins": ["青嶺酒造"], "explain": True},
+        {"traceparent": TRACEPARENT},
+    )
+    assert status == 200
+    stages = body["result"]["plan"]["stages"]
+    assert len(stages) == len(STAGES)
+    spans = exporter.get_finished_spans()
+    check_tree(spans, stages)
+    named = by_name(spans)
+    assemble = named["taguru.assemble_evidence"].attributes
+    assert assemble is not None
+    assert assemble["taguru.operation"] == "assemble_evidence"
+    assert assemble["taguru.origin.count"] == 1 and assemble["taguru.label.count"] == 0
+    assert assemble["taguru.citation.returned"] == len(body["result"]["citations"])
+    resolve = named["taguru.resolve"].attributes
+    assert resolve is not None and resolve["taguru.op"] == "resolve" and resolve["taguru.origin.count"] == 1
+    skipped = named["taguru.query"]
+    assert [(e.name, dict(e.attributes or {})) for e in skipped.events] == [
+        ("taguru.skip", {"taguru.reason": "labels_absent"})
+    ]
+    # privacy: no query, origin, passage, context or source text in any attribute or event
+    dumped = repr([(s.name, dict(s.attributes or {}), [dict(e.attributes or {}) for e in s.events]) for s in spans])
+    for secret in ("青嶺酒造", KURA[:8], "sake", "docs/kura.md", "高瀬"):
+        assert secret not in dumped
+    assert all(s.status.status_code == StatusCode.UNSET for s in spans)
+
+
+@pytest.mark.anyio
+async def test_unmatched_and_failed_requests(traced: Client, exporter: InMemorySpanExporter) -> None:
+    status, _b, _h = await traced.call("GET", "/nowhere/at/all")
+    assert status == 404
+    status, _b, _h = await traced.call("POST", "/contexts/absent/evidence", {"origins": ["x"]})
+    assert status == 404
+    spans = exporter.get_finished_spans()
+    assert spans[0].name == "GET" and spans[0].attributes is not None
+    assert "http.route" not in spans[0].attributes and spans[0].parent is None
+    assert spans[0].attributes["http.response.status_code"] == 404
+    assemble = by_name(spans)["taguru.assemble_evidence"]
+    assert assemble.status.status_code == StatusCode.UNSET
+    assert "absent" not in repr([dict(s.attributes or {}) for s in spans])
+
+
+@pytest.mark.anyio
+async def test_mcp_tool_call_spans(traced: Client, exporter: InMemorySpanExporter) -> None:
+    await seed_sake(traced)
+    exporter.clear()
+    meta_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "assemble_evidence",
+            "arguments": {"context": "sake", "origins": ["青嶺酒造"]},
+            "_meta": {"traceparent": meta_parent},
+        },
+    }
+    status, body = await post_traced(traced, "/mcp", call, {"traceparent": TRACEPARENT})
+    assert status == 200 and not body["result"].get("isError"), body
+    named = by_name(exporter.get_finished_spans())
+    tool = named["mcp.tools/call assemble_evidence"]
+    assert tool.kind == SpanKind.SERVER and tool.attributes is not None
+    assert tool.attributes["taguru.transport"] == "http_mcp" and tool.attributes["taguru.tool"] == "assemble_evidence"
+    assert format(tool.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+    assert tool.attributes["taguru.result.bytes"] > 0
+    assemble = named["taguru.assemble_evidence"]
+    assert assemble.parent is not None and assemble.parent.span_id == tool.context.span_id
+    assert format(named["POST /mcp"].context.trace_id, "032x") == TRACE_ID
+
+
+@pytest.mark.anyio
+async def test_off_by_default(settings_factory, monkeypatch) -> None:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    app = build_app(settings_factory())
+    assert TRACING_KEY not in app
+    assert not wanted({"OTEL_SERVICE_NAME": "x"})
+    assert wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
+    assert not wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"})
