@@ -17,7 +17,7 @@ from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings
 from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.metrics import Metrics
-from taguru_server.server.middleware import MIDDLEWARES
+from taguru_server.server.middleware import MIDDLEWARES, server_span
 from taguru_server.server.providers.embedder import (
     ChunkedEmbedder,
     Embedder,
@@ -43,7 +43,7 @@ from taguru_server.server.state import (
     SETTINGS_KEY,
     Running,
 )
-from taguru_server.server.tracing import TRACING_KEY, server_span_middleware, tracing_for
+from taguru_server.server.tracing import TRACING_KEY, tracing_for
 from taguru_server.store.backend import is_shared, open_store
 from taguru_server.store.registry import Registry
 
@@ -99,7 +99,7 @@ def build_app(
     go to the given OpenTelemetry tracer provider, else to OTLP when OTEL_* asks (server/tracing.py).
     """
     tracing = tracing_for(os.environ, tracer_provider)
-    traced = [server_span_middleware(tracing)] if tracing is not None else []
+    traced = [server_span(tracing)] if tracing is not None else []
     app = web.Application(
         client_max_size=max(settings.max_body_bytes, 1024) + 1024 * 1024, middlewares=[*traced, *MIDDLEWARES]
     )

@@ -156,9 +156,10 @@ class Tracing:
         return StageSpans(self.tracer)
 
     @contextmanager
-    def tool_span(self, transport: str, tool: str | None, meta: Any) -> Iterator[Any]:
+    def tool_span(self, transport: str, tool: str | None, meta: Any, server: bool = False) -> Iterator[Any]:
         """`mcp.tools/call <tool>`: parented by `params._meta.traceparent` when given (a SERVER span
-        then), else by the current span. An unknown tool name is the caller's text: not recorded."""
+        then, as it always is on the bridge), else by the current span. An unknown tool name is the
+        caller's text: not recorded."""
         carrier = {k: v for k, v in meta.items() if isinstance(v, str)} if isinstance(meta, dict) else {}
         remote = "traceparent" in carrier
         attributes = {"taguru.transport": transport}
@@ -167,7 +168,7 @@ class Tracing:
         with self.tracer.start_as_current_span(
             f"mcp.tools/call {tool}" if tool is not None else "mcp.tools/call",
             context=propagate.extract(carrier) if remote else None,
-            kind=SpanKind.SERVER if remote else SpanKind.INTERNAL,
+            kind=SpanKind.SERVER if remote or server else SpanKind.INTERNAL,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,

@@ -1,9 +1,10 @@
-"""Whether this process traces, and the request middleware that opens the SERVER span.
+"""Whether this process traces.
 
 Tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (and
 OTEL_SDK_DISABLED is not true), or when the app is built with a tracer provider. Off, nothing of
-OpenTelemetry is imported, the middleware is not installed and no span object is ever made:
-handlers check `app_state.get(TRACING_KEY)` once and take their plain path.
+OpenTelemetry is imported, the SERVER span's middleware (`server.middleware.server_span`) is not
+installed and no span object is ever made: handlers check `app_state.get(TRACING_KEY)` once and
+take their plain path. The spans themselves are made in server/otel.py.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-
-from taguru_server.server.state import ROUTE_KEY
 
 if TYPE_CHECKING:
     from taguru_server.server.otel import Tracing
@@ -39,29 +38,3 @@ def tracing_for(env: Mapping[str, str], provider: Any = None) -> Tracing | None:
     if provider is not None:
         return Tracing(provider, owned=False)
     return Tracing(make_provider(), owned=True)
-
-
-NextHandler = Any
-
-
-def server_span_middleware(tracing: Tracing) -> Any:
-    """The outermost middleware when tracing: `<METHOD> <route template>` (SERVER) around the request."""
-    from taguru_server.server.routing import UNMATCHED  # the router imports the handlers, which import this
-
-    @web.middleware
-    async def server_span(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-        method = request.method
-        with tracing.server_span(method, request.headers) as span:
-            status = 500
-            try:
-                response: web.StreamResponse = await handler(request)
-                status = response.status
-                return response
-            except web.HTTPException as exc:
-                status = exc.status
-                raise
-            finally:
-                route = request.get(ROUTE_KEY)
-                tracing.finish_server_span(span, method, None if route == UNMATCHED else route, status)
-
-    return server_span

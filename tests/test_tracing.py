@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -179,3 +180,54 @@ async def test_off_by_default(settings_factory, monkeypatch) -> None:
     assert not wanted({"OTEL_SERVICE_NAME": "x"})
     assert wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
     assert not wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"})
+
+
+class FakeClient:
+    """Stands in for the bridge's HTTP client: records the headers, answers with a canned /mcp reply."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.headers: list[dict[str, str] | None] = []
+
+    async def send(self, method: str, target: str, message: Any, *, headers: Any = None, timeout: float = 0) -> Any:
+        self.headers.append(dict(headers) if headers is not None else None)
+        return types.SimpleNamespace(status=200, body=self.body)
+
+
+@pytest.mark.anyio
+async def test_stdio_bridge_tool_span_and_propagation(exporter: InMemorySpanExporter) -> None:
+    from taguru_server.server.mcp.stdio import BridgeSettings, Forwarder
+    from taguru_server.server.otel import Tracing
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    ok = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{}"}]}}'
+    meta = {"traceparent": TRACEPARENT, "tracestate": "k=v"}
+
+    plain = FakeClient(ok)
+    await Forwarder(BridgeSettings(), plain).call_tool("assemble_evidence", {"origins": ["x"]}, meta)  # type: ignore[arg-type]
+    assert plain.headers == [meta]  # tracing off: the caller's context goes on as it came
+    assert exporter.get_finished_spans() == ()
+
+    traced = FakeClient(ok)
+    forwarder = Forwarder(BridgeSettings(), traced, Tracing(provider, owned=False))  # type: ignore[arg-type]
+    await forwarder.call_tool("assemble_evidence", {"origins": ["secret words"]}, meta)
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "mcp.tools/call assemble_evidence" and span.kind == SpanKind.SERVER
+    assert span.parent is not None and format(span.parent.span_id, "016x") == PARENT_ID
+    assert dict(span.attributes or {}) == {
+        "taguru.transport": "stdio_mcp",
+        "taguru.tool": "assemble_evidence",
+        "taguru.result.bytes": len(ok),
+    }
+    sent = traced.headers[0] or {}
+    assert sent["traceparent"] == f"00-{TRACE_ID}-{format(span.context.span_id, '016x')}-01"
+
+    exporter.clear()
+    refused = b'{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"HTTP 403: {}"}],"isError":true}}'
+    forwarder.client = FakeClient(refused)  # type: ignore[assignment]
+    await forwarder.call_tool("no such tool", {}, None)
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "mcp.tools/call" and span.parent is None
+    assert dict(span.attributes or {})["taguru.error.kind"] == "unauthorized"
+    assert span.status.status_code == StatusCode.UNSET
