@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from taguru_server.pipeline import Graph, RunResult, StageSpans, run_graph
+from taguru_server.pipeline import Graph, RunResult, run_graph
 from taguru_server.server.call import Call
 from taguru_server.server.decode import BUDGET, EVIDENCE
 from taguru_server.server.offload import decode_body
@@ -22,11 +22,23 @@ from taguru_server.server.state import (
 )
 from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.stages.lanes import ANCHORS, QUERY_HITS
-from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, NoReranker, Services, gate
+from taguru_server.stages.model import (
+    CONTEXT,
+    REQUEST,
+    SERVICES,
+    EvidenceRequest,
+    NoReranker,
+    Reranker,
+    Services,
+    gate,
+)
 from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
 from taguru_server.store.context import CONCEPT
 from taguru_server.store.errors import ApiError, no_context
+
+if TYPE_CHECKING:
+    from taguru_server.server.otel import Tracing
 
 log = structlog.get_logger("taguru.evidence")
 
@@ -67,7 +79,7 @@ async def evidence(call: Call) -> Any:
         package, run = await assemble(call, request, explain)
         return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
     with tracing.evidence_span(len(request.origins), len(request.labels)) as span:
-        package, run = await assemble(call, request, explain, tracing.stage_spans())
+        package, run = await assemble(call, request, explain, tracing)
         span.set_attribute("taguru.anchor.count", len(run.output(ANCHORS).value))
         span.set_attribute("taguru.association.count", len(run.output(QUERY_HITS).value))
         span.set_attribute("taguru.citation.returned", len(package["citations"]))
@@ -75,15 +87,17 @@ async def evidence(call: Call) -> Any:
 
 
 async def assemble(
-    call: Call, request: EvidenceRequest, explain: bool, spans: StageSpans | None = None
+    call: Call, request: EvidenceRequest, explain: bool, tracing: Tracing | None = None
 ) -> tuple[dict[str, Any], RunResult]:
-    """Run the stage graph for one decoded request; the package and the finished run."""
+    """Run the stage graph for one decoded request (one span per stage when tracing); the package and the run."""
     gate(call.deadline - time.monotonic())
     assert call.name is not None
     ctx = call.registry.get(call.name)
     if ctx is None:
         raise no_context(call.name)
-    configured = call.app_state.get(RERANKER_KEY)
+    configured: Reranker | None = call.app_state.get(RERANKER_KEY)
+    if configured is not None and tracing is not None:
+        configured = tracing.reranker(configured)
     embedder = call.app_state.get(EMBEDDER_KEY)
     passages_on = passage_lane_enabled(call.app_state)
 
@@ -108,7 +122,7 @@ async def assemble(
         {REQUEST: request, CONTEXT: ctx, SERVICES: services},
         deadline=call.deadline,
         hooks=call.app_state.get(METRICS_KEY),
-        spans=spans,
+        spans=None if tracing is None else tracing.stage_spans(request.search_limit),
     )
     if run.failure is not None:
         if isinstance(run.failure, ApiError):

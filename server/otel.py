@@ -8,7 +8,7 @@ never query, cue, passage or citation text, names of contexts, concepts or sourc
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,6 +22,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from taguru_server.pipeline import Outcome
 from taguru_server.server.errors import STATUS_OF_CODE
 from taguru_server.server.version import VERSION
+from taguru_server.stages.model import RerankVerdict
 
 TRACER_NAME = "taguru"
 DEFAULT_SERVICE = "taguru"
@@ -152,8 +153,13 @@ class Tracing:
         ) as span:
             yield span
 
-    def stage_spans(self) -> StageSpans:
-        return StageSpans(self.tracer)
+    def stage_spans(self, limit: int | None = None) -> StageSpans:
+        """The executor's span hook for one evidence run (`limit`: the request's search limit)."""
+        return StageSpans(self.tracer, limit)
+
+    def reranker(self, inner: Any) -> TracedReranker:
+        """`inner` with a CLIENT span `taguru.rerank` around each provider call."""
+        return TracedReranker(inner, self.tracer)
 
     @contextmanager
     def tool_span(self, transport: str, tool: str | None, meta: Any, server: bool = False) -> Iterator[Any]:
@@ -192,19 +198,47 @@ class Tracing:
         return headers
 
 
+class TracedReranker:
+    """A configured reranker whose provider calls are CLIENT spans `taguru.rerank` (model, candidates,
+    outcome: `ok` or the verdict's reason token)."""
+
+    def __init__(self, inner: Any, tracer: Any) -> None:
+        self.inner = inner
+        self.tracer = tracer
+        self.configured = inner.configured
+        self.model = inner.model
+
+    async def rerank(self, query: str, documents: list[str], remaining: Callable[[], float | None]) -> RerankVerdict:
+        attributes: dict[str, Any] = {"taguru.rerank.candidates": len(documents)}
+        if self.model is not None:
+            attributes["taguru.rerank.model"] = self.model
+        with self.tracer.start_as_current_span(
+            "taguru.rerank", kind=SpanKind.CLIENT, attributes=attributes, record_exception=False
+        ) as span:
+            verdict: RerankVerdict = await self.inner.rerank(query, documents, remaining)
+            span.set_attribute("taguru.rerank.outcome", verdict.reason or "ok")
+            return verdict
+
+
 class StageSpans:
     """One INTERNAL span per pipeline stage under the current span (the executor's `spans` hook)."""
 
-    __slots__ = ("tracer",)
+    __slots__ = ("tracer", "limit", "anchors")
 
-    def __init__(self, tracer: Any) -> None:
+    def __init__(self, tracer: Any, limit: int | None = None) -> None:
         self.tracer = tracer
+        self.limit = limit
+        self.anchors: int | None = None  # resolve's answer, for the query and activate spans
 
     def start(self, stage: str) -> Any:
         attributes: dict[str, Any] = {"taguru.stage": stage}
         op = PHASE_OPS.get(stage)
         if op is not None:
             attributes["taguru.op"] = op
+        if stage in ("passages", "communities") and self.limit is not None:
+            attributes["taguru.limit"] = self.limit
+        elif stage in ("query", "activate") and self.anchors is not None:
+            attributes["taguru.anchor.count"] = self.anchors
         span = self.tracer.start_span(PHASE_SPANS.get(stage, f"taguru.stage.{stage}"), attributes=attributes)
         return span, otel_context.attach(trace.set_span_in_context(span))
 
@@ -215,6 +249,8 @@ class StageSpans:
             span.set_attribute("taguru.error.kind", "cancelled")
             span.end()
             return
+        if stage == "resolve":
+            self.anchors = int(outcome.detail.get("out", 0))
         span.set_attribute("taguru.stage.status", outcome.status)
         if outcome.reason is not None:
             span.set_attribute("taguru.stage.reason", outcome.reason)

@@ -231,3 +231,70 @@ async def test_stdio_bridge_tool_span_and_propagation(exporter: InMemorySpanExpo
     assert span.name == "mcp.tools/call" and span.parent is None
     assert dict(span.attributes or {})["taguru.error.kind"] == "unauthorized"
     assert span.status.status_code == StatusCode.UNSET
+
+
+@pytest.mark.anyio
+async def test_rerank_client_span_and_lane_attributes(settings_factory, exporter: InMemorySpanExporter) -> None:
+    from fake_reranker import FakeReranker
+
+    from taguru_server.server.providers.reranker import RerankSettings
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    fake = TestServer(FakeReranker("reverse").app())
+    await fake.start_server()
+    rerank = RerankSettings(str(fake.make_url("/rerank")), "stub-reranker", None, 5)
+    server = TestServer(build_app(settings_factory(), rerank=rerank, tracer_provider=provider))
+    await server.start_server()
+    session = ClientSession()
+    client = Client(session, str(server.make_url("")).rstrip("/"))
+    try:
+        await seed_sake(client)
+        exporter.clear()
+        body = {"origins": ["青嶺酒造"], "labels": ["杜氏"], "search_limit": 7, "rerank": {"model": "stub-reranker"}}
+        status, _b = await post_traced(client, "/contexts/sake/evidence", body, {})
+        assert status == 200
+    finally:
+        await session.close()
+        await server.close()
+        await fake.close()
+    named = by_name(exporter.get_finished_spans())
+    rerank_span = named["taguru.rerank"]
+    stage = named["taguru.stage.rerank"]
+    assert rerank_span.kind == SpanKind.CLIENT
+    assert rerank_span.parent is not None and rerank_span.parent.span_id == stage.context.span_id
+    assert dict(rerank_span.attributes or {}) == {
+        "taguru.rerank.model": "stub-reranker",
+        "taguru.rerank.candidates": dict(stage.attributes or {})["taguru.stage.in"],
+        "taguru.rerank.outcome": "ok",
+    }
+    passages = dict(named["taguru.passages"].attributes or {})
+    assert passages["taguru.op"] == "search_passages" and passages["taguru.limit"] == 7
+    query = dict(named["taguru.query"].attributes or {})
+    assert query["taguru.anchor.count"] == 1 and query["taguru.association.count"] >= 1
+
+
+@pytest.mark.anyio
+async def test_a_failed_stage_is_the_only_error_span(
+    traced: Client, exporter: InMemorySpanExporter, monkeypatch
+) -> None:
+    from test_evidence_endpoint import Exploding
+
+    import taguru_server.server.evidence as evidence_module
+    from taguru_server.pipeline import Graph
+    from taguru_server.stages.model import INPUTS
+
+    await seed_sake(traced)
+    monkeypatch.setattr(
+        evidence_module, "GRAPH", Graph([Exploding() if s.name == "fuse" else s for s in STAGES], INPUTS)
+    )
+    exporter.clear()
+    status, _b, _h = await traced.call("POST", "/contexts/sake/evidence", {"origins": ["青嶺酒造"]})
+    assert status == 500
+    spans = exporter.get_finished_spans()
+    errors = {s.name for s in spans if s.status.status_code == StatusCode.ERROR}
+    assert errors == {"taguru.stage.fuse", "POST /contexts/{name}/evidence"}
+    named = by_name(spans)
+    assert dict(named["taguru.stage.fuse"].attributes or {})["taguru.error.kind"] == "upstream_error"
+    assert dict(named["taguru.stage.budget"].attributes or {})["taguru.stage.reason"] == "upstream_failed"
+    assert "secret internal detail" not in repr([(dict(s.attributes or {}), s.events) for s in spans])
