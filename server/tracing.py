@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from aiohttp import web
 
 if TYPE_CHECKING:
     from taguru_server.server.otel import Tracing
+
+log = structlog.get_logger("taguru.tracing")
 
 TRACING_KEY: web.AppKey[Tracing] = web.AppKey("tracing")
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -33,7 +36,16 @@ def tracing_for(env: Mapping[str, str], provider: Any = None) -> Tracing | None:
     variables (owned by the app), else None."""
     if provider is None and not wanted(env):
         return None
-    from taguru_server.server.otel import Tracing, make_provider
+    try:
+        from taguru_server.server.otel import Tracing, make_provider
+    except ImportError as exc:  # an install without the OpenTelemetry packages: say so once, serve untraced
+        log.warning(
+            "tracing.unavailable",
+            message="an OTLP endpoint is set but the OpenTelemetry SDK cannot be imported "
+            "(install opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http); tracing stays off",
+            missing=exc.name,
+        )
+        return None
 
     if provider is not None:
         return Tracing(provider, owned=False)

@@ -298,3 +298,31 @@ async def test_a_failed_stage_is_the_only_error_span(
     assert dict(named["taguru.stage.fuse"].attributes or {})["taguru.error.kind"] == "upstream_error"
     assert dict(named["taguru.stage.budget"].attributes or {})["taguru.stage.reason"] == "upstream_failed"
     assert "secret internal detail" not in repr([(dict(s.attributes or {}), s.events) for s in spans])
+
+
+def test_inbound_context_w3c_then_amazon() -> None:
+    from opentelemetry import trace
+
+    from taguru_server.server.otel import inbound
+
+    def parent(headers: dict[str, str]) -> tuple[str, str, bool]:
+        ctx = trace.get_current_span(inbound(headers)).get_span_context()
+        return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x"), ctx.trace_flags.sampled
+
+    amzn = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    assert parent({"traceparent": TRACEPARENT, "X-Amzn-Trace-Id": amzn}) == (TRACE_ID, PARENT_ID, True)
+    assert parent({"X-Amzn-Trace-Id": amzn}) == ("5759e988bd862e3fe1be46a994272793", "53995c3f42cd8ad8", True)
+    assert not trace.get_current_span(inbound({"X-Amzn-Trace-Id": "Root=nonsense"})).get_span_context().is_valid
+
+
+def test_missing_sdk_is_one_warning_and_no_tracing(monkeypatch) -> None:
+    import sys
+
+    import structlog
+
+    from taguru_server.server.tracing import tracing_for
+
+    monkeypatch.setitem(sys.modules, "taguru_server.server.otel", None)
+    with structlog.testing.capture_logs() as logs:
+        assert tracing_for({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}) is None
+    assert [e["event"] for e in logs] == ["tracing.unavailable"]
