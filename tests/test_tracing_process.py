@@ -143,3 +143,54 @@ async def test_evidence_spans_reach_an_otlp_receiver(tmp_path: Path) -> None:
     assert resource["service.name"] == "taguru" and resource["deployment.environment"] == "test"
     # no user text in any exported attribute
     assert not any(word in json.dumps(receiver.spans) for word in ("kura", "toji", "takase", '"t"'))
+
+
+@pytest.mark.anyio
+async def test_stdio_bridge_carries_the_callers_trace_to_the_server(tmp_path: Path) -> None:
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+    from process_support import PYTHON, ROOT
+
+    receiver = Receiver()
+    app = web.Application()
+    app.router.add_post("/v1/traces", receiver.traces)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_BSP_SCHEDULE_DELAY": "200"}
+    server = await anyio.to_thread.run_sync(lambda: Server(tmp_path / "data", tmp_path / "server.log", **otel))
+    try:
+        async with ClientSession() as session:
+            async with session.put(server.url + "/contexts/t", json={"description": "traced"}) as r:
+                assert r.status == 200
+        params = StdioServerParameters(
+            command=PYTHON,
+            args=["-m", "taguru_server.cli", "mcp"],
+            env={"TAGURU_URL": server.url, "PYTHONPATH": str(ROOT), **otel},
+            cwd=str(ROOT),
+        )
+        async with Client(params) as client:
+            result = await client.call_tool(
+                "assemble_evidence",
+                {"context": "t", "origins": ["kura"]},
+                meta={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+            )
+            assert not result.is_error
+        # the bridge flushed its span when its stdin closed; the server's arrive on schedule
+        await wait_for(receiver, "taguru.assemble_evidence", TRACE_ID)
+        await wait_for(receiver, "mcp.tools/call assemble_evidence", TRACE_ID)
+    finally:
+        await anyio.to_thread.run_sync(server.stop)
+        await runner.cleanup()
+    spans = [s for s in receiver.spans if s["trace_id"] == TRACE_ID]
+    bridge = next(s for s in spans if s["attributes"].get("taguru.transport") == "stdio_mcp")
+    assert bridge["parent"] == PARENT_ID and bridge["kind"] == 2  # SERVER
+    assert bridge["name"] == "mcp.tools/call assemble_evidence"
+    http = next(s for s in spans if s["name"] == "POST /mcp")
+    assert http["parent"] == bridge["span_id"]
+    tool = next(s for s in spans if s["attributes"].get("taguru.transport") == "http_mcp")
+    assert tool["parent"] == http["span_id"]
+    assemble = next(s for s in spans if s["name"] == "taguru.assemble_evidence")
+    assert assemble["parent"] == tool["span_id"]
+    assert {r["service.name"] for r in receiver.resources} == {"taguru"}
