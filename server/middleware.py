@@ -7,9 +7,11 @@ import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from taguru_server.server import compat
 from taguru_server.server.auth import authenticate
@@ -29,6 +31,9 @@ from taguru_server.server.state import (
     STARTED_KEY,
 )
 from taguru_server.store.errors import ApiError, timed_out
+
+if TYPE_CHECKING:
+    from taguru_server.server.otel import Tracing
 
 log = structlog.get_logger("taguru.http")
 
@@ -258,3 +263,26 @@ async def deadline(request: web.Request, handler: NextHandler) -> web.StreamResp
 
 
 MIDDLEWARES = (request_id, metrics, errors, probes, inflight, auth, body_cap, deadline)
+
+
+def server_span(tracing: Tracing) -> Middleware:
+    """Installed first when tracing (server/tracing.py): the SERVER span `<METHOD> <route template>`
+    around the whole request, parented by the caller's trace context."""
+
+    @web.middleware
+    async def traced(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+        method = request.method
+        with tracing.server_span(method, request.headers) as span:
+            status = 500
+            try:
+                response = await handler(request)
+                status = response.status
+                return response
+            except web.HTTPException as exc:
+                status = exc.status
+                raise
+            finally:
+                route = request.get(ROUTE_KEY)
+                tracing.finish_server_span(span, method, None if route == UNMATCHED else route, status)
+
+    return traced
