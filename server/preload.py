@@ -11,6 +11,7 @@ reads a whole context itself. TAGURU_PRELOAD picks the contexts: `all` (default)
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 
 import structlog
@@ -18,6 +19,8 @@ import structlog
 from taguru_server.store.registry import Registry
 
 log = structlog.get_logger("taguru.preload")
+
+FOLLOW_SECS = 1.0
 
 
 class Preloader:
@@ -48,6 +51,22 @@ class Preloader:
         names = self._claim(self.wanted(self.registry.unloaded_names()))
         self.expected = len(names)
         self._spawn(self._startup(names))
+        if self.registry.shared:
+            self._spawn(self._poll())
+
+    async def _poll(self) -> None:
+        """Several processes over one store: look for contexts the others created every FOLLOW_SECS.
+
+        One indexed read when nothing changed; a catch-up that finds a new context loads it in the
+        background (`_directory_changed`), so the first request that names it does not wait.
+        """
+        await self.done.wait()
+        while True:
+            await asyncio.sleep(FOLLOW_SECS)
+            try:
+                self.registry.catch_up()
+            except Exception:  # noqa: S110 - the next read catches up itself and reports an unreadable store
+                pass
 
     async def stop(self) -> None:
         self.registry.on_directory = None
@@ -86,7 +105,9 @@ class Preloader:
         return fresh
 
     def _spawn(self, work: object) -> None:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work)  # type: ignore[arg-type]
+        # a fresh context: a load a request's catch-up started is not logged as part of that request
+        loop = asyncio.get_running_loop()
+        task: asyncio.Task[None] = loop.create_task(work, context=contextvars.Context())  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
