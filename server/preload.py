@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import structlog
 
@@ -21,6 +24,39 @@ from taguru_server.store.registry import Registry
 log = structlog.get_logger("taguru.preload")
 
 FOLLOW_SECS = 1.0
+
+T = TypeVar("T")
+
+
+def _in_daemon_thread(work: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """`work(*args)` in a daemon thread, its outcome delivered to the loop.
+
+    Not the loop's default executor: the process does not wait for a load to finish before it
+    exits (a stop or a failed start during a long load is immediate).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def deliver(ok: bool, value: Any) -> None:
+        if not future.done():
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def run() -> None:
+        value: Any
+        try:
+            ok, value = True, work(*args)
+        except Exception as exc:  # delivered to the awaiting task
+            ok, value = False, exc
+        try:
+            loop.call_soon_threadsafe(deliver, ok, value)
+        except RuntimeError:  # the loop is closed: the server stopped during the load
+            pass
+
+    threading.Thread(target=run, name="taguru-preload", daemon=True).start()
+    return future
 
 
 class Preloader:
@@ -144,7 +180,7 @@ class Preloader:
                 return 0
             started = time.perf_counter()
             try:
-                read = await asyncio.to_thread(self.registry.read_context, name)
+                read = await _in_daemon_thread(self.registry.read_context, name)
             except Exception as exc:  # the store is reported unhealthy; the first request retries the load
                 log.error("context.load_failed", context=name, error_type=type(exc).__name__)
                 return 0
