@@ -118,9 +118,11 @@ class Preloader:
         """Wait for the start-up load, and for a load of the named context under way (a request never loads it)."""
         if not self.done.is_set():
             await self.done.wait()
-        if self.registry.shared:  # learn of contexts other processes created, and load them here first
+        if self.registry.shared and name is not None and not self.registry.is_loaded(name):
+            # a context this process does not hold: maybe another process created it; catching up finds
+            # it and starts its load here, before the handler would read it whole itself
             try:
-                self.registry.catch_up_for_read()
+                self.registry.catch_up()  # also with eventual reads: a name this process does not hold
             except Exception:  # noqa: S110 - the call's own catch-up reports an unreadable store
                 pass
         pending = self.loading.get(name) if name is not None else None
