@@ -75,8 +75,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.store.errors import StoreRefused
     from taguru_server.store.registry import Registry
 
+    configure_logging(worker=args.worker, final=False)  # the settings' own warnings, in the same form
     settings = _settings(args.config)
-    configure_logging(worker=args.worker)
+    configure_logging(worker=args.worker, fmt=settings.log_format, level=settings.log_level)
     log = structlog.get_logger("taguru.serve")
     env = dict(os.environ)
     config_file = args.config or env.get("TAGURU_CONFIG")
@@ -91,6 +92,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("taguru: --workers must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     worker = args.worker
+    store = "postgresql" if settings.database_url else "sqlite"
+    log.info("server.starting", version=installed_version(), workers=workers, worker=worker, store=store)
     if worker:  # one of N workers: the in-flight ceiling is divided among them
         ceiling = settings.max_concurrent_requests
         settings = attrs.evolve(settings, workers=workers, max_concurrent_requests=-(-ceiling // workers))
@@ -107,8 +110,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
             await _start(site, runner, f"{host}:{port}")
             bound = runner.addresses[0] if runner.addresses else (host, port)
+            # the one plain line: launchers (the official SDK's harness) read it from stdout
             print(f"listening on {bound[0]}:{bound[1]}", flush=True)
-            print(f"taguru: serving {settings.data_dir} on http://{bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
+            log.info("server.listening", url=f"http://{bound[0]}:{bound[1]}", data_dir=settings.data_dir)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(accept_error_handler())
@@ -116,8 +120,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         try:
             await stop.wait()
+            log.info("server.stopping")
         finally:
             await runner.cleanup()
+        log.info("server.stopped")
 
     if worker:  # the supervisor holds the data-dir lock and checked the store
         registry = open_registry(settings)

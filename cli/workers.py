@@ -109,14 +109,12 @@ def supervise(host: str, port: int, workers: int, config: str | None, data_dir: 
     for i in range(workers):
         supervisor.spawn(i)
     print(f"listening on {bound[0]}:{bound[1]}", flush=True)
-    print(
-        f"taguru: serving {data_dir} on http://{bound[0]}:{bound[1]} with {workers} workers (pid {os.getpid()})",
-        file=sys.stderr,
-        flush=True,
-    )
+    log.info("server.listening", url=f"http://{bound[0]}:{bound[1]}", data_dir=data_dir, workers=workers)
     try:
         supervisor.watch()
     finally:
+        log.info("server.stopping")
         supervisor.drain()
         sock.close()
+    log.info("server.stopped")
     return 0

@@ -151,7 +151,7 @@ class _Run:
             elapsed = clock() - started
             self.outcomes[stage.name] = outcome
             self.durations[stage.name] = elapsed
-            log.info(
+            log.debug(
                 "stage.finished",
                 stage=stage.name,
                 status=outcome.status,
@@ -179,7 +179,7 @@ class _Run:
         ]
         failed = [name for name in graph.declared_order if outcomes[name].status == FAILED]
         failure = outcomes[failed[0]].error if failed else None
-        log.info("pipeline.finished", stages=len(entries), failed=failed[0] if failed else None)
+        log.debug("pipeline.finished", stages=len(entries), failed=failed[0] if failed else None)
         return RunResult(self.values, entries, self.durations, failure, failed[0] if failed else None, graph.output_set)
 
 

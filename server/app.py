@@ -18,6 +18,7 @@ from taguru_server.server.config import Settings
 from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.metrics import Metrics
 from taguru_server.server.middleware import MIDDLEWARES, server_span
+from taguru_server.server.preload import Preloader
 from taguru_server.server.providers.embedder import (
     ChunkedEmbedder,
     Embedder,
@@ -37,6 +38,7 @@ from taguru_server.server.state import (
     INFLIGHT_KEY,
     KEY_LIMITER_KEY,
     METRICS_KEY,
+    PRELOAD_KEY,
     REGISTRY_KEY,
     RERANK_OBSERVER_KEY,
     RERANKER_KEY,
@@ -152,9 +154,18 @@ def build_app(
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
         reg = registry or open_registry(settings)
         app[REGISTRY_KEY] = reg
+        preload = Preloader(reg, settings.preload)
+        app[PRELOAD_KEY] = preload
+        metrics.watch(
+            inflight=lambda: app[INFLIGHT_KEY].count,
+            contexts_loaded=lambda: len(reg.loaded_names()),
+            ready=lambda: 1 if preload.done.is_set() else 0,
+        )
+        preload.start()  # in the background: /live and /ready answer meanwhile
         follower = _follow(reg)
         ticker = _auto_embed(reg, app.get(EMBEDDER_KEY), settings)
         yield
+        await preload.stop()
         for task in (follower, ticker):
             if task is not None:
                 task.cancel()

@@ -14,6 +14,7 @@ import numpy as np
 import structlog
 
 from taguru_server.client.config import read_config_file
+from taguru_server.server.logging import parse_log_format, parse_log_level
 
 ROLES = ("read", "write", "admin")
 
@@ -65,6 +66,9 @@ class Settings:
     passage_vector_limit: int = DEFAULT_PASSAGE_VECTOR_LIMIT
     semantic_floor: float = DEFAULT_SEMANTIC_FLOOR  # an f32 value, held widened
     semantic_cache_threshold: float | None = None  # an f32 value; None: the semantic cache is off
+    log_format: str | None = None  # TAGURU_LOG_FORMAT: json or console; None: json unless stderr is a TTY
+    log_level: str = "info"  # TAGURU_LOG_LEVEL
+    preload: str | tuple[str, ...] = "all"  # TAGURU_PRELOAD: all, pinned, none, or these context names
 
     @property
     def auth_enabled(self) -> bool:
@@ -112,6 +116,29 @@ def _consistency(env: Mapping[str, str]) -> str:
     return raw
 
 
+def _log_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    try:
+        return {
+            "log_format": parse_log_format(env.get("TAGURU_LOG_FORMAT")),
+            "log_level": parse_log_level(env.get("TAGURU_LOG_LEVEL")) or "info",
+        }
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _preload(env: Mapping[str, str]) -> str | tuple[str, ...]:
+    """TAGURU_PRELOAD: `all` (default), `pinned`, `none`, or a comma-separated list of context names."""
+    raw = env.get("TAGURU_PRELOAD", "").strip()
+    if not raw:
+        return "all"
+    if raw.lower() in ("all", "pinned", "none"):
+        return raw.lower()
+    names = tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
+    if not names:
+        raise ConfigError("TAGURU_PRELOAD must be all, pinned, none, or a comma-separated list of context names")
+    return names
+
+
 def load_settings(env: Mapping[str, str] | None = None, config_file: str | None = None) -> Settings:
     """Build settings; the real environment wins over the config file."""
     env = dict(os.environ if env is None else env)
@@ -137,6 +164,8 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN", 0),
         tokens=tokens,
         scopes=scopes,
+        preload=_preload(env),
+        **_log_settings(env),
         **embedding_settings(env),
     )
 

@@ -17,6 +17,7 @@ from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize
 from taguru_server.server.state import (
     BODY_KEY,
     DEADLINE_KEY,
+    PRELOAD_KEY,
     PRINCIPAL_KEY,
     REGISTRY_KEY,
     SETTINGS_KEY,
@@ -33,6 +34,9 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
     match = request[MATCH_KEY]
     assert match.handler is not None
     app = request.app
+    preload = app.get(PRELOAD_KEY)
+    if preload is not None:  # contexts are loaded off the request path; a call waits for that (within its deadline)
+        await preload.before_call(match.name)
     call = Call(
         method=request.method,
         path=request.raw_path.split("?", 1)[0],

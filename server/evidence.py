@@ -10,6 +10,7 @@ import structlog
 from taguru_server.pipeline import Graph, RunResult, run_graph
 from taguru_server.server.call import Call
 from taguru_server.server.decode import BUDGET, EVIDENCE
+from taguru_server.server.logging import note_request
 from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Reply
 from taguru_server.server.semantic import passage_vector_query, semantic_tier
@@ -71,6 +72,21 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
     return request, args["explain"]
 
 
+def stage_summary(durations: Any, entries: Any) -> dict[str, Any]:
+    """The `request.finished` fields of an evidence run: every stage's ms, the slowest, the total, failures."""
+    stage_ms = {name: round(seconds * 1000, 3) for name, seconds in durations.items()}
+    slowest = max(stage_ms, key=lambda name: stage_ms[name]) if stage_ms else None
+    summary: dict[str, Any] = {
+        "stages_ms": stage_ms,
+        "stages_total_ms": round(sum(stage_ms.values()), 3),
+        "slowest_stage": slowest,
+    }
+    failed = [e.stage for e in entries if e.status == "failed"]
+    if failed:
+        summary["failed_stages"] = failed
+    return summary
+
+
 async def evidence(call: Call) -> Any:
     # a multi-megabyte body takes hundreds of ms to decode; the loop keeps serving meanwhile
     request, explain = await decode_body(call.body, lambda: parse_request(call))
@@ -124,6 +140,7 @@ async def assemble(
         hooks=call.app_state.get(METRICS_KEY),
         spans=None if tracing is None else tracing.stage_spans(request.search_limit),
     )
+    note_request(**stage_summary(run.durations, run.entries))
     if run.failure is not None:
         if isinstance(run.failure, ApiError):
             raise run.failure

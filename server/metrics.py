@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
+import platform
 import re
+from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from taguru_server.server.version import VERSION
+
+# The reference's bounds (surfaces.md §7.1) for the families it specifies.
+SPEC_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
+# Evidence stages mostly take 0.02-0.35 ms: their own family starts at 10 µs, then the reference's bounds.
+STAGE_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, *SPEC_BUCKETS)
 
 
 class Metrics:
@@ -20,14 +38,14 @@ class Metrics:
             "taguru_http_request_duration_seconds",
             "HTTP request duration",
             ["method", "route"],
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+            buckets=SPEC_BUCKETS,
             registry=self.registry,
         )
         self.stage_duration = Histogram(
             "taguru_evidence_stage_duration_seconds",
             "Evidence stage duration",
             ["stage"],
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+            buckets=STAGE_BUCKETS,
             registry=self.registry,
         )
         self.stage_outcomes = Counter(
@@ -64,6 +82,29 @@ class Metrics:
             ["op", "outcome"],
             registry=self.registry,
         )
+        build = Gauge("taguru_build_info", "The running build (value 1)", ["version", "python"], registry=self.registry)
+        build.labels(VERSION, platform.python_version()).set(1)
+        self.inflight = Gauge("taguru_inflight_requests", "Requests in flight (holding a slot)", registry=self.registry)
+        self.contexts_loaded = Gauge(
+            "taguru_contexts_loaded", "Contexts held in memory by this process", registry=self.registry
+        )
+        self.ready = Gauge(
+            "taguru_ready",
+            "1 once the contexts to preload are in memory (GET /ready answers 200)",
+            registry=self.registry,
+        )
+        # the standard process (memory, CPU, open files), platform and garbage-collector families;
+        # each worker process of `serve --workers N` reports its own
+        for standard in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(standard)
+
+    def watch(
+        self, inflight: Callable[[], float], contexts_loaded: Callable[[], float], ready: Callable[[], float]
+    ) -> None:
+        """Read the in-flight, loaded-context and readiness gauges from the app's state when scraped."""
+        self.inflight.set_function(inflight)
+        self.contexts_loaded.set_function(contexts_loaded)
+        self.ready.set_function(ready)
 
     def resolved(self, served: list[dict[str, Any]]) -> None:
         """Count one resolve answer: semantic if any served candidate is, else lexical / weak_lexical / miss."""

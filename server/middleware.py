@@ -17,6 +17,7 @@ from taguru_server.server import compat
 from taguru_server.server.auth import authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import error_response
+from taguru_server.server.logging import start_request_notes
 from taguru_server.server.routing import MATCH_KEY, PROBES, ROUTER, UNMATCHED, authorize
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
@@ -63,7 +64,12 @@ async def request_id(request: web.Request, handler: NextHandler) -> web.StreamRe
 
 @web.middleware
 async def metrics(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Count the request and time it under its route template, and log its end."""
+    """Count the request and time it under its route template, and log its end (one INFO line per request).
+
+    A response that carries `Server-Timing` (evidence: one entry per stage) gains `total`, the time
+    since the request arrived.
+    """
+    notes = start_request_notes()
     response = await handler(request)
     metrics = request.app[METRICS_KEY]
     method, status = request.method, response.status
@@ -71,7 +77,12 @@ async def metrics(request: web.Request, handler: NextHandler) -> web.StreamRespo
     route = request.get(ROUTE_KEY, UNMATCHED)
     metrics.requests.labels(method, route, str(status)).inc()
     metrics.duration.labels(method, route).observe(elapsed)
-    log.info("request.finished", method=method, route=route, status=status, duration_ms=round(elapsed * 1000, 3))
+    timing = response.headers.get("Server-Timing")
+    if timing and not response.prepared:
+        response.headers["Server-Timing"] = f"{timing}, total;dur={elapsed * 1000:.3f}"
+    log.info(
+        "request.finished", method=method, route=route, status=status, duration_ms=round(elapsed * 1000, 3), **notes
+    )
     return response
 
 

@@ -11,6 +11,7 @@ from aiohttp import web
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter, Principal
 from taguru_server.server.config import Settings
 from taguru_server.server.metrics import Metrics
+from taguru_server.server.preload import Preloader
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.providers.reranker import HttpReranker
 from taguru_server.store.registry import Registry
@@ -45,6 +46,7 @@ HEAVY_OPS_KEY: web.AppKey[Running] = web.AppKey("communities_heavy_ops", Running
 AUTH_LIMITER_KEY: web.AppKey[FailedAuthLimiter] = web.AppKey("auth_limiter", FailedAuthLimiter)
 KEY_LIMITER_KEY: web.AppKey[KeyRateLimiter] = web.AppKey("key_limiter", KeyRateLimiter)
 DISPATCH_KEY: web.AppKey[Dispatch] = web.AppKey("dispatch")
+PRELOAD_KEY: web.AppKey[Preloader] = web.AppKey("preload", Preloader)
 
 # per request, set by the middlewares
 STARTED_KEY: web.RequestKey[float] = web.RequestKey("started", float)

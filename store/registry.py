@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol
 
 from taguru_server.store.context import Context, Dirty, Meta
@@ -68,6 +68,9 @@ class Registry:
         self.groups: dict[str, GroupRecord] = persistence.list_groups()
         self.write_failing = False  # the last commit failed; cleared by the next one that succeeds
         self.load_failed = False  # a context could not be read back from the store since boot
+        # called after a catch-up changed the directory (another process created or dropped a context),
+        # so contexts can be loaded in the background rather than by the first request that names them
+        self.on_directory: Callable[[], None] | None = None
 
     def problem(self) -> str | None:
         """Why the store is not healthy, in words that name nothing stored, or None."""
@@ -83,6 +86,51 @@ class Registry:
     def loaded_names(self) -> list[str]:
         """The contexts held in memory now, by name."""
         return sorted(self._loaded)
+
+    def is_loaded(self, name: str) -> bool:
+        return name in self._loaded
+
+    def unloaded_names(self) -> list[str]:
+        """The durable contexts not held in memory now, by name."""
+        return sorted(name for name in self._known if name not in self._loaded)
+
+    def read_context(self, name: str) -> tuple[Context, int] | None:
+        """A context read whole from the store without holding it (safe off the event loop), or None if unknown.
+
+        Also returns the change-log position read before it, for `adopt`.
+        """
+        known = self._known.get(name)
+        if known is None:
+            return None
+        seq = self.persistence.latest_change() if self.shared else 0
+        try:
+            ctx = self.persistence.load(known[0], name, known[1])
+        except Exception:
+            self.load_failed = True
+            raise
+        return ctx, seq
+
+    def adopt(self, ctx: Context, seq: int) -> bool:
+        """Hold a context `read_context` returned, unless it was loaded, dropped or replaced meanwhile.
+
+        In shared mode the changes applied while it was read are applied to it again (applying
+        durable rows is idempotent); if the change log no longer reaches back that far it is not
+        held (the next request loads it).
+        """
+        known = self._known.get(ctx.name)
+        if ctx.name in self._loaded or known is None or known[0] != ctx.cid:
+            return False
+        if self.shared and self._applied > seq:
+            oldest, rows = self.persistence.changes_after(seq)
+            if rows and oldest > seq + 1:
+                return False
+            whats = [what for at, cid, what in rows if cid == ctx.cid and at <= self._applied]
+            if any(w.get("deleted") for w in whats):
+                return False
+            if whats:
+                self._apply(ctx, whats)
+        self._loaded[ctx.name] = ctx
+        return True
 
     def exists(self, name: str) -> bool:
         return name in self._loaded or name in self._known
@@ -268,13 +316,19 @@ class Registry:
         """Apply the changes other processes committed since the last call: their records, not whole contexts.
 
         Costs one indexed read when nothing changed. A context whose history was pruned from the
-        change log before it was applied is evicted (the next request loads it whole).
+        change log before it was applied is evicted (the next request loads it whole, unless
+        `on_directory` has it loaded in the background first).
         """
         if not self.shared or self.persistence.latest_change() == self._applied:
             return
+        if self._catch_up() and self.on_directory is not None:
+            self.on_directory()
+
+    def _catch_up(self) -> bool:
+        """`catch_up`'s work; True when the directory of contexts was re-read."""
         oldest, rows = self.persistence.changes_after(self._applied)
         if not rows:
-            return
+            return False
         gap = oldest > self._applied + 1
         touched, directory, groups = _by_context(rows)
         directory = directory or gap
@@ -301,6 +355,7 @@ class Registry:
         if groups:
             self.groups = self.persistence.list_groups()
         self._applied = rows[-1][0]
+        return directory
 
     def _apply(self, ctx: Context, whats: list[dict[str, Any]]) -> None:
         """Apply another process's change-log rows to a loaded context (its vectors too, after a refresh)."""

@@ -205,7 +205,7 @@ async def test_a_context_that_fails_to_load_makes_health_503(tmp_path: Path) -> 
     registry = Registry(store)
     server, client, session = await serve(registry)
     try:
-        assert (await client.call("GET", "/health"))[0] == 200
+        # the start-up load (TAGURU_PRELOAD) meets the damage first; the call waits for it, then retries the load
         got, body, _h = await client.call("GET", "/contexts/c0")
         assert got >= 500 and body["status"] == "error"
         got, body, _h = await client.call("GET", "/health")

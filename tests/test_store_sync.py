@@ -245,3 +245,42 @@ def test_a_context_created_and_deleted_elsewhere_appears_and_disappears(tmp_path
     asyncio.run(scenario())
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_context_read_off_the_loop_is_adopted_with_the_writes_applied_meanwhile(tmp_path: Path, seed: int) -> None:
+    """A background load (`read_context`, then `adopt`) of a context another process keeps writing: the
+    changes applied while it was read are applied to it again, so it equals a fresh load; one loaded or
+    dropped meanwhile is not adopted."""
+    import asyncio
+
+    rnd = random.Random(seed)
+    data = tmp_path / "data"
+    a = Registry(SqlitePersistence(data), shared=True)
+    b = Registry(SqlitePersistence(data), shared=True)
+    directory_changes: list[int] = []
+    b.on_directory = lambda: directory_changes.append(1)
+
+    async def write(n: int) -> None:
+        async with a.write_section(deadline=float("inf")):
+            ctx = a.get("k") or a.create("k", Meta(description="shared"))
+            random_writes(ctx, rnd, n)
+            a.commit([ctx])
+
+    async def scenario() -> None:
+        await write(20)
+        b.catch_up()
+        assert directory_changes and b.unloaded_names() == ["k"]
+        read = b.read_context("k")  # as the loader thread does, at the store's state now
+        assert read is not None
+        await write(rnd.randrange(1, 15))  # lands while the copy is "being read"
+        b.catch_up()  # `k` is not held yet: only the directory is refreshed
+        assert b.adopt(*read) and b.is_loaded("k")
+        got = b.get("k")
+        assert got is not None and observable(got) == observable(fresh(data, "k"))
+        again = b.read_context("k")
+        assert again is not None and not b.adopt(*again)  # already held: the later copy is dropped
+
+    asyncio.run(scenario())
+    a.close()
+    b.close()

@@ -15,7 +15,7 @@ from taguru_server.server.metrics import render_metrics
 from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Raw, json_response
 from taguru_server.server.schemas import openapi_document
-from taguru_server.server.state import METRICS_KEY, REGISTRY_KEY
+from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
 from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError
 from taguru_server.store.group_import import involved_contexts, restore_groups
@@ -104,11 +104,19 @@ async def live(request: web.Request) -> web.StreamResponse:
 
 
 async def ready(request: web.Request) -> web.StreamResponse:
-    """200 when this process can serve: its store answers and it has applied every committed change
-    (a replica or worker that just started has caught up); 503 `unhealthy` otherwise."""
+    """200 when this process can serve: the contexts to preload (TAGURU_PRELOAD) are in memory, its store
+    answers and it has applied every committed change (a replica or worker that just started has caught
+    up); 503 `unhealthy` otherwise."""
     registry = request.app.get(REGISTRY_KEY)
     if registry is None:
         raise ApiError("unhealthy", "the store is not open yet")
+    preload = request.app.get(PRELOAD_KEY)
+    if preload is not None and not preload.done.is_set():
+        raise ApiError(
+            "unhealthy",
+            f"loading contexts into memory: {len(registry.loaded_names())} loaded, {preload.expected} to preload",
+            headers={"Retry-After": "1"},
+        )
     try:
         registry.catch_up()
     except Exception:

@@ -1,0 +1,206 @@
+"""A real `taguru serve` over a generated corpus: contexts are loaded before `/ready` says 200, the first
+evidence request pays no load, and under TAGURU_LOG_FORMAT=json every stderr line is one JSON object.
+
+The corpus is bench/generate.py's 10k-paragraph one (deterministic; about a second to load), so the
+load is long enough to be seen from outside: `/live` answers while `/ready` is 503.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from process_support import PYTHON, ROOT, base_env, cli, free_port
+
+pytestmark = pytest.mark.slow
+
+ORIGIN = "海上栄"  # a brewer of the generated world; it must never appear in a log line
+REQUEST_TIMEOUT_SECS = 30
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("preload")
+    stream = tmp / "corpus.jsonl"
+    subprocess.run(
+        [PYTHON, str(ROOT / "bench" / "generate.py"), "--size", "10k", "--out", str(stream)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    data = tmp / "data"
+    done = cli("import", str(stream), env=base_env(data))
+    assert done.returncode == 0, done.stderr
+    return data
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _evidence(url: str, request_id: str) -> tuple[int, float, dict[str, str]]:
+    req = urllib.request.Request(
+        url + "/contexts/bench/evidence",
+        data=json.dumps({"origins": [ORIGIN]}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+    )
+    started = time.monotonic()
+    with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_SECS) as resp:
+        resp.read()
+        return resp.status, time.monotonic() - started, dict(resp.headers)
+
+
+class Serving:
+    """`taguru serve` with stdout and stderr kept apart (stderr must be all JSON)."""
+
+    def __init__(self, data: Path, tmp: Path, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.out, self.err = tmp / "stdout", tmp / "stderr"
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                [PYTHON, "-m", "taguru_server.cli", "serve"],
+                cwd=ROOT,
+                stdout=out,
+                stderr=err,
+                env=base_env(data, TAGURU_ADDR=f"127.0.0.1:{self.port}", TAGURU_LOG_FORMAT="json", **env),
+            )
+
+    def wait_ready(self) -> list[tuple[int, bytes]]:
+        """Poll `/ready` until it says 200; every answer seen, in order."""
+        seen: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 120  # a readiness wait, not an assertion on time
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.err.read_text()
+            try:
+                status, body = _get(self.url + "/ready")
+            except OSError:
+                time.sleep(0.02)
+                continue
+            seen.append((status, body))
+            if status == 200:
+                return seen
+            time.sleep(0.02)
+        raise AssertionError("never ready")
+
+    def events(self) -> list[dict[str, Any]]:
+        lines = self.err.read_text().splitlines()
+        parsed = [json.loads(line) for line in lines]  # every line one JSON object, or this fails
+        assert all(isinstance(e, dict) for e in parsed)
+        return parsed
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def serving() -> Iterator[list[Serving]]:
+    started: list[Serving] = []
+    yield started
+    for s in started:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait(timeout=30)
+
+
+def _ready_lines_follow_the_load(events: list[dict[str, Any]]) -> None:
+    """Per process: each `/ready` 200 comes after that process's `contexts.ready`, each 503 before it."""
+    done: set[Any] = set()
+    for e in events:
+        pid = e.get("worker_pid")
+        if e["event"] == "contexts.ready":
+            done.add(pid)
+        if e["event"] == "request.finished" and e["route"] == "/ready":
+            assert (e["status"] == 200) == (pid in done), e
+
+
+def test_ready_after_the_load_json_logs_and_one_line_per_request(
+    corpus_dir: Path, tmp_path: Path, serving: list[Serving]
+) -> None:
+    server = Serving(corpus_dir, tmp_path)
+    serving.append(server)
+    seen = server.wait_ready()
+    assert all(status == 503 for status, _ in seen[:-1])
+    for _status, body in seen[:-1]:
+        refusal = json.loads(body)
+        assert refusal["code"] == "unhealthy" and refusal["error"].startswith("loading contexts into memory")
+    assert json.loads(seen[-1][1])["status"] == "ready"
+
+    status, metrics = _get(server.url + "/metrics")
+    text = metrics.decode()
+    assert status == 200
+    assert "taguru_contexts_loaded 1.0" in text and "taguru_ready 1.0" in text
+    assert "taguru_build_info{" in text and "process_resident_memory_bytes" in text
+    assert "taguru_inflight_requests" in text
+
+    status, elapsed, headers = _evidence(server.url, "first-evidence")
+    assert status == 200 and elapsed < 5  # no load paid: well inside the 30 s request timeout
+    assert headers["Server-Timing"].split(", ")[-1].startswith("total;dur=")
+    _status, metrics = _get(server.url + "/metrics")
+    assert 'taguru_evidence_stage_duration_seconds_bucket{le="1e-05",stage="resolve"}' in metrics.decode()
+    server.stop()
+
+    assert server.out.read_text().splitlines() == [f"listening on 127.0.0.1:{server.port}"]
+    events = server.events()
+    names = [e["event"] for e in events]
+    for expected in ("server.starting", "server.listening", "contexts.loading", "context.loaded", "contexts.ready"):
+        assert expected in names
+    assert names[-2:] == ["server.stopping", "server.stopped"]
+    loaded = next(e for e in events if e["event"] == "context.loaded")
+    assert loaded["context"] == "bench" and loaded["duration_ms"] > 0
+    if loaded["duration_ms"] > 500:  # a load that long is seen from outside: /ready said 503 meanwhile
+        assert len(seen) > 1
+    _ready_lines_follow_the_load(events)
+    mine = [e for e in events if e.get("request_id") == "first-evidence"]
+    assert [e["event"] for e in mine] == ["request.finished"]  # one INFO line per request, stages summarised
+    assert set(mine[0]["stages_ms"]) >= {"resolve", "activate", "budget"} and mine[0]["status"] == 200
+    assert ORIGIN not in server.err.read_text()
+
+
+def test_two_workers_load_before_ready_and_follow_new_contexts(
+    corpus_dir: Path, tmp_path: Path, serving: list[Serving]
+) -> None:
+    server = Serving(corpus_dir, tmp_path, TAGURU_WORKERS="2")
+    serving.append(server)
+    server.wait_ready()  # one worker is ready; the 503s and 200s of both are checked against their loads below
+    deadline = time.monotonic() + 120
+    while len({e.get("worker_pid") for e in server.events() if e["event"] == "contexts.ready"}) < 2:
+        assert time.monotonic() < deadline, "the workers never finished loading"
+        time.sleep(0.05)
+    for i in range(6):
+        status, elapsed, _h = _evidence(server.url, f"ev-{i}")
+        assert status == 200 and elapsed < 5
+
+    # a context made through one worker is loaded by the other in the background (change-log poll)
+    req = urllib.request.Request(server.url + "/contexts/later", data=b"{}", method="PUT")
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status in (200, 201)
+    deadline = time.monotonic() + 20
+    while not any(e["event"] == "context.loaded" and e["context"] == "later" for e in server.events()):
+        assert time.monotonic() < deadline, "the other worker never loaded the new context"
+        time.sleep(0.1)
+    server.stop()
+
+    assert server.out.read_text().splitlines() == [f"listening on 127.0.0.1:{server.port}"]
+    events = server.events()
+    _ready_lines_follow_the_load(events)
+    later = [e for e in events if e["event"] == "context.loaded" and e["context"] == "later"]
+    assert "request_id" not in later[0]  # loaded by the background follower, not inside a request
+    assert len({e["worker_pid"] for e in events if e["event"] == "context.loaded" and e["context"] == "bench"}) == 2
+    assert "server.stopped" in [e["event"] for e in events]
