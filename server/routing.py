@@ -12,7 +12,18 @@ from taguru_server.server.auth import Principal
 from taguru_server.server.call import Handler, Route
 from taguru_server.server.inspector import PAGES
 from taguru_server.server.mcp import endpoint as mcp
-from taguru_server.server.routes import admin, communities, contexts, embeddings, export, feed, graph, passages
+from taguru_server.server.routes import (
+    admin,
+    audits,
+    communities,
+    contexts,
+    embeddings,
+    export,
+    feed,
+    graph,
+    passages,
+    promote,
+)
 from taguru_server.store.errors import ApiError
 
 UNMATCHED = "<unmatched>"
@@ -30,6 +41,8 @@ ROUTES: list[Route] = [
     *communities.ROUTES,
     *export.ROUTES,
     *admin.IMPORT_ROUTES,
+    *audits.ROUTES,
+    *promote.ROUTES,
     *mcp.ROUTES,
     *admin.PROTOCOL_ROUTES,
 ]

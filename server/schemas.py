@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from taguru_server.server.audit_schemas import AUDIT_COMPONENTS
 from taguru_server.server.decode import ALIASES, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
 
@@ -428,6 +429,8 @@ COMPONENTS["JsonRpcRequest"] = {
     "properties": {"jsonrpc": {"const": "2.0"}, "id": {}, "method": STR, "params": {}},
 }
 
+COMPONENTS.update(AUDIT_COMPONENTS)  # groups-audits §4-§5
+
 # (method, template) -> (request component or None, response: component name | "bare:<name>" | media type)
 ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/contexts"): (None, "ContextList"),
@@ -461,6 +464,10 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/contexts/{name}/communities"): (None, "ndjson"),
     ("GET", "/contexts/{name}/export"): (None, "ndjson"),
     ("POST", "/import"): ("jsonl", "ImportResult"),
+    ("POST", "/contexts/{name}/vocabulary/audit"): ("VocabularyAuditRequest", "VocabularyAudit"),
+    ("POST", "/contexts/{name}/drift/audit"): ("DriftAuditRequest", "DriftAudit"),
+    ("POST", "/contexts/{name}/consolidation/audit"): ("ConsolidationAuditRequest", "ConsolidationAudit"),
+    ("POST", "/contexts/{name}/promote"): ("PromoteRequest", "Promotion"),
     ("POST", "/mcp"): ("JsonRpcRequest", "jsonrpc"),
     ("GET", "/protocol"): (None, "markdown"),
     ("GET", "/version"): (None, "bare:Version"),

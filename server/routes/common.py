@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 from taguru_server.server.call import Call
 from taguru_server.server.errors import malformed
+from taguru_server.server.state import HEAVY_OPS_KEY
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError
 from taguru_server.store.text import utf8_len
@@ -67,3 +72,35 @@ def keyset_page(names: list[str], call: Call) -> tuple[int, list[str]]:
     matching = sorted(n for n in names if n.startswith(prefix))
     page = [n for n in matching if after is None or n > after][:limit]
     return len(matching), page
+
+
+DEFAULT_HEAVY_OPS = 2
+
+
+def heavy_limit() -> int:
+    """TAGURU_MAX_CONCURRENT_HEAVY_OPS (default 2; 0 disables the ceiling)."""
+    raw = os.environ.get("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "").strip()
+    try:
+        value = int(raw) if raw else DEFAULT_HEAVY_OPS
+    except ValueError:
+        value = DEFAULT_HEAVY_OPS
+    return max(value, 0)
+
+
+@contextlib.contextmanager
+def heavy_op(call: Call) -> Iterator[None]:
+    """Hold one heavy-operation permit (shared by the communities stream and compaction), else 503."""
+    limit = heavy_limit()
+    ops = call.app_state[HEAVY_OPS_KEY]
+    if limit and ops.count >= limit:
+        raise ApiError(
+            "overloaded",
+            f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
+            "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
+            headers={"Retry-After": "1"},
+        )
+    ops.count += 1
+    try:
+        yield
+    finally:
+        ops.count -= 1

@@ -1,0 +1,538 @@
+"""The audits of a context: twin sweeps, drift and consolidation candidates (read-only, never verdicts).
+
+Everything here reads one in-memory context and writes nothing. Orders and tie-breaks follow
+the wire contract: ids are the dense intern-order ids the context keeps, names sort as Python
+strings (UTF-8 byte order), sums are the f64 values the context holds.
+
+The lexical twin sweep runs on the spelling index resolve already keeps (`store/lexicon.py`):
+for each spelling it gathers the postings of its non-stop bigrams, counts what it shares with
+every later spelling in one array pass, and keeps the best Dice per record pair. The result is
+the same set as pairing every posting list directly (tests compare both on random contexts).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from taguru_server.store.context import CONCEPT, LABEL, UNSOURCED_EXPORT, Context, _saturate
+from taguru_server.store.lexicon import Lexicon
+from taguru_server.store.wire import F32
+
+DEFAULT_FLOOR = 0.6
+NO_VECTORS_NOTE = "ベクトル未生成のため意味的検出はスキップ (POST embeddings/refresh を実行)"
+EXPIRED_NOTE = "意味的検出はスキップ (期限切れ)"
+TOO_MANY_NAMES_NOTE = "語彙が 2000 名を超えるためこの名前空間の意味的検出はスキップ"
+CUT_SHORT_NOTE = "意味的検出は期限切れのため途中で打ち切り (一部の結果のみ)"
+SEMANTIC_MAX_NAMES = 2000
+SEMANTIC_MAX_PAIRS = 100
+DETECTOR = "consolidation/1"
+CHECKS = ("merge", "contradiction", "staleness")
+CHECK_EVERY = 512  # entries between deadline checks
+
+FNV_BASIS = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+class Expired(Exception):
+    """The request's budget ran out in the middle of a sweep."""
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise Expired
+
+
+def clamp01(value: float | None, default: float = DEFAULT_FLOOR) -> float:
+    v = default if value is None else float(value)
+    return min(max(v, 0.0), 1.0)
+
+
+# ----- fingerprints ------------------------------------------------------------------------
+
+
+def fold(d: int, data: bytes) -> int:
+    for byte in data:
+        d = ((d ^ byte) * FNV_PRIME) & MASK64
+    return d
+
+
+def field(d: int, s: str) -> int:
+    return fold(fold(d, s.encode("utf-8")), b"\0")
+
+
+def u64le(n: int) -> bytes:
+    return struct.pack("<Q", n & MASK64)
+
+
+def f64le(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def hex16(d: int) -> str:
+    return f"{d:016x}"
+
+
+# ----- the lexical twin sweep (§4.1.1) -------------------------------------------------------
+
+
+def lexical_twins(lex: Lexicon, dice_floor: float, deadline: float | None = None) -> list[tuple[int, int, float]]:
+    """(lower record id, higher record id, best dice) of every twin pair at or above the floor, in wire order."""
+    t_size, _lengths, df, stop = lex._views()  # also indexes pending spellings
+    n_entries = len(t_size)
+    if n_entries < 2:
+        return []
+    nonstop = df <= stop
+    grams = np.frombuffer(lex.entry_grams, dtype=np.int32) if len(lex.entry_grams) else np.zeros(0, np.int32)
+    ptr = np.frombuffer(lex.entry_ptr, dtype=np.int64)
+    records = np.asarray(lex.records, dtype=np.int64)
+    alive = lex.alive
+    posts = [np.frombuffer(p, dtype=np.int32) if len(p) else None for p in lex.gram_post]
+    best: dict[tuple[int, int], float] = {}
+    for e in range(n_entries):
+        if e % CHECK_EVERY == 0:
+            _check(deadline)
+        if not alive[e] or t_size[e] == 0:
+            continue
+        gids = grams[ptr[e] : ptr[e + 1]]
+        lists = [p for p in (posts[g] for g in gids[nonstop[gids]]) if p is not None and p[-1] > e]
+        if not lists:
+            continue
+        cat = np.concatenate(lists) if len(lists) > 1 else lists[0]
+        cat = cat[cat > e]
+        if not len(cat):
+            continue
+        others, shared = np.unique(cat, return_counts=True)
+        dice = 2.0 * shared.astype(np.float64) / (t_size[e] + t_size[others]).astype(np.float64)
+        mine = int(records[e])
+        keep = (dice >= dice_floor) & (records[others] != mine)
+        for other, d in zip(records[others[keep]].tolist(), dice[keep].tolist(), strict=True):
+            key = (mine, other) if mine < other else (other, mine)
+            if d > best.get(key, -1.0):
+                best[key] = d
+    return sorted(((a, b, d) for (a, b), d in best.items()), key=lambda t: (-t[2], t[0], t[1]))
+
+
+def _pairs_out(names: list[str], pairs: list[tuple[int, int, float]]) -> list[dict[str, Any]]:
+    return [{"a": names[a], "b": names[b], "score": d} for a, b, d in pairs]
+
+
+# ----- the semantic half (§4.1.2, §4.1.3) --------------------------------------------------
+
+
+def _sequential_gram(matrix: np.ndarray) -> np.ndarray:
+    """Every pairwise dot product of the rows, accumulated element by element in f32 (the wire's scores)."""
+    n, width = matrix.shape
+    acc = np.zeros((n, n), dtype=np.float32)
+    for k in range(width):
+        col = matrix[:, k]
+        acc += np.multiply.outer(col, col).astype(np.float32)
+    return acc
+
+
+def _related(ctx: Context, kind: int, a: str, b: str) -> bool:
+    if kind == CONCEPT:
+        x, y = ctx.concept_id.get(a), ctx.concept_id.get(b)
+        if x is None or y is None:
+            return False
+        for s, o in ((x, y), (y, x)):
+            for e in ctx.out_edges[s]:
+                if ctx.e_o[e] == o and ctx.e_cnt[e] > 0:
+                    return True
+        return False
+    x, y = ctx.label_id.get(a), ctx.label_id.get(b)
+    if x is None or y is None:
+        return False
+    subjects = {ctx.e_s[e] for e in ctx.label_edges[x] if ctx.e_cnt[e] > 0}
+    return any(ctx.e_s[e] in subjects for e in ctx.label_edges[y] if ctx.e_cnt[e] > 0)
+
+
+def semantic_twins(
+    ctx: Context, kind: int, cosine_floor: float, deadline: float | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The gloss-vector pairs of one namespace and the note it leaves (None when it ran cleanly)."""
+    store = ctx.vectors.glosses
+    assert store is not None
+    table = store.concepts if kind == CONCEPT else store.labels
+    names = sorted(table.rows)
+    if len(names) > SEMANTIC_MAX_NAMES:
+        return [], TOO_MANY_NAMES_NOTE
+    if len(names) < 2:
+        return [], None
+    _check(deadline)
+    matrix = np.vstack([table.rows[n] for n in names]).astype(np.float32)
+    gram = _sequential_gram(matrix)
+    floor = np.float32(cosine_floor)
+    i_idx, j_idx = np.nonzero(np.triu(gram >= floor, k=1))
+    found = [(float(gram[i, j]), names[i], names[j]) for i, j in zip(i_idx.tolist(), j_idx.tolist(), strict=True)]
+    found.sort(key=lambda t: (-t[0], t[1], t[2]))
+    kept = [t for t in found[:SEMANTIC_MAX_PAIRS] if not _related(ctx, kind, t[1], t[2])]
+    return [{"a": a, "b": b, "score": F32(s)} for s, a, b in kept], None
+
+
+def semantic_half(
+    ctx: Context, kinds: Iterable[int], cosine_floor: float, deadline: float | None, vectors: bool
+) -> tuple[dict[int, list[dict[str, Any]]], str | None]:
+    """Per namespace, the semantic pairs; and `semantic_note` (each later note replaces an earlier one)."""
+    out: dict[int, list[dict[str, Any]]] = {k: [] for k in kinds}
+    if not vectors or ctx.vectors.glosses is None:
+        return out, NO_VECTORS_NOTE
+    note: str | None = None
+    for kind in out:
+        try:
+            out[kind], kind_note = semantic_twins(ctx, kind, cosine_floor, deadline)
+        except Expired:
+            return out, CUT_SHORT_NOTE
+        if kind_note is not None:
+            note = kind_note
+    return out, note
+
+
+def vocabulary(
+    ctx: Context, dice_floor: float, cosine_floor: float, deadline: float | None, vectors: bool
+) -> dict[str, Any]:
+    """The §4.2 result; raises Expired when the budget runs out during the lexical half."""
+    concepts = lexical_twins(ctx.lexicons[CONCEPT], dice_floor, deadline)
+    labels = lexical_twins(ctx.lexicons[LABEL], dice_floor, deadline)
+    out: dict[str, Any] = {
+        "lexical_concepts": _pairs_out(ctx.concepts, concepts),
+        "lexical_labels": _pairs_out(ctx.labels, labels),
+    }
+    if deadline is not None and time.monotonic() > deadline:
+        sem: dict[int, list[dict[str, Any]]] = {CONCEPT: [], LABEL: []}
+        note: str | None = EXPIRED_NOTE
+    else:
+        sem, note = semantic_half(ctx, (CONCEPT, LABEL), cosine_floor, deadline, vectors)
+    out["semantic_concepts"] = sem[CONCEPT]
+    out["semantic_labels"] = sem[LABEL]
+    out["semantic_note"] = note
+    return out
+
+
+# ----- drift (§4.3) ----------------------------------------------------------------------------
+
+
+def _sort_key(ctx: Context, weight: float, e: int) -> tuple[float, str, str, str]:
+    return (-abs(weight), ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
+
+
+def unsourced(
+    ctx: Context, floor: float, limit: int, after: dict[str, Any] | None, deadline: float | None
+) -> tuple[int, list[dict[str, Any]]]:
+    """(total past the floor, one page) of edges whose attributions do not cover their count."""
+    export_sid = ctx.source_id.get(UNSOURCED_EXPORT)
+    found: list[tuple[tuple[float, str, str, str], int, float, int]] = []
+    bar = abs(floor)
+    for e in range(len(ctx.e_s)):
+        if e % 4096 == 0:
+            _check(deadline)
+        cnt = ctx.e_cnt[e]
+        if cnt <= 0:
+            continue
+        covered = 0
+        covered_sum = 0.0
+        for sid, rsum, rcount, _p in ctx.e_attr[e]:
+            if rcount > 0 and sid != export_sid:
+                covered += rcount
+                covered_sum = _saturate(covered_sum + rsum)
+        rest = cnt - covered
+        if rest <= 0:
+            continue
+        weight = _saturate(ctx.e_sum[e] - covered_sum)
+        if abs(weight) >= bar:
+            found.append((_sort_key(ctx, weight, e), e, weight, rest))
+    total = len(found)
+    if after is not None:
+        bound = (-abs(float(after["weight"])), after["subject"], after["label"], after["object"])
+        found = [f for f in found if f[0] > bound]
+    found.sort(key=lambda f: f[0])
+    page = found[:limit]
+    return total, [
+        {"unsourced_weight": w, "unsourced_count": rest, "association": ctx.association_out(e)}
+        for _k, e, w, rest in page
+    ]
+
+
+def live_concepts(ctx: Context) -> set[int]:
+    out: set[int] = set()
+    for e in range(len(ctx.e_s)):
+        if ctx.e_cnt[e] > 0:
+            out.add(ctx.e_s[e])
+            out.add(ctx.e_o[e])
+    return out
+
+
+def live_labels(ctx: Context) -> set[int]:
+    return {ctx.e_l[e] for e in range(len(ctx.e_s)) if ctx.e_cnt[e] > 0}
+
+
+def dead_aliases(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
+    """({alias: canonical} of concept aliases, of label aliases) whose canonical is on no live edge."""
+    concepts, labels = live_concepts(ctx), live_labels(ctx)
+    out: list[dict[str, str]] = []
+    for kind, live, names in ((CONCEPT, concepts, ctx.concepts), (LABEL, labels, ctx.labels)):
+        table = ctx.aliases[kind]
+        out.append({alias: names[table[alias]] for alias in sorted(table) if table[alias] not in live})
+    return out[0], out[1]
+
+
+# ----- consolidation (§4.4) --------------------------------------------------------------------
+
+
+def effective_times(ctx: Context) -> dict[int, int]:
+    """Source id -> `date ?? stored_at` of its passage, for every datable source."""
+    out: dict[int, int] = {}
+    for sid, passage in ctx.passages.items():
+        when = passage.date if passage.date is not None else passage.stored_at
+        if when is not None:
+            out[sid] = when
+    return out
+
+
+def _neighbours(ctx: Context, x: int) -> set[tuple[int, int, int]]:
+    out: set[tuple[int, int, int]] = set()
+    for e in ctx.out_edges[x]:
+        if ctx.e_cnt[e] > 0:
+            out.add((0, ctx.e_l[e], ctx.e_o[e]))
+            if ctx.e_o[e] == x:
+                out.add((1, ctx.e_l[e], x))
+    for e in ctx.in_edges[x]:
+        if ctx.e_cnt[e] > 0:
+            out.add((1, ctx.e_l[e], ctx.e_s[e]))
+    return out
+
+
+def _merge_candidate(
+    ctx: Context, a: str, b: str, tier: str, score: float, cap: int
+) -> tuple[tuple[float, float, str, str], dict[str, Any]]:
+    ia, ib = ctx.concept_id.get(a), ctx.concept_id.get(b)
+    na = _neighbours(ctx, ia) if ia is not None else set()
+    nb = _neighbours(ctx, ib) if ib is not None else set()
+    shared, only_a, only_b = sorted(na & nb), sorted(na - nb), sorted(nb - na)
+    union = len(shared) + len(only_a) + len(only_b)
+    overlap = len(shared) / union if union else 0.0
+
+    def fact(t: tuple[int, int, int]) -> dict[str, str]:
+        return {"direction": "out" if t[0] == 0 else "in", "label": ctx.labels[t[1]], "other": ctx.concepts[t[2]]}
+
+    def text(t: tuple[int, int, int]) -> str:
+        return f"{t[0]}|{ctx.labels[t[1]]}|{ctx.concepts[t[2]]}"
+
+    first, second, f_only, s_only = (a, b, only_a, only_b) if a <= b else (b, a, only_b, only_a)
+    d = field(field(field(FNV_BASIS, "merge"), first), second)
+    for tag, facts in (("s", shared), ("f", f_only), ("g", s_only)):
+        d = field(d, tag)
+        for s in sorted(text(t) for t in facts):
+            d = field(d, s)
+    candidate = {
+        "a": a,
+        "b": b,
+        "tier": tier,
+        "name_score": score,
+        "overlap": overlap,
+        "shared_total": len(shared),
+        "only_a_total": len(only_a),
+        "only_b_total": len(only_b),
+        "shared": [fact(t) for t in shared[:cap]],
+        "only_a": [fact(t) for t in only_a[:cap]],
+        "only_b": [fact(t) for t in only_b[:cap]],
+        "fingerprint": hex16(d),
+    }
+    return (-overlap, -score, a, b), candidate
+
+
+def merge_section(
+    ctx: Context,
+    dice_floor: float,
+    cosine_floor: float,
+    limit: int,
+    cap: int,
+    deadline: float | None,
+    vectors: bool,
+) -> dict[str, Any]:
+    pairs: list[tuple[str, str, str, float]] = [
+        (ctx.concepts[a], ctx.concepts[b], "lexical", d)
+        for a, b, d in lexical_twins(ctx.lexicons[CONCEPT], dice_floor, deadline)
+    ]
+    sem, note = semantic_half(ctx, (CONCEPT,), cosine_floor, deadline, vectors)
+    pairs.extend((p["a"], p["b"], "semantic", float(p["score"])) for p in sem[CONCEPT])
+    seen: set[tuple[str, str]] = set()
+    ranked: list[tuple[tuple[float, float, str, str], dict[str, Any]]] = []
+    for i, (a, b, tier, score) in enumerate(pairs):
+        key = (a, b) if a <= b else (b, a)
+        if key in seen:
+            continue
+        seen.add(key)
+        if i % 64 == 0:
+            _check(deadline)
+        ranked.append(_merge_candidate(ctx, a, b, tier, score, cap))
+    ranked.sort(key=lambda kc: kc[0])
+    out: dict[str, Any] = {"total": len(ranked), "candidates": [c for _k, c in ranked[:limit]]}
+    if note is not None:
+        out["semantic_note"] = note
+    return out
+
+
+def _objects_candidate(
+    ctx: Context, subject: int, label: int, edges: list[int], tendency: float, times: dict[int, int]
+) -> dict[str, Any]:
+    rows = []
+    for e in edges:
+        records = [rec for rec in ctx.e_attr[e] if rec[1] != 0.0]
+        row: dict[str, Any] = {
+            "object": ctx.concepts[ctx.e_o[e]],
+            "weight": ctx.weight(e),
+            "count": ctx.e_cnt[e],
+            "sources": [ctx.sources[rec[0]] for rec in records],
+        }
+        dated = [times[rec[0]] for rec in records if rec[0] in times]
+        if dated:
+            row["latest"] = max(dated)
+        rows.append(row)
+    s_name, l_name = ctx.concepts[subject], ctx.labels[label]
+    d = field(field(field(FNV_BASIS, "objects"), s_name), l_name)
+    for row in sorted(rows, key=lambda r: r["object"]):
+        d = field(d, row["object"])
+        d = fold(d, u64le(row["count"]))
+        d = fold(d, f64le(row["weight"]))
+        for s in sorted(row["sources"]):
+            d = field(d, s)
+    return {
+        "kind": "objects",
+        "subject": s_name,
+        "label": l_name,
+        "functional_tendency": tendency,
+        "objects": rows,
+        "fingerprint": hex16(d),
+    }
+
+
+def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
+    records = ctx.e_attr[e]
+    supporting = [ctx.sources[r[0]] for r in records if r[1] > 0.0]
+    disputing = [ctx.sources[r[0]] for r in records if r[1] < 0.0]
+    if not supporting or not disputing:
+        return None
+    s, lab, o = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
+    d = field(field(field(field(FNV_BASIS, "contested"), s), lab), o)
+    d = fold(fold(d, u64le(ctx.e_cnt[e])), f64le(ctx.e_sum[e]))
+    d = field(d, "+")
+    for src in sorted(supporting):
+        d = field(d, src)
+    d = field(d, "-")
+    for src in sorted(disputing):
+        d = field(d, src)
+    return {
+        "kind": "contested",
+        "subject": s,
+        "label": lab,
+        "object": o,
+        "weight": ctx.weight(e),
+        "count": ctx.e_cnt[e],
+        "supporting_sources": supporting,
+        "disputing_sources": disputing,
+        "fingerprint": hex16(d),
+    }
+
+
+def contradiction_section(ctx: Context, limit: int, times: dict[int, int], deadline: float | None) -> dict[str, Any]:
+    groups: dict[tuple[int, int], list[int]] = {}
+    contested: list[dict[str, Any]] = []
+    for e in range(len(ctx.e_s)):
+        if e % 4096 == 0:
+            _check(deadline)
+        if ctx.e_cnt[e] <= 0:
+            continue
+        groups.setdefault((ctx.e_s[e], ctx.e_l[e]), []).append(e)
+        found = _contested_candidate(ctx, e)
+        if found is not None:
+            contested.append(found)
+    one: dict[int, int] = {}
+    some: dict[int, int] = {}
+    for (_s, lab), edges in groups.items():
+        some[lab] = some.get(lab, 0) + 1
+        if len(edges) == 1:
+            one[lab] = one.get(lab, 0) + 1
+    objects = []
+    for (s, lab), edges in groups.items():
+        if len(edges) >= 2:
+            tendency = one.get(lab, 0) / some[lab]
+            objects.append(_objects_candidate(ctx, s, lab, edges, tendency, times))
+    objects.sort(key=lambda c: (-c["functional_tendency"], c["label"], c["subject"]))
+    both = objects + contested
+    return {"total": len(both), "candidates": both[:limit]}
+
+
+def staleness_section(
+    ctx: Context, limit: int, floor_secs: int, times: dict[int, int], deadline: float | None
+) -> dict[str, Any]:
+    latest: dict[int, int] = {}
+    undatable = 0
+    neighbourhood: dict[int, int] = {}
+    for e in range(len(ctx.e_s)):
+        if e % 4096 == 0:
+            _check(deadline)
+        if ctx.e_cnt[e] <= 0:
+            continue
+        dated = [times[r[0]] for r in ctx.e_attr[e] if r[0] in times]
+        if not dated:
+            undatable += 1
+            continue
+        latest[e] = max(dated)
+        s = ctx.e_s[e]
+        neighbourhood[s] = max(neighbourhood.get(s, latest[e]), latest[e])
+    found: list[tuple[tuple[int, str, str, str], dict[str, Any]]] = []
+    for e, when in latest.items():
+        top = neighbourhood[ctx.e_s[e]]
+        gap = top - when
+        if gap <= 0 or gap < floor_secs:
+            continue
+        sn, ln, on = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
+        d = field(field(field(field(FNV_BASIS, "stale"), sn), ln), on)
+        d = fold(fold(d, u64le(when)), u64le(top))
+        found.append(
+            (
+                (-gap, sn, ln, on),
+                {
+                    "subject": sn,
+                    "label": ln,
+                    "object": on,
+                    "latest": when,
+                    "neighborhood_latest": top,
+                    "gap": gap,
+                    "sources": [ctx.sources[r[0]] for r in ctx.e_attr[e]],
+                    "fingerprint": hex16(d),
+                },
+            )
+        )
+    found.sort(key=lambda kc: kc[0])
+    return {"total": len(found), "undatable": undatable, "candidates": [c for _k, c in found[:limit]]}
+
+
+def consolidation(
+    ctx: Context,
+    checks: set[str],
+    *,
+    limit: int = 100,
+    evidence_cap: int = 20,
+    dice_floor: float = DEFAULT_FLOOR,
+    cosine_floor: float = DEFAULT_FLOOR,
+    floor_secs: int = 0,
+    deadline: float | None = None,
+    vectors: bool = False,
+) -> dict[str, Any]:
+    """The §4.4 result with the requested sections; raises Expired past the budget."""
+    out: dict[str, Any] = {"detector": DETECTOR}
+    if "merge" in checks:
+        out["merge"] = merge_section(ctx, dice_floor, cosine_floor, limit, evidence_cap, deadline, vectors)
+    times = effective_times(ctx) if checks & {"contradiction", "staleness"} else {}
+    if "contradiction" in checks:
+        out["contradiction"] = contradiction_section(ctx, limit, times, deadline)
+    if "staleness" in checks:
+        out["staleness"] = staleness_section(ctx, limit, floor_secs, times, deadline)
+    return out
