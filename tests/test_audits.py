@@ -3,9 +3,13 @@ error texts, scoped keys, and the sweeps against plain transcriptions on seeded 
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from conftest import Client, exact, load_fixture, normalize
+from conftest import Client, exact, load_fixture, normalize, start_client
 from reference_setups import AUDIT_SETUPS
+
+from taguru_server.server.state import HEAVY_OPS_KEY
 
 AUDIT_FIXTURES = ["vocabulary_audit", "drift_audit", "consolidation_audit", "promote_dry_run", "promote"]
 
@@ -26,3 +30,314 @@ async def test_reference_fixture(client: Client, name: str) -> None:
     status, parsed, _h = await client.call(fixture["method"], path, fixture["request"])
     assert status == fixture["status"], parsed
     assert exact(normalize(parsed)) == exact(normalize(fixture["response"]))
+
+
+@pytest.mark.anyio
+async def test_mcp_tool_schema_fixture_and_routed_audits(client: Client) -> None:
+    fixture = load_fixture("mcp", "audit_consolidation_tool_schema")
+    status, body, _h = await client.call(
+        "POST", "/mcp", {"id": 1, "jsonrpc": "2.0", "method": "tools/list", "params": {}}
+    )
+    assert status == 200
+    tools = body["result"]["tools"]
+    assert exact({"tools": [t for t in tools if t["name"] == "audit_consolidation"]}) == exact(fixture["response"])
+    names = {t["name"] for t in tools}
+    assert {"audit_vocabulary", "audit_drift", "audit_consolidation", "promote"} <= names
+    steps, context = AUDIT_SETUPS["consolidation_audit"]
+    await _setup(client, steps)
+    direct = await client.ok("POST", f"/contexts/{context}/consolidation/audit", {"checks": ["staleness", "merge"]})
+    for tool, args, route, body_ in (
+        ("audit_consolidation", {"checks": ["staleness", "merge"]}, "consolidation/audit", None),
+        ("audit_vocabulary", {}, "vocabulary/audit", {}),
+        ("audit_drift", {"include_twins": True, "limit": 1}, "drift/audit", {"include_twins": True, "limit": 1}),
+    ):
+        status, reply, _h = await client.call(
+            "POST",
+            "/mcp",
+            {
+                "id": 1,
+                "jsonrpc": "2.0",
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": {"context": context, **args}},
+            },
+        )
+        assert status == 200 and not reply["result"].get("isError"), reply
+        got = json.loads(reply["result"]["content"][0]["text"])["result"]
+        want = (
+            direct["result"]
+            if body_ is None
+            else (await client.ok("POST", f"/contexts/{context}/{route}", body_))["result"]
+        )
+        assert got == want
+    status, reply, _h = await client.call(
+        "POST",
+        "/mcp",
+        {
+            "id": 1,
+            "jsonrpc": "2.0",
+            "method": "tools/call",
+            "params": {"name": "audit_consolidation", "arguments": {"context": context, "checks": []}},
+        },
+    )
+    assert reply["result"]["isError"] and reply["result"]["content"][0]["text"].startswith("HTTP 400: ")
+
+
+# ----- vocabulary -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_vocabulary_optional_body_and_errors(client: Client) -> None:
+    await _setup(client, AUDIT_SETUPS["vocabulary_audit"][0])
+    want = load_fixture("http", "vocabulary_audit")["response"]["result"]
+    path = "/contexts/corpus-j/vocabulary/audit"
+    for kw in (
+        {"raw": b"", "content_type": None},
+        {"raw": b"", "content_type": "text/plain"},
+        {"raw": b"{}", "content_type": None},
+    ):
+        status, body, _h = await client.call("POST", path, **kw)
+        assert status == 200 and body["result"] == want, (kw, body)
+    # unknown top-level keys are ignored; any content type is read as JSON
+    status, body, _h = await client.call("POST", path, raw=b'{"dice_floor":0.5,"zzz":1}', content_type="text/plain")
+    assert status == 200
+    assert [(p["a"], p["b"], p["score"]) for p in body["result"]["lexical_concepts"]] == [
+        ("青嶺酒造", "青嶺酒蔵", 0.6666666666666666),
+        ("青嶺酒造", "青嶺", 0.5),  # `a` is the earlier-interned record, not the one that sorts first
+        ("青嶺", "青嶺酒蔵", 0.5),
+    ]
+    for raw in (b"{", b'{"dice_floor":"x"}', b'{"cosine_floor":null,"dice_floor":[]}', b"[]", b"null"):
+        status, body, _h = await client.call("POST", path, raw=raw)
+        assert status == 400 and body["code"] == "malformed_request", raw
+        assert body["error"].startswith("the request body is not valid JSON: "), body
+    status, body, _h = await client.call("POST", "/contexts/nowhere/vocabulary/audit", raw=b"")
+    assert (status, body["error"]) == (404, "context 'nowhere' not found")
+    status, body, _h = await client.call("POST", "/contexts/nowhere/vocabulary/audit", raw=b"{")
+    assert status == 400  # the body is read before the context
+
+
+@pytest.mark.anyio
+async def test_vocabulary_illustrative_pair_and_alias_targets(client: Client) -> None:
+    await client.ok("PUT", "/contexts/v", content_type=None)
+    await client.ok(
+        "POST",
+        "/contexts/v/associations",
+        [
+            {"label": "kind", "object": "会社", "subject": "株式会社青嶺", "weight": 1.0},
+            {"label": "kind", "object": "会社", "subject": "青嶺株式会社", "weight": 1.0},
+        ],
+    )
+    body = await client.ok("POST", "/contexts/v/vocabulary/audit", {"dice_floor": 0.4})
+    assert body["result"]["lexical_concepts"] == [{"a": "株式会社青嶺", "b": "青嶺株式会社", "score": 0.8}]
+    # an alias and its own canonical never pair; an alias pairs for its canonical against another record
+    await client.ok("POST", "/contexts/v/aliases", {"concepts": {"株式会社青嶺X": "株式会社青嶺"}})
+    body = await client.ok("POST", "/contexts/v/vocabulary/audit", {"dice_floor": 0.4})
+    assert body["result"]["lexical_concepts"] == [{"a": "株式会社青嶺", "b": "青嶺株式会社", "score": 0.8}]
+    body = await client.ok("POST", "/contexts/v/vocabulary/audit", {"dice_floor": 7})  # clamped to 1.0
+    assert body["result"]["lexical_concepts"] == []
+
+
+# ----- drift ------------------------------------------------------------------------------------
+
+
+async def _drift_corpus(client: Client) -> None:
+    await client.ok("PUT", "/contexts/d", content_type=None)
+    await client.ok(
+        "POST", "/contexts/d/associations", [{"label": "kind", "object": "会社", "subject": "青嶺酒造", "weight": 1.0}]
+    )
+    await client.ok(
+        "POST",
+        "/contexts/d/associations",
+        [{"label": "kind", "object": "杜氏", "source": "docs/a.md", "subject": "高瀬", "weight": 1.0}],
+    )
+    await client.ok("POST", "/contexts/d/associations/retract", {"label": "kind", "object": "杜氏", "subject": "高瀬"})
+    assert (await client.ok("POST", "/contexts/d/aliases", {"concepts": {"タカセ": "高瀬"}}))["result"] == 1
+
+
+@pytest.mark.anyio
+async def test_drift_illustrative_and_errors(client: Client) -> None:
+    await client.ok("PUT", "/contexts/empty", content_type=None)
+    body = await client.ok("POST", "/contexts/empty/drift/audit", raw=b"")
+    assert body["result"] == {
+        "total": 0,
+        "unsourced": [],
+        "dead_concept_aliases": {},
+        "dead_label_aliases": {},
+        "twins": None,
+    }
+    await _drift_corpus(client)
+    body = await client.ok("POST", "/contexts/d/drift/audit", {"include_twins": False})
+    r = body["result"]
+    assert r["total"] == 1 and r["twins"] is None
+    assert r["unsourced"][0]["unsourced_weight"] == 1.0 and r["unsourced"][0]["unsourced_count"] == 1
+    assert r["unsourced"][0]["association"]["subject"] == "青嶺酒造"
+    assert r["dead_concept_aliases"] == {"タカセ": "高瀬"} and r["dead_label_aliases"] == {}
+    body = await client.ok("POST", "/contexts/d/drift/audit", {"unsourced_floor": 10.0, "include_twins": False})
+    assert body["result"]["total"] == 0 and body["result"]["unsourced"] == []
+    body = await client.ok("POST", "/contexts/d/drift/audit", {"include_twins": True, "dice_floor": 0.4})
+    assert isinstance(body["result"]["twins"], dict)
+    for raw in (
+        b'{"include_twins":null}',
+        b'{"limit":-1}',
+        b'{"limit":1.5}',
+        b'{"after":{"weight":1.0,"subject":"a","label":"b","object":"c","extra":1}}',
+        b'{"after":{"weight":1.0,"subject":"a"}}',
+    ):
+        status, body, _h = await client.call("POST", "/contexts/d/drift/audit", raw=raw)
+        assert status == 400 and body["code"] == "malformed_request", raw
+        assert body["error"].startswith("the request body is not valid JSON: ")
+    status, body, _h = await client.call("POST", "/contexts/nowhere/drift/audit", raw=b"")
+    assert status == 404
+
+
+@pytest.mark.anyio
+async def test_drift_pages_like_recall_on_unsourced_weight(client: Client) -> None:
+    await client.ok("PUT", "/contexts/p", content_type=None)
+    rows = [{"label": "r", "object": f"o{i}", "subject": f"s{i % 3}", "weight": float((i % 5) - 2)} for i in range(20)]
+    await client.ok("POST", "/contexts/p/associations", rows)
+    # a sourced share on some edges: their unsourced weight is the rest
+    await client.ok(
+        "POST",
+        "/contexts/p/associations",
+        [{"label": "r", "object": "o1", "subject": "s1", "source": "x", "weight": 5.0}],
+    )
+    everything = (await client.ok("POST", "/contexts/p/drift/audit", {"limit": 1000}))["result"]
+    assert everything["total"] == 20 and len(everything["unsourced"]) == 20
+    keys = [
+        (
+            -abs(u["unsourced_weight"]),
+            u["association"]["subject"],
+            u["association"]["label"],
+            u["association"]["object"],
+        )
+        for u in everything["unsourced"]
+    ]
+    assert keys == sorted(keys)
+    o1 = next(u for u in everything["unsourced"] if u["association"]["object"] == "o1")
+    assert o1["unsourced_weight"] == -1.0 and o1["unsourced_count"] == 1 and o1["association"]["count"] == 2
+    pages, after = [], None
+    while True:
+        body = {"limit": 3, **({"after": after} if after else {})}
+        page = (await client.ok("POST", "/contexts/p/drift/audit", body))["result"]
+        assert page["total"] == 20
+        if not page["unsourced"]:
+            break
+        pages.extend(page["unsourced"])
+        last = page["unsourced"][-1]
+        a = last["association"]
+        after = {
+            "weight": last["unsourced_weight"],
+            "subject": a["subject"],
+            "label": a["label"],
+            "object": a["object"],
+        }
+    assert pages == everything["unsourced"]
+    floored = (await client.ok("POST", "/contexts/p/drift/audit", {"unsourced_floor": -2.0}))["result"]
+    assert floored["total"] == sum(1 for u in everything["unsourced"] if abs(u["unsourced_weight"]) >= 2.0)
+
+
+# ----- consolidation ------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_consolidation_checks_in_order(client: Client) -> None:
+    await _setup(client, AUDIT_SETUPS["consolidation_audit"][0])
+    path = "/contexts/fix/consolidation/audit"
+    cases = [
+        ({}, 422, "malformed_request", None),
+        ({"checks": []}, 400, "invalid_argument", EMPTY_CHECKS),
+        (
+            {"checks": ["typo", "merge"]},
+            400,
+            "invalid_argument",
+            "unknown check 'typo' — merge, contradiction, and staleness exist",
+        ),
+        (
+            {"checks": ["merge", "staleness"] * 500 + ["x"]},
+            400,
+            "over_limit",
+            "checks carries 1001 items, past the per-request limit of 1000; split the request",
+        ),
+        ({"checks": ["merge"], "limit": -1}, 422, "malformed_request", None),
+    ]
+    for body, status_, code, text in cases:
+        status, got, _h = await client.call("POST", path, body)
+        assert (status, got["code"]) == (status_, code), (body, got)
+        if text is not None:
+            assert got["error"] == text
+    status, got, _h = await client.call("POST", path, raw=b'{"checks":["merge"]}', content_type=None)
+    assert status == 415
+    status, got, _h = await client.call("POST", "/contexts/nowhere/consolidation/audit", {"checks": ["merge"]})
+    assert (status, got["error"]) == (404, "context 'nowhere' not found")
+    status, got, _h = await client.call("POST", "/contexts/nowhere/consolidation/audit", {"checks": ["nope"]})
+    assert status == 400  # the checks are judged before the context
+    only = (await client.ok("POST", path, {"checks": ["merge", "merge"]}))["result"]
+    assert set(only) == {"detector", "merge"}
+    full = load_fixture("http", "consolidation_audit")["response"]["result"]
+    again = (await client.ok("POST", path, {"checks": ["staleness", "contradiction", "merge"]}))["result"]
+    assert again == full  # the order of checks does not matter, and fingerprints hold still
+    cut = (await client.ok("POST", path, {"checks": ["contradiction", "staleness"], "limit": 1}))["result"]
+    assert cut["contradiction"]["total"] == 2 and len(cut["contradiction"]["candidates"]) == 1
+    assert cut["staleness"]["total"] == 2 and len(cut["staleness"]["candidates"]) == 1
+    assert (await client.ok("POST", path, {"checks": ["staleness"], "floor_secs": 1000}))["result"]["staleness"][
+        "total"
+    ] == 2
+    assert (await client.ok("POST", path, {"checks": ["staleness"], "floor_secs": 1001}))["result"]["staleness"][
+        "total"
+    ] == 0
+    capped = (await client.ok("POST", path, {"checks": ["merge"], "evidence_cap": 0}))["result"]["merge"]["candidates"][
+        0
+    ]
+    assert capped["shared"] == [] and capped["shared_total"] == 1 and capped["fingerprint"] == "007bfc502e69af48"
+    # the fingerprint moves when its evidence moves
+    await client.ok(
+        "POST",
+        "/contexts/fix/associations",
+        [{"label": "杜氏", "object": "青山", "source": "doc-c", "subject": "蔵", "weight": 1.0}],
+    )
+    moved = (await client.ok("POST", path, {"checks": ["contradiction"]}))["result"]["contradiction"]["candidates"][0]
+    assert moved["kind"] == "objects" and moved["fingerprint"] != "3f483a6c555bef85"
+
+
+EMPTY_CHECKS = (
+    "'checks' must name at least one of merge, contradiction, staleness — every section is a full-graph pass, "
+    "so the caller names what it pays for"
+)
+
+
+# ----- the heavy-operation permit -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_heavy_permit_refusals(settings_factory, monkeypatch) -> None:
+    monkeypatch.setenv("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "1")
+    server, client, session = await start_client(settings_factory())
+    try:
+        await _setup(client, AUDIT_SETUPS["promote"][0][:-1])
+        ops = server.app[HEAVY_OPS_KEY]
+        ops.count = 1  # another heavy operation is running
+        text = (
+            "server is at its heavy-operation ceiling (1 concurrent calls) — retry shortly "
+            "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)"
+        )
+        for path, raw in (
+            ("/contexts/nowhere/vocabulary/audit", b"{"),  # before the body and the context
+            ("/contexts/nowhere/consolidation/audit", b"not json"),
+            ("/contexts/scratch-w/drift/audit", b'{"include_twins":true}'),
+        ):
+            status, body, headers = await client.call("POST", path, raw=raw)
+            assert (status, body["code"], body["error"], headers.get("Retry-After")) == (503, "overloaded", text, "1")
+        body = await client.ok("POST", "/contexts/scratch-w/drift/audit", {"include_twins": False})
+        assert body["result"]["twins"] is None
+        promoted = await client.ok(
+            "POST", "/contexts/scratch-w/promote", {"into": "corpus-p", "sources": ["session:w:a"]}
+        )
+        assert promoted["result"]["audit_skipped"] == "overloaded" and "audit" not in promoted["result"]
+        ops.count = 0
+        await client.ok("POST", "/contexts/scratch-w/vocabulary/audit", raw=b"")
+        await client.ok("POST", "/contexts/scratch-w/consolidation/audit", {"checks": ["merge"]})
+        await client.ok("POST", "/contexts/scratch-w/drift/audit", {"include_twins": True})
+        await client.call("POST", "/contexts/scratch-w/vocabulary/audit", raw=b"{")
+        assert ops.count == 0  # every permit went back, refusals included
+    finally:
+        await session.close()
+        await server.close()
