@@ -341,3 +341,253 @@ async def test_heavy_permit_refusals(settings_factory, monkeypatch) -> None:
     finally:
         await session.close()
         await server.close()
+
+
+# ----- promote -----------------------------------------------------------------------------------
+
+PROMOTE_BODY = {"into": "corpus-p", "sources": ["session:w:a"]}
+
+
+@pytest.mark.anyio
+async def test_promote_checks_in_order(client: Client) -> None:
+    await _setup(client, AUDIT_SETUPS["promote_dry_run"][0])
+    path = "/contexts/scratch-w/promote"
+    status, got, _h = await client.call("POST", path + "?dry_run=1", PROMOTE_BODY)
+    assert (status, got["code"]) == (400, "malformed_request")
+    status, got, _h = await client.call("POST", path, {"sources": ["a"]})
+    assert (status, got["code"]) == (422, "malformed_request")
+    status, got, _h = await client.call("POST", path, raw=b'{"into":"corpus-p","sources":["a"]}', content_type=None)
+    assert status == 415
+    cases = [
+        (
+            {"into": "corpus-p", "sources": []},
+            400,
+            "invalid_argument",
+            "'sources' must name at least one source id to promote — choosing which sources are the keepers is the "
+            "caller's judgment, never a default",
+        ),
+        (
+            {"into": "corpus-p", "sources": ["s"] * 1001},
+            400,
+            "over_limit",
+            "sources carries 1001 items, past the per-request limit of 1000; split the request",
+        ),
+        (
+            {"into": "scratch-w", "sources": ["session:w:a"]},
+            400,
+            "invalid_argument",
+            "'into' names the promoting context 'scratch-w' itself — promotion moves sources into a DIFFERENT, "
+            "established context",
+        ),
+        (
+            {"into": "corpus-p", "sources": ["export:empty", "export:unsourced"]},
+            400,
+            "invalid_argument",
+            "source id 'export:unsourced' is reserved by export — promotion moves named sources' own shares; "
+            "sourceless weight cannot travel",
+        ),
+        (
+            {"into": "corpus-p", "sources": ["export:empty"]},
+            400,
+            "invalid_argument",
+            "source id 'export:empty' is reserved by export — promotion moves named sources' own shares; "
+            "sourceless weight cannot travel",
+        ),
+        (
+            {"into": "nowhere", "sources": ["session:w:a"]},
+            404,
+            "no_context",
+            "context 'nowhere' ('into') does not exist — promotion lands in an established context and never "
+            "creates one; create it first",
+        ),
+    ]
+    for body, status_, code, text in cases:
+        status, got, _h = await client.call("POST", path, body)
+        assert (status, got["code"], got["error"]) == (status_, code, text), body
+    status, got, _h = await client.call("POST", "/contexts/nowhere/promote", {"into": "also-nowhere", "sources": ["a"]})
+    assert "('into')" in got["error"]  # `into` is checked before the scratch
+    assert got["integrity"] == "nothing_written" and got["retryable_after_correction"] is True
+    status, got, _h = await client.call("POST", "/contexts/nowhere/promote", PROMOTE_BODY)
+    assert (status, got["error"]) == (404, "context 'nowhere' not found")
+    status, got, _h = await client.call(
+        "POST", path, {"into": "corpus-p", "sources": ["session:w:a", "session:w:typo", "session:w:typo"]}
+    )
+    assert status == 404
+    assert got == {
+        "status": "error",
+        "code": "no_source",
+        "error": "2 of the named source id(s) exist(s) nowhere in context 'scratch-w' — under retract-then-apply a "
+        "mistyped id would no-op silently, so the whole request refuses instead; nothing was applied",
+        "time": got["time"],
+        "issues": [
+            {
+                "path": f"sources[{i}]",
+                "kind": "unknown_reference",
+                "expected": "'session:w:typo' stored in context 'scratch-w' as a passage or a live attribution",
+                "actual": "not present in this request",
+            }
+            for i in (1, 2)
+        ],
+        "issues_total": 2,
+        "integrity": "nothing_written",
+        "retryable_after_correction": True,
+    }
+    many = [f"typo{i}" for i in range(25)]
+    status, got, _h = await client.call("POST", path, {"into": "corpus-p", "sources": many})
+    assert len(got["issues"]) == 20 and got["issues_total"] == 25 and got["error"].startswith("25 of ")
+    # a fully retracted source no longer exists
+    await client.ok("POST", "/contexts/scratch-w/sources/retract", {"source": "session:w:stay"})
+    status, got, _h = await client.call("POST", path, {"into": "corpus-p", "sources": ["session:w:stay"]})
+    assert got["code"] == "no_source"
+    assert (await client.ok("GET", "/contexts/corpus-p"))["result"]["stats"]["associations"] == 0  # nothing written
+
+
+@pytest.mark.anyio
+async def test_promote_moves_own_shares_and_is_idempotent(client: Client) -> None:
+    await _setup(client, AUDIT_SETUPS["promote_dry_run"][0])
+    tails = {n: (await client.ok("GET", f"/contexts/{n}/changes"))["result"]["next"] for n in ("corpus-p", "scratch-w")}
+    first = (await client.ok("POST", "/contexts/scratch-w/promote", PROMOTE_BODY))["result"]
+    assert first["batches"][0]["retracted"] == 0 and first["audit"]["detector"] == "consolidation/1"
+    listed = (await client.ok("GET", "/contexts/corpus-p/sources"))["result"]
+    row = next(s for s in listed["entries"] if s["name"] == "session:w:a")
+    assert row["date"] == 1000 and row["tags"] == ["酒"]
+    resolved = (await client.ok("POST", "/contexts/corpus-p/resolve", {"cue": "たかせ"}))["result"]
+    assert resolved[0]["name"] == "高瀬" and resolved[0]["kind"] == "alias"
+    assert (await client.ok("GET", "/contexts/corpus-p/aliases"))["result"]["concepts"] == {"たかせ": "高瀬"}
+    scratch = (await client.ok("POST", "/contexts/scratch-w/recall", {"cue": "蔵"}))["result"]["matches"]
+    assert {a["source"] for m in scratch for a in m["attributions"]} == {"session:w:a", "session:w:stay"}
+    matches = (await client.ok("POST", "/contexts/corpus-p/recall", {"cue": "蔵"}))["result"]["matches"]
+    assert [(m["label"], m["object"], m["weight"], m["count"]) for m in matches] == [("杜氏", "高瀬", 1.0, 1)]
+    assert matches[0]["attributions"][0]["paragraph"] == 0
+    # the preview of a re-promotion counts what it would retract; the re-promotion is exact
+    preview = (await client.ok("POST", "/contexts/scratch-w/promote?dry_run=true", PROMOTE_BODY))["result"]
+    assert preview["batches"][0]["retracted"] == 1 and set(preview) == {"batches", "aliases_dropped"}
+    again = (await client.ok("POST", "/contexts/scratch-w/promote", {**PROMOTE_BODY, "audit": False}))["result"]
+    assert again["batches"][0]["retracted"] == 1 and set(again) == {"batches", "aliases_dropped"}
+    assert (await client.ok("POST", "/contexts/corpus-p/recall", {"cue": "蔵"}))["result"]["matches"] == matches
+    # the change feed of the destination names each write; the scratch's is untouched
+    feed = (await client.ok("GET", f"/contexts/corpus-p/changes?since={tails['corpus-p']}"))["result"]["events"]
+    kinds = [c["kind"] for c in feed]
+    assert kinds == ["source_stored", "associations_added", "aliases_added"] * 1 + [
+        "source_retracted",
+        "source_stored",
+        "associations_added",
+        "aliases_added",
+    ], kinds
+    scratch_feed = await client.ok("GET", f"/contexts/scratch-w/changes?since={tails['scratch-w']}")
+    assert scratch_feed["result"]["events"] == []
+
+
+@pytest.mark.anyio
+async def test_promote_several_sources_refusal_keeps_the_durable_prefix(client: Client) -> None:
+    await client.ok("PUT", "/contexts/s", content_type=None)
+    await client.ok("PUT", "/contexts/t", content_type=None)
+    await client.ok(
+        "POST",
+        "/contexts/s/associations",
+        [
+            {"label": "r", "object": "b", "source": "a-src", "subject": "a", "weight": 2.0},
+            {"label": "r", "object": "b", "source": "a-src", "subject": "a", "weight": 1.0},
+            {"label": "r", "object": "b", "source": "z-src", "subject": "a", "weight": -1.0},
+            {"label": "r", "object": "c", "subject": "a", "weight": 4.0},
+        ],
+    )
+    await client.ok("POST", "/contexts/s/aliases", {"concepts": {"bee": "b", "cee": "c"}})
+    # `bee` already names another record in the destination: the last batch (which carries the aliases) refuses
+    await client.ok(
+        "POST", "/contexts/t/associations", [{"label": "q", "object": "bee", "subject": "x", "weight": 1.0}]
+    )
+    body = {"into": "t", "sources": ["z-src", "a-src"]}
+    status, got, _h = await client.call("POST", "/contexts/s/promote?dry_run=true", body)
+    assert status == 409
+    assert got["error"] == (
+        "batch 2 of 2 (context 't', source 'z-src') would be refused — the 1 batch(es) before it previewed clean "
+        "(dry_run=true; nothing is written); fixing the scratch (or the destination) and re-running the preview is "
+        "exact: concept alias 'bee' → 'b': the alias already resolves to a different record; nothing was applied"
+    )
+    assert got["integrity"] == "nothing_written" and got["issues"][0]["path"] == "batches[1].concepts['bee']"
+    status, got, _h = await client.call("POST", "/contexts/s/promote", body)
+    assert status == 409 and got["integrity"] == "durable_prefix" and got["durable_batches"] == 1
+    assert got["error"].startswith(
+        "batch 2 of 2 (context 't', source 'z-src') refused — the 1 batch(es) before it landed durably; fixing the "
+        "scratch (or the destination) and re-calling promote is exact (each batch replaces its own source): "
+    )
+    matches = (await client.ok("POST", "/contexts/t/recall", {"cue": "a"}))["result"]["matches"]
+    # a-src's own share only (two lines of its average 1.5); z-src's share and the sourceless edge stay behind
+    assert [(m["object"], m["weight"], m["count"]) for m in matches] == [("b", 1.5, 2)]
+    # without the conflict both land, and the dropped alias is counted
+    await client.ok("POST", "/contexts/t/associations/retract", {"label": "q", "object": "bee", "subject": "x"})
+    await client.ok("DELETE", "/contexts/t", content_type=None)
+    await client.ok("PUT", "/contexts/t", content_type=None)
+    result = (await client.ok("POST", "/contexts/s/promote", body))["result"]
+    assert [b["source"] for b in result["batches"]] == ["a-src", "z-src"]
+    assert [b["aliases"] for b in result["batches"]] == [0, 1] and result["aliases_dropped"] == 1
+    matches = (await client.ok("POST", "/contexts/t/recall", {"cue": "a"}))["result"]["matches"]
+    assert [(m["object"], m["weight"], m["count"]) for m in matches] == [("b", 2.0 / 3.0, 3)]
+
+
+# ----- scoped keys ------------------------------------------------------------------------------------
+
+TOKENS = {"boss": "btok", "scratcher": "stok", "reader": "rtok"}
+SCOPES = {
+    "scratcher": {"role": "write", "contexts": ["scratch-w"]},
+    "reader": {"role": "read", "contexts": ["scratch-w"]},
+}
+
+
+@pytest.mark.anyio
+async def test_scoped_keys(settings_factory) -> None:
+    server, client, session = await start_client(
+        settings_factory(
+            TAGURU_API_TOKENS=",".join(f"{k}:{v}" for k, v in TOKENS.items()),
+            TAGURU_KEY_SCOPES=json.dumps(SCOPES),
+        )
+    )
+    try:
+        for method, path, body in AUDIT_SETUPS["promote_dry_run"][0]:
+            status, got, _h = await client.call(method, path, body, token="btok")
+            assert status == 200, got
+        # the promoting key has no grant on `into`: refused before anything else is looked at
+        for into in ("corpus-p", "does-not-exist"):
+            status, got, _h = await client.call(
+                "POST", "/contexts/scratch-w/promote", {"into": into, "sources": ["session:w:typo"]}, token="stok"
+            )
+            assert (status, got["code"], got["error"], got["integrity"]) == (
+                403,
+                "forbidden",
+                f"key 'scratcher' has no grant on context '{into}' ('into'); nothing was applied",
+                "nothing_written",
+            )
+        status, got, _h = await client.call("POST", "/contexts/scratch-w/promote", PROMOTE_BODY, token="rtok")
+        assert (status, got["error"]) == (
+            403,
+            "key 'reader' has role 'read', but POST /contexts/{name}/promote needs 'write'",
+        )
+        # audits outside the grant are refused (the same answer whether or not the context exists)
+        for path in ("vocabulary/audit", "drift/audit", "consolidation/audit"):
+            for name in ("corpus-p", "does-not-exist"):
+                status, got, _h = await client.call(
+                    "POST", f"/contexts/{name}/{path}", {"checks": ["merge"]}, token="rtok"
+                )
+                assert (status, got["error"]) == (403, f"key 'reader' has no grant on context '{name}'")
+            await client.ok("POST", f"/contexts/scratch-w/{path}", {"checks": ["merge"]}, token="rtok")
+        # through MCP: the routed call keeps the caller's role and grants
+        for token, args, text in (
+            ("rtok", {"context": "scratch-w", **PROMOTE_BODY}, "needs 'write'"),
+            ("stok", {"context": "scratch-w", **PROMOTE_BODY}, "('into'); nothing was applied"),
+            ("rtok", {"context": "corpus-p", "checks": ["merge"]}, "has no grant on context 'corpus-p'"),
+        ):
+            tool = "promote" if "into" in args else "audit_consolidation"
+            status, reply, _h = await client.call(
+                "POST",
+                "/mcp",
+                {"id": 1, "jsonrpc": "2.0", "method": "tools/call", "params": {"name": tool, "arguments": args}},
+                token=token,
+            )
+            assert reply["result"]["isError"] and text in reply["result"]["content"][0]["text"], reply
+        assert (await client.ok("GET", "/contexts/corpus-p", token="btok"))["result"]["stats"]["associations"] == 0
+        promoted = await client.ok("POST", "/contexts/scratch-w/promote", PROMOTE_BODY, token="btok")
+        assert promoted["result"]["audit"]["detector"] == "consolidation/1"
+    finally:
+        await session.close()
+        await server.close()
