@@ -5,16 +5,17 @@ the wire contract: ids are the dense intern-order ids the context keeps, names s
 strings (UTF-8 byte order), sums are the f64 values the context holds.
 
 The lexical twin sweep runs on the spelling index resolve already keeps (`store/lexicon.py`):
-for each spelling it gathers the postings of its non-stop bigrams, counts what it shares with
-every later spelling in one array pass, and keeps the best Dice per record pair. The result is
-the same set as pairing every posting list directly (tests compare both on random contexts).
+every posting list of a non-stop bigram is expanded into its spelling pairs with array
+operations, block by block over the first spelling's id (so each pair is counted once, in
+bounded memory), and the best Dice per record pair is kept.
+Tests compare it with a plain transcription of the contract on seeded random contexts.
 """
 
 from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -81,41 +82,81 @@ def hex16(d: int) -> str:
 # ----- the lexical twin sweep (§4.1.1) -------------------------------------------------------
 
 
+PAIR_CHUNK = 4_000_000  # spelling pairs counted at once (bounds the sweep's memory)
+
+
 def lexical_twins(lex: Lexicon, dice_floor: float, deadline: float | None = None) -> list[tuple[int, int, float]]:
     """(lower record id, higher record id, best dice) of every twin pair at or above the floor, in wire order."""
     t_size, _lengths, df, stop = lex._views()  # also indexes pending spellings
-    n_entries = len(t_size)
-    if n_entries < 2:
+    n = len(t_size)
+    if n < 2:
         return []
-    nonstop = df <= stop
+    records = np.asarray(lex.records, dtype=np.int64)
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for keys, counts in _shared_counts(lex, df, stop, n, deadline):
+        i, j = keys // n, keys % n
+        dice = 2.0 * counts.astype(np.float64) / (t_size[i] + t_size[j]).astype(np.float64)
+        ri, rj = records[i], records[j]
+        keep = (dice >= dice_floor) & (ri != rj)
+        found.append((np.minimum(ri, rj)[keep], np.maximum(ri, rj)[keep], dice[keep]))
+    if not found:
+        return []
+    lo, hi, dice = (np.concatenate(parts) for parts in zip(*found, strict=True))
+    if not len(dice):
+        return []
+    # per record pair, the best dice: sort by (pair, -dice) and keep each pair's first row
+    order = np.lexsort((-dice, hi, lo))
+    lo, hi, dice = lo[order], hi[order], dice[order]
+    first = np.ones(len(lo), dtype=bool)
+    first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
+    best = list(zip(lo[first].tolist(), hi[first].tolist(), dice[first].tolist(), strict=True))
+    best.sort(key=lambda t: (-t[2], t[0], t[1]))
+    return best
+
+
+def _shared_counts(
+    lex: Lexicon, df: np.ndarray, stop: int, n: int, deadline: float | None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Blocks of (pair keys i*n + j with i < j, shared non-stop bigrams) over every pair of live spellings that
+    share one; the blocks split the first spelling's id range, so no pair appears in two blocks."""
+    posts = [np.frombuffer(p, dtype=np.int32).astype(np.int64) if len(p) >= 2 else None for p in lex.gram_post]
+    usable = np.array([p is not None for p in posts], dtype=bool) & (df <= stop)
+    later = np.zeros(n, dtype=np.int64)  # per spelling: pairs it opens with later spellings
+    for gid in np.flatnonzero(usable).tolist():
+        p = posts[gid]
+        assert p is not None
+        later[p] += len(p) - 1 - np.arange(len(p))
+    csum = np.cumsum(later)
     grams = np.frombuffer(lex.entry_grams, dtype=np.int32) if len(lex.entry_grams) else np.zeros(0, np.int32)
     ptr = np.frombuffer(lex.entry_ptr, dtype=np.int64)
-    records = np.asarray(lex.records, dtype=np.int64)
-    alive = lex.alive
-    posts = [np.frombuffer(p, dtype=np.int32) if len(p) else None for p in lex.gram_post]
-    best: dict[tuple[int, int], float] = {}
-    for e in range(n_entries):
-        if e % CHECK_EVERY == 0:
-            _check(deadline)
-        if not alive[e] or t_size[e] == 0:
-            continue
-        gids = grams[ptr[e] : ptr[e + 1]]
-        lists = [p for p in (posts[g] for g in gids[nonstop[gids]]) if p is not None and p[-1] > e]
-        if not lists:
-            continue
-        cat = np.concatenate(lists) if len(lists) > 1 else lists[0]
-        cat = cat[cat > e]
-        if not len(cat):
-            continue
-        others, shared = np.unique(cat, return_counts=True)
-        dice = 2.0 * shared.astype(np.float64) / (t_size[e] + t_size[others]).astype(np.float64)
-        mine = int(records[e])
-        keep = (dice >= dice_floor) & (records[others] != mine)
-        for other, d in zip(records[others[keep]].tolist(), dice[keep].tolist(), strict=True):
-            key = (mine, other) if mine < other else (other, mine)
-            if d > best.get(key, -1.0):
-                best[key] = d
-    return sorted(((a, b, d) for (a, b), d in best.items()), key=lambda t: (-t[2], t[0], t[1]))
+    lo = 0
+    while lo < n:
+        _check(deadline)
+        base = csum[lo - 1] if lo else 0
+        hi = max(int(np.searchsorted(csum, base + PAIR_CHUNK, side="right")), lo + 1)
+        hi = min(hi, n)
+        gids = np.unique(grams[ptr[lo] : ptr[hi]])
+        chunk: list[np.ndarray] = []
+        for gid in gids[usable[gids]].tolist():
+            p = posts[gid]
+            assert p is not None
+            a, b = np.searchsorted(p, (lo, hi))
+            if a < b:
+                chunk.append(_pairs_from(p, int(a), int(b), n))
+        if chunk:
+            keys, counts = np.unique(np.concatenate(chunk), return_counts=True)
+            yield keys, counts
+        lo = hi
+
+
+def _pairs_from(p: np.ndarray, a: int, b: int, n: int) -> np.ndarray:
+    """Keys of the pairs (p[x], p[y]) for a <= x < b and x < y, as p[x] * n + p[y]."""
+    rows = np.arange(a, b)
+    lengths = len(p) - 1 - rows
+    total = int(lengths.sum())
+    starts = np.cumsum(lengths) - lengths
+    cols = np.arange(total) - np.repeat(starts - rows - 1, lengths)
+    return p[np.repeat(rows, lengths)] * n + p[cols]
 
 
 def _pairs_out(names: list[str], pairs: list[tuple[int, int, float]]) -> list[dict[str, Any]]:
