@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import numpy as np
 
 from taguru_server.store.context import CONCEPT, LABEL, UNSOURCED_EXPORT, Context, _saturate
@@ -85,68 +86,87 @@ def hex16(d: int) -> str:
 PAIR_CHUNK = 4_000_000  # spelling pairs counted at once (bounds the sweep's memory)
 
 
-def lexical_twins(lex: Lexicon, dice_floor: float, deadline: float | None = None) -> list[tuple[int, int, float]]:
-    """(lower record id, higher record id, best dice) of every twin pair at or above the floor, in wire order."""
-    t_size, _lengths, df, stop = lex._views()  # also indexes pending spellings
-    n = len(t_size)
-    if n < 2:
-        return []
-    records = np.asarray(lex.records, dtype=np.int64)
-    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for keys, counts in _shared_counts(lex, df, stop, n, deadline):
-        i, j = keys // n, keys % n
-        dice = 2.0 * counts.astype(np.float64) / (t_size[i] + t_size[j]).astype(np.float64)
-        ri, rj = records[i], records[j]
-        keep = (dice >= dice_floor) & (ri != rj)
-        found.append((np.minimum(ri, rj)[keep], np.maximum(ri, rj)[keep], dice[keep]))
-    if not found:
-        return []
-    lo, hi, dice = (np.concatenate(parts) for parts in zip(*found, strict=True))
-    if not len(dice):
-        return []
-    # per record pair, the best dice: sort by (pair, -dice) and keep each pair's first row
-    order = np.lexsort((-dice, hi, lo))
-    lo, hi, dice = lo[order], hi[order], dice[order]
-    first = np.ones(len(lo), dtype=bool)
-    first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-    best = list(zip(lo[first].tolist(), hi[first].tolist(), dice[first].tolist(), strict=True))
-    best.sort(key=lambda t: (-t[2], t[0], t[1]))
-    return best
+@attrs.frozen
+class SpellingIndex:
+    """A copy of what the lexical sweep reads from one namespace's spelling index (safe off the event loop)."""
 
+    t_size: np.ndarray  # non-stop bigrams per spelling
+    df: np.ndarray  # live spellings per bigram
+    stop: int
+    posts: list[np.ndarray | None]  # per bigram: its live spellings, ascending (None: fewer than two)
+    grams: np.ndarray  # every spelling's distinct bigrams, flat
+    ptr: np.ndarray
+    records: np.ndarray  # per spelling: its record id
 
-def _shared_counts(
-    lex: Lexicon, df: np.ndarray, stop: int, n: int, deadline: float | None
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Blocks of (pair keys i*n + j with i < j, shared non-stop bigrams) over every pair of live spellings that
-    share one; the blocks split the first spelling's id range, so no pair appears in two blocks."""
-    posts = [np.frombuffer(p, dtype=np.int32).astype(np.int64) if len(p) >= 2 else None for p in lex.gram_post]
-    usable = np.array([p is not None for p in posts], dtype=bool) & (df <= stop)
-    later = np.zeros(n, dtype=np.int64)  # per spelling: pairs it opens with later spellings
-    for gid in np.flatnonzero(usable).tolist():
-        p = posts[gid]
-        assert p is not None
-        later[p] += len(p) - 1 - np.arange(len(p))
-    csum = np.cumsum(later)
-    grams = np.frombuffer(lex.entry_grams, dtype=np.int32) if len(lex.entry_grams) else np.zeros(0, np.int32)
-    ptr = np.frombuffer(lex.entry_ptr, dtype=np.int64)
-    lo = 0
-    while lo < n:
-        _check(deadline)
-        base = csum[lo - 1] if lo else 0
-        hi = max(int(np.searchsorted(csum, base + PAIR_CHUNK, side="right")), lo + 1)
-        hi = min(hi, n)
-        gids = np.unique(grams[ptr[lo] : ptr[hi]])
-        chunk: list[np.ndarray] = []
-        for gid in gids[usable[gids]].tolist():
+    @classmethod
+    def of(cls, lex: Lexicon) -> SpellingIndex:
+        t_size, _lengths, df, stop = lex._views()  # also indexes pending spellings
+        return cls(
+            t_size,
+            df,
+            stop,
+            [np.frombuffer(p, dtype=np.int32).astype(np.int64) if len(p) >= 2 else None for p in lex.gram_post],
+            np.array(lex.entry_grams, dtype=np.int32),
+            np.array(lex.entry_ptr, dtype=np.int64),
+            np.asarray(lex.records, dtype=np.int64),
+        )
+
+    def twins(self, dice_floor: float, deadline: float | None = None) -> list[tuple[int, int, float]]:
+        """(lower record id, higher record id, best dice) of every twin pair at or above the floor, in wire order."""
+        n = len(self.t_size)
+        if n < 2:
+            return []
+        t_size, records = self.t_size, self.records
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for keys, counts in self._shared_counts(n, deadline):
+            i, j = keys // n, keys % n
+            dice = 2.0 * counts.astype(np.float64) / (t_size[i] + t_size[j]).astype(np.float64)
+            ri, rj = records[i], records[j]
+            keep = (dice >= dice_floor) & (ri != rj)
+            found.append((np.minimum(ri, rj)[keep], np.maximum(ri, rj)[keep], dice[keep]))
+        if not found:
+            return []
+        lo, hi, dice = (np.concatenate(parts) for parts in zip(*found, strict=True))
+        if not len(dice):
+            return []
+        # per record pair, the best dice: sort by (pair, -dice) and keep each pair's first row
+        order = np.lexsort((-dice, hi, lo))
+        lo, hi, dice = lo[order], hi[order], dice[order]
+        first = np.ones(len(lo), dtype=bool)
+        first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
+        best = list(zip(lo[first].tolist(), hi[first].tolist(), dice[first].tolist(), strict=True))
+        best.sort(key=lambda t: (-t[2], t[0], t[1]))
+        return best
+
+    def _shared_counts(self, n: int, deadline: float | None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Blocks of (pair keys i*n + j with i < j, shared non-stop bigrams) over every pair of live spellings
+        sharing one; the blocks split the first spelling's id range, so no pair appears in two blocks."""
+        posts = self.posts
+        usable = np.array([p is not None for p in posts], dtype=bool) & (self.df <= self.stop)
+        later = np.zeros(n, dtype=np.int64)  # per spelling: pairs it opens with later spellings
+        for gid in np.flatnonzero(usable).tolist():
             p = posts[gid]
             assert p is not None
-            a, b = np.searchsorted(p, (lo, hi))
-            if a < b:
-                chunk.append(_pairs_from(p, int(a), int(b), n))
-        if chunk:
-            keys, counts = np.unique(np.concatenate(chunk), return_counts=True)
-            yield keys, counts
-        lo = hi
+            later[p] += len(p) - 1 - np.arange(len(p))
+        csum = np.cumsum(later)
+        grams, ptr = self.grams, self.ptr
+        lo = 0
+        while lo < n:
+            _check(deadline)
+            base = csum[lo - 1] if lo else 0
+            hi = min(max(int(np.searchsorted(csum, base + PAIR_CHUNK, side="right")), lo + 1), n)
+            gids = np.unique(grams[ptr[lo] : ptr[hi]])
+            chunk: list[np.ndarray] = []
+            for gid in gids[usable[gids]].tolist():
+                p = posts[gid]
+                assert p is not None
+                a, b = np.searchsorted(p, (lo, hi))
+                if a < b:
+                    chunk.append(_pairs_from(p, int(a), int(b), n))
+            if chunk:
+                keys, counts = np.unique(np.concatenate(chunk), return_counts=True)
+                yield keys, counts
+            lo = hi
 
 
 def _pairs_from(p: np.ndarray, a: int, b: int, n: int) -> np.ndarray:
@@ -159,21 +179,63 @@ def _pairs_from(p: np.ndarray, a: int, b: int, n: int) -> np.ndarray:
     return p[np.repeat(rows, lengths)] * n + p[cols]
 
 
-def _pairs_out(names: list[str], pairs: list[tuple[int, int, float]]) -> list[dict[str, Any]]:
-    return [{"a": names[a], "b": names[b], "score": d} for a, b, d in pairs]
+def lexical_twins(lex: Lexicon, dice_floor: float, deadline: float | None = None) -> list[tuple[int, int, float]]:
+    """§4.1.1 over one namespace, in place."""
+    return SpellingIndex.of(lex).twins(dice_floor, deadline)
 
 
 # ----- the semantic half (§4.1.2, §4.1.3) --------------------------------------------------
 
 
-def _sequential_gram(matrix: np.ndarray) -> np.ndarray:
-    """Every pairwise dot product of the rows, accumulated element by element in f32 (the wire's scores)."""
-    n, width = matrix.shape
-    acc = np.zeros((n, n), dtype=np.float32)
-    for k in range(width):
-        col = matrix[:, k]
-        acc += np.multiply.outer(col, col).astype(np.float32)
-    return acc
+@attrs.frozen
+class NameVectors:
+    """One namespace's stored name vectors sorted by name (a copy), or the note that skips it."""
+
+    names: list[str]
+    matrix: np.ndarray
+    note: str | None = None
+
+    @classmethod
+    def of(cls, ctx: Context, kind: int) -> NameVectors:
+        store = ctx.vectors.glosses
+        assert store is not None
+        table = store.concepts if kind == CONCEPT else store.labels
+        names = sorted(table.rows)
+        if len(names) > SEMANTIC_MAX_NAMES:
+            return cls([], np.zeros((0, 0), np.float32), TOO_MANY_NAMES_NOTE)
+        if not names:
+            return cls([], np.zeros((0, 0), np.float32))
+        return cls(names, np.vstack([table.rows[n] for n in names]).astype(np.float32))
+
+    def pairs(self, cosine_floor: float, deadline: float | None) -> list[tuple[float, str, str]]:
+        """The best 100 pairs (score, a, b) with the f32 sequential dot product at or over the floor.
+
+        A BLAS product picks the candidates; its error and the sequential sum's are each within
+        width * 2^-24 * |x||y| of the exact value, so every pair that can reach the floor or the
+        top 100 is re-scored exactly (component by component in f32) before anything is decided."""
+        n = len(self.names)
+        if n < 2:
+            return []
+        m = self.matrix
+        width = m.shape[1]
+        top = float(np.max(np.sum(m.astype(np.float64) ** 2, axis=1)))
+        margin = 2.2 * width * 2.0**-24 * top + 1e-12
+        upper = np.triu_indices(n, 1)
+        approx = (m @ m.T)[upper]
+        floor = np.float32(cosine_floor)
+        near = approx >= float(floor) - margin
+        if int(near.sum()) > SEMANTIC_MAX_PAIRS:
+            kth = np.partition(approx[near], -SEMANTIC_MAX_PAIRS)[-SEMANTIC_MAX_PAIRS]
+            near &= approx >= kth - 2 * margin
+        i, j = upper[0][near], upper[1][near]
+        exact = np.zeros(len(i), dtype=np.float32)
+        for k in range(width):
+            if k % 64 == 0:
+                _check(deadline)
+            exact += m[i, k] * m[j, k]  # float32 in, float32 out: one rounding per product and per addition
+        keep = exact >= floor
+        order = sorted(zip((-exact[keep]).tolist(), i[keep].tolist(), j[keep].tolist(), strict=True))
+        return [(-negative, self.names[a], self.names[b]) for negative, a, b in order[:SEMANTIC_MAX_PAIRS]]
 
 
 def _related(ctx: Context, kind: int, a: str, b: str) -> bool:
@@ -193,66 +255,79 @@ def _related(ctx: Context, kind: int, a: str, b: str) -> bool:
     return any(ctx.e_s[e] in subjects for e in ctx.label_edges[y] if ctx.e_cnt[e] > 0)
 
 
-def semantic_twins(
-    ctx: Context, kind: int, cosine_floor: float, deadline: float | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    """The gloss-vector pairs of one namespace and the note it leaves (None when it ran cleanly)."""
-    store = ctx.vectors.glosses
-    assert store is not None
-    table = store.concepts if kind == CONCEPT else store.labels
-    names = sorted(table.rows)
-    if len(names) > SEMANTIC_MAX_NAMES:
-        return [], TOO_MANY_NAMES_NOTE
-    if len(names) < 2:
-        return [], None
-    _check(deadline)
-    matrix = np.vstack([table.rows[n] for n in names]).astype(np.float32)
-    gram = _sequential_gram(matrix)
-    floor = np.float32(cosine_floor)
-    i_idx, j_idx = np.nonzero(np.triu(gram >= floor, k=1))
-    found = [(float(gram[i, j]), names[i], names[j]) for i, j in zip(i_idx.tolist(), j_idx.tolist(), strict=True)]
-    found.sort(key=lambda t: (-t[0], t[1], t[2]))
-    kept = [t for t in found[:SEMANTIC_MAX_PAIRS] if not _related(ctx, kind, t[1], t[2])]
-    return [{"a": a, "b": b, "score": F32(s)} for s, a, b in kept], None
+@attrs.frozen
+class Twins:
+    """What the twin sweeps found: per namespace, lexical (ids) and semantic (names, unfiltered) pairs, and the note."""
+
+    lexical: dict[int, list[tuple[int, int, float]]]
+    semantic: dict[int, list[tuple[float, str, str]]]
+    note: str | None
 
 
-def semantic_half(
-    ctx: Context, kinds: Iterable[int], cosine_floor: float, deadline: float | None, vectors: bool
-) -> tuple[dict[int, list[dict[str, Any]]], str | None]:
-    """Per namespace, the semantic pairs; and `semantic_note` (each later note replaces an earlier one)."""
-    out: dict[int, list[dict[str, Any]]] = {k: [] for k in kinds}
-    if not vectors or ctx.vectors.glosses is None:
-        return out, NO_VECTORS_NOTE
-    note: str | None = None
-    for kind in out:
-        try:
-            out[kind], kind_note = semantic_twins(ctx, kind, cosine_floor, deadline)
-        except Expired:
-            return out, CUT_SHORT_NOTE
-        if kind_note is not None:
-            note = kind_note
-    return out, note
+@attrs.frozen
+class TwinSweep:
+    """The twin sweeps of one context: prepared on the event loop (copies), run anywhere, finished on the loop."""
+
+    kinds: tuple[int, ...]
+    lexical: tuple[SpellingIndex, ...]
+    vectors: tuple[NameVectors, ...] | None  # None: no gloss vectors serve
+
+    @classmethod
+    def prepare(cls, ctx: Context, kinds: tuple[int, ...], vectors: bool) -> TwinSweep:
+        served = vectors and ctx.vectors.glosses is not None
+        return cls(
+            kinds,
+            tuple(SpellingIndex.of(ctx.lexicons[k]) for k in kinds),
+            tuple(NameVectors.of(ctx, k) for k in kinds) if served else None,
+        )
+
+    def run(self, dice_floor: float, cosine_floor: float, deadline: float | None) -> Twins:
+        """Raises Expired when the budget runs out in the lexical half; the semantic half notes it instead."""
+        lexical = {k: idx.twins(dice_floor, deadline) for k, idx in zip(self.kinds, self.lexical, strict=True)}
+        semantic: dict[int, list[tuple[float, str, str]]] = {k: [] for k in self.kinds}
+        if deadline is not None and time.monotonic() > deadline:
+            return Twins(lexical, semantic, EXPIRED_NOTE)
+        if self.vectors is None:
+            return Twins(lexical, semantic, NO_VECTORS_NOTE)
+        note: str | None = None
+        for kind, names in zip(self.kinds, self.vectors, strict=True):
+            if names.note is not None:
+                note = names.note
+                continue
+            try:
+                semantic[kind] = names.pairs(cosine_floor, deadline)
+            except Expired:
+                return Twins(lexical, semantic, CUT_SHORT_NOTE)
+        return Twins(lexical, semantic, note)
 
 
-def vocabulary(
-    ctx: Context, dice_floor: float, cosine_floor: float, deadline: float | None, vectors: bool
-) -> dict[str, Any]:
-    """The §4.2 result; raises Expired when the budget runs out during the lexical half."""
-    concepts = lexical_twins(ctx.lexicons[CONCEPT], dice_floor, deadline)
-    labels = lexical_twins(ctx.lexicons[LABEL], dice_floor, deadline)
-    out: dict[str, Any] = {
-        "lexical_concepts": _pairs_out(ctx.concepts, concepts),
-        "lexical_labels": _pairs_out(ctx.labels, labels),
+def semantic_out(ctx: Context, kind: int, found: Twins) -> list[dict[str, Any]]:
+    """The semantic pairs of one namespace on the wire, related pairs removed (read on the loop)."""
+    return [
+        {"a": a, "b": b, "score": F32(score)} for score, a, b in found.semantic[kind] if not _related(ctx, kind, a, b)
+    ]
+
+
+def sweep(
+    ctx: Context, kinds: tuple[int, ...], dice_floor: float, cosine_floor: float, deadline: float | None, vectors: bool
+) -> Twins:
+    """The twin sweeps in place (tests, and callers with nothing else to serve meanwhile)."""
+    return TwinSweep.prepare(ctx, kinds, vectors).run(dice_floor, cosine_floor, deadline)
+
+
+def vocabulary(ctx: Context, found: Twins) -> dict[str, Any]:
+    """The §4.2 result from a sweep of both namespaces."""
+    return {
+        "lexical_concepts": _pairs_out(ctx.concepts, found.lexical[CONCEPT]),
+        "lexical_labels": _pairs_out(ctx.labels, found.lexical[LABEL]),
+        "semantic_concepts": semantic_out(ctx, CONCEPT, found),
+        "semantic_labels": semantic_out(ctx, LABEL, found),
+        "semantic_note": found.note,
     }
-    if deadline is not None and time.monotonic() > deadline:
-        sem: dict[int, list[dict[str, Any]]] = {CONCEPT: [], LABEL: []}
-        note: str | None = EXPIRED_NOTE
-    else:
-        sem, note = semantic_half(ctx, (CONCEPT, LABEL), cosine_floor, deadline, vectors)
-    out["semantic_concepts"] = sem[CONCEPT]
-    out["semantic_labels"] = sem[LABEL]
-    out["semantic_note"] = note
-    return out
+
+
+def _pairs_out(names: list[str], pairs: list[tuple[int, int, float]]) -> list[dict[str, Any]]:
+    return [{"a": names[a], "b": names[b], "score": d} for a, b, d in pairs]
 
 
 # ----- drift (§4.3) ----------------------------------------------------------------------------
@@ -387,21 +462,11 @@ def _merge_candidate(
     return (-overlap, -score, a, b), candidate
 
 
-def merge_section(
-    ctx: Context,
-    dice_floor: float,
-    cosine_floor: float,
-    limit: int,
-    cap: int,
-    deadline: float | None,
-    vectors: bool,
-) -> dict[str, Any]:
+def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: float | None) -> dict[str, Any]:
     pairs: list[tuple[str, str, str, float]] = [
-        (ctx.concepts[a], ctx.concepts[b], "lexical", d)
-        for a, b, d in lexical_twins(ctx.lexicons[CONCEPT], dice_floor, deadline)
+        (ctx.concepts[a], ctx.concepts[b], "lexical", d) for a, b, d in found.lexical[CONCEPT]
     ]
-    sem, note = semantic_half(ctx, (CONCEPT,), cosine_floor, deadline, vectors)
-    pairs.extend((p["a"], p["b"], "semantic", float(p["score"])) for p in sem[CONCEPT])
+    pairs.extend((p["a"], p["b"], "semantic", float(p["score"])) for p in semantic_out(ctx, CONCEPT, found))
     seen: set[tuple[str, str]] = set()
     ranked: list[tuple[tuple[float, float, str, str], dict[str, Any]]] = []
     for i, (a, b, tier, score) in enumerate(pairs):
@@ -414,8 +479,8 @@ def merge_section(
         ranked.append(_merge_candidate(ctx, a, b, tier, score, cap))
     ranked.sort(key=lambda kc: kc[0])
     out: dict[str, Any] = {"total": len(ranked), "candidates": [c for _k, c in ranked[:limit]]}
-    if note is not None:
-        out["semantic_note"] = note
+    if found.note is not None:
+        out["semantic_note"] = found.note
     return out
 
 
@@ -566,11 +631,16 @@ def consolidation(
     floor_secs: int = 0,
     deadline: float | None = None,
     vectors: bool = False,
+    twins: Twins | None = None,
 ) -> dict[str, Any]:
-    """The §4.4 result with the requested sections; raises Expired past the budget."""
+    """The §4.4 result with the requested sections; raises Expired past the budget.
+
+    `twins` is the concept sweep when the caller ran it already (off the event loop)."""
     out: dict[str, Any] = {"detector": DETECTOR}
     if "merge" in checks:
-        out["merge"] = merge_section(ctx, dice_floor, cosine_floor, limit, evidence_cap, deadline, vectors)
+        if twins is None:
+            twins = sweep(ctx, (CONCEPT,), dice_floor, cosine_floor, deadline, vectors)
+        out["merge"] = merge_section(ctx, twins, limit, evidence_cap, deadline)
     times = effective_times(ctx) if checks & {"contradiction", "staleness"} else {}
     if "contradiction" in checks:
         out["contradiction"] = contradiction_section(ctx, limit, times, deadline)

@@ -95,7 +95,7 @@ def test_lexical_twins_equal_the_plain_sweep(seed: int) -> None:
             got = audits.lexical_twins(ctx.lexicons[kind], floor)
             assert got == plain_twins(spellings, floor), (seed, kind, floor)
     # the wire answer names the lower (earlier-interned) id first
-    found = audits.vocabulary(ctx, 0.5, 0.6, None, vectors=False)
+    found = audits.vocabulary(ctx, audits.sweep(ctx, (CONCEPT, LABEL), 0.5, 0.6, None, vectors=False))
     want = [
         {"a": ctx.concepts[a], "b": ctx.concepts[b], "score": d}
         for a, b, d in plain_twins(spellings_of(ctx, CONCEPT), 0.5)
@@ -138,12 +138,15 @@ def test_semantic_twins_equal_the_plain_sweep(seed: int) -> None:
         return out
 
     ctx.vectors.glosses = GlossStore("m", 4, table(ctx.concepts), table(ctx.labels))
+    boundary = plain_semantic(ctx, CONCEPT, 0.0)
+    edges = [boundary[k][2] for k in (0, len(boundary) // 2, len(boundary) - 1)] if boundary else []
     for kind in (CONCEPT, LABEL):
-        for floor in (0.6, 0.95):
-            got, note = audits.semantic_twins(ctx, kind, floor, None)
-            assert note is None
+        for floor in (0.6, 0.95, *edges):  # floors equal to a pair's own score keep that pair
+            found = audits.sweep(ctx, (kind,), 0.6, floor, None, vectors=True)
+            assert found.note is None
+            got = audits.semantic_out(ctx, kind, found)
             assert [(p["a"], p["b"], float(p["score"])) for p in got] == plain_semantic(ctx, kind, floor)
-    found = audits.vocabulary(ctx, 0.6, 0.6, None, vectors=True)
+    found = audits.vocabulary(ctx, audits.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
     assert found["semantic_note"] is None
     merge = audits.consolidation(ctx, {"merge"}, vectors=True)["merge"]
     assert "semantic_note" not in merge
@@ -156,7 +159,7 @@ def test_a_namespace_over_the_semantic_ceiling_is_skipped_with_its_note() -> Non
     ctx = random_context(random.Random(1), 10)
     big = GlossTable(rows={f"n{i}": unit([1.0, float(i)]) for i in range(audits.SEMANTIC_MAX_NAMES + 1)})
     ctx.vectors.glosses = GlossStore("m", 2, big, GlossTable())
-    found = audits.vocabulary(ctx, 0.6, 0.6, None, vectors=True)
+    found = audits.vocabulary(ctx, audits.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
     assert found["semantic_concepts"] == [] and found["semantic_note"] == audits.TOO_MANY_NAMES_NOTE
 
 

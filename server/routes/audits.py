@@ -4,11 +4,13 @@ Vocabulary and consolidation audits hold a heavy-operation permit from before th
 read (`middleware.heavy_before_body`) to the end of the handler; the drift audit takes one
 only for its twin sweep, after its own sweeps. In-process calls (MCP tools) take it at the
 start of the handler. The sweeps run on the event loop over the live context, checking the
-request's deadline as they go.
+request's deadline as they go; the twin sweeps (the expensive part) run in a worker thread over
+copies of the spelling index and name vectors, so the event loop keeps serving meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from taguru_server.server.errors import malformed
 from taguru_server.server.routes.common import count_read, heavy_limit
 from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, AppState
 from taguru_server.store import audits
-from taguru_server.store.context import Context
+from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError
 
 BEFORE_START = (
@@ -150,12 +152,18 @@ def floors(args: dict[str, Any]) -> tuple[float, float]:
     return audits.clamp01(args["dice_floor"]), audits.clamp01(args["cosine_floor"])
 
 
-def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str, Any]) -> audits.Twins:
+    """The twin sweeps over copies of the spelling index and name vectors, in a worker thread."""
     dice, cosine = floors(args)
+    work = audits.TwinSweep.prepare(ctx, kinds, vectors_serve(call, ctx))
     try:
-        return audits.vocabulary(ctx, dice, cosine, call.deadline, vectors_serve(call, ctx))
+        return await asyncio.to_thread(work.run, dice, cosine, call.deadline)
     except audits.Expired:
         raise mid_scan() from None
+
+
+async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+    return audits.vocabulary(ctx, await sweep(call, ctx, (CONCEPT, LABEL), args))
 
 
 # ----- handlers ----------------------------------------------------------------------------
@@ -167,7 +175,7 @@ async def vocabulary_audit(call: Call) -> Any:
         args = optional_body(VOCABULARY_AUDIT, call.body)
         before_start(call)
         ctx = call.context()
-        return twins(call, ctx, args)
+        return await twins(call, ctx, args)
 
 
 async def drift_audit(call: Call) -> Any:
@@ -184,7 +192,7 @@ async def drift_audit(call: Call) -> Any:
     found = None
     if args["include_twins"]:
         with permit(call.app_state):
-            found = twins(call, ctx, args)
+            found = await twins(call, ctx, args)
     count_read(ctx, False)
     return {
         "total": total,
@@ -217,18 +225,16 @@ async def consolidation_audit(call: Call) -> Any:
         sections = checked_sections(args["checks"])
         before_start(call)
         ctx = call.context()
-        dice, cosine = floors(args)
+        found = await sweep(call, ctx, (CONCEPT,), args) if "merge" in sections else None
         try:
             return audits.consolidation(
                 ctx,
                 sections,
                 limit=args["limit"],
                 evidence_cap=args["evidence_cap"],
-                dice_floor=dice,
-                cosine_floor=cosine,
                 floor_secs=args["floor_secs"],
                 deadline=call.deadline,
-                vectors=vectors_serve(call, ctx),
+                twins=found,
             )
         except audits.Expired:
             raise mid_scan() from None

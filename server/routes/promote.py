@@ -16,7 +16,7 @@ from taguru_server.server.errors import malformed
 from taguru_server.server.routes import audits as audit_routes
 from taguru_server.store import audits
 from taguru_server.store import promote as moves
-from taguru_server.store.context import Context
+from taguru_server.store.context import CONCEPT, Context
 from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.registry import CommitFailed
 
@@ -89,7 +89,7 @@ def _contexts(call: Call, name: str, into: str) -> tuple[Context, Context]:
     return scratch, target
 
 
-def _epilogue(call: Call, into: str) -> dict[str, Any]:
+async def _epilogue(call: Call, into: str) -> dict[str, Any]:
     """The destination's default consolidation audit, or the reason it was skipped."""
     if not audit_routes.try_permit(call.app_state):
         return {"audit_skipped": "overloaded"}
@@ -97,11 +97,9 @@ def _epilogue(call: Call, into: str) -> dict[str, Any]:
         ctx = call.registry.get(into)
         if ctx is None:
             return {"audit_skipped": "no_context"}
-        found = audits.consolidation(
-            ctx, set(audits.CHECKS), deadline=call.deadline, vectors=audit_routes.vectors_serve(call, ctx)
-        )
-        return {"audit": found}
-    except audits.Expired:
+        twins = await audit_routes.sweep(call, ctx, (CONCEPT,), {"dice_floor": None, "cosine_floor": None})
+        return {"audit": audits.consolidation(ctx, set(audits.CHECKS), deadline=call.deadline, twins=twins)}
+    except (audits.Expired, ApiError):  # the sweep's only refusal is its mid-scan 408
         return {"audit_skipped": "deadline_exceeded"}
     except Exception:  # the batches are durable already: a failing read only loses the audit
         return {"audit_skipped": "unavailable"}
@@ -142,7 +140,7 @@ async def promote(call: Call) -> Any:
     outcomes = moves.apply(call.registry, into, batches, dry_run=dry_run, deadline=call.deadline, commit=commit)
     result: dict[str, Any] = {"batches": outcomes, "aliases_dropped": dropped}
     if not dry_run and args["audit"] is not False:
-        result.update(_epilogue(call, into))
+        result.update(await _epilogue(call, into))
     return result
 
 
