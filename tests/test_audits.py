@@ -591,3 +591,36 @@ async def test_scoped_keys(settings_factory) -> None:
     finally:
         await session.close()
         await server.close()
+
+
+@pytest.mark.anyio
+async def test_the_semantic_half_with_gloss_vectors(settings_factory) -> None:
+    from fake_embedder import FRUITY, FakeEmbedder, table
+    from test_semantic_lanes import serving
+
+    async with serving(settings_factory, FakeEmbedder(table(FRUITY))) as client:
+        await client.ok("PUT", "/contexts/fruit", content_type=None)
+        await client.ok(
+            "POST",
+            "/contexts/fruit/associations",
+            [
+                {"subject": "りんご", "label": "色", "object": "赤", "weight": 1.0},
+                {"subject": "アップル", "label": "色", "object": "赤", "weight": 1.0},
+                {"subject": "みかん", "label": "色", "object": "橙", "weight": 1.0},
+            ],
+        )
+        before = (await client.ok("POST", "/contexts/fruit/vocabulary/audit", raw=b""))["result"]
+        assert (
+            before["semantic_note"] == load_fixture("http", "vocabulary_audit")["response"]["result"]["semantic_note"]
+        )
+        await client.ok("POST", "/contexts/fruit/embeddings/refresh", raw=b"")
+        after = (await client.ok("POST", "/contexts/fruit/vocabulary/audit", raw=b""))["result"]
+        assert after["semantic_note"] is None
+        pairs = {(p["a"], p["b"]): p["score"] for p in after["semantic_concepts"]}
+        assert pairs[("りんご", "アップル")] == pytest.approx(0.96, abs=1e-6)
+        merge = (await client.ok("POST", "/contexts/fruit/consolidation/audit", {"checks": ["merge"]}))["result"][
+            "merge"
+        ]
+        assert "semantic_note" not in merge
+        apple = next(c for c in merge["candidates"] if {c["a"], c["b"]} == {"りんご", "アップル"})
+        assert apple["tier"] == "semantic" and apple["overlap"] == 1.0
