@@ -281,14 +281,21 @@ def _run_offline(registry: Any, batches: list[Any], dry_run: bool) -> list[dict[
     """One stream into the store; a shared store (other processes may write it) in one write section."""
     import asyncio
 
+    from taguru_server.store.group_import import restore_groups
     from taguru_server.store.importer import run_import
 
+    def both(commit_every: int) -> list[dict[str, Any]]:
+        outcomes = run_import(registry, batches, dry_run=dry_run, commit_every=commit_every)
+        if not dry_run:  # the stream's group records, after every batch (a parsed stream carries them)
+            restore_groups(registry, getattr(batches, "groups", []), len(outcomes))
+        return outcomes
+
     if not registry.shared:
-        return run_import(registry, batches, dry_run=dry_run, commit_every=2000)
+        return both(2000)
 
     async def locked() -> list[dict[str, Any]]:
         async with registry.write_section(deadline=float("inf")):
-            return run_import(registry, batches, dry_run=dry_run, commit_every=len(batches) + 1)
+            return both(len(batches) + 1)
 
     return asyncio.run(locked())
 

@@ -388,7 +388,7 @@ class Spec:
                     raise _Refusal(path + (f.name,), f"duplicate field `{f.alias_of}`")
                 out[f.alias_of] = out[f.name]
         for name in aliased:
-            if out[name] is None:
+            if out[name] is None and any(f.required for f in self.fields if f.name == name):
                 raise _Refusal(path, f"missing field `{name}`", "close")
         return out
 

@@ -12,7 +12,7 @@ from multidict import CIMultiDict
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Call, Handler, parse_query_string
 from taguru_server.server.errors import error_body, status_of
-from taguru_server.server.reply import Reply, ok_body, render
+from taguru_server.server.reply import Raw, Reply, ok_body, render
 from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize
 from taguru_server.server.state import (
     BODY_KEY,
@@ -93,6 +93,8 @@ def in_process(app: web.Application) -> Dispatch:
                 app_state=AppState(app),
             )
             result = await run_routed(call, match.role, handler)
+            if isinstance(result, Raw):  # a body that is not enveloped (a group's export line)
+                return result.status, result.body
             if isinstance(result, Reply):
                 result = result.result
             return 200, dumps_bytes(ok_body(result, time.perf_counter() - started))

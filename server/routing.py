@@ -17,10 +17,13 @@ from taguru_server.server.routes import (
     audits,
     communities,
     contexts,
+    cross,
     embeddings,
+    explain,
     export,
     feed,
     graph,
+    groups,
     passages,
     promote,
 )
@@ -32,9 +35,12 @@ UNMATCHED = "<unmatched>"
 # table; its request and result shapes into `schemas.ROUTE_SHAPES`, which the document is built from.
 ROUTES: list[Route] = [
     *contexts.ROUTES,
+    *groups.ROUTES,
+    *cross.ROUTES,
     *graph.ROUTES,
     *passages.ROUTES,
     *graph.LANE_ROUTES,
+    *explain.ROUTES,
     *feed.ROUTES,
     *embeddings.ROUTES,
     Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
@@ -122,6 +128,6 @@ def authorize(principal: Principal, method: str, match: Match, uri: str) -> Hand
         if match.path_matched:
             raise ApiError("method_not_allowed", f"{method} is not supported on {uri}; GET /protocol lists the API")
         raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API")
-    if match.name is not None:
+    if match.name is not None and match.template not in groups.GROUP_TEMPLATES:  # `{name}` is a group there
         principal.require_grant(match.name)
     return match.handler

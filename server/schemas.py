@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from taguru_server.server import (
+    explain_wire,
+    group_shapes,  # its request specs join PUBLISHED on import
+)
 from taguru_server.server.audit_schemas import AUDIT_COMPONENTS
 from taguru_server.server.decode import ALIASES, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
@@ -262,7 +266,16 @@ COMPONENTS: dict[str, Any] = {
             "schema_violations": INT,
         }
     ),
-    "ImportResult": _obj({"batches": {"type": "array", "items": ref("ImportOutcome")}}),
+    "ImportResult": _obj(
+        {
+            "batches": {"type": "array", "items": ref("ImportOutcome")},
+            "groups": {"type": "array", "items": ref("GroupImportOutcome")},
+        },
+        ["batches"],
+    ),
+    "GroupImportOutcome": _obj(
+        {"name": STR, "outcome": {"enum": ["created", "unchanged", "replaced"]}, "contexts": INT, "groups": INT}
+    ),
     "CommunityHit": _obj(
         {
             "community": STR,
@@ -406,6 +419,7 @@ COMPONENTS["PassageStore"] = _obj(
     closed=False,
 )
 COMPONENTS[ALIASES.component_name] = ALIASES.json_schema()
+COMPONENTS.update(group_shapes.COMPONENTS)
 COMPONENTS["EmbeddingStatus"] = _obj(
     {
         "provider_model": NULL_STR,
@@ -423,6 +437,7 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     },
     ["embedded", "total"],
 )
+COMPONENTS.update(explain_wire.COMPONENTS)
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
@@ -476,7 +491,9 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/live"): (None, "text"),
     ("GET", "/metrics"): (None, "metrics"),
     ("GET", "/openapi.json"): (None, "openapi"),
+    **group_shapes.ROUTE_SHAPES,
 }
+ROUTE_SHAPES.update(explain_wire.ROUTE_SHAPES)
 
 
 def result_schema(shape: str) -> dict[str, Any]:
@@ -519,7 +536,9 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
                     "in": "path",
                     "required": True,
                     "schema": STR,
-                    "description": "context name, one percent-encoded path segment",
+                    "description": "group name, one percent-encoded path segment"
+                    if template.startswith("/groups/")
+                    else "context name, one percent-encoded path segment",
                 }
             ]
         if request == "jsonl":

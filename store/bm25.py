@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,15 @@ ZERO = F(0.0)
 
 BULK_CHUNK = 4096  # documents tokenized per numpy pass
 CACHE_POSTINGS = 8_000_000  # per-term contribution arrays kept before the cache is dropped
+
+
+class TermStat(NamedTuple):
+    """One query term against one document: tf there, df corpus-wide, idf, and its score addend (f32)."""
+
+    tf: np.float32
+    df: int
+    idf: np.float32
+    contribution: np.float32
 
 
 class _Segment:
@@ -246,10 +256,8 @@ class Bm25Index:
                     if not keep.all():
                         docs, tfs = docs[keep], tfs[keep]
                 if len(docs):
-                    big_n = F(self.n_live)
                     avgdl = F(max(self.total_len / self.n_live, 1.0))
-                    nt = F(self.df[t])
-                    idf = F(math.log(float(ONE + (big_n - nt + HALF) / (nt + HALF))))
+                    idf = self._idf(int(self.df[t]))
                     dl = self._lens[docs]
                     c = (idf * (tfs * K1_PLUS_1)) / (tfs + K1 * (ONE_MINUS_B + (B * dl) / avgdl))
                     entry = (docs, c, float(c.max()))
@@ -260,6 +268,48 @@ class Bm25Index:
         if entry is not None:
             self._cache_size += len(entry[0])
         return entry
+
+    def _idf(self, n_t: int) -> np.float32:
+        """§9.2's idf of a term held by `n_t` live paragraphs (f32 operations, the platform log)."""
+        big_n = F(self.n_live)
+        nt = F(n_t)
+        return F(math.log(float(ONE + (big_n - nt + HALF) / (nt + HALF))))
+
+    def _tf(self, t: int, doc: int) -> np.float32:
+        """How often term id `t` occurs in one sealed document (0 when it does not)."""
+        for seg in (self._main, self._delta):
+            found = seg.postings(t) if seg is not None else None
+            if found is None:
+                continue
+            docs, tfs = found
+            pos = int(np.searchsorted(docs, doc))
+            if pos < len(docs) and docs[pos] == doc:
+                return F(tfs[pos])
+        return ZERO
+
+    def explain(self, query: list[str], doc: int | None) -> list[TermStat]:
+        """Per query term, in order: its tf in `doc`, df, idf and the addend a search gives `doc` (f32).
+
+        The addend is read from the very array the search sums, so the f32 sum of the addends in
+        query-term order is bit-equal to the document's search score."""
+        self.seal()
+        out = []
+        for term in query:
+            t = self.term_id.get(term)
+            df = int(self.df[t]) if t is not None and t < len(self.df) else 0
+            if df <= 0 or t is None:
+                out.append(TermStat(ZERO, 0, ZERO, ZERO))
+                continue
+            tf = c = ZERO
+            entry = self._term(term)
+            if doc is not None and self.doc_alive[doc] and entry is not None:
+                docs, contributions, _ub = entry
+                pos = int(np.searchsorted(docs, doc))
+                if pos < len(docs) and docs[pos] == doc:
+                    c = F(contributions[pos])
+                    tf = self._tf(t, doc)
+            out.append(TermStat(tf, df, self._idf(df), c))
+        return out
 
     def search(self, query: list[str], allowed_sources: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Return (doc ids, f32 scores) of every live paragraph holding a query term."""

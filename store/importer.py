@@ -14,6 +14,7 @@ import numpy as np
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, Meta
 from taguru_server.store.errors import ApiError, Issue, timed_out
+from taguru_server.store.group_import import GroupLine, GroupParseError, parse_group_line
 from taguru_server.store.registry import Registry
 from taguru_server.store.text import WHITE_SPACE, split_paragraphs, utf8_len
 from taguru_server.store.wire import format_number, has_lone_surrogate
@@ -131,12 +132,20 @@ def _uint(n: int, rec: dict[str, Any], field: str, top: int, required: bool) -> 
     return v
 
 
-def parse_stream(data: bytes | str) -> list[Batch]:
-    """Validate a whole JSONL stream into batches, or raise ParseError naming the line."""
+class Stream(list[Batch]):
+    """A parsed stream: its batches in order, and its `taguru_group` records (applied after every batch)."""
+
+    groups: list[GroupLine]
+
+
+def parse_stream(data: bytes | str) -> Stream:
+    """Validate a whole JSONL stream into batches (and group records), or raise ParseError naming the line."""
     text = data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data
     if text.startswith("\ufeff"):
         text = text[1:]
-    batches: list[Batch] = []
+    batches = Stream()
+    batches.groups = []
+    group_names: set[str] = set()
     seen: set[tuple[str, str]] = set()
     current: Batch | None = None
     alias_seen: set[tuple[int, str]] = set()
@@ -173,8 +182,15 @@ def parse_stream(data: bytes | str) -> list[Batch]:
             alias_seen = set()
             batches.append(current)
             continue
+        if "taguru_group" in rec:  # a group record closes the batch before it
+            current = None
+            try:
+                batches.groups.append(parse_group_line(n, rec, group_names))
+            except GroupParseError as exc:
+                raise ParseError(str(exc)) from None
+            continue
         _parse_op_line(n, rec, current, alias_seen)
-    _check_paragraph_references(batches)
+    _check_paragraph_references(batches, bool(batches.groups))
     return batches
 
 
@@ -243,8 +259,8 @@ def _open_batch(n: int, rec: dict[str, Any], seen: set[tuple[str, str]]) -> Batc
 
 def _parse_op_line(n: int, rec: dict[str, Any], current: Batch | None, alias_seen: set[tuple[int, str]]) -> None:
     """Classify one non-header line and add it to the current batch."""
-    if "taguru_schema" in rec or "taguru_group" in rec:
-        raise ParseError(f"line {n}: schema and group records are not supported by this server")
+    if "taguru_schema" in rec:  # (group records are read by `parse_stream` before this)
+        raise ParseError(f"line {n}: schema records are not supported by this server")
     kind = next((_CLASS_OF[k] for k in _CLASSIFY if k in rec), None)
     if kind is None:
         raise ParseError(f"line {n}: unrecognized record: expected a batch header or an op line")
@@ -355,14 +371,14 @@ def _add_paragraph_marker(n: int, rec: dict[str, Any], current: Batch, kind: str
         current.locators.append((p, lk, lv))
 
 
-def _check_paragraph_references(batches: list[Batch]) -> None:
+def _check_paragraph_references(batches: list[Batch], has_groups: bool = False) -> None:
     """Refuse a batch that cites paragraphs without a passage, and an empty stream."""
     for b in batches:
         if b.needs_passage_line is not None and b.passage is None:
             raise ParseError(
                 f"line {b.needs_passage_line}: a paragraph reference needs a passage line in the same batch"
             )
-    if not batches:
+    if not batches and not has_groups:
         raise ParseError("empty file: expected a batch header, schema record, or group record line")
 
 

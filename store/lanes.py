@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from taguru_server.store.context import CONCEPT, Context
+from taguru_server.store.context import CONCEPT, Context, Passage
 from taguru_server.store.text import normalize, query_terms
 from taguru_server.store.vector_lane import FusedHit, LaneState, VectorQuery, classify, fuse, sweep
 from taguru_server.store.wire import F32
@@ -747,7 +747,7 @@ def passage_search(
     allowed = None
     eligible = total = None
     if filtered:
-        allowed, eligible = _eligible_sources(ctx, tags or [], since, until)
+        allowed, eligible = eligible_sources(ctx, tags or [], since, until)
         total = len(ctx.passages)
     if limit == 0:
         return PassageSearch((), ZERO_LIMIT, eligible, total)
@@ -803,7 +803,7 @@ def searched(
     assert store is not None and vq.vector is not None and state.floor is not None
     allowed = None
     if tags is not None or since is not None or until is not None:
-        mask, _n = _eligible_sources(ctx, tags or [], since, until)
+        mask, _n = eligible_sources(ctx, tags or [], since, until)
         allowed = {ctx.sources[sid] for sid in np.nonzero(mask)[0].tolist() if sid < len(ctx.sources)}
     rows = sweep(store, vq.vector, pool, state.floor, allowed)
     bm25 = [(h.source, h.paragraph, h.score) for h in found.hits]
@@ -826,20 +826,25 @@ def top_documents(ctx: Context, q_terms: list[str], limit: int, allowed: np.ndar
     return ctx.bm25.top(q_terms, limit, allowed, ctx.source_rank())
 
 
-def _eligible_sources(ctx: Context, tags: list[str], since: int | None, until: int | None) -> tuple[np.ndarray, int]:
+def passes_filter(passage: Passage, wanted: set[str], since: int | None, until: int | None) -> bool:
+    """Whether a source is eligible: any of the wanted tags (none wanted: any), its date in [since, until)."""
+    if wanted and not wanted.intersection(passage.tags):
+        return False
+    when = passage.date if passage.date is not None else passage.stored_at
+    if since is not None and (when is None or when < since):
+        return False
+    return until is None or (when is not None and when < until)
+
+
+def eligible_sources(ctx: Context, tags: list[str], since: int | None, until: int | None) -> tuple[np.ndarray, int]:
+    """The source-id mask the filter admits, and how many sources with passages it admits."""
     wanted = set(tags)
     allowed = np.zeros(max(len(ctx.sources), 1), dtype=bool)
     eligible = 0
     for sid, passage in ctx.passages.items():
-        if wanted and not wanted.intersection(passage.tags):
-            continue
-        when = passage.date if passage.date is not None else passage.stored_at
-        if since is not None and (when is None or when < since):
-            continue
-        if until is not None and (when is None or when >= until):
-            continue
-        allowed[sid] = True
-        eligible += 1
+        if passes_filter(passage, wanted, since, until):
+            allowed[sid] = True
+            eligible += 1
     return allowed, eligible
 
 

@@ -68,6 +68,12 @@ CREATE TABLE passage_vectors(
   question_hash BIGINT, vec BYTEA NOT NULL, PRIMARY KEY(ctx, ord));
 """,
     ),
+    (
+        3,  # context groups: one row per group, its record as JSON (description, member contexts, child groups)
+        """
+CREATE TABLE context_groups(name BYTEA PRIMARY KEY, body BYTEA NOT NULL);
+""",
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -339,6 +345,7 @@ COPIED_TABLES = (
     "vector_stores",
     "gloss_vectors",
     "passage_vectors",
+    "context_groups",
 )
 
 
@@ -355,7 +362,11 @@ def copy_from_sqlite(sqlite_file: str, target: PostgresPersistence, batch: int =
         db.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
         if db.execute("SELECT 1 FROM contexts LIMIT 1").fetchone():
             raise StoreRefused("the PostgreSQL store already holds contexts; copy into an empty one")
+        present = {row[0] for row in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         for table in COPIED_TABLES:
+            if table not in present:  # a store of an older format: nothing of that kind to copy
+                copied[table] = 0
+                continue
             cur = source.execute(f"SELECT * FROM {table}")
             width = len(cur.description)
             insert = f"INSERT INTO {table} VALUES({', '.join('?' * width)})"

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from taguru_server.store.context import Context, Dirty, Meta
 from taguru_server.store.errors import ApiError, StorageFailed
 from taguru_server.store.feed import FeedPage
+from taguru_server.store.groups import GroupRecord, context_renamed, without_context
 from taguru_server.store.sync import DurableRows, apply_rows
 from taguru_server.store.vectors import ContextVectors
 
@@ -29,6 +30,9 @@ class Persistence(Protocol):
     def latest_change(self) -> int: ...
     def changes_after(self, seq: int) -> tuple[int, list[tuple[int, int, dict[str, Any]]]]: ...
     def try_lock_writes(self) -> bool: ...
+    def list_groups(self) -> dict[str, GroupRecord]: ...
+    def write_groups(self, upserts: dict[str, GroupRecord], deletes: Iterable[str] = ()) -> int: ...
+    def rename_context_in_groups(self, old: str, new: str) -> int | None: ...
     def unlock_writes(self) -> None: ...
     def close(self) -> None: ...
 
@@ -57,6 +61,8 @@ class Registry:
         }
         self._loaded: dict[str, Context] = {}
         self._next_id = persistence.next_id()
+        # every group by name, as stored (a write replaces entries only once it is durable)
+        self.groups: dict[str, GroupRecord] = persistence.list_groups()
         self.write_failing = False  # the last commit failed; cleared by the next one that succeeds
         self.load_failed = False  # a context could not be read back from the store since boot
 
@@ -127,7 +133,39 @@ class Registry:
             self.write_failing = False
         self._loaded.pop(name, None)
         self._known.pop(name, None)
+        self.groups.update(without_context(self.groups, name))  # the store swept it in the same transaction
         return True
+
+    def write_groups(self, upserts: dict[str, GroupRecord], deletes: Iterable[str] = ()) -> None:
+        """Make a group change durable (one transaction), then hold it in memory; CommitFailed otherwise."""
+        gone = list(deletes)
+        try:
+            self._note_own(self.persistence.write_groups(upserts, gone))
+        except Exception as exc:
+            self.write_failing = True
+            raise CommitFailed(str(exc), _kind(exc)) from exc
+        self.write_failing = False
+        for name in gone:
+            self.groups.pop(name, None)
+        self.groups.update(upserts)
+
+    def rename_context_in_groups(self, old: str, new: str) -> None:
+        """A renamed context: every group naming `old` names `new` (durable, then in memory).
+
+        A context rename that commits in its own transaction should instead call
+        `rows.rename_in_groups` inside it and then `note_groups_changed`.
+        """
+        try:
+            self._note_own(self.persistence.rename_context_in_groups(old, new))
+        except Exception as exc:
+            self.write_failing = True
+            raise CommitFailed(str(exc), _kind(exc)) from exc
+        self.write_failing = False
+        self.groups.update(context_renamed(self.groups, old, new))
+
+    def note_groups_changed(self) -> None:
+        """Re-read the groups from the store (after a transaction that rewrote them elsewhere)."""
+        self.groups = self.persistence.list_groups()
 
     def commit(self, contexts: Iterable[Context]) -> None:
         """Make the contexts' pending changes durable, or roll memory back to the store."""
@@ -192,11 +230,9 @@ class Registry:
         if not rows:
             return
         gap = oldest > self._applied + 1
-        directory = gap
-        touched: dict[int, list[dict[str, Any]]] = {}
-        for _seq, cid, what in rows:
-            touched.setdefault(cid, []).append(what)
-            directory = directory or bool(what.get("created") or what.get("deleted"))
+        touched, directory, groups = _by_context(rows)
+        directory = directory or gap
+        groups = groups or gap
         by_cid = {ctx.cid: ctx for ctx in self._loaded.values()}
         for cid, whats in touched.items():  # deleted (and maybe recreated under the same id): forget it
             if any(w.get("deleted") for w in whats) and cid in by_cid:
@@ -214,6 +250,8 @@ class Registry:
             if ctx is None or any(w.get("deleted") for w in whats):
                 continue
             self._apply(ctx, whats)
+        if groups:
+            self.groups = self.persistence.list_groups()
         self._applied = rows[-1][0]
 
     def _apply(self, ctx: Context, whats: list[dict[str, Any]]) -> None:
@@ -245,6 +283,21 @@ class Registry:
                 yield
             finally:
                 self.persistence.unlock_writes()
+
+
+def _by_context(
+    rows: list[tuple[int, int, dict[str, Any]]],
+) -> tuple[dict[int, list[dict[str, Any]]], bool, bool]:
+    """Change-log rows by context id; whether a context was created or deleted; whether groups changed."""
+    touched: dict[int, list[dict[str, Any]]] = {}
+    directory = groups = False
+    for _seq, cid, what in rows:
+        groups = groups or bool(what.get("groups"))
+        if cid == 0:  # a group write (no context has id 0)
+            continue
+        touched.setdefault(cid, []).append(what)
+        directory = directory or bool(what.get("created") or what.get("deleted"))
+    return touched, directory, groups
 
 
 def _wanted(ctx: Context, whats: list[dict[str, Any]]) -> Dirty:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from taguru_server.store.context import Context, Dirty, Meta, Passage
 from taguru_server.store.errors import StorageFailed
 from taguru_server.store.feed import FeedPage
+from taguru_server.store.groups import GroupRecord, context_renamed, without_context
 from taguru_server.store.sync import DurableRows
 from taguru_server.store.vectors import (
     ContextVectors,
@@ -114,13 +115,56 @@ class RowStore:
                 for table in ("concepts", "labels", "sources", "aliases", "edges", "passages", "feed", *VECTOR_TABLES):
                     db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
                 db.execute("DELETE FROM feed_epochs WHERE ctx = ?", (cid,))
+                row = db.execute("SELECT name FROM contexts WHERE id = ?", (cid,)).fetchone()
                 db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
+                # no group ever names a missing member: the deletion sweeps it out in the same transaction
+                swept = _put_groups(db, without_context(_read_groups(db), row[0])) if row is not None else False
+                touched = '{"deleted":true,"groups":true}' if swept else '{"deleted":true}'
                 seq = db.execute(
-                    "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq", (cid, '{"deleted":true}')
+                    "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq", (cid, touched)
                 ).fetchone()[0]
         except self.ERRORS as exc:
             raise self._failed(exc) from exc
         return int(seq)
+
+    # ----- groups (one row each; the change log names them with context id 0) ---------------
+
+    def list_groups(self) -> dict[str, GroupRecord]:
+        """Every stored group by name."""
+        try:
+            with self._snapshot() as db:
+                return _read_groups(db)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    def write_groups(self, upserts: dict[str, GroupRecord], deletes: Iterable[str] = ()) -> int:
+        """Replace and delete groups in one transaction; returns its change-log seq."""
+        try:
+            with self._tx() as db:
+                for name in deletes:
+                    db.execute("DELETE FROM context_groups WHERE name = ?", (name,))
+                _put_groups(db, upserts)
+                return _log_groups(db)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    def rename_context_in_groups(self, old: str, new: str) -> int | None:
+        """Rewrite every group naming context `old` to name `new` (its own transaction); the seq, or None."""
+        try:
+            with self._tx() as db:
+                return rename_in_groups(db, old, new)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    def remove_context_from_groups(self, name: str) -> int | None:
+        """Sweep context `name` out of every group (its own transaction); the seq, or None when none named it."""
+        try:
+            with self._tx() as db:
+                if not _put_groups(db, without_context(_read_groups(db), name)):
+                    return None
+                return _log_groups(db)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
 
     def commit(self, contexts: Iterable[Context]) -> int | None:
         """Write what each context's dirty set names, all in one transaction; returns its last change-log seq."""
@@ -439,6 +483,40 @@ def _log_change(db: Sql, ctx: Context) -> int:
     if latest > FEED_RETAINED:
         db.execute("DELETE FROM feed WHERE ctx = ? AND seq <= ?", (ctx.cid, latest - FEED_RETAINED))
     return seq
+
+
+GROUPS_CHANGED = '{"groups":true}'
+
+
+def _read_groups(db: Sql) -> dict[str, GroupRecord]:
+    return {name: GroupRecord.from_json(body) for name, body in db.execute("SELECT name, body FROM context_groups")}
+
+
+def _put_groups(db: Sql, records: dict[str, GroupRecord]) -> bool:
+    """Upsert the given group rows; whether there were any."""
+    if records:
+        db.executemany(
+            "INSERT INTO context_groups VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET body = excluded.body",
+            [(name, record.to_json()) for name, record in sorted(records.items())],
+        )
+    return bool(records)
+
+
+def _log_groups(db: Sql) -> int:
+    """The change-log row of a group write: context id 0, which no context has; followers reload the groups."""
+    return int(
+        db.execute("INSERT INTO changes(ctx, touched) VALUES(0, ?) RETURNING seq", (GROUPS_CHANGED,)).fetchone()[0]
+    )
+
+
+def rename_in_groups(db: Sql, old: str, new: str) -> int | None:
+    """Inside a caller's transaction (a context rename): every group naming `old` now names `new`.
+
+    Returns the change-log seq of the group write, or None when no group named `old`.
+    """
+    if not _put_groups(db, context_renamed(_read_groups(db), old, new)):
+        return None
+    return _log_groups(db)
 
 
 def passage_of(text: str, stored_meta: str) -> Passage:

@@ -18,7 +18,8 @@ APPLICATION_ID = 0x54414755
 # `PRAGMA user_version`: the store format; 0 is a store written before formats were recorded.
 # 2 added the change log (`changes`), the change feed (`feed`) and its epochs (`feed_epochs`).
 # 3 added the embedding vectors (`vector_stores`, `gloss_vectors`, `passage_vectors`).
-FORMAT_VERSION = 3
+# 4 added context groups (`context_groups`).
+FORMAT_VERSION = 4
 BUSY_TIMEOUT_MS = 5000  # how long a statement waits for another process's write lock (several workers)
 # the store's identity, also kept beside the database: a deleted or swapped database is noticed at boot
 STORE_ID_FILE = "STORE_ID"
@@ -50,6 +51,7 @@ CREATE TABLE IF NOT EXISTS gloss_vectors(
 CREATE TABLE IF NOT EXISTS passage_vectors(
   ctx INTEGER, ord INTEGER, source TEXT NOT NULL, paragraph INTEGER NOT NULL, para_hash INTEGER NOT NULL,
   question_hash INTEGER, vec BLOB NOT NULL, PRIMARY KEY(ctx, ord)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS context_groups(name TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -151,6 +153,7 @@ class SqlitePersistence(RowStore):
                     for (cid,) in db.execute("SELECT id FROM contexts").fetchall():
                         db.execute("INSERT OR IGNORE INTO feed_epochs VALUES(?, ?)", (cid, new_epoch()))
                     # format 2 -> 3: the (empty) vector tables were created above; nothing else changes
+                    # format 3 -> 4: the (empty) groups table was created above; nothing else changes
                     db.execute(f"PRAGMA user_version={FORMAT_VERSION}")
                 db.execute("INSERT OR IGNORE INTO store_meta VALUES('store_id', ?)", (uuid.uuid4().hex,))
                 db.execute("INSERT OR REPLACE INTO store_meta VALUES('opened_at', ?)", (str(int(time.time())),))

@@ -32,6 +32,12 @@ class MemoryPersistence:
     def delete(self, cid: int) -> None:
         return None
 
+    def list_groups(self) -> dict[str, Any]:
+        return {}
+
+    def write_groups(self, upserts: Any, deletes: Any = ()) -> None:
+        return None
+
     def close(self) -> None:
         return None
 

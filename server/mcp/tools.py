@@ -119,6 +119,8 @@ class Tool:
     body_keys: tuple[str, ...] = ()
     query_keys: tuple[str, ...] = ()
     check: Callable[[dict[str, Any]], str | None] | None = None
+    # an ST tool: `context` (the per-context route) or `contexts`/`groups` (this cross-context route)
+    cross_path: str | None = None
 
     def definition(self) -> dict[str, Any]:
         if self.name == "assemble_evidence":
@@ -130,13 +132,20 @@ class Tool:
 
     def problem(self, args: dict[str, Any]) -> str | None:
         """Why these arguments cannot make a call (a tool error text), or None."""
-        if "{context}" in self.path:
-            if args.get("context") is None:
-                return "missing required argument 'context'"
-            if not isinstance(args["context"], str):
-                return "argument 'context' must be a string"
+        if self.cross_path is not None:
+            crossed = args.get("contexts") is not None or args.get("groups") is not None
+            if crossed and args.get("context") is not None:
+                return "pass either 'context' or 'contexts'/'groups', not both"
+            if not crossed and args.get("context") is None:
+                return "missing required argument 'context' (or 'contexts'/'groups', to search several at once)"
+        for slot in ("context", "name"):
+            if "{" + slot + "}" in self.path and not self._crossed(args):
+                if args.get(slot) is None:
+                    return f"missing required argument '{slot}'"
+                if not isinstance(args[slot], str):
+                    return f"argument '{slot}' must be a string"
         for key in self.required:
-            if key != "context" and args.get(key) is None:
+            if key not in ("context", "name") and args.get(key) is None:
                 return f"missing required argument '{key}'"
         if self.check is not None:
             return self.check(args)
@@ -144,12 +153,20 @@ class Tool:
 
     def request(self, args: dict[str, Any]) -> tuple[str, str, bytes | None, dict[str, str]]:
         """The routed call for checked arguments: method, path, JSON body (POST only), query."""
+        if self._crossed(args):
+            assert self.cross_path is not None
+            keys = ("contexts", "groups", *self.body_keys, "since", "until")
+            return "POST", self.cross_path, dumps_bytes({k: args[k] for k in keys if args.get(k) is not None}), {}
         path = self.path.replace("{context}", quote(args.get("context", ""), safe=""))
+        path = path.replace("{name}", quote(args.get("name", ""), safe=""))
         body = None
         if self.method == "POST":
             body = dumps_bytes({k: args[k] for k in self.body_keys if args.get(k) is not None})
         query = {k: _query_value(args[k]) for k in self.query_keys if args.get(k) is not None}
         return self.method, path, body, query
+
+    def _crossed(self, args: dict[str, Any]) -> bool:
+        return self.cross_path is not None and (args.get("contexts") is not None or args.get("groups") is not None)
 
 
 def _query_value(v: Any) -> str:
@@ -170,6 +187,19 @@ _PAGE = {
     "prefix": _str_prop("only names starting with this"),
 }
 _POSITION = {"description": "a name or a list of names (an OR-set)", **_ONE_OR_MANY}
+_GROUP = _str_prop("Group name (from list_groups)")
+_TARGETS = {
+    "contexts": {
+        "description": "search these contexts at once (instead of 'context')",
+        "items": {"type": "string"},
+        "type": "array",
+    },
+    "groups": {
+        "description": "search every context of these groups (instead of 'context')",
+        "items": {"type": "string"},
+        "type": "array",
+    },
+}
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
@@ -257,20 +287,28 @@ TOOLS: tuple[Tool, ...] = (
             "object": _POSITION,
             "limit": _int_prop("page size (default 100)"),
             "after": {"description": "cursor", "type": "object"},
+            **_TARGETS,
         },
-        ("context",),
+        (),
         "POST",
         "/contexts/{context}/query",
-        ("subject", "label", "object", "limit", "after"),
+        ("subject", "label", "object", "limit", "after", "subject_types", "object_types"),
+        cross_path="/query",
     ),
     Tool(
         "recall",
         "Every association whose subject, label or object is the cue.",
-        {"context": _CONTEXT, "cue": _str_prop("exact name"), "limit": _int_prop("page size (default 100)")},
-        ("context", "cue"),
+        {
+            "context": _CONTEXT,
+            "cue": _str_prop("exact name"),
+            "limit": _int_prop("page size (default 100)"),
+            **_TARGETS,
+        },
+        ("cue",),
         "POST",
         "/contexts/{context}/recall",
         ("cue", "limit", "after"),
+        cross_path="/recall",
     ),
     Tool(
         "activate",
@@ -300,11 +338,13 @@ TOOLS: tuple[Tool, ...] = (
             },
             "since": _int_prop("epoch seconds, inclusive"),
             "until": _int_prop("epoch seconds, exclusive"),
+            **_TARGETS,
         },
-        ("context", "query"),
+        ("query",),
         "POST",
         "/contexts/{context}/sources/search",
         ("query", "limit", "semantic_floor", "tags", "since", "until"),
+        cross_path="/sources/search",
     ),
     Tool(
         "lookup_passages",
@@ -333,6 +373,61 @@ TOOLS: tuple[Tool, ...] = (
         "POST",
         "/contexts/{context}/communities/search",
         ("query", "limit", "semantic_floor", "derived"),
+    ),
+    Tool(
+        "explain_resolve",
+        "Why a concept name did (or didn't) resolve for a cue: every tier's account and a verdict.",
+        {
+            "context": _CONTEXT,
+            "cue": _str_prop("the wording whose resolve is explained"),
+            "expected": _str_prop("the concept name expected back"),
+            "dice_floor": {"description": "fuzzy floor override", "type": "number"},
+            "semantic_floor": {"description": "semantic floor override", "type": "number"},
+            "limit": _int_prop("the explained call's limit (default 1000)"),
+        },
+        ("context", "cue", "expected"),
+        "POST",
+        "/contexts/{context}/resolve/explain",
+        ("cue", "expected", "dice_floor", "semantic_floor", "limit"),
+    ),
+    Tool(
+        "explain_resolve_label",
+        "Why a relation label did (or didn't) resolve for a cue: every tier's account and a verdict.",
+        {
+            "context": _CONTEXT,
+            "cue": _str_prop("the wording whose resolve is explained"),
+            "expected": _str_prop("the label expected back"),
+            "dice_floor": {"description": "fuzzy floor override", "type": "number"},
+            "semantic_floor": {"description": "semantic floor override", "type": "number"},
+            "limit": _int_prop("the explained call's limit (default 1000)"),
+        },
+        ("context", "cue", "expected"),
+        "POST",
+        "/contexts/{context}/resolve_label/explain",
+        ("cue", "expected", "dice_floor", "semantic_floor", "limit"),
+    ),
+    Tool(
+        "explain_search",
+        "Why a source did (or didn't) appear for a passage search: per-term BM25, the vector lane, the ranking.",
+        {
+            "context": _CONTEXT,
+            "query": _str_prop("the search text being explained"),
+            "source": _str_prop("the source id expected among the hits"),
+            "paragraph": _int_prop("paragraph index (0-based); omitted means the source's best showing"),
+            "limit": _int_prop("the explained search's limit (default 5)"),
+            "semantic_floor": {"description": "the explained search's vector-lane floor", "type": "number"},
+            "tags": {
+                "description": "the explained search's tag filter",
+                "items": {"type": "string"},
+                "type": "array",
+            },
+            "since": _int_prop("epoch seconds, inclusive"),
+            "until": _int_prop("epoch seconds, exclusive"),
+        },
+        ("context", "query", "source"),
+        "POST",
+        "/contexts/{context}/sources/search/explain",
+        ("query", "source", "paragraph", "index", "limit", "semantic_floor", "tags", "since", "until"),
     ),
     Tool(
         "list_labels",
@@ -438,6 +533,31 @@ TOOLS: tuple[Tool, ...] = (
         "/contexts/{context}/promote",
         ("into", "sources", "audit"),
         query_keys=("dry_run",),
+    ),
+    Tool(
+        "list_groups",
+        "List the context groups (every key sees every group; members outside its grant are hidden).",
+        {"limit": _int_prop("page size (default 1000)"), "after": _str_prop("exclusive cursor: the last name seen")},
+        (),
+        "GET",
+        "/groups",
+        query_keys=("limit", "after"),
+    ),
+    Tool(
+        "get_group",
+        "One context group: description, member contexts, child groups, fingerprint.",
+        {"name": _GROUP},
+        ("name",),
+        "GET",
+        "/groups/{name}",
+    ),
+    Tool(
+        "export_group",
+        "A context group as its one-line `taguru_group` import record.",
+        {"name": _GROUP},
+        ("name",),
+        "GET",
+        "/groups/{name}/export",
     ),
 )
 TOOL_BY_NAME = {t.name: t for t in TOOLS}

@@ -18,6 +18,7 @@ from taguru_server.server.schemas import openapi_document
 from taguru_server.server.state import METRICS_KEY, REGISTRY_KEY
 from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError
+from taguru_server.store.group_import import involved_contexts, restore_groups
 from taguru_server.store.importer import ParseError, parse_stream, run_import
 from taguru_server.store.registry import CommitFailed
 
@@ -51,6 +52,13 @@ async def import_stream(call: Call) -> Any:
                 f"'{batch.source}'); nothing was applied",
                 integrity="nothing_written",
             )
+    if batches.groups and call.principal.contexts is not None:
+        for context in sorted(involved_contexts(call.registry.groups, batches.groups)):
+            if not call.principal.may_access(context):
+                raise ApiError(
+                    "forbidden",
+                    f"key '{call.principal.key}' has no grant on context '{context}'; nothing was applied",
+                )
     try:
         outcomes = run_import(
             call.registry,
@@ -62,9 +70,12 @@ async def import_stream(call: Call) -> Any:
             # several workers: one commit per write section (ids are assigned in memory under its lock)
             commit_every=len(batches) + 1 if call.registry.shared else 512,
         )
+        if dry_run or not batches.groups:
+            return {"batches": outcomes}
+        groups = restore_groups(call.registry, batches.groups, len(outcomes), call.deadline, note_write)
     except CommitFailed as exc:
         raise not_durable(exc, "the import could not be made durable; the landed prefix is intact") from None
-    return {"batches": outcomes}
+    return {"batches": outcomes, "groups": groups}
 
 
 async def protocol(call: Call) -> Raw:

@@ -135,10 +135,8 @@ async def citations(call: Call) -> Any:
     return found
 
 
-async def search_sources(call: Call) -> Any:
-    args = await call.decode(S.SEARCH)
-    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
-    limit = clamp_limit(args["limit"], 5)
+def check_source_filter(tags: list[str] | None, since: int | None, until: int | None) -> None:
+    """The search's source filter: tag count and sizes, a window that selects something, distinct tags."""
     if tags is not None:
         if len(tags) > MAX_INPUT_ITEMS:
             raise too_many_items("tags", len(tags))
@@ -152,6 +150,13 @@ async def search_sources(call: Call) -> Any:
         )
     if tags is not None and len(set(tags)) > 32:
         raise ApiError("over_limit", f"{len(set(tags))} distinct filter tags where at most 32 may be named")
+
+
+async def search_sources(call: Call) -> Any:
+    args = await call.decode(S.SEARCH)
+    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
+    limit = clamp_limit(args["limit"], 5)
+    check_source_filter(tags, since, until)
     ctx = call.context()
     vector = None
     if limit > 0 and query_terms(query_text):  # only then is the query embedded (spec embeddings §7.1)

@@ -1,0 +1,121 @@
+"""The explain routes' wire shapes: their typed request bodies (decoded and published like every other)
+and the JSON Schemas of their results, which `schemas.py` adds to `/openapi.json`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taguru_server.server.decode import Field, Spec
+
+RESOLVE_EXPLAIN = Spec(
+    "ExplainResolveRequest",
+    (
+        Field("cue", "string", "the wording whose resolve is explained", True),
+        Field("expected", "string", "the name the caller expected back", True),
+        Field("dice_floor", "f64", "fuzzy floor override"),
+        Field("semantic_floor", "f32", "semantic floor override"),
+        Field("limit", "usize", "default and ceiling 1000"),
+    ),
+)
+SEARCH_EXPLAIN = Spec(
+    "ExplainSearchRequest",
+    (
+        Field("query", "string", "the search text being explained", True),
+        Field("source", "string", "the source id expected among the hits", True),
+        Field("paragraph", "u32", "paragraph index (0-based); omitted means the source's best showing"),
+        Field("index", "u32", "deprecated alias of paragraph", alias_of="paragraph"),
+        Field("limit", "usize", "default 5, ceiling 1000"),
+        Field("semantic_floor", "f32", "vector-lane floor"),
+        Field("tags", "strings", "eligible sources carry any of these tags"),
+        Field("since", "u64", "epoch seconds, inclusive"),
+        Field("until", "u64", "epoch seconds, exclusive"),
+    ),
+)
+
+INT = {"type": "integer", "minimum": 0}
+NUM = {"type": "number"}
+STR = {"type": "string"}
+BOOL = {"type": "boolean"}
+STRS = {"type": "array", "items": STR}
+
+
+def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props) if required is None else required,
+        "additionalProperties": False,
+    }
+
+
+_NEAREST = _obj({"name": STR, "score": NUM, "kind": STR})
+RESOLVE_EXPLANATION = _obj(
+    {
+        "verdict": STR,
+        "summary": STR,
+        "cue": STR,
+        "expected": STR,
+        "in_vocabulary": BOOL,
+        "canonical": STR,
+        "expected_kind": STR,
+        "lexical": _obj({"score": NUM, "kind": STR, "floor": NUM, "confident": BOOL}, ["floor", "confident"]),
+        "semantic": _obj(
+            {"entered": BOOL, "reason": STR, "floor": NUM, "cosine": NUM, "rank": INT, "cap": INT}, ["entered"]
+        ),
+        "ranking": _obj(
+            {"rank": INT, "tier": STR, "score": NUM, "limit": INT, "served": BOOL, "limit_to_reach": INT},
+            ["limit", "served"],
+        ),
+        "nearest": _obj(
+            {
+                "lexical": {"type": "array", "items": _NEAREST},
+                "semantic": {"type": "array", "items": _obj({"name": STR, "cosine": NUM})},
+                "semantic_note": STR,
+            },
+            ["lexical", "semantic"],
+        ),
+    },
+    ["verdict", "summary", "cue", "expected", "in_vocabulary"],
+)
+_TERM = _obj({"term": STR, "tf": NUM, "df": INT, "idf": NUM, "contribution": NUM})
+SEARCH_EXPLANATION = _obj(
+    {
+        "verdict": STR,
+        "summary": STR,
+        "source": STR,
+        "paragraph": INT,
+        "paragraphs": INT,
+        "paragraph_named": BOOL,
+        "query_terms": STRS,
+        "paragraph_terms": STRS,
+        "bm25": _obj({"rank": INT, "score": NUM, "terms": {"type": "array", "items": _TERM}}, ["score", "terms"]),
+        "vector": _obj({"ran": BOOL, "reason": STR, "floor": NUM, "cosine": NUM, "rank": INT}, ["ran"]),
+        "ranking": _obj(
+            {
+                "fused": BOOL,
+                "ranked": INT,
+                "rank": INT,
+                "score": NUM,
+                "limit": INT,
+                "served": BOOL,
+                "cutoff_score": NUM,
+                "limit_to_reach": INT,
+                "limit_to_reach_reason": {"const": "unreachable"},
+            },
+            ["fused", "ranked", "limit", "served"],
+        ),
+    },
+    ["verdict", "summary", "source"],
+)
+
+COMPONENTS: dict[str, Any] = {
+    RESOLVE_EXPLAIN.component_name: RESOLVE_EXPLAIN.json_schema(),
+    SEARCH_EXPLAIN.component_name: SEARCH_EXPLAIN.json_schema(),
+    "ResolveExplanation": RESOLVE_EXPLANATION,
+    "SearchExplanation": SEARCH_EXPLANATION,
+}
+ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
+    ("POST", "/contexts/{name}/resolve/explain"): ("ExplainResolveRequest", "ResolveExplanation"),
+    ("POST", "/contexts/{name}/resolve_label/explain"): ("ExplainResolveRequest", "ResolveExplanation"),
+    ("POST", "/contexts/{name}/sources/search/explain"): ("ExplainSearchRequest", "SearchExplanation"),
+}

@@ -1,0 +1,178 @@
+"""Cross-context reads: `POST /recall`, `POST /query`, `POST /sources/search` over `contexts` and/or `groups`.
+
+Each runs the single-context lane of the same name on every resolved target (`store/lanes.py`),
+tags every result with its context, and merges: recall and query pool every target's matches and
+rank them by |weight| then names (weights share one scale), search interleaves the targets' hit
+lists by rank (BM25 scores do not share a scale across corpora).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from taguru_server.server import group_shapes as S
+from taguru_server.server.call import Call, Route
+from taguru_server.server.routes.common import (
+    DEFAULT_MATCH_LIMIT,
+    MAX_INPUT_ITEMS,
+    clamp_limit,
+    count_read,
+)
+from taguru_server.server.routes.groups import before_start, no_group, scope_refusal
+from taguru_server.server.routes.passages import check_source_filter
+from taguru_server.server.semantic import passage_vector_query
+from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.store import lanes
+from taguru_server.store.context import Context
+from taguru_server.store.errors import ApiError, no_context, too_many_items
+from taguru_server.store.groups import closure
+from taguru_server.store.text import query_terms
+
+NO_WINDOW = "since/until are not supported on cross-context search — window one context at a time"
+
+
+def cross_targets(call: Call, contexts: list[str] | None, groups: list[str] | None) -> list[str]:
+    """The resolved target list: direct names in request order, then group members in name order."""
+    contexts, groups = contexts or [], groups or []
+    if not contexts and not groups:
+        raise ApiError("invalid_argument", "'contexts' or 'groups' must name at least one target")
+    for field, values in (("contexts", contexts), ("groups", groups)):
+        if len(values) > MAX_INPUT_ITEMS:
+            raise too_many_items(field, len(values))
+    targets = list(dict.fromkeys(contexts))
+    principal = call.principal
+    for name in targets:  # scope before existence: no oracle for names beyond the grant
+        if not principal.may_access(name):
+            raise scope_refusal(call, name)
+    registry = call.registry
+    for name in targets:
+        if not registry.exists(name):
+            raise no_context(name)
+    if groups:
+        for g in groups:
+            if g not in registry.groups:
+                raise no_group(g)
+        chosen = set(targets)
+        for member in sorted(closure(registry.groups, groups)):
+            if member not in chosen and principal.may_access(member):
+                chosen.add(member)
+                targets.append(member)
+    return targets
+
+
+def _target(call: Call, name: str) -> Context:
+    ctx = call.registry.get(name)
+    if ctx is None:  # deleted since the existence check
+        raise no_context(name)
+    return ctx
+
+
+MatchKey = tuple[float, str, str, str, str]
+
+
+def merged_page(
+    found: list[tuple[Context, list[int]]], limit: int, after: dict[str, Any] | None, targets: list[str]
+) -> dict[str, Any]:
+    """Pool every target's matching edges, rank by (|weight| desc, context, subject, label, object), page."""
+    keyed: list[tuple[MatchKey, int, int]] = []
+    for i, (ctx, edges) in enumerate(found):
+        for e in edges:
+            w, s, lab, o = lanes._sort_key(ctx, e)
+            keyed.append(((w, ctx.name, s, lab, o), i, e))
+    if after is not None:
+        ident = (after["context"], after["subject"], after["label"], after["object"])
+        bound = (-abs(float(after["weight"])), *ident)
+        keyed = [k for k in keyed if k[0] > bound and k[0][1:] != ident]
+    page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
+    return {
+        "total": sum(len(edges) for _ctx, edges in found),
+        "matches": [{"context": found[i][0].name, **found[i][0].association_out(e)} for _k, i, e in page],
+        "plan": {"contexts": targets},
+    }
+
+
+async def cross_recall(call: Call) -> Any:
+    args = await call.decode(S.CROSS_RECALL)
+    before_start(call)
+    if args["since"] is not None or args["until"] is not None:
+        raise ApiError("invalid_argument", NO_WINDOW)
+    targets = cross_targets(call, args["contexts"], args["groups"])
+    before_start(call)
+    found = []
+    for name in targets:
+        ctx = _target(call, name)
+        edges = lanes.recall_edges(ctx, args["cue"])
+        count_read(ctx, not edges)
+        found.append((ctx, edges))
+    return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
+
+
+async def cross_query(call: Call) -> Any:
+    args = await call.decode(S.CROSS_QUERY)
+    if args["since"] is not None or args["until"] is not None:
+        raise ApiError("invalid_argument", NO_WINDOW)
+    positions = {key: args[key] for key in ("subject", "label", "object")}
+    for key, values in positions.items():
+        if values is not None and len(values) > MAX_INPUT_ITEMS:
+            raise too_many_items(key, len(values))
+    if all(not v for v in positions.values()):
+        raise ApiError("invalid_argument", "'subject', 'label', or 'object' must pin at least one value")
+    typed = False
+    for key in ("subject_types", "object_types"):
+        values = args[key]
+        if values is not None and len(values) > MAX_INPUT_ITEMS:
+            raise too_many_items(key, len(values))
+        typed = typed or bool(values)
+    before_start(call)
+    targets = cross_targets(call, args["contexts"], args["groups"])
+    before_start(call)
+    found = []
+    for name in targets:
+        ctx = _target(call, name)
+        # no schemas here: a type filter keeps nothing
+        edges = [] if typed else lanes.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
+        count_read(ctx, not edges)
+        found.append((ctx, edges))
+    return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
+
+
+async def cross_search(call: Call) -> Any:
+    args = await call.decode(S.CROSS_SEARCH)
+    targets = cross_targets(call, args["contexts"], args["groups"])
+    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
+    limit = clamp_limit(args["limit"], 5)
+    check_source_filter(tags, since, until)
+    before_start(call)
+    plans: list[dict[str, Any]] = []
+    ranked: list[tuple[int, int, dict[str, Any]]] = []
+    embedder = call.app_state.get(EMBEDDER_KEY)
+    searchable = limit > 0 and bool(query_terms(query_text))
+    for index, name in enumerate(targets):
+        ctx = _target(call, name)
+        vector = None
+        if searchable:  # only then is the query embedded (spec embeddings §7.1)
+            vector = await passage_vector_query(
+                embedder,
+                passage_lane_enabled(call.app_state),
+                query_text,
+                (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor),
+                call.deadline,
+            )
+        result = lanes.search_passages(ctx, query_text, limit, tags, since, until, vector)
+        count_read(ctx, not result["hits"])
+        plans.extend(result["plan"]["contexts"])
+        ranked.extend((rank, index, {"context": name, **hit}) for rank, hit in enumerate(result["hits"]))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    hits = [hit for _rank, _index, hit in ranked[:limit]]
+    metrics = call.app_state.get(METRICS_KEY)
+    if metrics is not None:
+        metrics.hits_served(hits)
+    return {"plan": {"contexts": plans}, "hits": hits}
+
+
+ROUTES: list[Route] = [
+    Route("POST", "/recall", cross_recall, "read"),
+    Route("POST", "/query", cross_query, "read"),
+    Route("POST", "/sources/search", cross_search, "read"),
+]

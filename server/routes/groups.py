@@ -1,0 +1,295 @@
+"""The group routes: list, create, read, update, delete, rename and export context groups.
+
+`{name}` is a group here, so the path grant is not checked (`routing.authorize`); instead every
+write is refused whole when it involves a context outside a scoped key's grant, and that check
+always runs before any existence check, so a scoped key learns nothing about names beyond it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from taguru_server.server import group_shapes as S
+from taguru_server.server.call import Call, Route, not_durable, note_write
+from taguru_server.server.decode import parse_json
+from taguru_server.server.errors import HttpError
+from taguru_server.server.reply import Raw
+from taguru_server.server.routes.common import MAX_DESCRIPTION_BYTES, MAX_INPUT_ITEMS, keyset_limit
+from taguru_server.store.errors import ApiError, too_many_items
+from taguru_server.store.groups import (
+    MAX_GROUP_MEMBERS,
+    MAX_GROUP_NAME_BYTES,
+    GroupRecord,
+    NestingError,
+    child_renamed,
+    closure,
+    export_line,
+    fingerprint,
+    validate_nesting,
+    without_child,
+)
+from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.text import utf8_len
+
+BEFORE_START = (
+    "request exceeded its budget before this operation could start; narrow the query or raise "
+    "TAGURU_REQUEST_TIMEOUT_SECS"
+)
+MAX_CURSOR_BYTES = 1032
+
+
+def before_start(call: Call) -> None:
+    """408 when the request's budget is already spent."""
+    if time.monotonic() > call.deadline:
+        raise ApiError("timeout", BEFORE_START)
+
+
+def no_group(name: str, applied: bool = False) -> ApiError:
+    return ApiError("no_group", f"group '{name}' not found" + ("; nothing was applied" if applied else ""))
+
+
+def scope_refusal(call: Call, context: str) -> ApiError:
+    return ApiError("forbidden", f"key '{call.principal.key}' has no grant on context '{context}'; nothing was applied")
+
+
+def check_scope(call: Call, involved: Iterable[str]) -> None:
+    """A key with a grant list writes only what involves granted contexts; the first other one by name is named."""
+    principal = call.principal
+    if principal.contexts is None:
+        return
+    for ctx in sorted(set(involved)):
+        if not principal.may_access(ctx):
+            raise scope_refusal(call, ctx)
+
+
+def revision_of(registry: Registry, name: str) -> tuple[int, int, int] | None:
+    meta = registry.known_meta(name)
+    return None if meta is None else (meta.rev_graph, meta.rev_passages, meta.rev_config)
+
+
+def group_entry(call: Call, name: str) -> dict[str, Any]:
+    """The GroupEntry row as this key sees it: its granted members only, a fingerprint over them."""
+    registry = call.registry
+    record = registry.groups[name]
+    allows = call.principal.may_access
+    return {
+        "name": name,
+        "description": record.description,
+        "contexts": [c for c in record.contexts if allows(c)],
+        "groups": list(record.groups),
+        "fingerprint": fingerprint(registry.groups, name, allows, lambda c: revision_of(registry, c)),
+    }
+
+
+def nesting_refusal(err: NestingError) -> ApiError:
+    if err.kind == "cycle":
+        return ApiError(
+            "invalid_argument", f"the nesting would loop back into group '{err.group}'; nothing was applied"
+        )
+    return ApiError(
+        "over_limit",
+        f"the nesting would stack more than 3 groups (through group '{err.group}'); nothing was applied",
+    )
+
+
+def _bundle_cap(what: str) -> ApiError:
+    return ApiError(
+        "over_limit",
+        f"the group would bundle more than {MAX_GROUP_MEMBERS} {what}; nothing was applied — split into nested "
+        "child groups",
+    )
+
+
+def _description_cap(description: str) -> None:
+    size = utf8_len(description)
+    if size > MAX_DESCRIPTION_BYTES:
+        raise ApiError(
+            "invalid_argument", f"the description is {size} bytes, over the 4096-byte cap; nothing was applied"
+        )
+
+
+def _missing_members(registry: Registry, contexts: Iterable[str], groups: Iterable[str], skip: str = "") -> None:
+    """404 for the first unregistered context, then the first unregistered child group, in name order."""
+    for c in sorted(set(contexts)):
+        if not registry.exists(c):
+            raise ApiError("no_context", f"context '{c}' not found; nothing was applied")
+    for g in sorted(set(groups)):
+        if g != skip and g not in registry.groups:
+            raise no_group(g, applied=True)
+
+
+def _persist(call: Call, upserts: dict[str, GroupRecord], deletes: Iterable[str] = ()) -> None:
+    try:
+        call.registry.write_groups(upserts, deletes)
+    except CommitFailed as exc:
+        raise not_durable(exc, "the group change could not be made durable; nothing was applied") from None
+    note_write()
+
+
+def _optional_body(call: Call) -> dict[str, Any]:
+    """An optional body: empty means every default; anything else must decode, or it is a 400 (never 415/422)."""
+    raw = call.body
+    value: Any = {}
+    try:
+        if raw:  # whitespace alone is a body, and not JSON
+            value = parse_json(raw)
+        return S.GROUP_CREATE.decode(value, raw)
+    except ApiError as exc:
+        detail = exc.message.split(": ", 1)[-1]
+        raise HttpError("malformed_request", "the request body is not valid JSON: " + detail, status=400) from None
+
+
+# ----- routes --------------------------------------------------------------------------------
+
+
+async def list_groups(call: Call) -> Any:
+    limit = keyset_limit(call)
+    after = call.query.get("after")
+    prefix = call.query.get("prefix")
+    for what, value in (("prefix", prefix), ("after", after)):
+        if value is not None and utf8_len(value) > MAX_CURSOR_BYTES:
+            raise ApiError(
+                "invalid_argument", f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied"
+            )
+    before_start(call)
+    names = sorted(call.registry.groups)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        if after is not None and name <= after:
+            continue
+        if len(rows) >= limit:
+            break
+        before_start(call)
+        rows.append(group_entry(call, name))
+    return {"total": len(names), "groups": rows}
+
+
+async def get_group(call: Call) -> Any:
+    name = call.name or ""
+    if name not in call.registry.groups:
+        raise no_group(name)
+    before_start(call)
+    return group_entry(call, name)
+
+
+async def put_group(call: Call) -> Any:
+    name = call.name or ""
+    args = _optional_body(call)
+    description, contexts, children = args["description"], list(args["contexts"]), list(args["groups"])
+    size = utf8_len(name)
+    if size > MAX_GROUP_NAME_BYTES:
+        raise ApiError("invalid_argument", f"the group name is {size} bytes, over the 64-byte cap; nothing was applied")
+    _description_cap(description)
+    for field, values in (("contexts", contexts), ("groups", children)):
+        if len(values) > MAX_INPUT_ITEMS:
+            raise too_many_items(field, len(values))
+    registry = call.registry
+    check_scope(call, set(contexts) | closure(registry.groups, children))
+    before_start(call)
+    if not name:
+        raise ApiError("invalid_argument", "the group name must not be empty")
+    if name in registry.groups:
+        raise ApiError("already_exists", f"group '{name}' already exists")
+    record = GroupRecord.of(description, contexts, children)
+    if len(record.contexts) > MAX_GROUP_MEMBERS:
+        raise _bundle_cap("member contexts")
+    if len(record.groups) > MAX_GROUP_MEMBERS:
+        raise _bundle_cap("child groups")
+    _missing_members(registry, record.contexts, record.groups)
+    try:
+        validate_nesting({**registry.groups, name: record})
+    except NestingError as err:
+        raise nesting_refusal(err) from None
+    _persist(call, {name: record})
+    return True
+
+
+async def patch_group(call: Call) -> Any:
+    name = call.name or ""
+    args = await call.decode(S.GROUP_PATCH)
+    description = args["description"]
+    if description is not None:
+        _description_cap(description)
+    deltas = {k: list(args[k]) for k in ("add_contexts", "remove_contexts", "add_groups", "remove_groups")}
+    for field, values in deltas.items():
+        if len(values) > MAX_INPUT_ITEMS:
+            raise too_many_items(field, len(values))
+    registry = call.registry
+    reach = closure(registry.groups, [name, *deltas["add_groups"], *deltas["remove_groups"]])
+    check_scope(call, reach | set(deltas["add_contexts"]) | set(deltas["remove_contexts"]))
+    before_start(call)
+    current = registry.groups.get(name)
+    if current is None:
+        raise no_group(name)
+    contexts = (set(current.contexts) - set(deltas["remove_contexts"])) | set(deltas["add_contexts"])
+    children = (set(current.groups) - set(deltas["remove_groups"])) | set(deltas["add_groups"])
+    if (deltas["add_contexts"] or deltas["remove_contexts"]) and len(contexts) > MAX_GROUP_MEMBERS:
+        raise _bundle_cap("member contexts")
+    if (deltas["add_groups"] or deltas["remove_groups"]) and len(children) > MAX_GROUP_MEMBERS:
+        raise _bundle_cap("child groups")
+    _missing_members(registry, deltas["add_contexts"], deltas["add_groups"], skip=name)
+    record = GroupRecord.of(current.description if description is None else description, contexts, children)
+    try:
+        validate_nesting({**registry.groups, name: record})
+    except NestingError as err:
+        raise nesting_refusal(err) from None
+    _persist(call, {name: record})
+    return group_entry(call, name)
+
+
+async def delete_group(call: Call) -> Any:
+    name = call.name or ""
+    registry = call.registry
+    check_scope(call, closure(registry.groups, [name]))
+    before_start(call)
+    if name not in registry.groups:
+        raise no_group(name)
+    _persist(call, without_child(registry.groups, name), [name])
+    return True
+
+
+async def rename_group(call: Call) -> Any:
+    name = call.name or ""
+    to = (await call.decode(S.GROUP_RENAME))["to"]
+    size = utf8_len(to)
+    if size > MAX_GROUP_NAME_BYTES:
+        raise ApiError(
+            "invalid_argument", f"the destination name is {size} bytes, over the 64-byte cap; nothing was applied"
+        )
+    registry = call.registry
+    check_scope(call, closure(registry.groups, [name]))
+    before_start(call)
+    if not to:
+        raise ApiError("invalid_argument", "the destination name must not be empty")
+    record = registry.groups.get(name)
+    if record is None:
+        raise no_group(name)
+    if to == name:
+        return True
+    if to in registry.groups:
+        raise ApiError("already_exists", f"group '{to}' already exists")
+    _persist(call, {**child_renamed(registry.groups, name, to), to: record}, [name])
+    return True
+
+
+async def export_group(call: Call) -> Raw:
+    name = call.name or ""
+    record = call.registry.groups.get(name)
+    if record is None:
+        raise no_group(name)
+    visible = [c for c in record.contexts if call.principal.may_access(c)]
+    return Raw(200, export_line(name, record, visible), "application/x-ndjson; charset=utf-8")
+
+
+ROUTES: list[Route] = [
+    Route("GET", "/groups", list_groups, "read"),
+    Route("PUT", "/groups/{name}", put_group, "write"),
+    Route("GET", "/groups/{name}", get_group, "read"),
+    Route("PATCH", "/groups/{name}", patch_group, "write"),
+    Route("DELETE", "/groups/{name}", delete_group, "admin"),
+    Route("POST", "/groups/{name}/rename", rename_group, "admin"),
+    Route("GET", "/groups/{name}/export", export_group, "read"),
+]
+GROUP_TEMPLATES = frozenset(r.template for r in ROUTES if "{name}" in r.template)
