@@ -624,3 +624,29 @@ async def test_the_semantic_half_with_gloss_vectors(settings_factory) -> None:
         assert "semantic_note" not in merge
         apple = next(c for c in merge["candidates"] if {c["a"], c["b"]} == {"りんご", "アップル"})
         assert apple["tier"] == "semantic" and apple["overlap"] == 1.0
+
+
+@pytest.mark.anyio
+async def test_a_sweep_past_the_budget(client: Client, monkeypatch) -> None:
+    from taguru_server.store import audits
+
+    await _setup(client, AUDIT_SETUPS["promote"][0][:-1])
+
+    def expired(*_a: object, **_k: object) -> None:
+        raise audits.Expired
+
+    monkeypatch.setattr(audits.SpellingIndex, "twins", expired)
+    mid_scan = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
+    for path, body in (
+        ("vocabulary/audit", {}),
+        ("drift/audit", {"include_twins": True}),
+        ("consolidation/audit", {"checks": ["merge"]}),
+    ):
+        status, got, _h = await client.call("POST", f"/contexts/scratch-w/{path}", body)
+        assert (status, got["code"], got["error"]) == (408, "timeout", mid_scan), path
+    await client.ok("POST", "/contexts/scratch-w/drift/audit", {"include_twins": False})
+    await client.ok("POST", "/contexts/scratch-w/consolidation/audit", {"checks": ["staleness", "contradiction"]})
+    # the batches are durable before the closing audit: a spent budget there only skips it
+    promoted = (await client.ok("POST", "/contexts/scratch-w/promote", PROMOTE_BODY))["result"]
+    assert promoted["audit_skipped"] == "deadline_exceeded" and "audit" not in promoted
+    assert promoted["batches"][0]["associations"] == 1
