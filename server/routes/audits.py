@@ -37,8 +37,9 @@ MAX_LIMIT = 1000
 VOCABULARY_AUDIT = Spec(
     "VocabularyAuditRequest",
     (
-        Field("dice_floor", "f64", "lexical twin floor, default 0.6, clamped to [0, 1]"),
-        Field("cosine_floor", "f32", "semantic twin floor, default 0.6, clamped to [0, 1]"),
+        # not optional on the wire: a null is refused like a wrong type
+        Field("dice_floor", "f64", "lexical twin floor, default 0.6, clamped to [0, 1]", null_is_absent=False),
+        Field("cosine_floor", "f32", "semantic twin floor, default 0.6, clamped to [0, 1]", null_is_absent=False),
     ),
     description="optional body: an empty body means every default",
 )
