@@ -467,18 +467,32 @@ def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: fl
         (ctx.concepts[a], ctx.concepts[b], "lexical", d) for a, b, d in found.lexical[CONCEPT]
     ]
     pairs.extend((p["a"], p["b"], "semantic", float(p["score"])) for p in semantic_out(ctx, CONCEPT, found))
+    # every pair is ranked on its overlap; only the first `limit` get their evidence lists and fingerprint
+    neighbours: dict[str, set[tuple[int, int, int]]] = {}
+
+    def live(name: str) -> set[tuple[int, int, int]]:
+        got = neighbours.get(name)
+        if got is None:
+            x = ctx.concept_id.get(name)
+            got = neighbours[name] = _neighbours(ctx, x) if x is not None else set()
+        return got
+
     seen: set[tuple[str, str]] = set()
-    ranked: list[tuple[tuple[float, float, str, str], dict[str, Any]]] = []
+    ranked: list[tuple[tuple[float, float, str, str], str]] = []
     for i, (a, b, tier, score) in enumerate(pairs):
         key = (a, b) if a <= b else (b, a)
         if key in seen:
             continue
         seen.add(key)
-        if i % 64 == 0:
+        if i % 4096 == 0:
             _check(deadline)
-        ranked.append(_merge_candidate(ctx, a, b, tier, score, cap))
-    ranked.sort(key=lambda kc: kc[0])
-    out: dict[str, Any] = {"total": len(ranked), "candidates": [c for _k, c in ranked[:limit]]}
+        na, nb = live(a), live(b)
+        shared = len(na & nb)
+        union = len(na) + len(nb) - shared
+        ranked.append(((-(shared / union if union else 0.0), -score, a, b), tier))
+    ranked.sort()
+    top = [_merge_candidate(ctx, k[2], k[3], tier, -k[1], cap)[1] for k, tier in ranked[:limit]]
+    out: dict[str, Any] = {"total": len(ranked), "candidates": top}
     if found.note is not None:
         out["semantic_note"] = found.note
     return out
@@ -548,30 +562,35 @@ def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
 
 def contradiction_section(ctx: Context, limit: int, times: dict[int, int], deadline: float | None) -> dict[str, Any]:
     groups: dict[tuple[int, int], list[int]] = {}
-    contested: list[dict[str, Any]] = []
+    contested: list[int] = []
     for e in range(len(ctx.e_s)):
         if e % 4096 == 0:
             _check(deadline)
         if ctx.e_cnt[e] <= 0:
             continue
         groups.setdefault((ctx.e_s[e], ctx.e_l[e]), []).append(e)
-        found = _contested_candidate(ctx, e)
-        if found is not None:
-            contested.append(found)
+        records = ctx.e_attr[e]
+        if any(r[1] > 0.0 for r in records) and any(r[1] < 0.0 for r in records):
+            contested.append(e)
     one: dict[int, int] = {}
     some: dict[int, int] = {}
     for (_s, lab), edges in groups.items():
         some[lab] = some.get(lab, 0) + 1
         if len(edges) == 1:
             one[lab] = one.get(lab, 0) + 1
-    objects = []
-    for (s, lab), edges in groups.items():
-        if len(edges) >= 2:
-            tendency = one.get(lab, 0) / some[lab]
-            objects.append(_objects_candidate(ctx, s, lab, edges, tendency, times))
-    objects.sort(key=lambda c: (-c["functional_tendency"], c["label"], c["subject"]))
-    both = objects + contested
-    return {"total": len(both), "candidates": both[:limit]}
+    tendency = {lab: one.get(lab, 0) / n for lab, n in some.items()}
+    objects = sorted(
+        (-tendency[lab], ctx.labels[lab], ctx.concepts[s], s, lab)
+        for (s, lab), edges in groups.items()
+        if len(edges) >= 2
+    )
+    # only the candidates inside `limit` are rendered (rows, sources, fingerprint)
+    shown: list[dict[str, Any]] = [
+        _objects_candidate(ctx, s, lab, groups[(s, lab)], tendency[lab], times)
+        for _t, _l, _s, s, lab in objects[:limit]
+    ]
+    shown += [c for c in map(lambda e: _contested_candidate(ctx, e), contested[: max(limit - len(shown), 0)]) if c]
+    return {"total": len(objects) + len(contested), "candidates": shown}
 
 
 def staleness_section(
@@ -592,32 +611,31 @@ def staleness_section(
         latest[e] = max(dated)
         s = ctx.e_s[e]
         neighbourhood[s] = max(neighbourhood.get(s, latest[e]), latest[e])
-    found: list[tuple[tuple[int, str, str, str], dict[str, Any]]] = []
+    found: list[tuple[int, str, str, str, int]] = []
     for e, when in latest.items():
-        top = neighbourhood[ctx.e_s[e]]
-        gap = top - when
+        gap = neighbourhood[ctx.e_s[e]] - when
         if gap <= 0 or gap < floor_secs:
             continue
-        sn, ln, on = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
+        found.append((-gap, ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]], e))
+    found.sort()
+    shown = []
+    for negative, sn, ln, on, e in found[:limit]:  # only the candidates inside `limit` are rendered
+        when, top = latest[e], neighbourhood[ctx.e_s[e]]
         d = field(field(field(field(FNV_BASIS, "stale"), sn), ln), on)
         d = fold(fold(d, u64le(when)), u64le(top))
-        found.append(
-            (
-                (-gap, sn, ln, on),
-                {
-                    "subject": sn,
-                    "label": ln,
-                    "object": on,
-                    "latest": when,
-                    "neighborhood_latest": top,
-                    "gap": gap,
-                    "sources": [ctx.sources[r[0]] for r in ctx.e_attr[e]],
-                    "fingerprint": hex16(d),
-                },
-            )
+        shown.append(
+            {
+                "subject": sn,
+                "label": ln,
+                "object": on,
+                "latest": when,
+                "neighborhood_latest": top,
+                "gap": -negative,
+                "sources": [ctx.sources[r[0]] for r in ctx.e_attr[e]],
+                "fingerprint": hex16(d),
+            }
         )
-    found.sort(key=lambda kc: kc[0])
-    return {"total": len(found), "undatable": undatable, "candidates": [c for _k, c in found[:limit]]}
+    return {"total": len(found), "undatable": undatable, "candidates": shown}
 
 
 def consolidation(

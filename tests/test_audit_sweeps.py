@@ -190,6 +190,10 @@ def test_consolidation_sections_equal_plain_transcriptions(seed: int) -> None:
     for src in ("s1", "s2"):
         ctx.store_passage(src, "text", [], [], [], [], rnd.randrange(100), rnd.choice([None, rnd.randrange(100)]))
     found = audits.consolidation(ctx, set(audits.CHECKS), limit=1000, evidence_cap=1000)
+    cut = audits.consolidation(ctx, set(audits.CHECKS), limit=3, evidence_cap=1000)
+    for section in audits.CHECKS:  # a limit renders a prefix of the full order; totals stay exact
+        assert cut[section]["candidates"] == found[section]["candidates"][:3]
+        assert cut[section]["total"] == found[section]["total"]
     stale = [
         (c["subject"], c["label"], c["object"], c["latest"], c["neighborhood_latest"])
         for c in found["staleness"]["candidates"]
