@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from taguru_server.client.http import (
     new_session,
     server_error,
 )
+from taguru_server.client.progress import Progress as ProgressBar
 from taguru_server.server.providers.chat import ChatConfigError, ChatFailed, ChatProvider, ProviderConfig
 from taguru_server.store.communities import COMMUNITY_PREFIX, MANIFEST_SOURCE, artifact_name
 from taguru_server.store.summaries import (
@@ -482,6 +484,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "communities",
         help="build the derived communities artifact of a context over HTTP",
         description="Derive the NAME::communities artifact of a context from a running server, over HTTP only.",
+        epilog="Summaries come from the chat model of TAGURU_EXTRACT_URL / TAGURU_EXTRACT_MODEL / "
+        "TAGURU_EXTRACT_API_KEY when set, else from the members themselves (docs/communities.md).",
     )
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--context", metavar="NAME", help="the context to analyse")
@@ -489,8 +493,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--into", metavar="NAME", help="the artifact context (default: NAME::communities)")
     p.add_argument("--dry-run", action="store_true", help="report what would change; write nothing, call no LLM")
     p.add_argument("--json", action="store_true", help="print a JSON report")
-    p.add_argument("--config", metavar="FILE", help="KEY=VALUE settings (the environment wins)")
-    p.add_argument("--url", metavar="URL", help="the server (default: http://$TAGURU_ADDR)")
+    p.add_argument(
+        "--config", metavar="FILE", help="KEY=VALUE settings file (default TAGURU_CONFIG); the environment wins"
+    )
+    p.add_argument(
+        "--url",
+        metavar="URL",
+        help="the server (default: http://TAGURU_ADDR, else http://127.0.0.1:8248); token from TAGURU_API_TOKEN",
+    )
     p.add_argument("url_arg", nargs="?", metavar="URL", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_communities)
     return p
@@ -539,10 +549,26 @@ def _usage(message: str) -> int:
     return EXIT_USAGE
 
 
+_STEP = re.compile(r"(\w+) (\d+)/(\d+)(?: (\w+))?")
+
+
 def _tty_progress(name: str) -> Progress:
+    """Counted steps ("summarizing 3/40") as a bar with rate and ETA, one per phase; other messages as text."""
+    bars: dict[str, ProgressBar] = {}
+
     def show(message: str) -> None:
-        sys.stderr.write(f"\r\x1b[2Ktaguru communities: {name}: {message}")
-        sys.stderr.flush()
+        step = _STEP.fullmatch(message)
+        if step is None:
+            sys.stderr.write(f"\r\x1b[2Ktaguru communities: {name}: {message}")
+            sys.stderr.flush()
+            return
+        phase, done, total, unit = step.group(1), int(step.group(2)), int(step.group(3)), step.group(4)
+        bar = bars.get(phase)
+        if bar is None:
+            bar = bars[phase] = ProgressBar(
+                f"taguru communities: {name}: {phase}", total, sys.stderr, unit=unit or "communities", enabled=True
+            )
+        bar.update(done, total=total)
 
     return show
 

@@ -9,12 +9,14 @@ imported data stays durable either way.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any
 
 import aiohttp
 from prometheus_client import CollectorRegistry
 
+from taguru_server.client.progress import Progress
 from taguru_server.server.config import Settings
 from taguru_server.server.providers.embedder import (
     EmbedMetrics,
@@ -26,7 +28,20 @@ from taguru_server.store.embed_refresh import commit_half, index_embed, refresh_
 from taguru_server.store.registry import Registry
 
 
-async def _refresh_all(settings: Settings, registry: Registry, names: list[str]) -> tuple[list[str], list[str]]:
+def _counted(embed: Any, progress: Progress) -> Any:
+    """`embed`, advancing the progress bar by the texts each call embedded."""
+
+    async def counted(texts: list[str]) -> Any:
+        got = await embed(texts)
+        progress.update(advance=len(texts))
+        return got
+
+    return counted
+
+
+async def _refresh_all(
+    settings: Settings, registry: Registry, names: list[str], progress: Progress
+) -> tuple[list[str], list[str]]:
     kind = provider_kind(settings)
     metrics = EmbedMetrics(CollectorRegistry(), configured=kind == "http")
     session: aiohttp.ClientSession | None = None
@@ -41,7 +56,7 @@ async def _refresh_all(settings: Settings, registry: Registry, names: list[str])
         if embedder is None:
             return said, failed
 
-        embed = index_embed(embedder, None)
+        embed = _counted(index_embed(embedder, None), progress)
 
         for name in names:
             ctx = registry.get(name)
@@ -81,4 +96,9 @@ def embed_imported(settings: Settings, registry: Registry, names: list[str]) -> 
     """(lines to print, failure lines) after refreshing the touched contexts; nothing without a provider."""
     if provider_kind(settings) is None or not names:
         return [], []
-    return asyncio.run(_refresh_all(settings, registry, names))
+    progress = Progress("taguru import: embedding", 0, sys.stderr, unit="texts")
+    progress.update(0)  # on a terminal, at once: loading a local model takes a while
+    try:
+        return asyncio.run(_refresh_all(settings, registry, names, progress))
+    finally:
+        progress.close()

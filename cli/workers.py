@@ -12,6 +12,7 @@ change log first, writes run under the store's write lock (see `store/registry.p
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -26,6 +27,14 @@ log = structlog.get_logger("taguru.workers")
 
 DRAIN_SECS = 30.0
 RESTART_BACKOFF_SECS = (0.1, 0.5, 1.0, 2.0, 5.0)
+
+
+def listen_failure(where: str, exc: OSError) -> str:
+    """The one line for an address that cannot be bound (a busy port above all)."""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        reason = "the address is already in use (another server on that port?)"
+    return f"cannot listen on {where}: {reason}"
 
 
 def worker_command(workers: int, config: str | None) -> list[str]:
@@ -91,7 +100,7 @@ def supervise(host: str, port: int, workers: int, config: str | None, data_dir: 
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        print(f"taguru: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"taguru: {listen_failure(f'{host}:{port}', exc)}", file=sys.stderr)
         return 1
     bound = sock.getsockname()
     supervisor = Supervisor(f"{bound[0]}:{bound[1]}", workers, config)

@@ -26,6 +26,7 @@ from taguru_server.client.http import (
     new_session,
 )
 from taguru_server.client.http import TaguruClient as Api
+from taguru_server.client.progress import Progress as ProgressBar
 from taguru_server.evaluate import html as html_report
 from taguru_server.evaluate.evalfile import UNSET, Case, EvalError, EvalSet, load_eval, normalize_entry
 from taguru_server.evaluate.metrics import (
@@ -94,25 +95,21 @@ def _ms(started: float) -> int:
 
 
 class Progress:
-    """A one-line progress display on a TTY; silent otherwise."""
+    """The case count, rate and ETA as a one-line bar on a TTY; silent otherwise."""
 
     def __init__(self, total: int, stream: TextIO) -> None:
-        self.total = total
-        self.stream = stream
-        self.enabled = hasattr(stream, "isatty") and stream.isatty()
-        self.done = 0
+        self.bar = ProgressBar("taguru evaluate", total, stream, unit="cases")
+        self.enabled = self.bar.enabled
+
+    @property
+    def done(self) -> int:
+        return self.bar.done
 
     def step(self, case_id: str) -> None:
-        self.done += 1
-        if self.enabled:
-            label = case_id if len(case_id) <= 40 else case_id[:39] + "…"
-            self.stream.write(f"\r\x1b[2K  [{self.done}/{self.total}] {label}")
-            self.stream.flush()
+        self.bar.update(advance=1, note=case_id)
 
     def close(self) -> None:
-        if self.enabled and self.done:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
+        self.bar.close()
 
 
 # ----- lanes -----------------------------------------------------------------------

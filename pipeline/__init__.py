@@ -1,7 +1,7 @@
 """The stage-graph engine: typed keys, stages, outcomes, validation and execution."""
 
 from taguru_server.pipeline.core import DEGRADED, FAILED, RAN, SKIPPED, Key, Outcome, Stage, StageContext
-from taguru_server.pipeline.executor import PlanEntry, RunResult, StageHooks, check_contracts, run_graph
+from taguru_server.pipeline.executor import PlanEntry, RunResult, StageHooks, StageSpans, check_contracts, run_graph
 from taguru_server.pipeline.graph import Graph, GraphError
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Stage",
     "StageContext",
     "StageHooks",
+    "StageSpans",
     "check_contracts",
     "run_graph",
 ]

@@ -24,6 +24,14 @@ class StageHooks(Protocol):
     def stage_finished(self, stage: str, status: str, reason: str | None, seconds: float) -> None: ...
 
 
+class StageSpans(Protocol):
+    """Opens one trace span around each stage (tracing); `end` gets None when the stage was cancelled."""
+
+    def start(self, stage: str) -> Any: ...
+
+    def end(self, handle: Any, stage: str, outcome: Outcome | None) -> None: ...
+
+
 @attrs.frozen
 class PlanEntry:
     """One stage's deterministic record: status, reason token, small counts (no timings)."""
@@ -93,7 +101,7 @@ def _check_values(stage: Any, outcome: Outcome, typed: bool) -> None:
 class _Run:
     """One run's mutable state: values so far, outcomes, durations, stages blocked by a failure."""
 
-    __slots__ = ("graph", "values", "outcomes", "durations", "blocked", "clock", "deadline", "hooks", "typed")
+    __slots__ = ("graph", "values", "outcomes", "durations", "blocked", "clock", "deadline", "hooks", "typed", "spans")
 
     def __init__(
         self,
@@ -102,6 +110,7 @@ class _Run:
         clock: Callable[[], float],
         deadline: float | None,
         hooks: StageHooks | None,
+        spans: StageSpans | None = None,
     ) -> None:
         self.graph = graph
         self.values: dict[Key[Any], Any] = dict(inputs)
@@ -112,6 +121,16 @@ class _Run:
         self.deadline = deadline
         self.hooks = hooks
         self.typed = ContractChecks.enabled
+        self.spans = spans
+
+    async def traced_stage(self, stage: Any) -> None:
+        """`stage` inside its trace span (the current span while it runs)."""
+        assert self.spans is not None
+        handle = self.spans.start(stage.name)
+        try:
+            await self.stage(stage)
+        finally:
+            self.spans.end(handle, stage.name, self.outcomes.get(stage.name))
 
     async def stage(self, stage: Any) -> None:
         """Run one stage (or skip it behind a failure), record its outcome, log and report it."""
@@ -171,6 +190,7 @@ async def run_graph(
     clock: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
     hooks: StageHooks | None = None,
+    spans: StageSpans | None = None,
 ) -> RunResult:
     """Run every stage once, level by level; failures skip their downstream stages.
 
@@ -186,9 +206,10 @@ async def run_graph(
     missing = [k.name for k in graph.inputs if k not in inputs]
     if missing:
         raise ValueError(f"graph inputs missing: {', '.join(missing)}")
-    run = _Run(graph, inputs, clock, deadline, hooks)
+    run = _Run(graph, inputs, clock, deadline, hooks, spans)
+    step = run.stage if spans is None else run.traced_stage  # untraced runs make no span objects
     for level in graph.levels:
         for stage in level:
-            await run.stage(stage)
+            await step(stage)
         run.publish(level)
     return run.result()

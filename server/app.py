@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import aiohttp
 import structlog
@@ -15,7 +17,7 @@ from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings
 from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.metrics import Metrics
-from taguru_server.server.middleware import MIDDLEWARES
+from taguru_server.server.middleware import MIDDLEWARES, server_span
 from taguru_server.server.providers.embedder import (
     ChunkedEmbedder,
     Embedder,
@@ -41,6 +43,7 @@ from taguru_server.server.state import (
     SETTINGS_KEY,
     Running,
 )
+from taguru_server.server.tracing import TRACING_KEY, tracing_for
 from taguru_server.store.backend import is_shared, open_store
 from taguru_server.store.registry import Registry
 
@@ -88,14 +91,21 @@ def build_app(
     rerank: RerankSettings | None = None,
     clock: Callable[[], float] = time.monotonic,
     embedder: Embedder | None = None,
+    tracer_provider: Any = None,
 ) -> web.Application:
     """An application over the settings' data dir (or a given registry), with an optional reranker.
 
-    The embedding provider comes from the settings (TAGURU_EMBED_*), unless one is given.
+    The embedding provider comes from the settings (TAGURU_EMBED_*), unless one is given. Spans
+    go to the given OpenTelemetry tracer provider, else to OTLP when OTEL_* asks (server/tracing.py).
     """
+    tracing = tracing_for(os.environ, tracer_provider)
+    traced = [server_span(tracing)] if tracing is not None else []
     app = web.Application(
-        client_max_size=max(settings.max_body_bytes, 1024) + 1024 * 1024, middlewares=list(MIDDLEWARES)
+        client_max_size=max(settings.max_body_bytes, 1024) + 1024 * 1024, middlewares=[*traced, *MIDDLEWARES]
     )
+    if tracing is not None:
+        app[TRACING_KEY] = tracing
+        app.on_cleanup.append(lambda _app: asyncio.to_thread(tracing.shutdown))
     app[SETTINGS_KEY] = settings
     metrics = Metrics()
     app[METRICS_KEY] = metrics

@@ -27,7 +27,7 @@ def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-AUDIT_COMPONENTS: dict[str, Any] = {}
+COMPONENTS: dict[str, Any] = {}
 _TWIN = _obj({"a": STR, "b": STR, "score": NUM})
 _TWINS = {"type": "array", "items": _TWIN}
 _FACTS = {"type": "array", "items": _obj({"direction": {"enum": ["out", "in"]}, "label": STR, "other": STR})}
@@ -90,7 +90,7 @@ _STALE = _obj(
         "fingerprint": STR,
     }
 )
-AUDIT_COMPONENTS["VocabularyAudit"] = _obj(
+COMPONENTS["VocabularyAudit"] = _obj(
     {
         "lexical_concepts": _TWINS,
         "lexical_labels": _TWINS,
@@ -99,7 +99,7 @@ AUDIT_COMPONENTS["VocabularyAudit"] = _obj(
         "semantic_note": NULL_STR,
     }
 )
-AUDIT_COMPONENTS["DriftAudit"] = _obj(
+COMPONENTS["DriftAudit"] = _obj(
     {
         "total": INT,
         "unsourced": {
@@ -111,7 +111,7 @@ AUDIT_COMPONENTS["DriftAudit"] = _obj(
         "twins": {"oneOf": [ref("VocabularyAudit"), {"type": "null"}]},
     }
 )
-AUDIT_COMPONENTS["ConsolidationAudit"] = _obj(
+COMPONENTS["ConsolidationAudit"] = _obj(
     {
         "detector": {"const": "consolidation/1"},
         "merge": _obj(
@@ -123,7 +123,7 @@ AUDIT_COMPONENTS["ConsolidationAudit"] = _obj(
     },
     ["detector"],
 )
-AUDIT_COMPONENTS["Promotion"] = _obj(
+COMPONENTS["Promotion"] = _obj(
     {
         "batches": {"type": "array", "items": ref("ImportOutcome")},
         "aliases_dropped": INT,
@@ -135,4 +135,11 @@ AUDIT_COMPONENTS["Promotion"] = _obj(
     ["batches", "aliases_dropped"],
 )
 for _spec in (*AUDIT_SPECS, PROMOTE):
-    AUDIT_COMPONENTS[_spec.component_name] = _spec.json_schema()
+    COMPONENTS[_spec.component_name] = _spec.json_schema()
+
+ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
+    ("POST", "/contexts/{name}/vocabulary/audit"): ("VocabularyAuditRequest", "VocabularyAudit"),
+    ("POST", "/contexts/{name}/drift/audit"): ("DriftAuditRequest", "DriftAudit"),
+    ("POST", "/contexts/{name}/consolidation/audit"): ("ConsolidationAuditRequest", "ConsolidationAudit"),
+    ("POST", "/contexts/{name}/promote"): ("PromoteRequest", "Promotion"),
+}

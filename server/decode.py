@@ -542,6 +542,7 @@ EVIDENCE = _body(
     Field("explain", "bool", "add plan.stages (one entry per stage)", default=False),
     refuse_duplicates=True,
 )
+RENAME = _body("RenameRequest", Field("to", "string", "the new context name (at most 64 bytes)", True))
 ALIASES = _body(  # published by schemas.py among the any-JSON bodies, where it has always been listed
     "AliasRequest",
     Field("concepts", "string_map"),

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from taguru_server.pipeline import Graph, run_graph
+from taguru_server.pipeline import Graph, RunResult, run_graph
 from taguru_server.server.call import Call
 from taguru_server.server.decode import BUDGET, EVIDENCE
 from taguru_server.server.offload import decode_body
@@ -20,11 +20,25 @@ from taguru_server.server.state import (
     RERANKER_KEY,
     passage_lane_enabled,
 )
-from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, NoReranker, Services, gate
+from taguru_server.server.tracing import TRACING_KEY
+from taguru_server.stages.lanes import ANCHORS, QUERY_HITS
+from taguru_server.stages.model import (
+    CONTEXT,
+    REQUEST,
+    SERVICES,
+    EvidenceRequest,
+    NoReranker,
+    Reranker,
+    Services,
+    gate,
+)
 from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
 from taguru_server.store.context import CONCEPT
 from taguru_server.store.errors import ApiError, no_context
+
+if TYPE_CHECKING:
+    from taguru_server.server.otel import Tracing
 
 log = structlog.get_logger("taguru.evidence")
 
@@ -60,12 +74,30 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
 async def evidence(call: Call) -> Any:
     # a multi-megabyte body takes hundreds of ms to decode; the loop keeps serving meanwhile
     request, explain = await decode_body(call.body, lambda: parse_request(call))
+    tracing = call.app_state.get(TRACING_KEY)
+    if tracing is None:
+        package, run = await assemble(call, request, explain)
+        return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
+    with tracing.evidence_span(len(request.origins), len(request.labels)) as span:
+        package, run = await assemble(call, request, explain, tracing)
+        span.set_attribute("taguru.anchor.count", len(run.output(ANCHORS).value))
+        span.set_attribute("taguru.association.count", len(run.output(QUERY_HITS).value))
+        span.set_attribute("taguru.citation.returned", len(package["citations"]))
+    return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
+
+
+async def assemble(
+    call: Call, request: EvidenceRequest, explain: bool, tracing: Tracing | None = None
+) -> tuple[dict[str, Any], RunResult]:
+    """Run the stage graph for one decoded request (one span per stage when tracing); the package and the run."""
     gate(call.deadline - time.monotonic())
     assert call.name is not None
     ctx = call.registry.get(call.name)
     if ctx is None:
         raise no_context(call.name)
-    configured = call.app_state.get(RERANKER_KEY)
+    configured: Reranker | None = call.app_state.get(RERANKER_KEY)
+    if configured is not None and tracing is not None:
+        configured = tracing.reranker(configured)
     embedder = call.app_state.get(EMBEDDER_KEY)
     passages_on = passage_lane_enabled(call.app_state)
 
@@ -90,6 +122,7 @@ async def evidence(call: Call) -> Any:
         {REQUEST: request, CONTEXT: ctx, SERVICES: services},
         deadline=call.deadline,
         hooks=call.app_state.get(METRICS_KEY),
+        spans=None if tracing is None else tracing.stage_spans(request.search_limit),
     )
     if run.failure is not None:
         if isinstance(run.failure, ApiError):
@@ -100,4 +133,4 @@ async def evidence(call: Call) -> Any:
         )
     package = render_package(run, explain, serialized=True)
     ctx.meta.record_read(not package["items"])
-    return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
+    return package, run

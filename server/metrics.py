@@ -58,6 +58,12 @@ class Metrics:
         )
         for store in ("gloss", "passages"):
             self.width_rebuilds.labels(store)
+        self.searches = Counter(
+            "taguru_searches",
+            "Searches served, by operation and whether they found anything",
+            ["op", "outcome"],
+            registry=self.registry,
+        )
 
     def resolved(self, served: list[dict[str, Any]]) -> None:
         """Count one resolve answer: semantic if any served candidate is, else lexical / weak_lexical / miss."""
@@ -68,6 +74,10 @@ class Metrics:
         else:
             tier = "weak_lexical" if served else "miss"
         self.resolves.labels(tier).inc()
+
+    def searched(self, op: str, empty: bool) -> None:
+        """Count one search answer of an operation: `empty` when it found nothing."""
+        self.searches.labels(op, "empty" if empty else "hit").inc()
 
     def hits_served(self, hits: list[dict[str, Any]]) -> None:
         """Count served passage (or community) hits by the lanes whose evidence they carry."""

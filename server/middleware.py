@@ -7,10 +7,13 @@ import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
+from taguru_server.server import compat
 from taguru_server.server.auth import authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import error_response
@@ -30,6 +33,9 @@ from taguru_server.server.state import (
     AppState,
 )
 from taguru_server.store.errors import ApiError, timed_out
+
+if TYPE_CHECKING:
+    from taguru_server.server.otel import Tracing
 
 log = structlog.get_logger("taguru.http")
 
@@ -150,6 +156,11 @@ async def probes(request: web.Request, handler: NextHandler) -> web.StreamRespon
 async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse:
     """Authenticate (failed attempts and per-key requests are rate limited), then check role and grant for the route."""
     app = request.app
+    if request.raw_path.startswith(compat.EXEMPT_PREFIXES):  # the reference serves these without a token
+        exempt = compat.unsupported(request.method, request.raw_path)
+        if exempt is not None and exempt[1] == "exempt":
+            request[ROUTE_KEY] = exempt[0]
+            raise ApiError("unknown_path", compat.unsupported_text(request.method, exempt[0]))
     try:
         principal = authenticate(app[SETTINGS_KEY], request.headers.getall("Authorization", []))
     except ApiError as err:
@@ -264,3 +275,26 @@ async def heavy_before_body(request: web.Request, handler: NextHandler) -> web.S
 
 
 MIDDLEWARES = (request_id, metrics, errors, probes, inflight, auth, heavy_before_body, body_cap, deadline)
+
+
+def server_span(tracing: Tracing) -> Middleware:
+    """Installed first when tracing (server/tracing.py): the SERVER span `<METHOD> <route template>`
+    around the whole request, parented by the caller's trace context."""
+
+    @web.middleware
+    async def traced(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+        method = request.method
+        with tracing.server_span(method, request.headers) as span:
+            status = 500
+            try:
+                response = await handler(request)
+                status = response.status
+                return response
+            except web.HTTPException as exc:
+                status = exc.status
+                raise
+            finally:
+                route = request.get(ROUTE_KEY)
+                tracing.finish_server_span(span, method, None if route == UNMATCHED else route, status)
+
+    return traced

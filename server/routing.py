@@ -7,6 +7,7 @@ from urllib.parse import unquote
 import attrs
 from aiohttp import web
 
+from taguru_server.server import compat
 from taguru_server.server import evidence as ev
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Handler, Route
@@ -24,8 +25,10 @@ from taguru_server.server.routes import (
     feed,
     graph,
     groups,
+    maintenance,
     passages,
     promote,
+    walks,
 )
 from taguru_server.store.errors import ApiError
 
@@ -41,6 +44,7 @@ ROUTES: list[Route] = [
     *passages.ROUTES,
     *graph.LANE_ROUTES,
     *explain.ROUTES,
+    *walks.ROUTES,
     *feed.ROUTES,
     *embeddings.ROUTES,
     Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
@@ -49,11 +53,13 @@ ROUTES: list[Route] = [
     *admin.IMPORT_ROUTES,
     *audits.ROUTES,
     *promote.ROUTES,
+    *maintenance.ROUTES,
     *mcp.ROUTES,
     *admin.PROTOCOL_ROUTES,
 ]
 
 PROBES = {**admin.probes(ROUTES), **PAGES}  # the inspector page (GET /ui) needs no auth either
+compat.SERVED[:] = [(r.method, r.template, r.role) for r in ROUTES]
 
 
 @attrs.frozen
@@ -65,6 +71,7 @@ class Match:
     handler: Handler | None
     name: str | None
     path_matched: bool
+    unsupported: bool = False  # a reference route this server does not serve (`compat.UNSUPPORTED`)
 
 
 class Router:
@@ -105,7 +112,14 @@ class Router:
             parts = segments(uri)
         except UnicodeDecodeError:
             raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API") from None
-        return Match(*self.match(method, parts))
+        found = Match(*self.match(method, parts))
+        if found.handler is None and not found.path_matched:
+            known = compat.unsupported(method, uri)
+            if known is not None:
+                template, role = known
+                name = parts[1] if "{name}" in template and len(parts) > 1 else None
+                return Match(template, "read" if role == "exempt" else role, None, name, False, True)
+        return found
 
 
 ROUTER = Router(ROUTES)
@@ -125,6 +139,8 @@ def authorize(principal: Principal, method: str, match: Match, uri: str) -> Hand
     """The matched route's handler if this key may call it: role first, then the route exists, then the grant."""
     principal.require_role(method, match.template, match.role)
     if match.handler is None:
+        if match.unsupported:
+            raise ApiError("unknown_path", compat.unsupported_text(method, match.template))
         if match.path_matched:
             raise ApiError("method_not_allowed", f"{method} is not supported on {uri}; GET /protocol lists the API")
         raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API")

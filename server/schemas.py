@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.server import (
+    audit_schemas,
     explain_wire,
     group_shapes,  # its request specs join PUBLISHED on import
+    maintenance_wire,
+    walk_bodies,  # publishes the walks' request bodies; their result schemas join COMPONENTS
 )
-from taguru_server.server.audit_schemas import AUDIT_COMPONENTS
 from taguru_server.server.decode import ALIASES, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
 
@@ -437,14 +439,14 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     },
     ["embedded", "total"],
 )
-COMPONENTS.update(explain_wire.COMPONENTS)
+COMPONENTS.update(explain_wire.COMPONENTS | audit_schemas.COMPONENTS)
+COMPONENTS.update(walk_bodies.result_components(_obj, ref))
+COMPONENTS.update(maintenance_wire.result_components(_obj))
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
     "properties": {"jsonrpc": {"const": "2.0"}, "id": {}, "method": STR, "params": {}},
 }
-
-COMPONENTS.update(AUDIT_COMPONENTS)  # groups-audits §4-§5
 
 # (method, template) -> (request component or None, response: component name | "bare:<name>" | media type)
 ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
@@ -474,15 +476,18 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("POST", "/contexts/{name}/query"): ("QueryRequest", "Matches"),
     ("POST", "/contexts/{name}/recall"): ("RecallRequest", "Matches"),
     ("POST", "/contexts/{name}/activate"): ("ActivateRequest", "Activation"),
+    ("POST", "/contexts/{name}/explore"): ("ExploreRequest", "ExplorePage"),
+    ("POST", "/contexts/{name}/paths"): ("PathsRequest", "PathsPage"),
+    ("POST", "/contexts/{name}/unreachable_from"): ("UnreachableFromRequest", "Orphans"),
     ("POST", "/contexts/{name}/evidence"): ("EvidenceRequest", "EvidencePackage"),
     ("POST", "/contexts/{name}/communities/search"): ("CommunitySearchRequest", "CommunitySearch"),
     ("GET", "/contexts/{name}/communities"): (None, "ndjson"),
     ("GET", "/contexts/{name}/export"): (None, "ndjson"),
     ("POST", "/import"): ("jsonl", "ImportResult"),
-    ("POST", "/contexts/{name}/vocabulary/audit"): ("VocabularyAuditRequest", "VocabularyAudit"),
-    ("POST", "/contexts/{name}/drift/audit"): ("DriftAuditRequest", "DriftAudit"),
-    ("POST", "/contexts/{name}/consolidation/audit"): ("ConsolidationAuditRequest", "ConsolidationAudit"),
-    ("POST", "/contexts/{name}/promote"): ("PromoteRequest", "Promotion"),
+    ("POST", "/flush"): (None, "names"),
+    ("POST", "/maintenance/compact"): (None, "MaintenanceSweep"),
+    ("POST", "/contexts/{name}/rename"): ("RenameRequest", "bool"),
+    ("POST", "/contexts/{name}/compact"): (None, "CompactOutcome"),
     ("POST", "/mcp"): ("JsonRpcRequest", "jsonrpc"),
     ("GET", "/protocol"): (None, "markdown"),
     ("GET", "/version"): (None, "bare:Version"),
@@ -493,7 +498,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/openapi.json"): (None, "openapi"),
     **group_shapes.ROUTE_SHAPES,
 }
-ROUTE_SHAPES.update(explain_wire.ROUTE_SHAPES)
+ROUTE_SHAPES.update(explain_wire.ROUTE_SHAPES | audit_schemas.ROUTE_SHAPES)
 
 
 def result_schema(shape: str) -> dict[str, Any]:
@@ -505,6 +510,8 @@ def result_schema(shape: str) -> dict[str, Any]:
         inner = BOOL
     elif shape == "int":
         inner = INT
+    elif shape == "names":
+        inner = STRS
     elif shape == "candidates":
         inner = {"type": "array", "items": ref("ResolveCandidate")}
     else:

@@ -24,6 +24,9 @@ class Persistence(Protocol):
     def load(self, cid: int, name: str, meta: Meta) -> Context: ...
     def commit(self, contexts: Iterable[Context]) -> int | None: ...
     def delete(self, cid: int) -> int: ...
+    def rename(self, cid: int, old: str, new: str) -> int: ...
+    def replace(self, ctx: Context) -> int: ...
+    def purge_freed(self) -> bool: ...
     def durable_rows(self, cid: int, wanted: Dirty) -> DurableRows: ...
     def load_vectors(self, cid: int) -> ContextVectors: ...
     def feed_page(self, cid: int, after: int, limit: int) -> FeedPage: ...
@@ -167,9 +170,52 @@ class Registry:
         """Re-read the groups from the store (after a transaction that rewrote them elsewhere)."""
         self.groups = self.persistence.list_groups()
 
+    def rename(self, name: str, to: str) -> bool:
+        """Move a durable context to a free name in one transaction; False when `name` is unknown.
+
+        The in-memory context moves with it (its read caches dropped); the change feed starts a new
+        epoch under `to`; a derived artifact (`{name}::communities`) keeps its own name.
+        """
+        ctx = self._loaded.get(name)
+        cid = ctx.cid if ctx is not None else self.cid_of(name)
+        if cid is None:
+            return False
+        try:
+            self._note_own(self.persistence.rename(cid, name, to))
+        except Exception as exc:
+            self.write_failing = True
+            raise CommitFailed(str(exc), _kind(exc)) from exc
+        self.write_failing = False
+        self.groups.update(context_renamed(self.groups, name, to))  # the store rewrote them in the same transaction
+        known = self._known.pop(name, None)
+        if ctx is not None:
+            del self._loaded[name]
+            ctx.name = to
+            ctx.read_cache.clear()
+            self._loaded[to] = ctx
+            self._known[to] = (cid, ctx.meta)
+        elif known is not None:
+            self._known[to] = known
+        return True
+
+    def replace(self, ctx: Context) -> None:
+        """Make a rebuilt context (same id and name) durable whole and serve it; on a refusal the old one stays."""
+        try:
+            self._note_own(self.persistence.replace(ctx))
+        except Exception as exc:
+            self.write_failing = True
+            raise CommitFailed(str(exc), _kind(exc)) from exc
+        self.write_failing = False
+        self._loaded[ctx.name] = ctx
+        self._known[ctx.name] = (ctx.cid, ctx.meta)
+
     def commit(self, contexts: Iterable[Context]) -> None:
         """Make the contexts' pending changes durable, or roll memory back to the store."""
         todo = list(dict.fromkeys(contexts))
+        if any(self._loaded.get(ctx.name) is not ctx for ctx in todo):
+            # taken before an await, and since rebuilt (compacted), reloaded or deleted: its rows are not the
+            # store's any more, so writing them would undo that change
+            raise CommitFailed("the context was rebuilt or removed while this write waited; nothing was applied")
         try:
             self._note_own(self.persistence.commit(todo))
         except Exception as exc:
@@ -234,8 +280,10 @@ class Registry:
         directory = directory or gap
         groups = groups or gap
         by_cid = {ctx.cid: ctx for ctx in self._loaded.values()}
-        for cid, whats in touched.items():  # deleted (and maybe recreated under the same id): forget it
-            if any(w.get("deleted") for w in whats) and cid in by_cid:
+        for cid, whats in touched.items():
+            # deleted (maybe recreated under the same id), renamed, or rebuilt whole (compacted, its ids
+            # reassigned): forget it; the next request loads it under its current name
+            if cid in by_cid and any(w.get(k) for w in whats for k in ("deleted", "renamed", "reload")):
                 self._loaded.pop(by_cid.pop(cid).name, None)
         directory = directory or any(cid not in by_cid for cid in touched)  # unloaded: refresh their metadata
         if directory:
@@ -296,7 +344,7 @@ def _by_context(
         if cid == 0:  # a group write (no context has id 0)
             continue
         touched.setdefault(cid, []).append(what)
-        directory = directory or bool(what.get("created") or what.get("deleted"))
+        directory = directory or any(what.get(k) for k in ("created", "deleted", "renamed", "reload"))
     return touched, directory, groups
 
 

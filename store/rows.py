@@ -166,6 +166,85 @@ class RowStore:
         except self.ERRORS as exc:
             raise self._failed(exc) from exc
 
+    def rename(self, cid: int, old: str, new: str) -> int:
+        """Re-key a context under `new` in one transaction: its feed starts over under a new epoch (old
+        cursors answer 410), group membership follows (`rename_in_groups`); returns the change-log seq."""
+        try:
+            with self._tx() as db:
+                db.execute("UPDATE contexts SET name = ? WHERE id = ?", (new, cid))
+                db.execute("DELETE FROM feed WHERE ctx = ?", (cid,))
+                db.execute(
+                    "INSERT INTO feed_epochs VALUES(?, ?) ON CONFLICT(ctx) DO UPDATE SET epoch = excluded.epoch",
+                    (cid, new_epoch()),
+                )
+                rename_in_groups(db, old, new)
+                seq = db.execute(
+                    "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq", (cid, '{"renamed":true}')
+                ).fetchone()[0]
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+        return int(seq)
+
+    def replace(self, ctx: Context) -> int:
+        """Rewrite every row of a rebuilt (compacted) context in one transaction; no feed event.
+
+        Its ids were reassigned, so other processes reload it whole (`"reload"` in the change log).
+        """
+        cid = ctx.cid
+        try:
+            with self._tx() as db:
+                seq = int(
+                    db.execute(
+                        "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq", (cid, '{"reload":true}')
+                    ).fetchone()[0]
+                )
+                for table in ("concepts", "labels", "sources", "aliases", "edges", "passages"):
+                    db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
+                db.execute("UPDATE contexts SET meta = ? WHERE id = ?", (_meta_json(ctx.meta), cid))
+                for table, names in (("concepts", ctx.concepts), ("labels", ctx.labels), ("sources", ctx.sources)):
+                    if names:
+                        db.executemany(
+                            f"INSERT INTO {table} VALUES(?, ?, ?)", [(cid, i, n) for i, n in enumerate(names)]
+                        )
+                if ctx.e_s:
+                    db.executemany(
+                        "INSERT INTO edges VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (
+                                cid,
+                                e,
+                                ctx.e_s[e],
+                                ctx.e_l[e],
+                                ctx.e_o[e],
+                                ctx.e_sum[e],
+                                ctx.e_cnt[e],
+                                _attrs_json(r) if r else "",
+                            )
+                            for e, r in enumerate(ctx.e_attr)
+                        ],
+                    )
+                order = itertools.count((seq << 32) + 1)
+                aliases = [(cid, kind, a, t, next(order)) for kind in (0, 1) for a, t in ctx.aliases[kind].items()]
+                if aliases:
+                    db.executemany("INSERT INTO aliases VALUES(?, ?, ?, ?, ?)", aliases)
+                passages = [
+                    (cid, sid, p.text, json.dumps(p.meta_json(), ensure_ascii=False))
+                    for sid, p in sorted(ctx.passages.items())
+                ]
+                if passages:
+                    db.executemany("INSERT INTO passages VALUES(?, ?, ?, ?)", passages)
+                if ctx.dirty.vectors:
+                    write_vectors(db, cid, ctx.vectors, ctx.dirty.vectors)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+        ctx.mark_clean()
+        return seq
+
+    def purge_freed(self) -> bool:
+        """Make deleted content unrecoverable from the store's files; True when that is done (a backend that
+        cannot promise it answers False)."""
+        return False
+
     def commit(self, contexts: Iterable[Context]) -> int | None:
         """Write what each context's dirty set names, all in one transaction; returns its last change-log seq."""
         todo = [c for c in contexts if c.dirty.any() or c.created]

@@ -21,6 +21,7 @@ APPLICATION_ID = 0x54414755
 # 4 added context groups (`context_groups`).
 FORMAT_VERSION = 4
 BUSY_TIMEOUT_MS = 5000  # how long a statement waits for another process's write lock (several workers)
+CHECKPOINT_WAIT_MS = 200  # how long a compaction's checkpoint waits for other processes' reads
 # the store's identity, also kept beside the database: a deleted or swapped database is noticed at boot
 STORE_ID_FILE = "STORE_ID"
 LEGACY_TABLES = {"contexts", "concepts", "labels", "sources", "aliases", "edges", "passages"}
@@ -141,6 +142,8 @@ class SqlitePersistence(RowStore):
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA foreign_keys=OFF")
+        # deleted content (a retracted passage, a compacted edge) is overwritten, not left in free pages
+        db.execute("PRAGMA secure_delete=ON")
         try:
             with self._tx():
                 # a new store, or one an older build wrote (format 0): record the identity and format
@@ -187,6 +190,24 @@ class SqlitePersistence(RowStore):
         self._write_section = False
         if self.db.in_transaction:
             self.db.execute("ROLLBACK")
+
+    def purge_freed(self) -> bool:
+        """Checkpoint the WAL into the database and truncate it, so no old page image (with content a retract
+        or a compaction deleted, already zeroed in the database by `secure_delete`) stays on disk.
+
+        False when another process's read or write kept the checkpoint from completing.
+        """
+        db = self.db
+        if db.in_transaction:
+            return False
+        db.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")
+        try:
+            busy, _log, _done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            return False
+        finally:
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        return int(busy) == 0
 
     def _snapshot(self) -> _Snapshot:
         return _Snapshot(self.db)

@@ -598,3 +598,27 @@ async def test_a_group_written_by_one_worker_is_read_by_another(settings_factory
         for server, _client, session in (first, second):
             await session.close()
             await server.close()
+
+
+async def test_a_renamed_context_is_renamed_in_every_group_durably(settings_factory: Any) -> None:
+    settings = settings_factory()
+    server, client, session = await start_client(settings)
+    try:
+        await make_context(client, "old")
+        await make_context(client, "other")
+        assert _ok(await put_group(client, "g", {"contexts": ["old", "other"]}))
+        assert _ok(await put_group(client, "h", {"contexts": ["old"], "groups": ["g"]}))
+        assert _ok(await client.call("POST", "/contexts/old/rename", {"to": "zz-new"})) is True
+        g = _ok(await client.call("GET", "/groups/g"))
+        h = _ok(await client.call("GET", "/groups/h"))
+        assert g["contexts"] == ["other", "zz-new"] and h["contexts"] == ["zz-new"]
+        before = _ok(await client.call("GET", "/groups"))
+    finally:
+        await session.close()
+        await server.close()
+    server, client, session = await start_client(settings_factory())
+    try:
+        assert _ok(await client.call("GET", "/groups")) == before
+    finally:
+        await session.close()
+        await server.close()

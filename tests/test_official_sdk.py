@@ -595,3 +595,33 @@ def test_the_change_feed(server: SpawnedServer) -> None:
         with pytest.raises(taguru.TaguruError) as stale:
             ctx.changes(since="cf1-0000000000000000-9")
         assert stale.value.status == 410 and stale.value.code == "stale_cursor"
+
+
+def test_operator_verbs(server: SpawnedServer) -> None:
+    with Taguru(server.base_url, api_key="") as client:
+        assert client.flush() == []
+        client.contexts.create("sdk-ops", description="ops")
+        ctx = client.context("sdk-ops")
+        ctx.add_associations(
+            [
+                {"subject": "蔵", "label": "杜氏", "object": "高瀬", "weight": 1.0, "source": "keep.md"},
+                {"subject": "蔵", "label": "廃止銘柄", "object": "旧銘", "weight": 1.0, "source": "gone.md"},
+            ]
+        )
+        ctx.retract_source("gone.md")
+        tail = ctx.changes()
+        outcome = ctx.compact()
+        assert (outcome.dead_edges, outcome.aliases_dropped) == (1, 0)
+        assert outcome.bytes_after < outcome.bytes_before
+        assert ctx.query(subject="蔵").total == 1
+        assert client.contexts.rename("sdk-ops", "sdk-ops-renamed") is True
+        moved = client.context("sdk-ops-renamed")
+        assert [m.object for m in moved.query(subject="蔵").matches] == ["高瀬"]
+        assert not client.contexts.exists("sdk-ops")
+        with pytest.raises(taguru.TaguruError) as stale:
+            moved.changes(since=tail.next)
+        assert stale.value.status == 410
+        assert client.contexts.rename("sdk-ops-renamed", "sdk-ops-renamed") is True
+        client.contexts.create("sdk-ops-other")
+        with pytest.raises(ConflictError):
+            client.contexts.rename("sdk-ops-renamed", "sdk-ops-other")

@@ -140,3 +140,28 @@ def test_sigterm_drains_in_flight_requests(tmp_path: Path, servers: list[Server]
     assert answer.get("status") == 200 and answer["batches"] > 0
     assert answer["done"] > signalled  # it was still running when the signal came, and was answered
     assert server.proc.wait(60) == 0
+
+
+def test_compaction_and_rename_are_seen_by_every_worker(tmp_path: Path, servers: list[Server]) -> None:
+    server = Server(tmp_path / "data", tmp_path / "server.log", TAGURU_WORKERS="2")
+    servers.append(server)
+    server.ok("PUT", "/contexts/k", {"description": "workers"})
+    rows = [
+        {"subject": "a", "label": "r", "object": f"o{i}", "weight": 1.0, "source": f"s{i % 2}.md"} for i in range(6)
+    ]
+    server.ok("POST", "/contexts/k/associations", rows)
+    server.ok("POST", "/contexts/k/sources/retract", {"source": "s0.md"})
+    for _ in range(10):  # both workers have the context loaded, dead edges and all
+        assert server.ok("GET", "/contexts/k")["stats"]["dead_edges"] == 3
+    outcome = server.ok("POST", "/contexts/k/compact")
+    assert outcome["dead_edges"] == 3
+    for _ in range(20):  # every call is a fresh connection, so both workers answer
+        stats = server.ok("GET", "/contexts/k")["stats"]
+        assert (stats["dead_edges"], stats["associations"], stats["concepts"]) == (0, 3, 4)
+        objects = [m["object"] for m in server.ok("POST", "/contexts/k/query", {"subject": "a"})["matches"]]
+        assert objects == ["o1", "o3", "o5"]
+    server.ok("POST", "/contexts/k/rename", {"to": "k2"})
+    for _ in range(20):
+        assert server.call("GET", "/contexts/k")[0] == 404
+        assert server.ok("GET", "/contexts/k2")["stats"]["associations"] == 3
+    assert len(serving_pids(server.log_path)) == 2

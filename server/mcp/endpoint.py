@@ -25,6 +25,7 @@ from taguru_server.server.mcp.protocol import (
 from taguru_server.server.mcp.tools import TOOL_BY_NAME, TOOLS
 from taguru_server.server.reply import Raw
 from taguru_server.server.state import DISPATCH_KEY
+from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.version import VERSION
 from taguru_server.store.wire import dumps_bytes, has_lone_surrogate
 
@@ -135,7 +136,13 @@ async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         return _tool_error(problem)
     method, path, body, query = tool.request(args)
     dispatch = call.app_state[DISPATCH_KEY]
-    status, raw = await dispatch(call.principal, call.deadline, method, path, body, query)
+    tracing = call.app_state.get(TRACING_KEY)
+    if tracing is None:
+        status, raw = await dispatch(call.principal, call.deadline, method, path, body, query)
+    else:
+        with tracing.tool_span("http_mcp", name, params.get("_meta")) as span:
+            status, raw = await dispatch(call.principal, call.deadline, method, path, body, query)
+            tracing.tool_result(span, status, len(raw))
     text = raw.decode("utf-8")
     if status >= 400:
         if len(raw) > MAX_RESULT_BYTES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from taguru_server.server.compat import routes_section
 from taguru_server.server.version import VERSION, version_body
 
 SUPPORTED_PROTOCOLS = ("2024-11-05", "2025-03-26", "2025-06-18")
@@ -27,6 +28,7 @@ def protocol_text() -> str:
         + "\n"
         + "\n---\n\n## This server\n\n"
         + f"taguru-server {VERSION} (Python), speaking the Taguru HTTP and MCP wire contracts.\n\n"
+        + routes_section()
         + "Contract versions (also `GET /version`, ADR 0005 §6) — discovery only, not negotiation:\n\n"
         + "```json\n"
         + json.dumps(version_body(), indent=2)

@@ -20,6 +20,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
 
     from taguru_server.client.http import TaguruClient
+    from taguru_server.server.otel import Tracing
 
 log = structlog.get_logger("taguru.mcp_stdio")
 
@@ -131,13 +133,27 @@ def _tool_error(text: str, structured: Any = None) -> types.CallToolResult:
     return types.CallToolResult(**fields)
 
 
+TRACE_FIELDS = ("traceparent", "tracestate")
+_ROUTED_STATUS = re.compile(r'"text":\s*"HTTP (\d{3}):')
+
+
+def _routed_status(status: int, raw: bytes) -> int:
+    """The status of the routed call behind a `/mcp` answer: the answer's own when it failed, else
+    the one its tool error names (`HTTP <code>: …`), else 200."""
+    if status >= 300:
+        return status
+    found = _ROUTED_STATUS.search(raw[:4096].decode("utf-8", "replace"))
+    return int(found.group(1)) if found and b'"isError":true' in raw else 200
+
+
 class Forwarder:
     """The HTTP side: one JSON-RPC message per `POST {url}/mcp`."""
 
-    def __init__(self, settings: BridgeSettings, client: TaguruClient) -> None:
+    def __init__(self, settings: BridgeSettings, client: TaguruClient, tracing: Tracing | None = None) -> None:
         self.settings = settings
         self.client = client
         self.ids = 0
+        self.tracing = tracing
 
     async def post(
         self, method: str, params: dict[str, Any], timeout: float, traceparent: Mapping[str, str] | None = None
@@ -175,6 +191,28 @@ class Forwarder:
         )
         return protocol_text()
 
+    async def forward(
+        self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None
+    ) -> tuple[int, bytes]:
+        """One `tools/call` to the server. The caller's `params._meta.traceparent`/`tracestate` go on as
+        HTTP headers; when the bridge traces (OTEL_EXPORTER_OTLP_*), its own `mcp.tools/call <tool>`
+        span sits between, parented by them, and the headers carry that span instead."""
+        params = {"name": name, "arguments": arguments or {}}
+        if self.tracing is None:
+            trace = {k: v for k, v in (meta or {}).items() if k in TRACE_FIELDS and isinstance(v, str)}
+            return await self.post("tools/call", params, self.settings.timeout, trace)
+        from taguru_server.server.mcp.tools import TOOL_BY_NAME
+
+        tracing = self.tracing
+        with tracing.tool_span("stdio_mcp", name if name in TOOL_BY_NAME else None, dict(meta or {}), True) as span:
+            try:
+                status, raw = await self.post("tools/call", params, self.settings.timeout, tracing.outbound_headers())
+            except Exception:
+                tracing.tool_result(span, None, 0)
+                raise
+            tracing.tool_result(span, _routed_status(status, raw), len(raw))
+            return status, raw
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None = None
     ) -> types.CallToolResult:
@@ -183,11 +221,8 @@ class Forwarder:
 
         from taguru_server.client.http import TransportError
 
-        trace = {k: v for k, v in (meta or {}).items() if k in ("traceparent", "tracestate") and isinstance(v, str)}
         try:
-            status, raw = await self.post(
-                "tools/call", {"name": name, "arguments": arguments or {}}, self.settings.timeout, trace
-            )
+            status, raw = await self.forward(name, arguments, meta)
         except TransportError:
             log.warning("taguru.degrade", reason="bridge_unreachable", tool=name)
             return _tool_error(UNREACHABLE)
@@ -338,7 +373,7 @@ class FramedStdin:
             yield text
 
 
-async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None) -> None:
+async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None, tracing: Tracing | None = None) -> None:
     """Run the bridge until stdin closes."""
     import anyio
     from mcp.server.stdio import stdio_server
@@ -351,7 +386,7 @@ async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None) -> None
         settings.url, settings.token, timeout=settings.timeout, max_response_bytes=None, connections=100
     )
     async with bridge as client:
-        forwarder = Forwarder(settings, client)
+        forwarder = Forwarder(settings, client, tracing)
         server = build_server(forwarder, await forwarder.instructions())
         send_refusal, receive_refusal = anyio.create_memory_object_stream[SessionMessage](64)
         framed = FramedStdin(stdin if stdin is not None else sys.stdin.buffer, settings.max_line_bytes, send_refusal)
@@ -383,10 +418,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if getattr(args, "url", None):
         env["TAGURU_URL"] = args.url
+    from taguru_server.server.tracing import tracing_for
+
+    tracing = tracing_for(env)  # OTEL_EXPORTER_OTLP_*: the bridge's tool-call spans
     try:
-        anyio.run(serve, bridge_settings(env))
+        anyio.run(serve, bridge_settings(env), None, tracing)
     except KeyboardInterrupt:
         pass
+    finally:
+        if tracing is not None:  # flush the batched spans before the process ends
+            tracing.shutdown()
     return 0
 
 

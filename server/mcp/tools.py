@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import attrs
 
+from taguru_server.server.mcp import audit_tools
 from taguru_server.store.wire import dumps_bytes
 
 _EVIDENCE_DESCRIPTION = (
@@ -26,16 +27,6 @@ _EVIDENCE_DESCRIPTION = (
     "`TAGURU_RERANK_URL`/`_MODEL` configured, or on any provider failure, selection stays fully deterministic and "
     "`plan.reranker.reason` names why in a fixed, machine-readable vocabulary — never a call-ending error. Does not "
     "change `retrieve` or any direct endpoint's behavior."
-)
-
-_CONSOLIDATION_DESCRIPTION = (
-    "Consolidation candidates (ADR 0012), sections chosen by `checks`: merge (spelling/synonym twins corroborated by "
-    "shared live structure, types attached when a schema exists), contradiction (multiple live objects under one "
-    "subject+label, ranked by how one-object the label usually is, rows dated; plus sign-contested edges with both "
-    "sides' sources), staleness (facts whose latest assertion trails their own subject's newest, with an honest "
-    "undatable count). CANDIDATES for review, never verdicts — judge each, then apply through ordinary writes "
-    "(alias / retract / negative weight / re-import). Every candidate carries a `fingerprint` over its own evidence: "
-    "judge once per fingerprint and reuse the judgment until it moves."
 )
 
 
@@ -108,7 +99,7 @@ ASSEMBLE_EVIDENCE: dict[str, Any] = {
 
 @attrs.frozen
 class Tool:
-    """A tool: its definition and how its arguments become one routed HTTP call (under the caller's key and role)."""
+    """A tool: its definition and how its arguments become one routed HTTP call (run under the caller's key)."""
 
     name: str
     description: str
@@ -325,6 +316,50 @@ TOOLS: tuple[Tool, ...] = (
         ("origins", "decay", "limit"),
     ),
     Tool(
+        "explore",
+        "Every association within max_depth hops of the origins, nearest first, with its hop distance and path.",
+        {
+            "context": _CONTEXT,
+            "origins": {"description": "origin concept names", "items": {"type": "string"}, "type": "array"},
+            "max_depth": _int_prop("hop ceiling (default and ceiling 10)"),
+            "limit": _int_prop("page size (default 100, ceiling 1000)"),
+            "after": {"description": "cursor: distance, subject, label, object of the last match", "type": "object"},
+        },
+        ("context", "origins"),
+        "POST",
+        "/contexts/{context}/explore",
+        ("origins", "max_depth", "limit", "after"),
+    ),
+    Tool(
+        "paths",
+        "Simple trails from any origin to any target, shortest first, then by weakest link.",
+        {
+            "context": _CONTEXT,
+            "origins": {"description": "origin concept names", "items": {"type": "string"}, "type": "array"},
+            "targets": {"description": "target concept names", "items": {"type": "string"}, "type": "array"},
+            "max_depth": _int_prop("hop ceiling (default and ceiling 10)"),
+            "limit": _int_prop("trails returned (default 10, ceiling 100)"),
+        },
+        ("context", "origins", "targets"),
+        "POST",
+        "/contexts/{context}/paths",
+        ("origins", "targets", "max_depth", "limit"),
+    ),
+    Tool(
+        "audit_coverage",
+        "Every live association no walk from the origins reaches, heaviest first.",
+        {
+            "context": _CONTEXT,
+            "origins": {"description": "origin concept names", "items": {"type": "string"}, "type": "array"},
+            "limit": _int_prop("page size (default 100, ceiling 1000)"),
+            "after": {"description": "cursor: weight, subject, label, object of the last match", "type": "object"},
+        },
+        ("context", "origins"),
+        "POST",
+        "/contexts/{context}/unreachable_from",
+        ("origins", "limit", "after"),
+    ),
+    Tool(
         "search_passages",
         "BM25 paragraph search over the context's passages.",
         {
@@ -457,84 +492,6 @@ TOOLS: tuple[Tool, ...] = (
         query_keys=("limit", "after", "prefix"),
     ),
     Tool(
-        "audit_vocabulary",
-        "Spelling twins (bigram Dice over concept and label names, plus gloss-vector twins when vectors exist): "
-        "CANDIDATES for alias review, never verdicts.",
-        {
-            "context": _CONTEXT,
-            "dice_floor": {"description": "lexical floor (default 0.6)", "type": "number"},
-            "cosine_floor": {"description": "semantic floor (default 0.6)", "type": "number"},
-        },
-        ("context",),
-        "POST",
-        "/contexts/{context}/vocabulary/audit",
-        ("dice_floor", "cosine_floor"),
-    ),
-    Tool(
-        "audit_drift",
-        "Drift in one pass: edges whose weight no source covers (paged like recall, ranked by unsourced weight), "
-        "aliases whose canonical has no live edge, and optionally the vocabulary twins.",
-        {
-            "context": _CONTEXT,
-            "unsourced_floor": {"description": "minimum |unsourced weight| (default 0)", "type": "number"},
-            "limit": _int_prop("unsourced page size (default 100, capped at 1000)"),
-            "after": {
-                "description": "cursor: the last entry's unsourced_weight, subject, label, object",
-                "type": "object",
-            },
-            "include_twins": {"description": "also run the vocabulary audit (default false)", "type": "boolean"},
-            "dice_floor": {"description": "twins: lexical floor (default 0.6)", "type": "number"},
-            "cosine_floor": {"description": "twins: semantic floor (default 0.6)", "type": "number"},
-        },
-        ("context",),
-        "POST",
-        "/contexts/{context}/drift/audit",
-        ("unsourced_floor", "limit", "after", "include_twins", "dice_floor", "cosine_floor"),
-    ),
-    Tool(
-        "audit_consolidation",
-        _CONSOLIDATION_DESCRIPTION,
-        {
-            "checks": {
-                "description": "required, non-empty: each section is a full-graph pass",
-                "items": {"enum": ["merge", "contradiction", "staleness"], "type": "string"},
-                "minItems": 1,
-                "type": "array",
-            },
-            "context": _CONTEXT,
-            "cosine_floor": {"description": "merge: semantic floor (default 0.6)", "type": "number"},
-            "dice_floor": {"description": "merge: lexical floor (default 0.6)", "type": "number"},
-            "evidence_cap": _int_prop("per-list merge evidence ceiling (default 20)"),
-            "floor_secs": _int_prop("staleness: minimum gap in seconds (default 0)"),
-            "limit": _int_prop("per-section candidate ceiling (default 100, capped at 1000); totals stay exact"),
-        },
-        ("context", "checks"),
-        "POST",
-        "/contexts/{context}/consolidation/audit",
-        ("checks", "limit", "evidence_cap", "dice_floor", "cosine_floor", "floor_secs"),
-    ),
-    Tool(
-        "promote",
-        "Move named sources whole from this context into another, established one (write role; a scoped key needs "
-        "a grant on both): each source's own shares, passage and live aliases, replacing that source there. "
-        "`dry_run` previews the batches without writing; a real run ends with the destination's consolidation audit.",
-        {
-            "context": _CONTEXT,
-            "into": _str_prop("the destination context (must exist)"),
-            "sources": {"description": "source ids to promote", "items": {"type": "string"}, "type": "array"},
-            "audit": {
-                "description": "run the destination's consolidation audit afterwards (default true)",
-                "type": "boolean",
-            },
-            "dry_run": {"description": "preview only (default false)", "type": "boolean"},
-        },
-        ("context", "into", "sources"),
-        "POST",
-        "/contexts/{context}/promote",
-        ("into", "sources", "audit"),
-        query_keys=("dry_run",),
-    ),
-    Tool(
         "list_groups",
         "List the context groups (every key sees every group; members outside its grant are hidden).",
         {"limit": _int_prop("page size (default 1000)"), "after": _str_prop("exclusive cursor: the last name seen")},
@@ -560,4 +517,35 @@ TOOLS: tuple[Tool, ...] = (
         "/groups/{name}/export",
     ),
 )
+# operator tools: each is one routed call whose route's role (admin) and grant are checked as over HTTP
+OPERATOR_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "flush",
+        "Make pending writes durable. Every write here is durable when acknowledged, so this answers an empty "
+        "list. Needs an admin key without a context list.",
+        {},
+        (),
+        "POST",
+        "/flush",
+    ),
+    Tool(
+        "compact",
+        "Rebuild a context from its live content: drops dead (fully retracted) associations, vocabulary and "
+        "aliases nothing live uses, and the bytes of retracted passages; reports what was shed. Needs admin.",
+        {"context": _CONTEXT},
+        ("context",),
+        "POST",
+        "/contexts/{context}/compact",
+    ),
+    Tool(
+        "rename_context",
+        "Rename a context (its data, aliases, passages and revisions move; change-feed cursors restart). Needs admin.",
+        {"context": _CONTEXT, "to": _str_prop("the new context name (at most 64 bytes)")},
+        ("context", "to"),
+        "POST",
+        "/contexts/{context}/rename",
+        ("to",),
+    ),
+)
+TOOLS = TOOLS + audit_tools.tools(Tool) + OPERATOR_TOOLS
 TOOL_BY_NAME = {t.name: t for t in TOOLS}

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import COMMUNITY_SEARCH, check_name
 from taguru_server.server.reply import Raw
-from taguru_server.server.routes.common import count_read
+from taguru_server.server.routes.common import count_read, heavy_op
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.semantic import passage_vector_query
-from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.store.communities import (
     NoArtifact,
     artifact_name,
@@ -73,34 +72,13 @@ async def search_communities(call: Call) -> Any:
     }
 
 
-DEFAULT_HEAVY_OPS = 2
 NDJSON = "application/x-ndjson; charset=utf-8"
-
-
-def _heavy_limit() -> int:
-    raw = os.environ.get("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "").strip()
-    try:
-        value = int(raw) if raw else DEFAULT_HEAVY_OPS
-    except ValueError:
-        value = DEFAULT_HEAVY_OPS
-    return max(value, 0)
 
 
 async def stream_communities(call: Call) -> Raw:
     """GET /contexts/{name}/communities: the `louvain-cc/1` analysis as NDJSON, header line first (§10.2)."""
     ctx = call.context()
-    limit = _heavy_limit()
-    ops = call.app_state[HEAVY_OPS_KEY]
-    running = ops.count
-    if limit and running >= limit:
-        raise ApiError(
-            "overloaded",
-            f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
-            "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
-            headers={"Retry-After": "1"},
-        )
-    ops.count = running + 1
-    try:
+    with heavy_op(call):
         rev = revision(ctx)  # read before the analysis
         snapshot = GraphSnapshot.of(ctx)
         try:
@@ -109,8 +87,6 @@ async def stream_communities(call: Call) -> Raw:
             raise ApiError(
                 "timeout", "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
             ) from None
-    finally:
-        ops.count -= 1
     count_read(ctx, not analysis["communities"])
     header = {
         "taguru_communities": 1,
