@@ -15,13 +15,9 @@ UNSUPPORTED: tuple[tuple[str, str, str], ...] = (
     # schemas
     ("GET", "/contexts/{name}/schema", "read"),
     ("PUT", "/contexts/{name}/schema", "write"),
-    # audits and promotion
-    ("POST", "/contexts/{name}/vocabulary/audit", "read"),
+    # the schema audits
     ("POST", "/contexts/{name}/schema/audit", "read"),
-    ("POST", "/contexts/{name}/consolidation/audit", "read"),
     ("POST", "/contexts/{name}/schema/validate", "read"),
-    ("POST", "/contexts/{name}/drift/audit", "read"),
-    ("POST", "/contexts/{name}/promote", "write"),
     # OAuth (mounted by the reference only when TAGURU_PUBLIC_URL is set)
     ("GET", "/.well-known/oauth-protected-resource", "exempt"),
     ("GET", "/.well-known/oauth-protected-resource/mcp", "exempt"),

@@ -18,6 +18,7 @@ from taguru_server.server.auth import authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import error_response
 from taguru_server.server.logging import start_request_notes
+from taguru_server.server.routes.audits import HEAVY_BEFORE_BODY, permit
 from taguru_server.server.routing import MATCH_KEY, PROBES, ROUTER, UNMATCHED, authorize
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
@@ -30,6 +31,7 @@ from taguru_server.server.state import (
     ROUTE_KEY,
     SETTINGS_KEY,
     STARTED_KEY,
+    AppState,
 )
 from taguru_server.store.errors import ApiError, timed_out
 
@@ -273,7 +275,17 @@ async def deadline(request: web.Request, handler: NextHandler) -> web.StreamResp
     return response
 
 
-MIDDLEWARES = (request_id, metrics, errors, probes, inflight, auth, body_cap, deadline)
+@web.middleware
+async def heavy_before_body(request: web.Request, handler: NextHandler) -> web.StreamResponse:
+    """The routes that hold a heavy-operation permit from before their body is read (the two audits)."""
+    match = request.get(MATCH_KEY)
+    if match is None or (request.method, match.template) not in HEAVY_BEFORE_BODY:
+        return await handler(request)
+    with permit(AppState(request.app)):
+        return await handler(request)
+
+
+MIDDLEWARES = (request_id, metrics, errors, probes, inflight, auth, heavy_before_body, body_cap, deadline)
 
 
 def server_span(tracing: Tracing) -> Middleware:

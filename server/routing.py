@@ -15,6 +15,7 @@ from taguru_server.server.inspector import PAGES
 from taguru_server.server.mcp import endpoint as mcp
 from taguru_server.server.routes import (
     admin,
+    audits,
     communities,
     contexts,
     cross,
@@ -26,6 +27,7 @@ from taguru_server.server.routes import (
     groups,
     maintenance,
     passages,
+    promote,
     walks,
 )
 from taguru_server.store.errors import ApiError
@@ -49,6 +51,8 @@ ROUTES: list[Route] = [
     *communities.ROUTES,
     *export.ROUTES,
     *admin.IMPORT_ROUTES,
+    *audits.ROUTES,
+    *promote.ROUTES,
     *maintenance.ROUTES,
     *mcp.ROUTES,
     *admin.PROTOCOL_ROUTES,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.server import (
+    audit_schemas,
     explain_wire,
     group_shapes,  # its request specs join PUBLISHED on import
     maintenance_wire,
@@ -438,7 +439,7 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     },
     ["embedded", "total"],
 )
-COMPONENTS.update(explain_wire.COMPONENTS)
+COMPONENTS.update(explain_wire.COMPONENTS | audit_schemas.COMPONENTS)
 COMPONENTS.update(walk_bodies.result_components(_obj, ref))
 COMPONENTS.update(maintenance_wire.result_components(_obj))
 COMPONENTS["JsonRpcRequest"] = {
@@ -497,7 +498,7 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/openapi.json"): (None, "openapi"),
     **group_shapes.ROUTE_SHAPES,
 }
-ROUTE_SHAPES.update(explain_wire.ROUTE_SHAPES)
+ROUTE_SHAPES.update(explain_wire.ROUTE_SHAPES | audit_schemas.ROUTE_SHAPES)
 
 
 def result_schema(shape: str) -> dict[str, Any]:

@@ -287,3 +287,86 @@ async def seed_communities_artifact(client) -> None:
             {"label": "contains", "object": "a2", "subject": "community:L0-0", "weight": 4.0},
         ],
     )
+
+
+# Groups AB-AE of SETUPS.md (audits and promote): fixture -> (set-up calls, context of the recorded call).
+_TWIN_EDGES = [
+    {"label": "銘柄", "object": "青嶺", "source": "doc-a", "subject": "青嶺酒造", "weight": 1.0},
+    {"label": "銘柄", "object": "青嶺", "source": "doc-b", "subject": "青嶺酒蔵", "weight": 1.0},
+    {"label": "行う", "object": "醸造", "subject": "蔵", "weight": 3.0},
+]
+
+
+def _twin_corpus(name: str) -> list[Call]:
+    return [
+        ("PUT", f"/contexts/{name}", {"description": "wire-contract vocabulary corpus"}),
+        ("POST", f"/contexts/{name}/associations", _TWIN_EDGES),
+    ]
+
+
+PROMOTE_STEPS: list[Call] = [
+    ("PUT", "/contexts/scratch-w", {"description": "wire-contract session notes"}),
+    ("PUT", "/contexts/corpus-p", {"description": "wire-contract permanent corpus"}),
+    (
+        "POST",
+        "/contexts/scratch-w/associations",
+        [
+            {
+                "label": "杜氏",
+                "object": "高瀬",
+                "paragraph": 0,
+                "source": "session:w:a",
+                "subject": "蔵",
+                "weight": 1.0,
+            },
+            {"label": "銘柄", "object": "青嶺", "source": "session:w:stay", "subject": "蔵", "weight": 1.0},
+        ],
+    ),
+    (
+        "POST",
+        "/contexts/scratch-w/sources",
+        {
+            "dates": {"session:w:a": 1000},
+            "passages": {"session:w:a": "蔵の杜氏は高瀬。"},
+            "tags": {"session:w:a": ["酒"]},
+        },
+    ),
+    ("POST", "/contexts/scratch-w/aliases", {"concepts": {"あおみね": "青嶺", "たかせ": "高瀬"}}),
+]
+
+AUDIT_SETUPS: dict[str, tuple[list[Call], str]] = {
+    "vocabulary_audit": (_twin_corpus("corpus-j"), "corpus-j"),
+    "drift_audit": (_twin_corpus("corpus-k"), "corpus-k"),
+    "consolidation_audit": (
+        [
+            ("PUT", "/contexts/fix", {"description": "consolidation contract corpus"}),
+            (
+                "POST",
+                "/contexts/fix/associations",
+                [
+                    {"label": "銘柄", "object": "青嶺", "source": "doc-a", "subject": "青嶺酒造", "weight": 1.0},
+                    {"label": "銘柄", "object": "青嶺", "source": "doc-b", "subject": "青嶺酒蔵", "weight": 1.0},
+                    {"label": "杜氏", "object": "高瀬", "source": "doc-a", "subject": "蔵", "weight": 1.0},
+                    {"label": "杜氏", "object": "青山", "source": "doc-b", "subject": "蔵", "weight": 1.0},
+                    {"label": "行う", "object": "大量生産", "source": "doc-a", "subject": "蔵", "weight": 1.0},
+                    {"label": "行う", "object": "大量生産", "source": "doc-b", "subject": "蔵", "weight": -2.0},
+                    {"label": "銘柄", "object": "初霜", "source": "doc-a", "subject": "蔵", "weight": 1.0},
+                    {"label": "銘柄", "object": "幻", "source": "doc-undated", "subject": "幽霊蔵", "weight": 1.0},
+                ],
+            ),
+            (
+                "POST",
+                "/contexts/fix/sources",
+                {"dates": {"doc-a": 1000, "doc-b": 2000}, "passages": {"doc-a": "旧情報。", "doc-b": "新情報。"}},
+            ),
+        ],
+        "fix",
+    ),
+    "promote_dry_run": (PROMOTE_STEPS, "scratch-w"),
+    # step 7 runs right after step 6 (the dry run), which wrote nothing
+    "promote": (
+        PROMOTE_STEPS
+        + [("POST", "/contexts/scratch-w/promote?dry_run=true", {"into": "corpus-p", "sources": ["session:w:a"]})],
+        "scratch-w",
+    ),
+}

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import attrs
 
+from taguru_server.server.mcp import audit_tools
 from taguru_server.store.wire import dumps_bytes
 
 _EVIDENCE_DESCRIPTION = (
@@ -546,5 +547,5 @@ OPERATOR_TOOLS: tuple[Tool, ...] = (
         ("to",),
     ),
 )
-TOOLS = TOOLS + OPERATOR_TOOLS
+TOOLS = TOOLS + audit_tools.tools(Tool) + OPERATOR_TOOLS
 TOOL_BY_NAME = {t.name: t for t in TOOLS}

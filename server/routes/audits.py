@@ -1,0 +1,248 @@
+"""The audit routes: POST …/vocabulary/audit, …/drift/audit and …/consolidation/audit (read-only).
+
+Vocabulary and consolidation audits hold a heavy-operation permit from before their body is
+read (`middleware.heavy_before_body`) to the end of the handler; the drift audit takes one
+only for its twin sweep, after its own sweeps. In-process calls (MCP tools) take it at the
+start of the handler. The sweeps run on the event loop over the live context, checking the
+request's deadline as they go; the twin sweeps (the expensive part) run in a worker thread over
+copies of the spelling index and name vectors, so the event loop keeps serving meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from taguru_server.server.call import Call, Route
+from taguru_server.server.decode import CURSOR, PREFIX, Field, Spec, parse_json
+from taguru_server.server.errors import malformed
+from taguru_server.server.routes.common import count_read, heavy_limit
+from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, AppState
+from taguru_server.store import audits
+from taguru_server.store.context import CONCEPT, LABEL, Context
+from taguru_server.store.errors import ApiError
+
+BEFORE_START = (
+    "request exceeded its budget before this operation could start; narrow the query or raise "
+    "TAGURU_REQUEST_TIMEOUT_SECS"
+)
+MID_SCAN = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
+MAX_CHECKS = 1000
+MAX_LIMIT = 1000
+
+VOCABULARY_AUDIT = Spec(
+    "VocabularyAuditRequest",
+    (
+        # not optional on the wire: a null is refused like a wrong type
+        Field("dice_floor", "f64", "lexical twin floor, default 0.6, clamped to [0, 1]", null_is_absent=False),
+        Field("cosine_floor", "f32", "semantic twin floor, default 0.6, clamped to [0, 1]", null_is_absent=False),
+    ),
+    description="optional body: an empty body means every default",
+)
+DRIFT_AUDIT = Spec(
+    "DriftAuditRequest",
+    (
+        Field("unsourced_floor", "f64", "keep edges whose |unsourced weight| reaches |floor| (default 0)"),
+        Field("limit", "usize", "unsourced page size", default=100, ceiling=MAX_LIMIT),
+        Field("after", "struct", "keyset cursor (the last entry's unsourced_weight and names)", nested=CURSOR),
+        Field("include_twins", "bool", "also run the vocabulary audit", default=False, null_is_absent=False),
+        Field("dice_floor", "f64", "lexical twin floor, default 0.6"),
+        Field("cosine_floor", "f32", "semantic twin floor, default 0.6"),
+    ),
+    description="optional body: an empty body means every default",
+)
+CONSOLIDATION_AUDIT = Spec(
+    "ConsolidationAuditRequest",
+    (
+        Field("checks", "strings", "any of merge, contradiction, staleness", True, max_items=MAX_CHECKS),
+        Field("limit", "usize", "per-section candidate ceiling", default=100, ceiling=MAX_LIMIT),
+        Field("evidence_cap", "usize", "per-list merge evidence ceiling", default=20, ceiling=MAX_LIMIT),
+        Field("dice_floor", "f64", "merge: lexical floor, default 0.6"),
+        Field("cosine_floor", "f32", "merge: semantic floor, default 0.6"),
+        Field("floor_secs", "u64", "staleness: minimum gap in seconds", default=0),
+    ),
+)
+SPECS = (VOCABULARY_AUDIT, DRIFT_AUDIT, CONSOLIDATION_AUDIT)
+
+
+# ----- the heavy-operation permit ---------------------------------------------------------
+
+_HELD: ContextVar[bool] = ContextVar("taguru_heavy_permit_held", default=False)
+HEAVY_BEFORE_BODY = frozenset(
+    {("POST", "/contexts/{name}/vocabulary/audit"), ("POST", "/contexts/{name}/consolidation/audit")}
+)
+
+
+def overloaded(limit: int) -> ApiError:
+    return ApiError(
+        "overloaded",
+        f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
+        "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
+        headers={"Retry-After": "1"},
+    )
+
+
+def try_permit(state: AppState) -> bool:
+    """Take one heavy-operation permit if one is free (or the ceiling is off); pair with `release`."""
+    limit = heavy_limit()
+    ops = state[HEAVY_OPS_KEY]
+    if limit and ops.count >= limit:
+        return False
+    ops.count += 1
+    return True
+
+
+def release(state: AppState) -> None:
+    state[HEAVY_OPS_KEY].count -= 1
+
+
+@contextlib.contextmanager
+def permit(state: AppState) -> Iterator[None]:
+    """Hold a heavy-operation permit (503 when none is free); a no-op when this request holds one already."""
+    if _HELD.get():
+        yield
+        return
+    if not try_permit(state):
+        raise overloaded(heavy_limit())
+    token = _HELD.set(True)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+        release(state)
+
+
+# ----- shared pieces ------------------------------------------------------------------------
+
+
+def optional_body(spec: Spec, raw: bytes) -> dict[str, Any]:
+    """The optional-body discipline: empty is every default; any other failure is one 400 (any Content-Type)."""
+    value: Any = {} if raw == b"" else None
+    try:
+        if value is None:
+            value = parse_json(raw)
+        return spec.decode(value, raw)
+    except ApiError as exc:
+        detail = exc.message
+        for prefix in (PREFIX, "Failed to parse the request body as JSON: "):
+            detail = detail.removeprefix(prefix)
+        raise malformed(f"the request body is not valid JSON: {detail}", status=400) from None
+
+
+def before_start(call: Call) -> None:
+    if time.monotonic() > call.deadline:
+        raise ApiError("timeout", BEFORE_START)
+
+
+def mid_scan() -> ApiError:
+    return ApiError("timeout", MID_SCAN)
+
+
+def vectors_serve(call: Call, ctx: Context) -> bool:
+    """Gloss vectors made under the configured provider's model exist (else the semantic half is skipped)."""
+    embedder = call.app_state.get(EMBEDDER_KEY)
+    store = ctx.vectors.glosses
+    return embedder is not None and store is not None and store.model == embedder.model
+
+
+def floors(args: dict[str, Any]) -> tuple[float, float]:
+    return audits.clamp01(args["dice_floor"]), audits.clamp01(args["cosine_floor"])
+
+
+async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str, Any]) -> audits.Twins:
+    """The twin sweeps over copies of the spelling index and name vectors, in a worker thread."""
+    dice, cosine = floors(args)
+    work = audits.TwinSweep.prepare(ctx, kinds, vectors_serve(call, ctx))
+    try:
+        return await asyncio.to_thread(work.run, dice, cosine, call.deadline)
+    except audits.Expired:
+        raise mid_scan() from None
+
+
+async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+    return audits.vocabulary(ctx, await sweep(call, ctx, (CONCEPT, LABEL), args))
+
+
+# ----- handlers ----------------------------------------------------------------------------
+
+
+async def vocabulary_audit(call: Call) -> Any:
+    """§4.2: permit (taken before the body), body, budget, context, sweep."""
+    with permit(call.app_state):
+        args = optional_body(VOCABULARY_AUDIT, call.body)
+        before_start(call)
+        ctx = call.context()
+        return await twins(call, ctx, args)
+
+
+async def drift_audit(call: Call) -> Any:
+    """§4.3: body, budget, context, the unsourced and dead-alias sweeps, then (permit) the twins."""
+    args = optional_body(DRIFT_AUDIT, call.body)
+    before_start(call)
+    ctx = call.context()
+    floor = 0.0 if args["unsourced_floor"] is None else float(args["unsourced_floor"])
+    try:
+        total, page = audits.unsourced(ctx, floor, args["limit"], args["after"], call.deadline)
+    except audits.Expired:
+        raise mid_scan() from None
+    dead_concepts, dead_labels = audits.dead_aliases(ctx)
+    found = None
+    if args["include_twins"]:
+        with permit(call.app_state):
+            found = await twins(call, ctx, args)
+    count_read(ctx, False)
+    return {
+        "total": total,
+        "unsourced": page,
+        "dead_concept_aliases": dead_concepts,
+        "dead_label_aliases": dead_labels,
+        "twins": found,
+    }
+
+
+def checked_sections(checks: list[str]) -> set[str]:
+    """Checks 4-5 of §4.4: consecutive duplicates dropped, not empty, every name known."""
+    deduped = [c for i, c in enumerate(checks) if i == 0 or checks[i - 1] != c]
+    if not deduped:
+        raise ApiError(
+            "invalid_argument",
+            "'checks' must name at least one of merge, contradiction, staleness — every section is a full-graph "
+            "pass, so the caller names what it pays for",
+        )
+    for c in deduped:
+        if c not in audits.CHECKS:
+            raise ApiError("invalid_argument", f"unknown check '{c}' — merge, contradiction, and staleness exist")
+    return set(deduped)
+
+
+async def consolidation_audit(call: Call) -> Any:
+    """§4.4: permit (taken before the body), typed body, checks, budget, context, sections."""
+    with permit(call.app_state):
+        args = await call.decode(CONSOLIDATION_AUDIT)
+        sections = checked_sections(args["checks"])
+        before_start(call)
+        ctx = call.context()
+        found = await sweep(call, ctx, (CONCEPT,), args) if "merge" in sections else None
+        try:
+            return audits.consolidation(
+                ctx,
+                sections,
+                limit=args["limit"],
+                evidence_cap=args["evidence_cap"],
+                floor_secs=args["floor_secs"],
+                deadline=call.deadline,
+                twins=found,
+            )
+        except audits.Expired:
+            raise mid_scan() from None
+
+
+ROUTES: list[Route] = [
+    Route("POST", "/contexts/{name}/vocabulary/audit", vocabulary_audit, "read"),
+    Route("POST", "/contexts/{name}/drift/audit", drift_audit, "read"),
+    Route("POST", "/contexts/{name}/consolidation/audit", consolidation_audit, "read"),
+]

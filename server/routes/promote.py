@@ -1,0 +1,147 @@
+"""POST /contexts/{name}/promote[?dry_run=true]: named sources of {name} applied to an existing context.
+
+Checks run in the contract's order (groups-audits §5.2); the batches come from `store/promote.py`
+and are applied, or previewed, with the import machinery. After a real apply the destination
+gets the consolidation audit with its defaults, unless `audit` is false; the batches are
+durable by then, so an audit that cannot run is reported in `audit_skipped`, never as a failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taguru_server.server.call import Call, Route, not_durable, note_write
+from taguru_server.server.decode import Field, Spec
+from taguru_server.server.errors import malformed
+from taguru_server.server.routes import audits as audit_routes
+from taguru_server.store import audits
+from taguru_server.store import promote as moves
+from taguru_server.store.context import CONCEPT, Context
+from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.registry import CommitFailed
+
+MAX_SOURCES = 1000
+
+PROMOTE = Spec(
+    "PromoteRequest",
+    (
+        Field("into", "string", "the established context the sources move into", True),
+        Field("sources", "strings", "source ids to promote", True, max_items=MAX_SOURCES),
+        Field("audit", "bool", "run the consolidation audit on the destination afterwards (null means true)"),
+    ),
+)
+
+
+def dry_run_flag(call: Call) -> bool:
+    raw = call.query.get("dry_run")
+    if raw is None or raw == "false":
+        return False
+    if raw == "true":
+        return True
+    raise malformed(
+        "Failed to deserialize query string: dry_run: provided string was not `true` or `false`", status=400
+    )
+
+
+def _check_request(call: Call, name: str, into: str, sources: list[str]) -> None:
+    """Checks 3-7: non-empty, (the cap is the decoder's), not itself, no reserved id, a grant on `into`."""
+    if not sources:
+        raise ApiError(
+            "invalid_argument",
+            "'sources' must name at least one source id to promote — choosing which sources are the keepers is "
+            "the caller's judgment, never a default",
+        )
+    if into == name:
+        raise ApiError(
+            "invalid_argument",
+            f"'into' names the promoting context '{name}' itself — promotion moves sources into a DIFFERENT, "
+            "established context",
+        )
+    for reserved in moves.RESERVED:
+        if reserved in sources:
+            raise ApiError(
+                "invalid_argument",
+                f"source id '{reserved}' is reserved by export — promotion moves named sources' own shares; "
+                "sourceless weight cannot travel",
+            )
+    if not call.principal.may_access(into):
+        raise ApiError(
+            "forbidden",
+            f"key '{call.principal.key}' has no grant on context '{into}' ('into'); nothing was applied",
+            integrity="nothing_written",
+        )
+
+
+def _contexts(call: Call, name: str, into: str) -> tuple[Context, Context]:
+    """Checks 9-10: the destination first, then the scratch."""
+    target = call.registry.get(into)
+    if target is None:
+        raise ApiError(
+            "no_context",
+            f"context '{into}' ('into') does not exist — promotion lands in an established context and never "
+            "creates one; create it first",
+            integrity="nothing_written",
+            retryable=True,
+        )
+    scratch = call.registry.get(name)
+    if scratch is None:
+        raise no_context(name)
+    return scratch, target
+
+
+async def _epilogue(call: Call, into: str) -> dict[str, Any]:
+    """The destination's default consolidation audit, or the reason it was skipped."""
+    if not audit_routes.try_permit(call.app_state):
+        return {"audit_skipped": "overloaded"}
+    try:
+        ctx = call.registry.get(into)
+        if ctx is None:
+            return {"audit_skipped": "no_context"}
+        twins = await audit_routes.sweep(call, ctx, (CONCEPT,), {"dice_floor": None, "cosine_floor": None})
+        return {"audit": audits.consolidation(ctx, set(audits.CHECKS), deadline=call.deadline, twins=twins)}
+    except (audits.Expired, ApiError):  # the sweep's only refusal is its mid-scan 408
+        return {"audit_skipped": "deadline_exceeded"}
+    except Exception:  # the batches are durable already: a failing read only loses the audit
+        return {"audit_skipped": "unavailable"}
+    finally:
+        audit_routes.release(call.app_state)
+
+
+async def promote(call: Call) -> Any:
+    """§5: checks in order, render, apply (or preview), then the audit epilogue."""
+    dry_run = dry_run_flag(call)
+    args = await call.decode(PROMOTE)
+    assert call.name is not None
+    name, into, sources = call.name, args["into"], args["sources"]
+    _check_request(call, name, into, sources)
+    audit_routes.before_start(call)
+    scratch, _target = _contexts(call, name, into)
+    missing = moves.missing_sources(scratch, sources)
+    if missing:
+        raise ApiError(
+            "no_source",
+            f"{len(missing)} of the named source id(s) exist(s) nowhere in context '{name}' — under "
+            "retract-then-apply a mistyped id would no-op silently, so the whole request refuses instead; "
+            "nothing was applied",
+            issues=missing,
+            integrity="nothing_written",
+            retryable=True,
+        )
+    batches, dropped = moves.render(scratch, into, sources)
+    audit_routes.before_start(call)
+
+    def commit(ctx: Context) -> None:
+        try:
+            call.registry.commit([ctx])
+        except CommitFailed as exc:
+            raise not_durable(exc, "the promotion could not be made durable; nothing was applied") from None
+        note_write()
+
+    outcomes = moves.apply(call.registry, into, batches, dry_run=dry_run, deadline=call.deadline, commit=commit)
+    result: dict[str, Any] = {"batches": outcomes, "aliases_dropped": dropped}
+    if not dry_run and args["audit"] is not False:
+        result.update(await _epilogue(call, into))
+    return result
+
+
+ROUTES: list[Route] = [Route("POST", "/contexts/{name}/promote", promote, "write")]
