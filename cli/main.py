@@ -92,6 +92,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("taguru: --workers must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     worker = args.worker
+    # the address is bound first, so a busy port is one line and nothing else (no start-up, no load)
+    try:
+        sock = _bind(host, port, reuse_port=worker or workers > 1)
+    except ListenFailed as exc:
+        _listen_refused(str(exc), settings.log_format)
+        return EXIT_FAIL
+    if workers > 1 and not worker:
+        sock.close()  # the supervisor only checked the address: each worker binds its own (SO_REUSEPORT)
     store = "postgresql" if settings.database_url else "sqlite"
     log.info("server.starting", version=installed_version(), workers=workers, worker=worker, store=store)
     if worker:  # one of N workers: the in-flight ceiling is divided among them
@@ -102,13 +110,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app = build_app(settings, registry, rerank=rerank_settings(env))
         runner = AppRunner(app, access_log=None)
         await runner.setup()
-        if worker:  # every worker listens on the address; the kernel spreads connections over them
-            site = web.TCPSite(runner, host, port, reuse_port=True, backlog=LISTEN_BACKLOG)
-            await _start(site, runner, f"{host}:{port}")
+        # every worker listens on the address with SO_REUSEPORT; the kernel spreads connections over them
+        await _start(web.SockSite(runner, sock, backlog=LISTEN_BACKLOG), runner, f"{host}:{port}")
+        if worker:
             log.info("worker.ready")
         else:
-            site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
-            await _start(site, runner, f"{host}:{port}")
             bound = runner.addresses[0] if runner.addresses else (host, port)
             # the one plain line: launchers (the official SDK's harness) read it from stdout
             print(f"listening on {bound[0]}:{bound[1]}", flush=True)
@@ -130,7 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             asyncio.run(run(registry))
         except ListenFailed as exc:
-            print(f"taguru: {exc}", file=sys.stderr)
+            _listen_refused(str(exc), settings.log_format)
             return EXIT_FAIL
         finally:
             registry.close()
@@ -155,7 +161,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             asyncio.run(run(registry))
         except ListenFailed as exc:
-            print(f"taguru: {exc}", file=sys.stderr)
+            _listen_refused(str(exc), settings.log_format)
             return EXIT_FAIL
         finally:
             registry.close()
@@ -163,6 +169,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if lock is not None:
             lock.__exit__(None, None, None)
     return EXIT_OK
+
+
+def _bind(host: str, port: int, reuse_port: bool) -> Any:
+    """A listening socket on host:port, or ListenFailed naming the address and the reason."""
+    import socket
+
+    from taguru_server.cli.workers import listen_failure
+
+    where = f"{host}:{port}"
+    try:
+        if not host and socket.has_dualstack_ipv6():  # every address, both families
+            sock = socket.create_server(
+                ("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=LISTEN_BACKLOG, reuse_port=reuse_port
+            )
+        else:
+            family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+            sock = socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG, reuse_port=reuse_port)
+    except OSError as exc:
+        raise ListenFailed(listen_failure(where, exc)) from None
+    sock.setblocking(False)
+    return sock
+
+
+def _listen_refused(message: str, log_format: str | None) -> None:
+    """The one line of a refused address: a JSON event under the json log format, plain text otherwise."""
+    import structlog
+
+    from taguru_server.server.logging import default_format
+
+    if (log_format or default_format()) == "json":
+        structlog.get_logger("taguru.serve").error("server.listen_failed", error=message)
+    else:
+        print(f"taguru: {message}", file=sys.stderr)
 
 
 async def _start(site: Any, runner: Any, where: str) -> None:
