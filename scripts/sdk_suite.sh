@@ -13,6 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
 python="$root/.venv/bin/python"
+if [ ! -x "$python" ]; then
+  echo "scripts/sdk_suite.sh: no .venv here; scripts/test.sh creates it" >&2
+  exit 1
+fi
 version="$(sed -n 's/.*"taguru==\([^"]*\)".*/\1/p' pyproject.toml)"
 cache="$root/.cache/sdk-suite"
 mkdir -p "$cache"
@@ -21,12 +25,15 @@ sdist="$cache/taguru-$version.tar.gz"
 if [ ! -f "$sdist" ]; then
   "$python" -m pip download -q "taguru==$version" --no-binary :all: --no-deps -d "$cache"
 fi
+# The suite's own venv (its pytest-asyncio stays out of the project's .venv); rebuilt when the
+# requirements below change.
 venv="$cache/venv-$version"
-if [ ! -f "$venv/.installed" ]; then
+requirements=("taguru==$version" "pytest>=8,<10" "pytest-asyncio>=0.24,<2")
+if [ "$(cat "$venv/.installed" 2>/dev/null)" != "${requirements[*]}" ]; then
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "taguru==$version" "pytest>=8,<10" "pytest-asyncio>=0.24,<2"
-  touch "$venv/.installed"
+  "$venv/bin/pip" install -q "${requirements[@]}"
+  echo "${requirements[*]}" >"$venv/.installed"
 fi
 
 work="$(mktemp -d)"
