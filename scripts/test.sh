@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv if needed, installs the project with its test and dev extras, runs the static
-# checks (ruff, mypy, complexity ceiling), the test suite on SQLite and again on PostgreSQL,
+# checks (ruff, mypy, complexity ceiling), the test suite on SQLite and again on PostgreSQL, each
+# followed by the official SDK's own integration suite (scripts/sdk_suite.sh, a few seconds),
 # then (only if all passed) the TypeScript client's build and tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ status=0
 if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
+TAGURU_TEST_BACKEND=sqlite bash scripts/sdk_suite.sh
 # The same suite against PostgreSQL (a throwaway cluster the tests start; Debian's postgresql),
 # except the tests of the SQLite file itself. TAGURU_TEST_BACKEND=sqlite skips this pass.
 if [ "${TAGURU_TEST_BACKEND:-both}" != "sqlite" ]; then
@@ -21,6 +23,7 @@ if [ "${TAGURU_TEST_BACKEND:-both}" != "sqlite" ]; then
   if [ "$status" -ne 0 ]; then
     exit "$status"
   fi
+  TAGURU_TEST_BACKEND=postgres bash scripts/sdk_suite.sh
 fi
 # The TypeScript client (clients/typescript): npm ci, tsc build, node --test against a spawned server.
 bash clients/typescript/test.sh
