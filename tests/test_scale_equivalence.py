@@ -723,3 +723,78 @@ def test_camel_pieces(raw: str) -> None:
     from taguru_server.store.text import camel_terms
 
     assert camel_terms(raw) == plain_camel(raw)
+
+
+# ----- the compiled JSON encoder against the plain writer ---------------------------------
+
+
+def _random_float(rng: random.Random) -> float:
+    roll = rng.random()
+    if roll < 0.3:
+        return float(struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0])  # any bit pattern
+    if roll < 0.45:
+        specials = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e16, -1e16, 1e15, 9999999999999998.0]
+        specials += [1e-5, 1e-4, 9.999999999999999e-5, 1e21, 1e22, 1.7976931348623157e308, 0.1, 1.0, -1.0, 123.0]
+        return rng.choice(specials)
+    if roll < 0.6:
+        return float(rng.randint(-(10**18), 10**18))
+    if roll < 0.8:
+        return rng.uniform(-1.0, 1.0) * 10.0 ** rng.randint(-330, 308)
+    return rng.random() * 10.0 ** rng.randint(-8, 20)
+
+
+def _random_wire_value(rng: random.Random, depth: int = 0) -> Any:
+    from taguru_server.store.wire import F32, RawJSON, encoded
+
+    roll = rng.random()
+    if depth < 3 and roll < 0.15:
+        return [_random_wire_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    if depth < 3 and roll < 0.3:
+        return {rand_text(rng, 6): _random_wire_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+    if depth < 3 and roll < 0.33:
+        return encoded({"k": _random_wire_value(rng, depth + 1), "w": _random_float(rng)})
+    if depth < 3 and roll < 0.36:
+        return tuple(_random_wire_value(rng, depth + 1) for _ in range(rng.randint(0, 3)))
+    choices = [
+        lambda: _random_float(rng),
+        lambda: F32(_random_float(rng)),
+        lambda: np.float32(_random_float(rng)),
+        lambda: np.float64(_random_float(rng)),
+        lambda: rng.choice([float("nan"), float("inf"), -float("inf")]),
+        lambda: rng.randint(-(2**70), 2**70),
+        lambda: rng.randint(-5, 5),
+        lambda: np.int64(rng.randint(-(2**40), 2**40)),
+        lambda: rand_text(rng) + "".join(chr(rng.randint(0, 0x3F)) for _ in range(rng.randint(0, 3))),
+        lambda: "".join(chr(rng.choice([rng.randint(0x80, 0x2FFF), rng.randint(0x10000, 0x10FFFF)])) for _ in range(3)),
+        lambda: RawJSON('{"raw":[1,2.5]}'),
+        lambda: rng.choice([None, True, False]),
+    ]
+    return rng.choice(choices)()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_compiled_encoder_prints_what_the_plain_writer_prints(seed: int) -> None:
+    from taguru_server.store.wire import dumps, dumps_bytes, plain_dumps
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        value = _random_wire_value(rng)
+        plain = plain_dumps(value)
+        assert dumps(value) == plain
+        assert dumps_bytes(value) == plain.encode("utf-8")
+
+
+def test_compiled_encoder_floats_and_refusals() -> None:
+    from taguru_server.store.wire import F32, dumps, format_f32, format_f64, plain_dumps
+
+    rng = random.Random(5)
+    for _ in range(50_000):
+        v = _random_float(rng)
+        assert dumps(v) == format_f64(v) == plain_dumps(v)
+        assert dumps([F32(v)]) == f"[{format_f32(F32(v))}]"
+    assert dumps([1e16, -0.0, 5e-324, 1e-7]) == "[1e+16,-0.0,5e-324,1e-7]"
+    for bad in ({1: 2}, object(), [{"x": {1, 2}}]):
+        with pytest.raises(TypeError):
+            dumps(bad)
+    lone = "a\ud800b"
+    assert dumps(lone) == plain_dumps(lone)
