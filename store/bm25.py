@@ -108,6 +108,11 @@ class Bm25Index:
         self._src = np.zeros(0, dtype=np.int32)
         self._par = np.zeros(0, dtype=np.int32)
 
+    @property
+    def version(self) -> int:
+        """Bumped by every document added or removed."""
+        return self._version
+
     # ----- writes ------------------------------------------------------------------------
 
     def add(self, source_id: int, paragraph: int, parts: Sequence[str]) -> int:

@@ -27,6 +27,34 @@ def warm(ctx: Context) -> None:
         lexicon._views()
 
 
+def read_version(ctx: Context) -> tuple[int, ...]:
+    """What a cached read result may depend on: edges and their attributions, passages, names.
+
+    Every edge or attribution change bumps `graph_version`, every passage store or removal
+    bumps `rev_passages` and the BM25 index version; a rebuilt context is a new object with
+    its own `read_cache`."""
+    return (
+        ctx.graph_version,
+        ctx.meta.rev_passages,
+        ctx.bm25.version,
+        len(ctx.e_s),
+        len(ctx.concepts),
+        len(ctx.labels),
+        len(ctx.sources),
+    )
+
+
+def versioned_cache(ctx: Context, name: str, max_entries: int = 100_000) -> dict[Any, Any]:
+    """A dict in the context's read cache that starts empty whenever `read_version` changes
+    (and when it grows past `max_entries`)."""
+    version = read_version(ctx)
+    hit = ctx.read_cache.get(name)
+    if hit is None or hit[0] != version or len(hit[1]) >= max_entries:
+        hit = (version, {})
+        ctx.read_cache[name] = hit
+    return hit[1]
+
+
 # ----- resolve -------------------------------------------------------------------
 
 
