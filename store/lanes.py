@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from taguru_server.store.context import CONCEPT, Context, Passage
+from taguru_server.store.context import CONCEPT, LABEL, Context, Passage
 from taguru_server.store.text import normalize, query_terms
 from taguru_server.store.vector_lane import FusedHit, LaneState, VectorQuery, classify, fuse, sweep
 from taguru_server.store.wire import F32
@@ -108,12 +108,61 @@ def _strongest(ctx: Context, edges: list[int], n: int) -> list[int]:
     return heapq.nsmallest(n, live, key=lambda e: (-abs(ctx.e_sum[e]), e))
 
 
+def _concept_edges(ctx: Context, c: int) -> list[int]:
+    return ctx.out_edges[c] + [e for e in ctx.in_edges[c] if ctx.e_s[e] != ctx.e_o[e]]
+
+
+def _current_graph(ctx: Context) -> _ActivationGraph | None:
+    """The activation graph if it is built for the current graph version (never builds it)."""
+    cached = ctx.read_cache.get("activation")
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts):
+        return cached[2]
+    return None
+
+
+def _zero_sum_live(ctx: Context, edges: list[int]) -> list[int]:
+    """The live edges whose sum is zero (the activation graph leaves them out), by edge id."""
+    return sorted(e for e in edges if ctx.e_cnt[e] > 0 and ctx.e_sum[e] == 0)
+
+
+def gloss_edges(ctx: Context, kind: int, record: int) -> list[int]:
+    """A concept's four (a label's three) strongest live edges: |sum| desc, then edge id.
+
+    Per read version each answer is kept, and when the activation graph is current it is read
+    from its per-concept entries (already in that order) or from its edges by |sum| instead of
+    scanning every edge of a hub; `_strongest` over all edges is the plain definition."""
+    memo = versioned_cache(ctx, "gloss_edges")
+    key = (kind, record)
+    found = memo.get(key)
+    if found is not None:
+        return found
+    n = 4 if kind == CONCEPT else 3
+    g = _current_graph(ctx)
+    if g is None:
+        edges = _concept_edges(ctx, record) if kind == CONCEPT else ctx.label_edges[record]
+        found = _strongest(ctx, edges, n)
+    elif kind == CONCEPT:
+        a = int(g.ptr[record])
+        found = g.edge[a : min(int(g.ptr[record + 1]), a + n)].tolist()
+        if len(found) < n:
+            found += _zero_sum_live(ctx, _concept_edges(ctx, record))[: n - len(found)]
+    else:
+        labels = memo.get("edge_labels")
+        if labels is None:
+            labels = memo["edge_labels"] = np.array(ctx.e_l, dtype=np.int64)
+        heavy = g.heavy
+        found = heavy[labels[heavy] == record][:n].tolist()
+        if len(found) < n:
+            found += _zero_sum_live(ctx, ctx.label_edges[record])[: n - len(found)]
+    memo[key] = found
+    return found
+
+
 def concept_gloss(ctx: Context, c: int) -> str:
     """`{name}。` then up to four of the concept's strongest live facts."""
-    edges = ctx.out_edges[c] + [e for e in ctx.in_edges[c] if ctx.e_s[e] != ctx.e_o[e]]
     parts = [ctx.concepts[c] + "。"]
     prev: int | None = None
-    for e in _strongest(ctx, edges, 4):
+    for e in gloss_edges(ctx, CONCEPT, c):
         s = ctx.e_s[e]
         parts.append(_fact(ctx, e, s == c or s == prev))
         prev = s
@@ -124,7 +173,7 @@ def label_gloss(ctx: Context, lab: int) -> str:
     """`{label}。` then up to three of the label's strongest live facts."""
     parts = [ctx.labels[lab] + "。"]
     prev: int | None = None
-    for e in _strongest(ctx, ctx.label_edges[lab], 3):
+    for e in gloss_edges(ctx, LABEL, lab):
         s = ctx.e_s[e]
         parts.append(_fact(ctx, e, s == prev))
         prev = s

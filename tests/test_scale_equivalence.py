@@ -758,7 +758,7 @@ def _random_wire_value(rng: random.Random, depth: int = 0) -> Any:
     choices = [
         lambda: _random_float(rng),
         lambda: F32(_random_float(rng)),
-        lambda: np.float32(_random_float(rng)),
+        lambda: np.float32(rng.uniform(-1.0, 1.0) * 10.0 ** rng.randint(-45, 38)),
         lambda: np.float64(_random_float(rng)),
         lambda: rng.choice([float("nan"), float("inf"), -float("inf")]),
         lambda: rng.randint(-(2**70), 2**70),
@@ -798,3 +798,90 @@ def test_compiled_encoder_floats_and_refusals() -> None:
             dumps(bad)
     lone = "a\ud800b"
     assert dumps(lone) == plain_dumps(lone)
+
+
+# ----- glosses read from the activation graph against the plain scan ----------------------
+
+
+def plain_gloss_edges(ctx: Context, kind: int, record: int) -> list[int]:
+    """The definition: over every edge of the concept (label), live ones by |sum| desc, then id."""
+    if kind == CONCEPT:
+        edges = ctx.out_edges[record] + [e for e in ctx.in_edges[record] if ctx.e_s[e] != ctx.e_o[e]]
+        n = 4
+    else:
+        edges = ctx.label_edges[record]
+        n = 3
+    live = sorted((-abs(ctx.e_sum[e]), e) for e in edges if ctx.e_cnt[e] > 0)
+    return [e for _k, e in live[:n]]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_gloss_edges_match_the_plain_scan(seed: int) -> None:
+    from taguru_server.store.context import LABEL
+
+    rng = random.Random(7000 + seed)
+    n = rng.randint(1, 80)
+    ctx = _random_graph(rng, n, rng.randint(0, 6 * n), hubs=min(n, rng.choice([0, 2, 5])))
+    for _round in range(3):
+        if rng.random() < 0.6:
+            lanes.activate(ctx, [f"c{rng.randrange(n)}"], 0.5, 5)  # the graph current (or not)
+        for c in range(len(ctx.concepts)):
+            assert lanes.gloss_edges(ctx, CONCEPT, c) == plain_gloss_edges(ctx, CONCEPT, c)
+        for lab in range(len(ctx.labels)):
+            assert lanes.gloss_edges(ctx, LABEL, lab) == plain_gloss_edges(ctx, LABEL, lab)
+            assert lanes.label_gloss(ctx, lab).startswith(ctx.labels[lab] + "。")
+        # writes between rounds: cancelled sums (live, zero), retractions, new edges
+        for _ in range(rng.randint(0, 6)):
+            s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
+            lab = rng.choice(["l0", "l1", "l2"])
+            ctx.assert_association(s, lab, o, 1.0, "z", None)
+            if rng.random() < 0.5:
+                ctx.assert_association(s, lab, o, -1.0, "y", None)  # sums to zero, still live
+            if rng.random() < 0.2:
+                ctx.retract_association(s, lab, o)
+
+
+# ----- per-version caches of evidence candidates and citations ----------------------------
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_cached_candidates_and_citations_follow_every_write(seed: int) -> None:
+    """A cached candidate or citation is always the one built fresh from the current context."""
+    from taguru_server.stages.candidates import _association_fields, association_candidate
+    from taguru_server.stages.cite import resolve_citations
+    from taguru_server.store.wire import dumps, plain_dumps
+
+    rng = random.Random(9000 + seed)
+    ctx = Context(1, "g", Meta())
+    names = [f"c{i}" for i in range(6)]
+    for _step in range(40):
+        roll = rng.random()
+        src = f"s{rng.randrange(4)}"
+        if roll < 0.4:
+            rows = [(rng.choice(names), "l", rng.choice(names), rng.choice(WEIGHTS), rng.choice([0, 1, 2, None]))]
+            if ctx.find_source(src) is None or ctx.passages.get(ctx.find_source(src) or 0) is None:
+                rows = [(s, lab, o, w, None) for s, lab, o, w, _p in rows]
+            ctx.assert_many(rows, src)
+        elif roll < 0.7:
+            text = "\n\n".join(rand_text(rng) for _ in range(rng.randint(1, 3)))
+            sections = [(p, f"sec{rng.randrange(3)}") for p in range(3) if rng.random() < 0.5]
+            locators = [(p, "page", str(rng.randrange(9))) for p in range(3) if rng.random() < 0.5]
+            ctx.store_passage(src, text, [], sections, locators, [], None, None)
+        elif roll < 0.8:
+            ctx.retract_source(src)
+        elif roll < 0.9 and ctx.find_source(src) is not None:
+            ctx.remove_passage(ctx.find_source(src) or 0)
+        for e in range(len(ctx.e_s)):
+            cached = association_candidate(ctx, e, "graph_activate", 1)
+            fresh = _association_fields(ctx, e)
+            assert (cached.canonical_key, cached.source, cached.locators, cached.corroborating) == (
+                fresh[0],
+                fresh[2],
+                fresh[3],
+                fresh[4],
+            )
+            assert dumps(cached.payload) == plain_dumps(ctx.association_out(e)) == dumps(dict(fresh[1]))
+            found = resolve_citations(ctx, (cached,))
+            assert found == {
+                loc: c for loc in cached.locators if not isinstance(c := lanes.find_citation(ctx, *loc), str)
+            }
