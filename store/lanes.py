@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 from typing import Any
 
 import attrs
@@ -210,6 +211,31 @@ def ranked_edges(ctx: Context, edges: list[int], limit: int) -> list[int]:
     keyed = [(_sort_key(ctx, e), e) for e in edges]
     page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
     return [e for _k, e in page]
+
+
+def _facet(ctx: Context, c: int, lab: int) -> list[tuple[tuple[float, str, str, str], int]]:
+    """A subject's edges (dead ones included) under one label, keyed and sorted in /query order;
+    kept per read version."""
+    memo = versioned_cache(ctx, "facets")
+    found = memo.get((c, lab))
+    if found is None:
+        by_label = versioned_cache(ctx, "facet_labels")
+        labels = by_label.get(c)
+        if labels is None:
+            labels = by_label[c] = {}
+            for e in ctx.out_edges[c]:
+                labels.setdefault(ctx.e_l[e], []).append(e)
+        found = memo[(c, lab)] = sorted((_sort_key(ctx, e), e) for e in labels.get(lab, ()))
+    return found
+
+
+def ranked_facets(ctx: Context, subjects: list[str], labels: list[str], limit: int) -> list[int]:
+    """`ranked_edges(ctx, query_edges(ctx, subjects, labels, None), limit)`, merged from the per
+    (subject, label) lists: every edge sits in exactly one of them, and /query order is total."""
+    cs = {c for c in map(ctx.find_concept, subjects) if c is not None}
+    ls = {lab for lab in map(ctx.find_label, labels) if lab is not None}
+    lists = [_facet(ctx, c, lab) for c in cs for lab in ls]
+    return [e for _k, e in itertools.islice(heapq.merge(*lists), max(limit, 0))]
 
 
 def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> dict[str, Any]:

@@ -918,3 +918,22 @@ def test_bm25_hub_terms_pruned_top_k_matches_exhaustive(seed: int) -> None:
         assert ours_search(ctx, query, limit) == reference_search(ctx, query, limit), (query, limit)
         allowed = {ctx.sources[sid] for sid, p in ctx.passages.items() if "a" in p.tags}
         assert ours_search(ctx, query, limit, ["a"]) == reference_search(ctx, query, limit, allowed)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_ranked_facets_match_query_then_rank(seed: int) -> None:
+    """The query stage's per-(subject, label) lists give /query's first matches exactly."""
+    rng = random.Random(5150 + seed)
+    n = rng.randint(1, 40)
+    ctx = _random_graph(rng, n, rng.randint(0, 8 * n), hubs=min(n, 3))
+    for _round in range(4):
+        for _ in range(6):
+            subjects = [f"c{rng.randrange(n + 1)}" for _ in range(rng.randint(0, 3))]
+            labels = [rng.choice(["l0", "l1", "l2", "nope"]) for _ in range(rng.randint(0, 3))]
+            limit = rng.choice([0, 1, 3, 100])
+            plain = lanes.ranked_edges(ctx, lanes.query_edges(ctx, subjects, labels, None), limit)
+            assert lanes.ranked_facets(ctx, subjects, labels, limit) == plain, (subjects, labels, limit)
+        s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
+        ctx.assert_association(s, rng.choice(["l0", "l1"]), o, rng.choice(WEIGHTS), "w", None)
+        if rng.random() < 0.3:
+            ctx.retract_association(s, "l0", o)
