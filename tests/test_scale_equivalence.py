@@ -937,3 +937,62 @@ def test_ranked_facets_match_query_then_rank(seed: int) -> None:
         ctx.assert_association(s, rng.choice(["l0", "l1"]), o, rng.choice(WEIGHTS), "w", None)
         if rng.random() < 0.3:
             ctx.retract_association(s, "l0", o)
+
+
+# ----- near-dup through the prefix index against the quadratic rule -----------------------
+
+
+def _near_dup_texts(rng: random.Random, n: int) -> list[str]:
+    bases = ["".join(rng.choice("abcdefgh酒造杜氏") for _ in range(rng.randint(0, 60))) for _ in range(max(1, n // 4))]
+    out = []
+    for _ in range(n):
+        t = list(rng.choice(bases))
+        for _edit in range(rng.choice([0, 0, 1, 2, 5, 20])):
+            if t and rng.random() < 0.5:
+                del t[rng.randrange(len(t))]
+            else:
+                t.insert(rng.randint(0, len(t)), rng.choice("abcdefgh酒造杜氏 "))
+        out.append("".join(t))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_near_dup_prefix_index_matches_the_quadratic_rule(seed: int) -> None:
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from stage_support import cand, fused
+
+    from taguru_server.stages.near_dup import bigram_set, suppress_near_duplicates
+
+    rng = random.Random(333 + seed)
+    n = rng.choice([24, 30, 60, 200])
+    texts = _near_dup_texts(rng, n)
+    ranked = tuple(
+        fused(cand("passage" if rng.random() < 0.9 else "association", f"t\x00{i}", "l", i + 1, text=t), i + 1)
+        for i, t in enumerate(texts)
+    )
+    for threshold in (0.9, 0.5, 1.0, 0.3, rng.random()):
+        kept, dropped = suppress_near_duplicates(ranked, threshold)
+        plain_kept: list[Any] = []
+        plain_dropped = []
+        for f in ranked:
+            if f.candidate.kind != "passage":
+                plain_kept.append(f)
+                continue
+            g = bigram_set(f.candidate.text)
+            hit = None
+            for k in plain_kept:
+                if k.candidate.kind != "passage":
+                    continue
+                h = bigram_set(k.candidate.text)
+                total = len(g) + len(h)
+                if total == 0 or 2 * len(g & h) / total >= threshold:
+                    hit = k
+                    break
+            if hit is None:
+                plain_kept.append(f)
+            else:
+                plain_dropped.append((f.candidate_id, hit.candidate_id))
+        assert list(kept) == plain_kept, threshold
+        assert [(o.candidate_id, o.duplicate_of) for o in dropped] == plain_dropped
