@@ -360,11 +360,24 @@ class Activation:
     matches: tuple[Activated, ...]
 
 
+ACTIVATION_CACHE_ENTRIES = 4096
+
+
 def activation(ctx: Context, origins: list[str], decay: float, limit: int) -> Activation:
-    """Spreading activation from the origins; edges ranked by the strength that reached them."""
-    if 0.0 < decay < BANDED_DECAY_MAX:
-        return _activate_banded(ctx, origins, decay, limit)
-    return activation_plain(ctx, origins, decay, limit)
+    """Spreading activation from the origins; edges ranked by the strength that reached them.
+
+    A result depends on the graph, the origins' concept ids, decay (to the bit) and limit
+    only, so it is kept per read version: popular origins are walked once per change."""
+    key = (tuple(_seed_ids(ctx, origins)), float(decay).hex(), limit)
+    memo = versioned_cache(ctx, "activations", ACTIVATION_CACHE_ENTRIES)
+    found = memo.get(key)
+    if found is None:
+        if 0.0 < decay < BANDED_DECAY_MAX:
+            found = _activate_banded(ctx, origins, decay, limit)
+        else:
+            found = activation_plain(ctx, origins, decay, limit)
+        memo[key] = found
+    return found
 
 
 def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:

@@ -996,3 +996,26 @@ def test_near_dup_prefix_index_matches_the_quadratic_rule(seed: int) -> None:
                 plain_dropped.append((f.candidate_id, hit.candidate_id))
         assert list(kept) == plain_kept, threshold
         assert [(o.candidate_id, o.duplicate_of) for o in dropped] == plain_dropped
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kept_activations_follow_writes_and_aliases(seed: int) -> None:
+    """A kept activation is the walk's answer for the current graph, whatever was asked before."""
+    rng = random.Random(8080 + seed)
+    n = rng.randint(2, 30)
+    ctx = _random_graph(rng, n, rng.randint(1, 5 * n), hubs=min(n, 2))
+    asked = [[f"c{rng.randrange(n)}" for _ in range(rng.randint(1, 2))] for _ in range(4)]
+    for _round in range(6):
+        for origins in asked + [["an-alias"]]:
+            for decay in (0.5, -0.0, 0.0, 0.9):
+                got = _bits(lanes.activate(ctx, origins, decay, 10))
+                assert got == _bits(plain_activate(ctx, origins, decay, 10)), (origins, decay)
+        roll = rng.random()
+        s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
+        if roll < 0.5:
+            ctx.assert_association(s, "l0", o, rng.choice(WEIGHTS), "w", None)
+        elif roll < 0.7:
+            ctx.retract_association(s, "l0", o)
+        elif ctx.find_concept(s) is not None:
+            ctx.remove_alias(CONCEPT, "an-alias")
+            ctx.add_alias(CONCEPT, "an-alias", s)  # the same name now reaches another concept
