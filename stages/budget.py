@@ -61,7 +61,7 @@ def citation_json(locator: tuple[str, int], citation: Citation) -> str:
 
 
 _CITATION_MEMO: dict[tuple[tuple[str, int], Citation], tuple[RawJSON, tuple[int, int]]] = {}
-CITATION_MEMO_ENTRIES = 200_000
+CITATION_MEMO_ENTRIES = 20_000
 
 
 def measured_citation(loc: tuple[str, int], citation: Citation) -> tuple[RawJSON, tuple[int, int]]:

@@ -13,7 +13,7 @@ from taguru_server.store import lanes
 from taguru_server.store.context import Context
 from taguru_server.store.lanes import Citation
 
-CITATION_CACHE_ENTRIES = 200_000  # looked-up locators kept per read version (`lanes.read_version`)
+CITATION_CACHE_ENTRIES = 20_000  # looked-up locators kept per read version (`lanes.read_version`)
 
 
 def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[tuple[str, int], Citation]:

@@ -17,21 +17,8 @@ from taguru_server.store.text import normalize
 THRESHOLD = 0.9
 
 
-_GRAM_MEMO: dict[str, frozenset[str]] = {}
-GRAM_MEMO_ENTRIES = 50_000
-
-
 def bigram_set(text: str) -> frozenset[str]:
     """Adjacent-character pairs of the normalized text; one character c gives {cc}."""
-    found = _GRAM_MEMO.get(text)
-    if found is None:
-        if len(_GRAM_MEMO) >= GRAM_MEMO_ENTRIES:
-            _GRAM_MEMO.clear()
-        found = _GRAM_MEMO[text] = _bigram_set(text)
-    return found
-
-
-def _bigram_set(text: str) -> frozenset[str]:
     s = normalize(text)
     if len(s) < 2:
         return frozenset({s + s}) if s else frozenset()
