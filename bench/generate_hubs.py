@@ -162,7 +162,7 @@ def queries(corpus: HubCorpus, count: int = 300, seed: int = 11) -> dict[str, li
     rng = random.Random(seed)
     ents, e_cum = corpus.entities, corpus.entity_cum
     words, w_cum = corpus.words, corpus.word_cum
-    pairs: list[list[str]] = []
+    pairs: list[list[str]] = []  # `count` per evidence request kind (the last 2·count drawn last)
     while len(pairs) < count:
         a, b = rng.choices(ents, cum_weights=e_cum, k=2)
         if a != b:
@@ -187,6 +187,10 @@ def queries(corpus: HubCorpus, count: int = 300, seed: int = 11) -> dict[str, li
             parts.append(rng.choices(ents, cum_weights=e_cum, k=1)[0])
         search.append(" ".join(parts))
     label_sets = [rng.sample(corpus.labels[:10], 2) for _ in range(count)]
+    while len(pairs) < 3 * count:
+        a, b = rng.choices(ents, cum_weights=e_cum, k=2)
+        if a != b:
+            pairs.append([a, b])
     return {"pairs": pairs, "resolve": resolve, "search": search, "labels": label_sets}
 
 

@@ -198,11 +198,14 @@ def http_phase(data_dir: Path) -> dict[str, Any]:
     try:
         asyncio.run(_wait_ready(base))
         asyncio.run(_measure(base, root + "/evidence", [{"origins": qs["pairs"][0]}], warmup=0))  # loads the context
+        # each kind gets its own origin pairs, so no kind finds the others' activations kept
+        n = len(qs["labels"])
         pairs = qs["pairs"]
-        out["evidence_default"] = asyncio.run(_measure(base, root + "/evidence", [{"origins": p} for p in pairs]))
-        labelled = [{"origins": p, "labels": ls} for p, ls in zip(pairs, qs["labels"], strict=True)]
+        default = [{"origins": p} for p in pairs[:n]]
+        out["evidence_default"] = asyncio.run(_measure(base, root + "/evidence", default))
+        labelled = [{"origins": p, "labels": ls} for p, ls in zip(pairs[n : 2 * n], qs["labels"], strict=True)]
         out["evidence_labels"] = asyncio.run(_measure(base, root + "/evidence", labelled))
-        wide = [{"origins": p, "search_limit": 200} for p in pairs]
+        wide = [{"origins": p, "search_limit": 200} for p in pairs[2 * n : 3 * n]]
         out["evidence_limit200"] = asyncio.run(_measure(base, root + "/evidence", wide))
         search = [{"query": q, "limit": 5} for q in qs["search"]]
         out["http_search5"] = asyncio.run(_measure(base, root + "/sources/search", search))
