@@ -10,7 +10,7 @@ from taguru_server.store.communities import CommunityHit
 from taguru_server.store.context import Context
 from taguru_server.store.lanes import Attribution, PassageHit
 from taguru_server.store.vector_lane import FusedHit
-from taguru_server.store.wire import encoded
+from taguru_server.store.wire import EncodedDict, encoded
 
 
 def primary_source(attributions: tuple[Attribution, ...]) -> str | None:
@@ -37,13 +37,22 @@ def association_candidate(ctx: Context, edge: int, lane: str, rank: int) -> Cand
     return Candidate("association", fields[0], lane, rank, *fields[1:])
 
 
+def _kept_payload(payload: dict[str, Any]) -> EncodedDict:
+    """The payload with its JSON; its attributions as a tuple (the same JSON array) of dicts of
+    plain values, which the cyclic collector stops tracking, so a kept hub edge with thousands of
+    attributions does not lengthen every full collection."""
+    out = encoded(payload)
+    out["attributions"] = tuple(payload["attributions"])
+    return out
+
+
 def _association_fields(ctx: Context, edge: int) -> tuple[Any, ...]:
     facts = lanes.association_facts(ctx, edge)
     attributions = facts.attributions
     locators = tuple(sorted({(a.source, a.paragraph) for a in attributions if a.paragraph is not None}))
     return (
         f"{facts.subject}\u0000{facts.label}\u0000{facts.object}",
-        encoded(ctx.association_out(edge)),
+        _kept_payload(ctx.association_out(edge)),
         primary_source(attributions),
         locators,
         tuple(sorted({a.source for a in attributions})),

@@ -213,19 +213,21 @@ def ranked_edges(ctx: Context, edges: list[int], limit: int) -> list[int]:
     return [e for _k, e in page]
 
 
-def _facet(ctx: Context, c: int, lab: int) -> list[tuple[tuple[float, str, str, str], int]]:
+def _facet(ctx: Context, c: int, lab: int) -> tuple[tuple[tuple[float, str, str, str], int], ...]:
     """A subject's edges (dead ones included) under one label, keyed and sorted in /query order;
-    kept per read version."""
+    kept per read version. Kept as tuples of plain values, which the cyclic collector stops
+    tracking, so a hub's long lists do not lengthen its full passes."""
     memo = versioned_cache(ctx, "facets")
     found = memo.get((c, lab))
     if found is None:
         by_label = versioned_cache(ctx, "facet_labels")
         labels = by_label.get(c)
         if labels is None:
-            labels = by_label[c] = {}
+            grouped: dict[int, list[int]] = {}
             for e in ctx.out_edges[c]:
-                labels.setdefault(ctx.e_l[e], []).append(e)
-        found = memo[(c, lab)] = sorted((_sort_key(ctx, e), e) for e in labels.get(lab, ()))
+                grouped.setdefault(ctx.e_l[e], []).append(e)
+            labels = by_label[c] = {k: tuple(v) for k, v in grouped.items()}
+        found = memo[(c, lab)] = tuple(sorted((_sort_key(ctx, e), e) for e in labels.get(lab, ())))
     return found
 
 
