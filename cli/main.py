@@ -284,6 +284,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not files:
         print("taguru import: no input files", file=sys.stderr)
         return EXIT_USAGE
+    if args.url:
+        try:
+            check_url(args.url)
+            if not args.url.lower().startswith(("http://", "https://")):
+                raise SetupError("the --url value must be an http:// or https:// URL")
+        except SetupError as exc:
+            print(f"taguru import: {exc} (got '{args.url}')", file=sys.stderr)
+            return EXIT_USAGE
+        return _import_remote(args, files)
     parsed: list[tuple[Path, str, list[Any]]] = []
     refused = 0
     for f in files:
@@ -299,15 +308,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     if refused:
         msg = f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
         return _finish(args, [], msg)
-    if args.url:
-        try:
-            check_url(args.url)
-            if not args.url.lower().startswith(("http://", "https://")):
-                raise SetupError("the --url value must be an http:// or https:// URL")
-        except SetupError as exc:
-            print(f"taguru import: {exc} (got '{args.url}')", file=sys.stderr)
-            return EXIT_USAGE
-        return _import_remote(args, parsed)
     return _import_offline(args, parsed)
 
 
@@ -413,77 +413,105 @@ def _run_offline(
     return asyncio.run(locked())
 
 
-def _batch_chunks(text: str, batches: list[Any], budget: int) -> list[str]:
-    lines = text.split("\n")
-    pieces = []
-    starts = [b.first_line for b in batches] + [len(lines) + 1]
-    for a, b in zip(starts, starts[1:], strict=False):
-        pieces.append("\n".join(lines[a - 1 : b - 1]).rstrip("\n") + "\n")
-    chunks: list[str] = []
-    current: list[str] = []
-    size = 0
-    for piece in pieces:
-        n = len(piece.encode())
-        if current and size + n > budget:
-            chunks.append("".join(current))
-            current, size = [], 0
-        current.append(piece)
-        size += n
-    if current:
-        chunks.append("".join(current))
-    return chunks
+def _import_remote(args: argparse.Namespace, files: list[Path]) -> int:
+    """Validate every file, then send each in stretches of whole batches: the client holds one
+    stretch at a time (`client/stream_import.py`), whatever the file's size."""
+    from taguru_server.client.stream_import import Budget, validate
+    from taguru_server.store.importer import ParseError
 
-
-def _import_remote(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
+    refused = 0
+    total = 0
+    for f in files:
+        try:
+            total += validate(f, CHUNK_BUDGET)
+        except (OSError, UnicodeDecodeError, ParseError) as exc:
+            refused += 1
+            print(f"taguru import: {f.name}: {exc}", file=sys.stderr)
+        except (ArithmeticError, ValueError, RecursionError):
+            refused += 1
+            print(f"taguru import: {f.name}: a line holds a value the importer cannot read", file=sys.stderr)
+    if refused:
+        return _finish(args, [], f"{refused} of {len(files)} file(s) refused during validation; nothing was applied")
     client = TaguruClient(args.url, bearer_token(os.environ), timeout=IMPORT_TIMEOUT_SECS)
     path = "/import" + ("?dry_run=true" if args.dry_run else "")
     outcomes: list[Any] = []
-    budget = CHUNK_BUDGET
-    progress = _import_progress(args, sum(len(bs) for _f, _t, bs in parsed))
+    budget = Budget(CHUNK_BUDGET)
+    progress = _import_progress(args, total)
     try:
-        return _send_chunks(args, client, path, parsed, outcomes, budget, progress)
+        error = _send_files(args, client, path, files, budget, outcomes, progress)
     finally:
-        progress.close()
+        progress.close()  # before the closing line, so the bar never overwrites it
+    return _finish(args, outcomes, error)
 
 
-def _send_chunks(
+def _send_files(
     args: argparse.Namespace,
     client: TaguruClient,
     path: str,
-    parsed: list[tuple[Path, str, list[Any]]],
+    files: list[Path],
+    budget: Any,
     outcomes: list[Any],
-    budget: int,
     progress: Any,
-) -> int:
-    for _f, text, batches in parsed:
-        pending = _batch_chunks(text, batches, budget)
-        while pending:
-            chunk = pending[0]
-            status, body = _post(client, path, chunk.encode())
-            if status == 413:
-                chunk_batches = _reparse(chunk)
-                if len(chunk_batches) <= 1:
-                    b = chunk_batches[0]
-                    return _finish(
-                        args,
-                        outcomes,
-                        f"the batch for source '{b.source}' (context '{b.context}') "
-                        "is larger than the server's body cap (TAGURU_MAX_BODY_BYTES); it cannot be sent",
-                    )
-                budget = max(budget // 2, 1)
-                rest = "".join(pending)
-                pending = _batch_chunks(rest, _reparse(rest), budget)
-                continue
-            if status != 200:
-                progress.close()
-                return _finish(args, outcomes, body.get("error", f"HTTP {status}"))
-            outcomes.extend(body["result"]["batches"])
-            progress.update(len(outcomes))
-            if not progress.enabled and not args.json:  # off a terminal: what is durable so far, for a script
-                print(f"taguru import: {len(outcomes)} batch(es) acknowledged", file=sys.stderr, flush=True)
-            pending.pop(0)
-    progress.close()
-    return _finish(args, outcomes, None)
+) -> str | None:
+    """Each file's batches in stretches, then its group records; the first error, or None."""
+    from taguru_server.client.stream_import import stretches
+
+    for f in files:
+        groups: list[str] = []
+        for stretch in stretches(f, budget, groups):
+            error = _send_pieces(args, client, path, stretch.pieces, budget, outcomes, progress)
+            if error is not None:
+                return error
+        error = _send_groups(args, client, path, groups, outcomes, progress)
+        if error is not None:
+            return error
+    return None
+
+
+def _send_groups(
+    args: argparse.Namespace, client: TaguruClient, path: str, groups: list[str], outcomes: list[Any], progress: Any
+) -> str | None:
+    """POST a file's group records in one request after its last batch (so their members exist); an error, or None."""
+    if not groups:
+        return None
+    status, body = _post(client, path, ("\n".join(groups) + "\n").encode())
+    if status != 200:
+        return str(body.get("error", f"HTTP {status}"))
+    return None
+
+
+def _send_pieces(
+    args: argparse.Namespace,
+    client: TaguruClient,
+    path: str,
+    pieces: list[str],
+    budget: Any,
+    outcomes: list[Any],
+    progress: Any,
+) -> str | None:
+    """POST whole batches in one request; on 413 halve the budget and send them in halves. An error, or None."""
+    if not pieces:
+        return None
+    status, body = _post(client, path, "".join(pieces).encode())
+    if status == 413:
+        if len(pieces) <= 1:
+            b = _reparse(pieces[0])[0]
+            return (
+                f"the batch for source '{b.source}' (context '{b.context}') "
+                "is larger than the server's body cap (TAGURU_MAX_BODY_BYTES); it cannot be sent"
+            )
+        budget.size = max(budget.size // 2, 1)
+        half = len(pieces) // 2
+        return _send_pieces(args, client, path, pieces[:half], budget, outcomes, progress) or _send_pieces(
+            args, client, path, pieces[half:], budget, outcomes, progress
+        )
+    if status != 200:
+        return body.get("error", f"HTTP {status}")
+    outcomes.extend(body["result"]["batches"])
+    progress.update(len(outcomes))
+    if not progress.enabled and not args.json:  # off a terminal: what is durable so far, for a script
+        print(f"taguru import: {len(outcomes)} batch(es) acknowledged", file=sys.stderr, flush=True)
+    return None
 
 
 def _reparse(chunk: str) -> list[Any]:

@@ -60,6 +60,22 @@ def citation_json(locator: tuple[str, int], citation: Citation) -> str:
     )
 
 
+_CITATION_MEMO: dict[tuple[tuple[str, int], Citation], tuple[RawJSON, tuple[int, int]]] = {}
+CITATION_MEMO_ENTRIES = 20_000
+
+
+def measured_citation(loc: tuple[str, int], citation: Citation) -> tuple[RawJSON, tuple[int, int]]:
+    """A citation entry's JSON text and its cost, remembered by value (a pure function of both)."""
+    key = (loc, citation)
+    hit = _CITATION_MEMO.get(key)
+    if hit is None:
+        if len(_CITATION_MEMO) >= CITATION_MEMO_ENTRIES:
+            _CITATION_MEMO.clear()
+        text = citation_json(loc, citation)
+        hit = _CITATION_MEMO[key] = (RawJSON(text), measure(text))
+    return hit
+
+
 def _measured(item: dict[str, Any], payload_key: str) -> tuple[dict[str, Any], RawJSON, int, int]:
     """Measure the item without bytes/estimated_tokens, then set them; also its final JSON text."""
     head = {k: v for k, v in item.items() if k != payload_key}
@@ -75,6 +91,24 @@ def _measured(item: dict[str, Any], payload_key: str) -> tuple[dict[str, Any], R
     out[payload_key] = payload
     raw = RawJSON(f'{head_json},"bytes":{size},"estimated_tokens":{estimated},{key}:{payload_json}}}')
     return out, raw, size, quarters
+
+
+def _built_unit(
+    unit: Unit, found: dict[tuple[str, int], Citation]
+) -> tuple[list[dict[str, Any]], list[RawJSON], int, int]:
+    """A unit's items, their JSON texts, and their summed bytes and token quarters."""
+    ids = [m.candidate_id for m in unit.members]
+    built = []
+    built_json = []
+    u_bytes = u_quarters = 0
+    for member in unit.members:
+        others = sorted(i for i in ids if i != member.candidate_id) if len(ids) > 1 else []
+        item, raw, b, q = _measured(build_item(member, found, others), member.candidate.kind)
+        built.append(item)
+        built_json.append(raw)
+        u_bytes += b
+        u_quarters += q
+    return built, built_json, u_bytes, u_quarters
 
 
 def admit(
@@ -95,9 +129,7 @@ def admit(
 
     def cite_cost(loc: tuple[str, int]) -> tuple[int, int]:
         if loc not in cite_costs:
-            text = citation_json(loc, found[loc])
-            cite_json[loc] = RawJSON(text)
-            cite_costs[loc] = measure(text)
+            cite_json[loc], cite_costs[loc] = measured_citation(loc, found[loc])
         return cite_costs[loc]
 
     cite_bytes = cite_quarters = 0
@@ -108,22 +140,20 @@ def admit(
             reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
             omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
             continue
-        ids = [m.candidate_id for m in unit.members]
-        built = []
-        built_json = []
-        u_bytes = u_quarters = 0
+        built, built_json, u_bytes, u_quarters = _built_unit(unit, found)
         new_cites: dict[tuple[str, int], tuple[int, int]] = {}
+        n_items = len(items) + len(built)
+        floor_bytes = overhead(n_items) + item_bytes + u_bytes + overhead(len(committed)) + cite_bytes
+        floor_quarters = overhead(n_items) + item_quarters + u_quarters + overhead(len(committed)) + cite_quarters
+        if floor_bytes > max_bytes or tokens(floor_quarters) > max_tokens:
+            # its new citations could only add bytes, tokens and array slots: it cannot fit
+            reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
+            omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
+            continue
         for member in unit.members:
-            others = sorted(i for i in ids if i != member.candidate_id) if len(ids) > 1 else []
-            item, raw, b, q = _measured(build_item(member, found, others), member.candidate.kind)
-            built.append(item)
-            built_json.append(raw)
-            u_bytes += b
-            u_quarters += q
             for loc in member.locators:
                 if loc in found and loc not in committed and loc not in new_cites:
                     new_cites[loc] = cite_cost(loc)
-        n_items = len(items) + len(built)
         n_cites = len(committed) + len(new_cites)
         c_bytes = cite_bytes + sum(b for b, _q in new_cites.values())
         c_quarters = cite_quarters + sum(q for _b, q in new_cites.values())

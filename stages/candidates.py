@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from taguru_server.stages.model import Candidate
 from taguru_server.store import lanes
 from taguru_server.store.communities import CommunityHit
 from taguru_server.store.context import Context
 from taguru_server.store.lanes import Attribution, PassageHit
 from taguru_server.store.vector_lane import FusedHit
+from taguru_server.store.wire import EncodedDict, encoded
 
 
 def primary_source(attributions: tuple[Attribution, ...]) -> str | None:
@@ -18,22 +21,43 @@ def primary_source(attributions: tuple[Attribution, ...]) -> str | None:
     return best.source
 
 
+EDGE_CACHE_ENTRIES = 20_000  # edges whose candidate facts are kept per read version
+
+
 def association_candidate(ctx: Context, edge: int, lane: str, rank: int) -> Candidate:
-    """A candidate for one edge (its identity is the exact triple; its payload the AssociationOut)."""
+    """A candidate for one edge (its identity is the exact triple; its payload the AssociationOut).
+
+    Everything but the lane and rank depends on the edge alone, so it is built once per read
+    version (`lanes.read_version`) and shared: a hub edge carries thousands of attributions,
+    and its payload is served with its JSON text already encoded."""
+    cache = lanes.versioned_cache(ctx, "association_candidates", EDGE_CACHE_ENTRIES)
+    fields = cache.get(edge)
+    if fields is None:
+        fields = cache[edge] = _association_fields(ctx, edge)
+    return Candidate("association", fields[0], lane, rank, *fields[1:])
+
+
+def _kept_payload(payload: dict[str, Any]) -> EncodedDict:
+    """The payload with its JSON; its attributions as a tuple (the same JSON array) of dicts of
+    plain values, which the cyclic collector stops tracking, so a kept hub edge with thousands of
+    attributions does not lengthen every full collection."""
+    out = encoded(payload)
+    out["attributions"] = tuple(payload["attributions"])
+    return out
+
+
+def _association_fields(ctx: Context, edge: int) -> tuple[Any, ...]:
     facts = lanes.association_facts(ctx, edge)
     attributions = facts.attributions
     locators = tuple(sorted({(a.source, a.paragraph) for a in attributions if a.paragraph is not None}))
-    return Candidate(
-        kind="association",
-        canonical_key=f"{facts.subject}\u0000{facts.label}\u0000{facts.object}",
-        lane=lane,
-        rank=rank,
-        payload=ctx.association_out(edge),
-        source=primary_source(attributions),
-        locators=locators,
-        corroborating=tuple(sorted({a.source for a in attributions})),
-        relation=(facts.subject, facts.label),
-        text=f"{facts.subject} {facts.label} {facts.object}",
+    return (
+        f"{facts.subject}\u0000{facts.label}\u0000{facts.object}",
+        _kept_payload(ctx.association_out(edge)),
+        primary_source(attributions),
+        locators,
+        tuple(sorted({a.source for a in attributions})),
+        (facts.subject, facts.label),
+        f"{facts.subject} {facts.label} {facts.object}",
     )
 
 

@@ -13,15 +13,20 @@ from taguru_server.store import lanes
 from taguru_server.store.context import Context
 from taguru_server.store.lanes import Citation
 
+CITATION_CACHE_ENTRIES = 20_000  # looked-up locators kept per read version (`lanes.read_version`)
+
 
 def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[tuple[str, int], Citation]:
     """Every wanted (source, paragraph) that exists, visited sorted; unknown ones are skipped."""
     wanted = sorted({loc for c in candidates for loc in c.locators})
     found: dict[tuple[str, int], Citation] = {}
-    for source, paragraph in wanted:
-        citation = lanes.find_citation(ctx, source, paragraph)
+    known = lanes.versioned_cache(ctx, "citations", CITATION_CACHE_ENTRIES)
+    for loc in wanted:
+        citation = known.get(loc)
+        if citation is None:
+            citation = known[loc] = lanes.find_citation(ctx, loc[0], loc[1])
         if isinstance(citation, Citation):
-            found[(source, paragraph)] = citation
+            found[loc] = citation
     return found
 
 

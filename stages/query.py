@@ -18,8 +18,7 @@ QUERY_LIMIT = 100
 
 def query_candidates(ctx: Context, anchors: tuple[str, ...], labels: tuple[str, ...]) -> tuple[Candidate, ...]:
     """The first 100 matches in /query order, as graph_query candidates."""
-    edges = lanes.query_edges(ctx, list(anchors), list(labels), None)
-    ordered = lanes.ranked_edges(ctx, edges, QUERY_LIMIT)
+    ordered = lanes.ranked_facets(ctx, list(anchors), list(labels), QUERY_LIMIT)
     return tuple(association_candidate(ctx, e, "graph_query", i + 1) for i, e in enumerate(ordered))
 
 

@@ -35,6 +35,7 @@ ONE = F(1.0)
 ZERO = F(0.0)
 
 BULK_CHUNK = 4096  # documents tokenized per numpy pass
+DENSE_FACTOR = 8  # scoring a candidate by binary search costs about this many dense additions
 CACHE_POSTINGS = 8_000_000  # per-term contribution arrays kept before the cache is dropped
 
 
@@ -107,6 +108,11 @@ class Bm25Index:
         self._alive = np.zeros(0, dtype=bool)
         self._src = np.zeros(0, dtype=np.int32)
         self._par = np.zeros(0, dtype=np.int32)
+
+    @property
+    def version(self) -> int:
+        """Bumped by every document added or removed."""
+        return self._version
 
     # ----- writes ------------------------------------------------------------------------
 
@@ -352,7 +358,7 @@ class Bm25Index:
                 cand = cand[allowed_sources[src[cand]]]
             if j == m - 1:
                 break
-            if len(cand) * m > 2 * total_postings:
+            if len(cand) * m * DENSE_FACTOR > len(self.doc_alive) + total_postings:
                 cand = None  # scoring the candidates would cost more than scoring everything
                 break
             if len(cand) < limit:

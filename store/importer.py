@@ -143,17 +143,26 @@ def parse_stream(data: bytes | str) -> Stream:
     text = data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data
     if text.startswith("\ufeff"):
         text = text[1:]
+    batches = parse_lines(text, 1, set(), set())
+    _check_paragraph_references(batches, bool(batches.groups))
+    return batches
+
+
+def parse_lines(text: str, first_line: int, seen: set[tuple[str, str]], group_names: set[str]) -> Stream:
+    """The batches (and group records) of one stretch of a stream that starts at a batch header (or the
+    stream's start), its first line numbered `first_line`; `seen` holds the (context, source) pairs and
+    `group_names` the group records of the earlier stretches. A stream parsed stretch by stretch,
+    followed by `check_batches` over the stretches' batches in order, is refused exactly where
+    `parse_stream` refuses it whole."""
     batches = Stream()
     batches.groups = []
-    group_names: set[str] = set()
-    seen: set[tuple[str, str]] = set()
     current: Batch | None = None
     alias_seen: set[tuple[int, str]] = set()
     decode = _DECODER.decode
     fast_line = _ASSOC_LINE.fullmatch
     fast = FAST_PATHS
     # The regex shortcut stays inline: it runs once per association line on the import hot path.
-    for n, raw in enumerate(text.split("\n"), start=1):
+    for n, raw in enumerate(text.split("\n"), start=first_line):
         if fast and current is not None and len(raw) <= _FAST_RAW_CHARS:
             m = fast_line(raw)
             if m is not None:
@@ -190,7 +199,6 @@ def parse_stream(data: bytes | str) -> Stream:
                 raise ParseError(str(exc)) from None
             continue
         _parse_op_line(n, rec, current, alias_seen)
-    _check_paragraph_references(batches, bool(batches.groups))
     return batches
 
 
@@ -369,6 +377,11 @@ def _add_paragraph_marker(n: int, rec: dict[str, Any], current: Batch, kind: str
         lk = _name(n, loc, "kind", MAX_LOCATOR_KIND_BYTES, "locator kind")
         lv = _name(n, loc, "value", MAX_LOCATOR_VALUE_BYTES, "locator value")
         current.locators.append((p, lk, lv))
+
+
+def check_batches(batches: list[Batch], has_groups: bool = False) -> None:
+    """The whole-stream checks `parse_stream` ends with (paragraph references, an empty stream)."""
+    _check_paragraph_references(batches, has_groups)
 
 
 def _check_paragraph_references(batches: list[Batch], has_groups: bool = False) -> None:

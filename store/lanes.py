@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 from typing import Any
 
 import attrs
 import numpy as np
 
-from taguru_server.store.context import CONCEPT, Context, Passage
+from taguru_server.store.context import CONCEPT, LABEL, Context, Passage
 from taguru_server.store.text import normalize, query_terms
 from taguru_server.store.vector_lane import FusedHit, LaneState, VectorQuery, classify, fuse, sweep
 from taguru_server.store.wire import F32
@@ -25,6 +26,34 @@ def warm(ctx: Context) -> None:
     _activation_graph(ctx)
     for lexicon in ctx.lexicons:
         lexicon._views()
+
+
+def read_version(ctx: Context) -> tuple[int, ...]:
+    """What a cached read result may depend on: edges and their attributions, passages, names.
+
+    Every edge or attribution change bumps `graph_version`, every passage store or removal
+    bumps `rev_passages` and the BM25 index version; a rebuilt context is a new object with
+    its own `read_cache`."""
+    return (
+        ctx.graph_version,
+        ctx.meta.rev_passages,
+        ctx.bm25.version,
+        len(ctx.e_s),
+        len(ctx.concepts),
+        len(ctx.labels),
+        len(ctx.sources),
+    )
+
+
+def versioned_cache(ctx: Context, name: str, max_entries: int = 100_000) -> dict[Any, Any]:
+    """A dict in the context's read cache that starts empty whenever `read_version` changes
+    (and when it grows past `max_entries`)."""
+    version = read_version(ctx)
+    hit = ctx.read_cache.get(name)
+    if hit is None or hit[0] != version or len(hit[1]) >= max_entries:
+        hit = (version, {})
+        ctx.read_cache[name] = hit
+    return hit[1]
 
 
 # ----- resolve -------------------------------------------------------------------
@@ -80,12 +109,61 @@ def _strongest(ctx: Context, edges: list[int], n: int) -> list[int]:
     return heapq.nsmallest(n, live, key=lambda e: (-abs(ctx.e_sum[e]), e))
 
 
+def _concept_edges(ctx: Context, c: int) -> list[int]:
+    return ctx.out_edges[c] + [e for e in ctx.in_edges[c] if ctx.e_s[e] != ctx.e_o[e]]
+
+
+def _current_graph(ctx: Context) -> _ActivationGraph | None:
+    """The activation graph if it is built for the current graph version (never builds it)."""
+    cached = ctx.read_cache.get("activation")
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts):
+        return cached[2]
+    return None
+
+
+def _zero_sum_live(ctx: Context, edges: list[int]) -> list[int]:
+    """The live edges whose sum is zero (the activation graph leaves them out), by edge id."""
+    return sorted(e for e in edges if ctx.e_cnt[e] > 0 and ctx.e_sum[e] == 0)
+
+
+def gloss_edges(ctx: Context, kind: int, record: int) -> list[int]:
+    """A concept's four (a label's three) strongest live edges: |sum| desc, then edge id.
+
+    Per read version each answer is kept, and when the activation graph is current it is read
+    from its per-concept entries (already in that order) or from its edges by |sum| instead of
+    scanning every edge of a hub; `_strongest` over all edges is the plain definition."""
+    memo = versioned_cache(ctx, "gloss_edges")
+    key = (kind, record)
+    found = memo.get(key)
+    if found is not None:
+        return found
+    n = 4 if kind == CONCEPT else 3
+    g = _current_graph(ctx)
+    if g is None:
+        edges = _concept_edges(ctx, record) if kind == CONCEPT else ctx.label_edges[record]
+        found = _strongest(ctx, edges, n)
+    elif kind == CONCEPT:
+        a = int(g.ptr[record])
+        found = g.edge[a : min(int(g.ptr[record + 1]), a + n)].tolist()
+        if len(found) < n:
+            found += _zero_sum_live(ctx, _concept_edges(ctx, record))[: n - len(found)]
+    else:
+        labels = memo.get("edge_labels")
+        if labels is None:
+            labels = memo["edge_labels"] = np.array(ctx.e_l, dtype=np.int64)
+        heavy = g.heavy
+        found = heavy[labels[heavy] == record][:n].tolist()
+        if len(found) < n:
+            found += _zero_sum_live(ctx, ctx.label_edges[record])[: n - len(found)]
+    memo[key] = found
+    return found
+
+
 def concept_gloss(ctx: Context, c: int) -> str:
     """`{name}。` then up to four of the concept's strongest live facts."""
-    edges = ctx.out_edges[c] + [e for e in ctx.in_edges[c] if ctx.e_s[e] != ctx.e_o[e]]
     parts = [ctx.concepts[c] + "。"]
     prev: int | None = None
-    for e in _strongest(ctx, edges, 4):
+    for e in gloss_edges(ctx, CONCEPT, c):
         s = ctx.e_s[e]
         parts.append(_fact(ctx, e, s == c or s == prev))
         prev = s
@@ -96,7 +174,7 @@ def label_gloss(ctx: Context, lab: int) -> str:
     """`{label}。` then up to three of the label's strongest live facts."""
     parts = [ctx.labels[lab] + "。"]
     prev: int | None = None
-    for e in _strongest(ctx, ctx.label_edges[lab], 3):
+    for e in gloss_edges(ctx, LABEL, lab):
         s = ctx.e_s[e]
         parts.append(_fact(ctx, e, s == prev))
         prev = s
@@ -133,6 +211,33 @@ def ranked_edges(ctx: Context, edges: list[int], limit: int) -> list[int]:
     keyed = [(_sort_key(ctx, e), e) for e in edges]
     page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
     return [e for _k, e in page]
+
+
+def _facet(ctx: Context, c: int, lab: int) -> tuple[tuple[tuple[float, str, str, str], int], ...]:
+    """A subject's edges (dead ones included) under one label, keyed and sorted in /query order;
+    kept per read version. Kept as tuples of plain values, which the cyclic collector stops
+    tracking, so a hub's long lists do not lengthen its full passes."""
+    memo = versioned_cache(ctx, "facets")
+    found = memo.get((c, lab))
+    if found is None:
+        by_label = versioned_cache(ctx, "facet_labels")
+        labels = by_label.get(c)
+        if labels is None:
+            grouped: dict[int, list[int]] = {}
+            for e in ctx.out_edges[c]:
+                grouped.setdefault(ctx.e_l[e], []).append(e)
+            labels = by_label[c] = {k: tuple(v) for k, v in grouped.items()}
+        found = memo[(c, lab)] = tuple(sorted((_sort_key(ctx, e), e) for e in labels.get(lab, ())))
+    return found
+
+
+def ranked_facets(ctx: Context, subjects: list[str], labels: list[str], limit: int) -> list[int]:
+    """`ranked_edges(ctx, query_edges(ctx, subjects, labels, None), limit)`, merged from the per
+    (subject, label) lists: every edge sits in exactly one of them, and /query order is total."""
+    cs = {c for c in map(ctx.find_concept, subjects) if c is not None}
+    ls = {lab for lab in map(ctx.find_label, labels) if lab is not None}
+    lists = [_facet(ctx, c, lab) for c in cs for lab in ls]
+    return [e for _k, e in itertools.islice(heapq.merge(*lists), max(limit, 0))]
 
 
 def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> dict[str, Any]:
@@ -257,11 +362,24 @@ class Activation:
     matches: tuple[Activated, ...]
 
 
+ACTIVATION_CACHE_ENTRIES = 4096
+
+
 def activation(ctx: Context, origins: list[str], decay: float, limit: int) -> Activation:
-    """Spreading activation from the origins; edges ranked by the strength that reached them."""
-    if 0.0 < decay < BANDED_DECAY_MAX:
-        return _activate_banded(ctx, origins, decay, limit)
-    return activation_plain(ctx, origins, decay, limit)
+    """Spreading activation from the origins; edges ranked by the strength that reached them.
+
+    A result depends on the graph, the origins' concept ids, decay (to the bit) and limit
+    only, so it is kept per read version: popular origins are walked once per change."""
+    key = (tuple(_seed_ids(ctx, origins)), float(decay).hex(), limit)
+    memo = versioned_cache(ctx, "activations", ACTIVATION_CACHE_ENTRIES)
+    found = memo.get(key)
+    if found is None:
+        if 0.0 < decay < BANDED_DECAY_MAX:
+            found = _activate_banded(ctx, origins, decay, limit)
+        else:
+            found = activation_plain(ctx, origins, decay, limit)
+        memo[key] = found
+    return found
 
 
 def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 import numpy as np
+import orjson
 
 F32_T = np.float32
 
@@ -94,12 +95,32 @@ class RawJSON(str):
     __slots__ = ()
 
 
+class EncodedDict(dict):
+    """A dict whose compact JSON is already known: the encoder emits `json` verbatim.
+
+    For read results that are cached and served many times; the text must be `dumps` of the
+    very same contents (the dict must not change after `json` is set)."""
+
+    __slots__ = ("json",)
+
+    json: str
+
+
+def encoded(value: dict[str, Any]) -> EncodedDict:
+    """A copy of `value` that carries its own compact JSON text."""
+    out = EncodedDict(value)
+    out.json = dumps(value)
+    return out
+
+
 def _enc(o: Any, out: list[str]) -> None:
     t = type(o)
     if t is str:
         out.append(encode_basestring(o))
     elif t is RawJSON:
         out.append(o)
+    elif t is EncodedDict:
+        out.append(o.json)
     elif t is dict:
         if not o:
             out.append("{}")
@@ -154,16 +175,49 @@ def _enc(o: Any, out: list[str]) -> None:
         raise TypeError(f"cannot encode {t.__name__} as JSON")
 
 
-def dumps(o: Any) -> str:
-    """Compact JSON text, non-ASCII raw, reference float layout."""
+def plain_dumps(o: Any) -> str:
+    """Compact JSON text, non-ASCII raw, reference float layout (the plain Python writer)."""
     out: list[str] = []
     _enc(o, out)
     return "".join(out)
 
 
+def _special(o: Any) -> orjson.Fragment:
+    """What the compiled encoder hands back: every value it does not print itself as we do."""
+    t = type(o)
+    if t is RawJSON:
+        return orjson.Fragment(str.__str__(o))
+    if t is EncodedDict:
+        return orjson.Fragment(o.json)
+    if t is F32:
+        return orjson.Fragment(format_f32(o))
+    return orjson.Fragment(plain_dumps(o))  # numpy scalars, other subclasses, or the plain writer's TypeError
+
+
+_COMPILED = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
 def dumps_bytes(o: Any) -> bytes:
-    """Compact JSON as UTF-8 bytes."""
-    return dumps(o).encode("utf-8")
+    """Compact JSON as UTF-8 bytes.
+
+    orjson prints str, int, bool, None, list, tuple and dict exactly as the plain writer does,
+    and a plain float in the same shortest round-trip layout (`format_f64`: `1e16`, `5e-324`,
+    `-0.0`, non-finite as null; checked on random floats in tests/test_scale_equivalence.py).
+    Every subclass (F32, RawJSON, EncodedDict, numpy scalars) is passed to `_special`; anything
+    orjson refuses (an int past 64 bits, a lone surrogate, a non-string key, deep nesting) goes
+    through the plain writer, which prints it or raises as before."""
+    try:
+        return orjson.dumps(o, default=_special, option=_COMPILED)
+    except orjson.JSONEncodeError:
+        return plain_dumps(o).encode("utf-8")
+
+
+def dumps(o: Any) -> str:
+    """Compact JSON text, non-ASCII raw, reference float layout."""
+    try:
+        return orjson.dumps(o, default=_special, option=_COMPILED).decode("utf-8")
+    except orjson.JSONEncodeError:
+        return plain_dumps(o)
 
 
 def _reject_constant(name: str) -> Any:

@@ -9,6 +9,7 @@ the spec, and are compared on many seeded random small corpora and graphs.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 import struct
@@ -723,3 +724,300 @@ def test_camel_pieces(raw: str) -> None:
     from taguru_server.store.text import camel_terms
 
     assert camel_terms(raw) == plain_camel(raw)
+
+
+# ----- the compiled JSON encoder against the plain writer ---------------------------------
+
+
+def _random_float(rng: random.Random) -> float:
+    roll = rng.random()
+    if roll < 0.3:
+        return float(struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0])  # any bit pattern
+    if roll < 0.45:
+        specials = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e16, -1e16, 1e15, 9999999999999998.0]
+        specials += [1e-5, 1e-4, 9.999999999999999e-5, 1e21, 1e22, 1.7976931348623157e308, 0.1, 1.0, -1.0, 123.0]
+        return rng.choice(specials)
+    if roll < 0.6:
+        return float(rng.randint(-(10**18), 10**18))
+    if roll < 0.8:
+        return rng.uniform(-1.0, 1.0) * 10.0 ** rng.randint(-330, 308)
+    return rng.random() * 10.0 ** rng.randint(-8, 20)
+
+
+def _random_wire_value(rng: random.Random, depth: int = 0) -> Any:
+    from taguru_server.store.wire import F32, RawJSON, encoded
+
+    roll = rng.random()
+    if depth < 3 and roll < 0.15:
+        return [_random_wire_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    if depth < 3 and roll < 0.3:
+        return {rand_text(rng, 6): _random_wire_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+    if depth < 3 and roll < 0.33:
+        return encoded({"k": _random_wire_value(rng, depth + 1), "w": _random_float(rng)})
+    if depth < 3 and roll < 0.36:
+        return tuple(_random_wire_value(rng, depth + 1) for _ in range(rng.randint(0, 3)))
+    choices = [
+        lambda: _random_float(rng),
+        lambda: F32(_random_float(rng)),
+        lambda: np.float32(rng.uniform(-1.0, 1.0) * 10.0 ** rng.randint(-45, 38)),
+        lambda: np.float64(_random_float(rng)),
+        lambda: rng.choice([float("nan"), float("inf"), -float("inf")]),
+        lambda: rng.randint(-(2**70), 2**70),
+        lambda: rng.randint(-5, 5),
+        lambda: np.int64(rng.randint(-(2**40), 2**40)),
+        lambda: rand_text(rng) + "".join(chr(rng.randint(0, 0x3F)) for _ in range(rng.randint(0, 3))),
+        lambda: "".join(chr(rng.choice([rng.randint(0x80, 0x2FFF), rng.randint(0x10000, 0x10FFFF)])) for _ in range(3)),
+        lambda: RawJSON('{"raw":[1,2.5]}'),
+        lambda: rng.choice([None, True, False]),
+    ]
+    return rng.choice(choices)()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_compiled_encoder_prints_what_the_plain_writer_prints(seed: int) -> None:
+    from taguru_server.store.wire import dumps, dumps_bytes, plain_dumps
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        value = _random_wire_value(rng)
+        plain = plain_dumps(value)
+        assert dumps(value) == plain
+        assert dumps_bytes(value) == plain.encode("utf-8")
+
+
+def test_compiled_encoder_floats_and_refusals() -> None:
+    from taguru_server.store.wire import F32, dumps, format_f32, format_f64, plain_dumps
+
+    rng = random.Random(5)
+    for _ in range(50_000):
+        v = _random_float(rng)
+        assert dumps(v) == format_f64(v) == plain_dumps(v)
+        assert dumps([F32(v)]) == f"[{format_f32(F32(v))}]"
+    assert dumps([1e16, -0.0, 5e-324, 1e-7]) == "[1e+16,-0.0,5e-324,1e-7]"
+    for bad in ({1: 2}, object(), [{"x": {1, 2}}]):
+        with pytest.raises(TypeError):
+            dumps(bad)
+    lone = "a\ud800b"
+    assert dumps(lone) == plain_dumps(lone)
+
+
+# ----- glosses read from the activation graph against the plain scan ----------------------
+
+
+def plain_gloss_edges(ctx: Context, kind: int, record: int) -> list[int]:
+    """The definition: over every edge of the concept (label), live ones by |sum| desc, then id."""
+    if kind == CONCEPT:
+        edges = ctx.out_edges[record] + [e for e in ctx.in_edges[record] if ctx.e_s[e] != ctx.e_o[e]]
+        n = 4
+    else:
+        edges = ctx.label_edges[record]
+        n = 3
+    live = sorted((-abs(ctx.e_sum[e]), e) for e in edges if ctx.e_cnt[e] > 0)
+    return [e for _k, e in live[:n]]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_gloss_edges_match_the_plain_scan(seed: int) -> None:
+    from taguru_server.store.context import LABEL
+
+    rng = random.Random(7000 + seed)
+    n = rng.randint(1, 80)
+    ctx = _random_graph(rng, n, rng.randint(0, 6 * n), hubs=min(n, rng.choice([0, 2, 5])))
+    for _round in range(3):
+        if rng.random() < 0.6:
+            lanes.activate(ctx, [f"c{rng.randrange(n)}"], 0.5, 5)  # the graph current (or not)
+        for c in range(len(ctx.concepts)):
+            assert lanes.gloss_edges(ctx, CONCEPT, c) == plain_gloss_edges(ctx, CONCEPT, c)
+        for lab in range(len(ctx.labels)):
+            assert lanes.gloss_edges(ctx, LABEL, lab) == plain_gloss_edges(ctx, LABEL, lab)
+            assert lanes.label_gloss(ctx, lab).startswith(ctx.labels[lab] + "。")
+        # writes between rounds: cancelled sums (live, zero), retractions, new edges
+        for _ in range(rng.randint(0, 6)):
+            s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
+            lab = rng.choice(["l0", "l1", "l2"])
+            ctx.assert_association(s, lab, o, 1.0, "z", None)
+            if rng.random() < 0.5:
+                ctx.assert_association(s, lab, o, -1.0, "y", None)  # sums to zero, still live
+            if rng.random() < 0.2:
+                ctx.retract_association(s, lab, o)
+
+
+# ----- per-version caches of evidence candidates and citations ----------------------------
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_cached_candidates_and_citations_follow_every_write(seed: int) -> None:
+    """A cached candidate or citation is always the one built fresh from the current context."""
+    from taguru_server.stages.candidates import _association_fields, association_candidate
+    from taguru_server.stages.cite import resolve_citations
+    from taguru_server.store.wire import dumps, plain_dumps
+
+    rng = random.Random(9000 + seed)
+    ctx = Context(1, "g", Meta())
+    names = [f"c{i}" for i in range(6)]
+    for _step in range(40):
+        roll = rng.random()
+        src = f"s{rng.randrange(4)}"
+        if roll < 0.4:
+            rows = [(rng.choice(names), "l", rng.choice(names), rng.choice(WEIGHTS), rng.choice([0, 1, 2, None]))]
+            if ctx.find_source(src) is None or ctx.passages.get(ctx.find_source(src) or 0) is None:
+                rows = [(s, lab, o, w, None) for s, lab, o, w, _p in rows]
+            ctx.assert_many(rows, src)
+        elif roll < 0.7:
+            text = "\n\n".join(rand_text(rng) for _ in range(rng.randint(1, 3)))
+            sections = [(p, f"sec{rng.randrange(3)}") for p in range(3) if rng.random() < 0.5]
+            locators = [(p, "page", str(rng.randrange(9))) for p in range(3) if rng.random() < 0.5]
+            ctx.store_passage(src, text, [], sections, locators, [], None, None)
+        elif roll < 0.8:
+            ctx.retract_source(src)
+        elif roll < 0.9 and ctx.find_source(src) is not None:
+            ctx.remove_passage(ctx.find_source(src) or 0)
+        for e in range(len(ctx.e_s)):
+            cached = association_candidate(ctx, e, "graph_activate", 1)
+            fresh = _association_fields(ctx, e)
+            assert (cached.canonical_key, cached.source, cached.locators, cached.corroborating) == (
+                fresh[0],
+                fresh[2],
+                fresh[3],
+                fresh[4],
+            )
+            assert dumps(cached.payload) == plain_dumps(ctx.association_out(e)) == dumps(dict(fresh[1]))
+            found = resolve_citations(ctx, (cached,))
+            assert found == {
+                loc: c for loc in cached.locators if not isinstance(c := lanes.find_citation(ctx, *loc), str)
+            }
+
+
+# ----- BM25 on hub-heavy text: terms in almost every paragraph, many ties ------------------
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bm25_hub_terms_pruned_top_k_matches_exhaustive(seed: int) -> None:
+    """Zipf text where the top words sit in nearly every paragraph (and duplicate paragraphs
+    tie): whichever way top-k scores (grown candidates, or every posting densely) it returns
+    the exhaustive ranking, ties broken by source name and paragraph."""
+    rng = random.Random(4242 + seed)
+    vocab = ["あか", "いき", "うく", "えけ", "おこ", "かさ", "きし", "くす", "けせ", "こそ", "sake", "toji"]
+    vocab += [rand_text(rng, 4) for _ in range(30)]
+    cum = list(itertools.accumulate(1.0 / k for k in range(1, len(vocab) + 1)))
+    ctx = Context(1, "t", Meta())
+    for i in range(rng.randint(50, 160)):
+        pars = []
+        for _p in range(rng.randint(1, 4)):
+            pars.append("".join(rng.choices(vocab, cum_weights=cum, k=rng.randint(6, 30))))
+        if rng.random() < 0.2:
+            pars.append(pars[0])  # a tie within the source
+        ctx.store_passage(
+            f"s{rng.randrange(10**4):04d}-{i}", "\n\n".join(pars), [], [], [], [rng.choice("ab")], 1, None
+        )
+        if rng.random() < 0.05:
+            ctx.retract_source(f"s{rng.randrange(10**4):04d}-{rng.randrange(i + 1)}")
+    for _ in range(25):
+        query = " ".join(rng.choices(vocab, cum_weights=cum, k=rng.randint(1, 6)))
+        limit = rng.choice([1, 3, 5, 10, 200])
+        assert ours_search(ctx, query, limit) == reference_search(ctx, query, limit), (query, limit)
+        allowed = {ctx.sources[sid] for sid, p in ctx.passages.items() if "a" in p.tags}
+        assert ours_search(ctx, query, limit, ["a"]) == reference_search(ctx, query, limit, allowed)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_ranked_facets_match_query_then_rank(seed: int) -> None:
+    """The query stage's per-(subject, label) lists give /query's first matches exactly."""
+    rng = random.Random(5150 + seed)
+    n = rng.randint(1, 40)
+    ctx = _random_graph(rng, n, rng.randint(0, 8 * n), hubs=min(n, 3))
+    for _round in range(4):
+        for _ in range(6):
+            subjects = [f"c{rng.randrange(n + 1)}" for _ in range(rng.randint(0, 3))]
+            labels = [rng.choice(["l0", "l1", "l2", "nope"]) for _ in range(rng.randint(0, 3))]
+            limit = rng.choice([0, 1, 3, 100])
+            plain = lanes.ranked_edges(ctx, lanes.query_edges(ctx, subjects, labels, None), limit)
+            assert lanes.ranked_facets(ctx, subjects, labels, limit) == plain, (subjects, labels, limit)
+        s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
+        ctx.assert_association(s, rng.choice(["l0", "l1"]), o, rng.choice(WEIGHTS), "w", None)
+        if rng.random() < 0.3:
+            ctx.retract_association(s, "l0", o)
+
+
+# ----- near-dup through the prefix index against the quadratic rule -----------------------
+
+
+def _near_dup_texts(rng: random.Random, n: int) -> list[str]:
+    bases = ["".join(rng.choice("abcdefgh酒造杜氏") for _ in range(rng.randint(0, 60))) for _ in range(max(1, n // 4))]
+    out = []
+    for _ in range(n):
+        t = list(rng.choice(bases))
+        for _edit in range(rng.choice([0, 0, 1, 2, 5, 20])):
+            if t and rng.random() < 0.5:
+                del t[rng.randrange(len(t))]
+            else:
+                t.insert(rng.randint(0, len(t)), rng.choice("abcdefgh酒造杜氏 "))
+        out.append("".join(t))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_near_dup_prefix_index_matches_the_quadratic_rule(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from stage_support import cand, fused
+
+    from taguru_server.stages import near_dup
+    from taguru_server.stages.near_dup import bigram_set, suppress_near_duplicates
+
+    monkeypatch.setattr(near_dup, "INDEXED_FROM", [1, 24, 10**6][seed % 3])  # index always, often, never
+    rng = random.Random(333 + seed)
+    n = rng.choice([24, 30, 60, 200])
+    texts = _near_dup_texts(rng, n)
+    ranked = tuple(
+        fused(cand("passage" if rng.random() < 0.9 else "association", f"t\x00{i}", "l", i + 1, text=t), i + 1)
+        for i, t in enumerate(texts)
+    )
+    for threshold in (0.9, 0.5, 1.0, 0.3, rng.random()):
+        kept, dropped = suppress_near_duplicates(ranked, threshold)
+        plain_kept: list[Any] = []
+        plain_dropped = []
+        for f in ranked:
+            if f.candidate.kind != "passage":
+                plain_kept.append(f)
+                continue
+            g = bigram_set(f.candidate.text)
+            hit = None
+            for k in plain_kept:
+                if k.candidate.kind != "passage":
+                    continue
+                h = bigram_set(k.candidate.text)
+                total = len(g) + len(h)
+                if total == 0 or 2 * len(g & h) / total >= threshold:
+                    hit = k
+                    break
+            if hit is None:
+                plain_kept.append(f)
+            else:
+                plain_dropped.append((f.candidate_id, hit.candidate_id))
+        assert list(kept) == plain_kept, threshold
+        assert [(o.candidate_id, o.duplicate_of) for o in dropped] == plain_dropped
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kept_activations_follow_writes_and_aliases(seed: int) -> None:
+    """A kept activation is the walk's answer for the current graph, whatever was asked before."""
+    rng = random.Random(8080 + seed)
+    n = rng.randint(2, 30)
+    ctx = _random_graph(rng, n, rng.randint(1, 5 * n), hubs=min(n, 2))
+    asked = [[f"c{rng.randrange(n)}" for _ in range(rng.randint(1, 2))] for _ in range(4)]
+    for _round in range(6):
+        for origins in asked + [["an-alias"]]:
+            for decay in (0.5, -0.0, 0.0, 0.9):
+                got = _bits(lanes.activate(ctx, origins, decay, 10))
+                assert got == _bits(plain_activate(ctx, origins, decay, 10)), (origins, decay)
+        roll = rng.random()
+        s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
+        if roll < 0.5:
+            ctx.assert_association(s, "l0", o, rng.choice(WEIGHTS), "w", None)
+        elif roll < 0.7:
+            ctx.retract_association(s, "l0", o)
+        elif ctx.find_concept(s) is not None:
+            ctx.remove_alias(CONCEPT, "an-alias")
+            ctx.add_alias(CONCEPT, "an-alias", s)  # the same name now reaches another concept
