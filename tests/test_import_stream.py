@@ -146,3 +146,29 @@ def test_client_memory_stays_flat_as_the_file_grows(
     extra_sources = (40_000 - 10_000) // 10
     assert peak_large < 1.25 * peak_small + 250 * extra_sources
     assert peak_large < large.stat().st_size / 3
+
+
+def test_group_records_are_sent_after_the_files_last_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group line before the first batch, or between batches, reaches the server once, in a request
+    of its own after every batch of its file (so each context it names exists by then)."""
+    rng = random.Random(5)
+    g1 = json.dumps({"taguru_group": 1, "name": "early", "contexts": ["c"]})
+    g2 = json.dumps({"taguru_group": 1, "name": "middle", "contexts": ["c"]})
+    lines = [g1, *_batch(0, rng), g2, *_batch(1, rng), *_batch(2, rng)]
+    path = _write(tmp_path / "groups.jsonl", lines)
+    assert len(parse_stream(path.read_bytes()).groups) == 2  # the whole-file parse reads both
+    posts: list[str] = []
+
+    def fake_post(_client: Any, _path: str, data: bytes) -> tuple[int, Any]:
+        posts.append(data.decode())
+        return 200, {"result": {"batches": [{}] * data.decode().count('"taguru_batch": 1')}}
+
+    monkeypatch.setattr(cli_main, "_post", fake_post)
+    monkeypatch.setattr(cli_main, "CHUNK_BUDGET", 600)  # a few batches per request
+    args = argparse.Namespace(url="http://127.0.0.1:9", dry_run=False, json=True, paths=[str(path)], no_embed=False)
+    assert cli_main._import_remote(args, [path]) == 0
+    assert len(posts) >= 2
+    assert all("taguru_group" not in p for p in posts[:-1])
+    assert posts[-1] == f"{g1}\n{g2}\n"
+    sent = [b.source for p in posts[:-1] for b in parse_stream(p)]
+    assert sent == ["s0", "s1", "s2"]
