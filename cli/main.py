@@ -415,8 +415,8 @@ def _run_offline(
 
 def _import_remote(args: argparse.Namespace, files: list[Path]) -> int:
     """Validate every file, then send each in stretches of whole batches: the client holds one
-    stretch at a time (`client/stream_import.py`), whatever the file's size."""
-    from taguru_server.client.stream_import import Budget, validate
+    stretch at a time (`cli/stream_import.py`), whatever the file's size."""
+    from taguru_server.cli.stream_import import Budget, validate
     from taguru_server.store.importer import ParseError
 
     refused = 0
@@ -454,7 +454,7 @@ def _send_files(
     progress: Any,
 ) -> str | None:
     """Each file's batches in stretches, then its group records; the first error, or None."""
-    from taguru_server.client.stream_import import stretches
+    from taguru_server.cli.stream_import import stretches
 
     for f in files:
         groups: list[str] = []
