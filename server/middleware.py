@@ -31,6 +31,7 @@ from taguru_server.server.state import (
     ROUTE_KEY,
     SETTINGS_KEY,
     STARTED_KEY,
+    TRACE_IDS_KEY,
     AppState,
 )
 from taguru_server.store.errors import ApiError, timed_out
@@ -51,11 +52,15 @@ def _request_id(given: str | None) -> str:
 
 @web.middleware
 async def request_id(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Echo a well-formed X-Request-Id (else make one) and bind it to every log line of the request."""
+    """Echo a well-formed X-Request-Id (else make one) and bind it to every log line of the request.
+
+    With tracing on, the lines also carry the SERVER span's `trace_id` and `span_id` (the span is
+    started by the tracing middleware, installed before this one).
+    """
     request[STARTED_KEY] = time.perf_counter()
     rid = _request_id(request.headers.get("X-Request-Id"))
     structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(request_id=rid)
+    structlog.contextvars.bind_contextvars(request_id=rid, **request.get(TRACE_IDS_KEY, {}))
     try:
         response = await handler(request)
         response.headers["X-Request-Id"] = rid
@@ -296,6 +301,7 @@ def server_span(tracing: Tracing) -> Middleware:
     async def traced(request: web.Request, handler: NextHandler) -> web.StreamResponse:
         method = request.method
         with tracing.server_span(method, request.headers) as span:
+            request[TRACE_IDS_KEY] = tracing.log_ids(span)
             status = 500
             try:
                 response = await handler(request)
