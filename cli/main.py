@@ -16,12 +16,11 @@ from taguru_server.cli.datadir import LOCKED, DataDirBusy, DataDirLock
 from taguru_server.client.http import (
     NotEnvelope,
     ServerError,
-    SetupError,
     TaguruClient,
     TransportError,
     bearer_token,
-    check_url,
 )
+from taguru_server.client.urls import url_refusal
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
@@ -345,12 +344,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         msg = f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
         return _finish(args, [], msg)
     if args.url:
-        try:
-            check_url(args.url)
-            if not args.url.lower().startswith(("http://", "https://")):
-                raise SetupError("the --url value must be an http:// or https:// URL")
-        except SetupError as exc:
-            print(f"taguru import: {exc} (got '{args.url}')", file=sys.stderr)
+        bad_url = url_refusal(args.url)
+        if bad_url is not None:
+            print(f"taguru import: {bad_url}", file=sys.stderr)
             return EXIT_USAGE
         return _import_remote(args, parsed)
     return _import_offline(args, parsed)

@@ -198,6 +198,9 @@ def test_user_errors_are_one_line_each(tmp_path: Path) -> None:
     assert version.returncode == 0 and version.stdout.strip() == f"taguru {VERSION}", version
     corpus = str(demo_stream_path())
     _one_clear_line(cli("import", "--url", "notaurl", corpus, env=env), "could not be parsed as a URL")
+    secret = cli("import", "--url", "http://user:hunter2@host:1", corpus, env=env)
+    _one_clear_line(secret, "the URL must not carry credentials")
+    assert "hunter2" not in secret.stderr  # a refused URL is echoed only when it carries no credentials
     warned = cli("import", "--dry-run", "--url", "notaurl", corpus, env=dict(env, TAGURU_DATA_DIRR="x"))
     assert "TAGURU_DATA_DIRR is not a taguru setting" in warned.stderr, warned.stderr
     assert "did you mean TAGURU_DATA_DIR?" in warned.stderr and "Traceback" not in warned.stderr
