@@ -519,6 +519,29 @@ def result_schema(shape: str) -> dict[str, Any]:
     return _obj({"result": inner, "status": {"const": "ok"}, "time": NUM})
 
 
+# typed bodies that may be left out (an empty body means every default)
+OPTIONAL_BODIES: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("PUT", "/contexts/{name}"),
+        ("PUT", "/groups/{name}"),
+        ("POST", "/contexts/{name}/vocabulary/audit"),
+        ("POST", "/contexts/{name}/drift/audit"),
+    }
+)
+# query parameters by route
+QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
+    ("POST", "/contexts/{name}/promote"): [
+        {
+            "name": "dry_run",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "boolean", "default": False},
+            "description": "report what would be promoted and write nothing (`true` or `false`)",
+        }
+    ],
+}
+
+
 def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> dict[str, Any]:
     """OpenAPI 3.1 for every routed path and the probes."""
     paths: dict[str, dict[str, Any]] = {}
@@ -551,7 +574,12 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
         if request == "jsonl":
             op["requestBody"] = {"required": True, "content": {"application/x-ndjson": {"schema": STR}}}
         elif request is not None:
-            op["requestBody"] = {"required": method != "PUT", "content": {"application/json": {"schema": ref(request)}}}
+            op["requestBody"] = {
+                "required": (method, template) not in OPTIONAL_BODIES,
+                "content": {"application/json": {"schema": ref(request)}},
+            }
+        if (method, template) in QUERY_PARAMETERS:
+            op["parameters"] = [*op.get("parameters", []), *QUERY_PARAMETERS[(method, template)]]
         if response in ("text", "metrics", "ndjson", "markdown"):
             media = {
                 "text": "text/plain",
