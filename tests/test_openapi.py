@@ -27,7 +27,8 @@ async def test_document_covers_every_route(client: Client) -> None:
 def test_openapi_document_is_valid() -> None:
     from jsonschema import Draft202012Validator
 
-    from taguru_server.server.schemas import COMPONENTS, openapi_document
+    from taguru_server.server.openapi import openapi_document
+    from taguru_server.server.schemas import COMPONENTS
 
     doc = openapi_document(ROUTES, "0")
     for schema in COMPONENTS.values():
