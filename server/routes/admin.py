@@ -87,7 +87,7 @@ IMPORT_ROUTES: list[Route] = [Route("POST", "/import", import_stream, "admin")]
 PROTOCOL_ROUTES: list[Route] = [Route("GET", "/protocol", protocol, "read")]
 
 
-# ----- probes: GET only, exempt from auth, no body and no deadline ----------------
+# ----- probes: GET (and HEAD) only, exempt from auth, no body and no deadline ----------------
 
 
 async def health(request: web.Request) -> web.StreamResponse:
