@@ -676,7 +676,32 @@ def _warn_unknown_settings(args: argparse.Namespace) -> None:
             names.update(read_config_file(config))
         except (OSError, UnicodeDecodeError, ValueError):
             pass  # the command itself says why the file cannot be read
+    if args.command == "serve" and _log_format_before_settings(config) == "json":
+        _log_unknown_settings(names)  # every line `serve` writes is then one JSON object
+        return
     warn_unknown(names, sys.stderr)
+
+
+def _log_unknown_settings(names: set[str]) -> None:
+    """The did-you-mean warnings as `config.unknown_variable` events (the json log format)."""
+    from taguru_server.cli.envcheck import unknown
+    from taguru_server.server.logging import configure_logging
+
+    found = unknown(names)
+    if not found:
+        return
+    import structlog
+
+    configure_logging(fmt="json", final=False)
+    log = structlog.get_logger("taguru.serve")
+    for name, close in found:
+        hint = f" (did you mean {close}?)" if close else ""
+        log.warning(
+            "config.unknown_variable",
+            message=f"{name} is not a taguru setting and is ignored{hint}",
+            name=name,
+            did_you_mean=close,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -232,12 +232,23 @@ def test_a_refused_configuration_is_one_json_event_under_json(tmp_path: Path, lo
         event = json.loads(proc.stderr)
         assert event["event"] == "config.refused" and event["level"] == "error", event
         assert event["error"].startswith(text), event
+    # the did-you-mean warning of a misspelled name is a JSON event too
+    env = base_env(tmp_path / "data", TAGURU_ADDR="notanaddr", TAGURU_ADR="127.0.0.1:1")
+    proc = cli("serve", env=dict(env, **({"TAGURU_LOG_FORMAT": log_format} if log_format else {})))
+    warned, refused = [json.loads(line) for line in proc.stderr.splitlines()]
+    assert warned["event"] == "config.unknown_variable" and warned["level"] == "warning", warned
+    assert warned["name"] == "TAGURU_ADR" and warned["did_you_mean"] == "TAGURU_ADDR", warned
+    assert "TAGURU_ADR is not a taguru setting" in warned["message"] and refused["event"] == "config.refused"
 
 
 @pytest.mark.slow
 def test_a_refused_configuration_is_one_plain_line_under_console(tmp_path: Path) -> None:
     for text, proc in _refused_serves(tmp_path, "console"):
         assert proc.stderr.startswith(f"taguru: {text}"), proc.stderr
+    env = base_env(tmp_path / "data", TAGURU_LOG_FORMAT="console", TAGURU_ADDR="notanaddr", TAGURU_ADR="x")
+    warned, refused = cli("serve", env=env).stderr.splitlines()
+    assert warned == "taguru: warning: TAGURU_ADR is not a taguru setting and is ignored (did you mean TAGURU_ADDR?)"
+    assert refused.startswith("taguru: TAGURU_ADDR must be HOST:PORT")
 
 
 @pytest.mark.slow
