@@ -16,12 +16,11 @@ from taguru_server.cli.datadir import LOCKED, DataDirBusy, DataDirLock
 from taguru_server.client.http import (
     NotEnvelope,
     ServerError,
-    SetupError,
     TaguruClient,
     TransportError,
     bearer_token,
-    check_url,
 )
+from taguru_server.client.urls import url_refusal
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
@@ -31,28 +30,66 @@ LISTEN_BACKLOG = 1024  # connections the kernel queues before the server accepts
 __all__ = ["LOCKED", "DataDirBusy", "DataDirLock", "main"]
 
 
-def _settings(config: str | None) -> Any:
+def _say(message: str) -> None:
+    print(f"taguru: {message}", file=sys.stderr)
+
+
+def _settings(config: str | None, refuse: Callable[[str], None] = _say) -> Any:
+    """The settings, or `refuse` says why not (one line) and the process exits 2."""
     from taguru_server.server.config import ConfigError, load_settings
 
     try:
         return load_settings(config_file=config)
     except ConfigError as exc:
-        print(f"taguru: configuration refused: {exc}", file=sys.stderr)
+        refuse(f"configuration refused: {exc}")
         raise SystemExit(EXIT_USAGE) from None
     except (OSError, UnicodeDecodeError) as exc:
         path = config or os.environ.get("TAGURU_CONFIG", "")
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
-        print(f"taguru: cannot read the config file {path}: {reason}", file=sys.stderr)
+        refuse(f"cannot read the config file {path}: {reason}")
         raise SystemExit(EXIT_USAGE) from None
 
 
-def _listen_address(addr: str) -> tuple[str, int]:
+def _listen_address(addr: str, refuse: Callable[[str], None] = _say) -> tuple[str, int]:
     """HOST:PORT from TAGURU_ADDR, or one line on stderr and exit 2."""
     host, sep, port = addr.rpartition(":")
     if sep and port.isdigit() and int(port) <= 65535:
         return host.strip("[]") or "127.0.0.1", int(port)
-    print(f"taguru: TAGURU_ADDR must be HOST:PORT (for example 127.0.0.1:8248), got '{addr}'", file=sys.stderr)
+    refuse(f"TAGURU_ADDR must be HOST:PORT (for example 127.0.0.1:8248), got '{addr}'")
     raise SystemExit(EXIT_USAGE)
+
+
+def _log_format_before_settings(config: str | None) -> str:
+    """The log format as far as it can be told when the settings themselves are refused: a valid
+    TAGURU_LOG_FORMAT from the environment, else from the config file, else json unless a terminal."""
+    from taguru_server.client.config import read_config_file
+    from taguru_server.server.logging import default_format, parse_log_format
+
+    raw = os.environ.get("TAGURU_LOG_FORMAT", "")
+    config = config or os.environ.get("TAGURU_CONFIG")
+    if not raw.strip() and config:
+        try:
+            raw = read_config_file(config).get("TAGURU_LOG_FORMAT", "")
+        except (OSError, UnicodeDecodeError):
+            pass
+    try:
+        return parse_log_format(raw) or default_format()
+    except ValueError:
+        return default_format()
+
+
+def _serve_refusal(config: str | None, worker: bool) -> Callable[[str], None]:
+    """How `serve` says that its configuration is refused: one `config.refused` JSON event (the text in
+    `error`) under the json log format, the plain line `taguru: …` under console."""
+
+    def refuse(message: str) -> None:
+        from taguru_server.server.logging import configure_logging
+
+        fmt = _log_format_before_settings(config)
+        configure_logging(worker=worker, fmt=fmt, final=False)
+        _refused("config.refused", message, fmt)
+
+    return refuse
 
 
 class ListenFailed(Exception):
@@ -76,7 +113,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.store.registry import Registry
 
     configure_logging(worker=args.worker, final=False)  # the settings' own warnings, in the same form
-    settings = _settings(args.config)
+    refuse = _serve_refusal(args.config, args.worker)
+    settings = _settings(args.config, refuse)
     configure_logging(worker=args.worker, fmt=settings.log_format, level=settings.log_level)
     log = structlog.get_logger("taguru.serve")
     env = dict(os.environ)
@@ -85,11 +123,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         merged = read_config_file(config_file)
         merged.update(env)
         env = merged
-    host, port = _listen_address(settings.addr)
+    host, port = _listen_address(settings.addr, refuse)
 
     workers = args.workers if args.workers is not None else settings.workers
     if workers < 1:
-        print("taguru: --workers must be at least 1", file=sys.stderr)
+        refuse("--workers must be at least 1")
         return EXIT_USAGE
     worker = args.worker
     # the address is bound first, so a busy port is one line and nothing else (no start-up, no load)
@@ -192,16 +230,22 @@ def _bind(host: str, port: int, reuse_port: bool) -> Any:
     return sock
 
 
-def _listen_refused(message: str, log_format: str | None) -> None:
-    """The one line of a refused address: a JSON event under the json log format, plain text otherwise."""
+def _refused(event: str, message: str, log_format: str | None) -> None:
+    """One line saying why `serve` will not start: a JSON event (the text in `error`) under the json
+    log format, the plain `taguru: …` otherwise."""
     import structlog
 
     from taguru_server.server.logging import default_format
 
     if (log_format or default_format()) == "json":
-        structlog.get_logger("taguru.serve").error("server.listen_failed", error=message)
+        structlog.get_logger("taguru.serve").error(event, error=message)
     else:
-        print(f"taguru: {message}", file=sys.stderr)
+        _say(message)
+
+
+def _listen_refused(message: str, log_format: str | None) -> None:
+    """The one line of a refused address."""
+    _refused("server.listen_failed", message, log_format)
 
 
 async def _start(site: Any, runner: Any, where: str) -> None:
@@ -285,12 +329,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         print("taguru import: no input files", file=sys.stderr)
         return EXIT_USAGE
     if args.url:
-        try:
-            check_url(args.url)
-            if not args.url.lower().startswith(("http://", "https://")):
-                raise SetupError("the --url value must be an http:// or https:// URL")
-        except SetupError as exc:
-            print(f"taguru import: {exc} (got '{args.url}')", file=sys.stderr)
+        bad_url = url_refusal(args.url)
+        if bad_url is not None:
+            print(f"taguru import: {bad_url}", file=sys.stderr)
             return EXIT_USAGE
         return _import_remote(args, files)
     parsed: list[tuple[Path, str, list[Any]]] = []
@@ -663,7 +704,32 @@ def _warn_unknown_settings(args: argparse.Namespace) -> None:
             names.update(read_config_file(config))
         except (OSError, UnicodeDecodeError, ValueError):
             pass  # the command itself says why the file cannot be read
+    if args.command == "serve" and _log_format_before_settings(config) == "json":
+        _log_unknown_settings(names)  # every line `serve` writes is then one JSON object
+        return
     warn_unknown(names, sys.stderr)
+
+
+def _log_unknown_settings(names: set[str]) -> None:
+    """The did-you-mean warnings as `config.unknown_variable` events (the json log format)."""
+    from taguru_server.cli.envcheck import unknown
+    from taguru_server.server.logging import configure_logging
+
+    found = unknown(names)
+    if not found:
+        return
+    import structlog
+
+    configure_logging(fmt="json", final=False)
+    log = structlog.get_logger("taguru.serve")
+    for name, close in found:
+        hint = f" (did you mean {close}?)" if close else ""
+        log.warning(
+            "config.unknown_variable",
+            message=f"{name} is not a taguru setting and is ignored{hint}",
+            name=name,
+            did_you_mean=close,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

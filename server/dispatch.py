@@ -13,7 +13,7 @@ from taguru_server.server.auth import Principal
 from taguru_server.server.call import Call, Handler, parse_query_string
 from taguru_server.server.errors import error_body, status_of
 from taguru_server.server.reply import Raw, Reply, ok_body, render
-from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize
+from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize, routed_method
 from taguru_server.server.state import (
     BODY_KEY,
     DEADLINE_KEY,
@@ -38,7 +38,7 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
     if preload is not None:  # contexts are loaded off the request path; a call waits for that (within its deadline)
         await preload.before_call(match.name)
     call = Call(
-        method=request.method,
+        method=routed_method(request.method),
         path=request.raw_path.split("?", 1)[0],
         name=match.name,
         query=parse_query_string(request.query_string),

@@ -19,7 +19,7 @@ from taguru_server.server.call import track_writes
 from taguru_server.server.errors import error_response
 from taguru_server.server.logging import start_request_notes
 from taguru_server.server.routes.audits import HEAVY_BEFORE_BODY, permit
-from taguru_server.server.routing import MATCH_KEY, PROBES, ROUTER, UNMATCHED, authorize
+from taguru_server.server.routing import MATCH_KEY, PROBES, ROUTER, UNMATCHED, authorize, routed_method
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
     BODY_KEY,
@@ -31,6 +31,7 @@ from taguru_server.server.state import (
     ROUTE_KEY,
     SETTINGS_KEY,
     STARTED_KEY,
+    TRACE_IDS_KEY,
     AppState,
 )
 from taguru_server.store.errors import ApiError, timed_out
@@ -51,11 +52,15 @@ def _request_id(given: str | None) -> str:
 
 @web.middleware
 async def request_id(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Echo a well-formed X-Request-Id (else make one) and bind it to every log line of the request."""
+    """Echo a well-formed X-Request-Id (else make one) and bind it to every log line of the request.
+
+    With tracing on, the lines also carry the SERVER span's `trace_id` and `span_id` (the span is
+    started by the tracing middleware, installed before this one).
+    """
     request[STARTED_KEY] = time.perf_counter()
     rid = _request_id(request.headers.get("X-Request-Id"))
     structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(request_id=rid)
+    structlog.contextvars.bind_contextvars(request_id=rid, **request.get(TRACE_IDS_KEY, {}))
     try:
         response = await handler(request)
         response.headers["X-Request-Id"] = rid
@@ -149,13 +154,14 @@ async def inflight(request: web.Request, handler: NextHandler) -> web.StreamResp
 
 @web.middleware
 async def probes(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Answer the GET-only probes before the in-flight ceiling and auth; any other method on them is a 405."""
+    """Answer the GET-only probes (and HEAD, as GET without the body) before the in-flight ceiling and
+    auth; any other method on them is a 405."""
     path = request.raw_path.split("?", 1)[0]
     probe = PROBES.get(path)
     if probe is None:
         return await handler(request)
     request[ROUTE_KEY] = path
-    if request.method != "GET":
+    if routed_method(request.method) != "GET":
         raise ApiError(
             "method_not_allowed",
             f"{request.method} is not supported on {request.raw_path}; GET /protocol lists the API",
@@ -167,11 +173,12 @@ async def probes(request: web.Request, handler: NextHandler) -> web.StreamRespon
 async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse:
     """Authenticate (failed attempts and per-key requests are rate limited), then check role and grant for the route."""
     app = request.app
-    if request.raw_path.startswith(compat.EXEMPT_PREFIXES):  # the reference serves these without a token
-        exempt = compat.unsupported(request.method, request.raw_path)
+    method, uri = routed_method(request.method), request.raw_path  # HEAD: routed, checked and run as GET
+    if uri.startswith(compat.EXEMPT_PREFIXES):  # the reference serves these without a token
+        exempt = compat.unsupported(method, uri)
         if exempt is not None and exempt[1] == "exempt":
             request[ROUTE_KEY] = exempt[0]
-            raise ApiError("unknown_path", compat.unsupported_text(request.method, exempt[0]))
+            raise ApiError("unknown_path", compat.unsupported_text(method, exempt[0]))
     try:
         principal = authenticate(app[SETTINGS_KEY], request.headers.getall("Authorization", []))
     except ApiError as err:
@@ -181,7 +188,6 @@ async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse
             app[AUTH_LIMITER_KEY].failed(address)
         raise
     app[KEY_LIMITER_KEY].admit(principal.key)
-    method, uri = request.method, request.raw_path
     match = ROUTER.resolve(method, uri)
     request[ROUTE_KEY] = match.template
     structlog.contextvars.bind_contextvars(route=match.template)
@@ -296,6 +302,7 @@ def server_span(tracing: Tracing) -> Middleware:
     async def traced(request: web.Request, handler: NextHandler) -> web.StreamResponse:
         method = request.method
         with tracing.server_span(method, request.headers) as span:
+            request[TRACE_IDS_KEY] = tracing.log_ids(span)
             status = 500
             try:
                 response = await handler(request)

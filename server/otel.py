@@ -130,6 +130,15 @@ class Tracing:
             yield span
 
     @staticmethod
+    def log_ids(span: Any) -> dict[str, str]:
+        """The span's `trace_id` and `span_id` as OpenTelemetry prints them (32 and 16 hex digits), for
+        log lines; empty for an invalid span context."""
+        ctx = span.get_span_context()
+        if not ctx.is_valid:
+            return {}
+        return {"trace_id": format(ctx.trace_id, "032x"), "span_id": format(ctx.span_id, "016x")}
+
+    @staticmethod
     def finish_server_span(span: Any, method: str, route: str | None, status: int) -> None:
         if route is not None:
             span.update_name(f"{method} {route}")

@@ -126,6 +126,12 @@ ROUTER = Router(ROUTES)
 MATCH_KEY: web.RequestKey[Match] = web.RequestKey("match", Match)
 
 
+def routed_method(method: str) -> str:
+    """The method a request is routed as: HEAD is a GET whose answer has no body (status and headers
+    are the GET's), as the reference's framework answers HEAD on every GET route."""
+    return "GET" if method == "HEAD" else method
+
+
 def segments(raw_path: str) -> list[str]:
     """The percent-decoded path segments (a trailing slash is a last empty segment)."""
     path = raw_path.split("?", 1)[0]

@@ -54,6 +54,8 @@ ROUTE_KEY: web.RequestKey[str] = web.RequestKey("route", str)
 PRINCIPAL_KEY: web.RequestKey[Principal] = web.RequestKey("principal", Principal)
 BODY_KEY: web.RequestKey[bytes] = web.RequestKey("body", bytes)
 DEADLINE_KEY: web.RequestKey[float] = web.RequestKey("deadline", float)
+# with tracing on: the SERVER span's `trace_id` and `span_id` (hex), bound to the request's log lines
+TRACE_IDS_KEY: web.RequestKey[dict[str, str]] = web.RequestKey("trace_ids", dict)
 
 
 # the names handlers used before the keys were typed (evidence.py still reads these)

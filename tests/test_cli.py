@@ -196,13 +196,59 @@ def test_user_errors_are_one_line_each(tmp_path: Path) -> None:
     env = base_env(tmp_path / "data")
     version = cli("--version", env=env)
     assert version.returncode == 0 and version.stdout.strip() == f"taguru {VERSION}", version
-    _one_clear_line(cli("serve", env=dict(env, TAGURU_ADDR="notanaddr")), "TAGURU_ADDR must be HOST:PORT")
-    _one_clear_line(cli("serve", "--config", str(tmp_path / "missing.env"), env=env), "cannot read the config file")
     corpus = str(demo_stream_path())
     _one_clear_line(cli("import", "--url", "notaurl", corpus, env=env), "could not be parsed as a URL")
+    secret = cli("import", "--url", "http://user:hunter2@host:1", corpus, env=env)
+    _one_clear_line(secret, "the URL must not carry credentials")
+    assert "hunter2" not in secret.stderr  # a refused URL is echoed only when it carries no credentials
     warned = cli("import", "--dry-run", "--url", "notaurl", corpus, env=dict(env, TAGURU_DATA_DIRR="x"))
     assert "TAGURU_DATA_DIRR is not a taguru setting" in warned.stderr, warned.stderr
     assert "did you mean TAGURU_DATA_DIR?" in warned.stderr and "Traceback" not in warned.stderr
+
+
+REFUSED_CONFIGS = (
+    ({"TAGURU_LOG_LEVEL": "loud"}, [], "configuration refused: TAGURU_LOG_LEVEL must be one of"),
+    ({"TAGURU_ADDR": "notanaddr"}, [], "TAGURU_ADDR must be HOST:PORT (for example 127.0.0.1:8248), got 'notanaddr'"),
+    ({}, ["--config", "missing.env"], "cannot read the config file "),
+)
+
+
+def _refused_serves(tmp_path: Path, log_format: str | None) -> list[tuple[str, subprocess.CompletedProcess[str]]]:
+    env = base_env(tmp_path / "data", **({"TAGURU_LOG_FORMAT": log_format} if log_format else {}))
+    runs = []
+    for extra_env, flags, text in REFUSED_CONFIGS:
+        flags = [str(tmp_path / f) if f.endswith(".env") else f for f in flags]
+        proc = cli("serve", *flags, env=dict(env, **extra_env))
+        assert proc.returncode == 2 and proc.stdout == "", proc
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        runs.append((text, proc))
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("log_format", ["json", None])  # None: the default off a terminal
+def test_a_refused_configuration_is_one_json_event_under_json(tmp_path: Path, log_format: str | None) -> None:
+    for text, proc in _refused_serves(tmp_path, log_format):
+        event = json.loads(proc.stderr)
+        assert event["event"] == "config.refused" and event["level"] == "error", event
+        assert event["error"].startswith(text), event
+    # the did-you-mean warning of a misspelled name is a JSON event too
+    env = base_env(tmp_path / "data", TAGURU_ADDR="notanaddr", TAGURU_ADR="127.0.0.1:1")
+    proc = cli("serve", env=dict(env, **({"TAGURU_LOG_FORMAT": log_format} if log_format else {})))
+    warned, refused = [json.loads(line) for line in proc.stderr.splitlines()]
+    assert warned["event"] == "config.unknown_variable" and warned["level"] == "warning", warned
+    assert warned["name"] == "TAGURU_ADR" and warned["did_you_mean"] == "TAGURU_ADDR", warned
+    assert "TAGURU_ADR is not a taguru setting" in warned["message"] and refused["event"] == "config.refused"
+
+
+@pytest.mark.slow
+def test_a_refused_configuration_is_one_plain_line_under_console(tmp_path: Path) -> None:
+    for text, proc in _refused_serves(tmp_path, "console"):
+        assert proc.stderr.startswith(f"taguru: {text}"), proc.stderr
+    env = base_env(tmp_path / "data", TAGURU_LOG_FORMAT="console", TAGURU_ADDR="notanaddr", TAGURU_ADR="x")
+    warned, refused = cli("serve", env=env).stderr.splitlines()
+    assert warned == "taguru: warning: TAGURU_ADR is not a taguru setting and is ignored (did you mean TAGURU_ADDR?)"
+    assert refused.startswith("taguru: TAGURU_ADDR must be HOST:PORT")
 
 
 @pytest.mark.slow

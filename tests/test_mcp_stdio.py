@@ -303,3 +303,31 @@ def test_raw_framing(server: RunningServer) -> None:
     assert replies[2][0]["result"]["isError"] is True
     assert replies[2][0]["result"]["content"][0]["text"].startswith("HTTP 401: ")
     assert b"TAGURU_API_TOKEN is not set" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "url", "text"),
+    [
+        (["--url", "notaurl"], None, "taguru mcp: the --url value could not be parsed as a URL (got 'notaurl')"),
+        ([], "notaurl", "taguru mcp: the TAGURU_URL value could not be parsed as a URL (got 'notaurl')"),
+        (["--url", "ftp://host"], None, "taguru mcp: the --url value must be an http:// or https:// URL"),
+        (["--url", "http://user:hunter2@host:1"], None, "taguru mcp: the URL must not carry credentials"),
+    ],
+)
+def test_a_bad_url_is_one_line_and_exit_2(flags: list[str], url: str | None, text: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
+    env["PYTHONPATH"] = str(ROOT)
+    if url is not None:
+        env["TAGURU_URL"] = url
+    proc = subprocess.run(
+        [PYTHON, "-m", "taguru_server.cli", "mcp", *flags],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert proc.stderr.startswith(text) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "hunter2" not in proc.stderr

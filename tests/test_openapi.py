@@ -27,7 +27,8 @@ async def test_document_covers_every_route(client: Client) -> None:
 def test_openapi_document_is_valid() -> None:
     from jsonschema import Draft202012Validator
 
-    from taguru_server.server.schemas import COMPONENTS, openapi_document
+    from taguru_server.server.openapi import openapi_document
+    from taguru_server.server.schemas import COMPONENTS
 
     doc = openapi_document(ROUTES, "0")
     for schema in COMPONENTS.values():
@@ -57,3 +58,31 @@ def test_request_spec_is_the_decoder() -> None:
     with pytest.raises(ApiError) as again:
         parse_request(SimpleNamespace(headers=call.headers, body=b'{"budget":"no"}'))  # type: ignore[arg-type]
     assert again.value.message == err.value.message
+
+
+@pytest.mark.anyio
+async def test_optional_bodies_and_query_parameters_are_published(client: Client) -> None:
+    _s, doc, _h = await client.call("GET", "/openapi.json")
+    optional = {
+        ("put", "/contexts/{name}"),
+        ("put", "/groups/{name}"),
+        ("post", "/contexts/{name}/vocabulary/audit"),
+        ("post", "/contexts/{name}/drift/audit"),
+    }
+    published = {
+        (method, template)
+        for template, ops in doc["paths"].items()
+        for method, op in ops.items()
+        if "requestBody" in op and not op["requestBody"]["required"]
+    }
+    assert published == optional
+    # what is published is what the server does: no body is every default, never a body refusal
+    for method, template in sorted(optional):
+        status, body, _h = await client.call(method.upper(), template.replace("{name}", "opt"), raw=b"")
+        assert status in (200, 404), (method, template, status, body)
+        assert status == 200 or body["code"] == "no_context", body
+    promote = doc["paths"]["/contexts/{name}/promote"]["post"]
+    assert promote["requestBody"]["required"] is True
+    (dry_run,) = [p for p in promote["parameters"] if p["in"] == "query"]
+    assert dry_run["name"] == "dry_run" and dry_run["required"] is False
+    assert dry_run["schema"]["type"] == "boolean"

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import structlog
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from conftest import Client
@@ -169,6 +170,37 @@ async def test_mcp_tool_call_spans(traced: Client, exporter: InMemorySpanExporte
     assemble = named["taguru.assemble_evidence"]
     assert assemble.parent is not None and assemble.parent.span_id == tool.context.span_id
     assert format(named["POST /mcp"].context.trace_id, "032x") == TRACE_ID
+
+
+def finished_lines(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in logs if e["event"] == "request.finished"]
+
+
+@pytest.mark.anyio
+async def test_request_line_carries_the_server_spans_ids(traced: Client, exporter: InMemorySpanExporter) -> None:
+    """The one `request.finished` line names the SERVER span (hex, as OpenTelemetry prints ids)."""
+    with structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        async with traced.session.get(traced.base + "/contexts", headers={"traceparent": TRACEPARENT}) as resp:
+            assert resp.status == 200
+        status, _b, _h = await traced.call("GET", "/nowhere/at/all")
+        assert status == 404
+    server = by_name(exporter.get_finished_spans())["GET /contexts"]
+    first, unmatched = finished_lines(logs)
+    assert first["trace_id"] == TRACE_ID
+    assert first["span_id"] == format(server.context.span_id, "016x") != PARENT_ID
+    assert first["route"] == "/contexts" and first["request_id"]
+    # a request without a caller's context gets a fresh trace, still named on its line
+    assert len(unmatched["trace_id"]) == 32 and unmatched["trace_id"] != TRACE_ID
+    assert len(unmatched["span_id"]) == 16
+
+
+@pytest.mark.anyio
+async def test_request_line_without_tracing_has_no_ids(client: Client) -> None:
+    with structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        status, _b, _h = await client.call("GET", "/contexts")
+    assert status == 200
+    (line,) = finished_lines(logs)
+    assert line["request_id"] and "trace_id" not in line and "span_id" not in line
 
 
 @pytest.mark.anyio

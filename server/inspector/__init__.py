@@ -1,6 +1,6 @@
 """GET /ui: the evidence inspector, a static page whose script calls the API from the browser (docs/inspector.md).
 
-The page and its assets hold no data, so they are served like the probes: GET only, without auth
+The page and its assets hold no data, so they are served like the probes: GET (and HEAD), without auth
 and before the in-flight ceiling. The script asks for a token when the API answers 401.
 """
 

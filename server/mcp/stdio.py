@@ -409,6 +409,12 @@ async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None, tracing
                 tg.cancel_scope.cancel()
 
 
+def _url_refused(url: str, given_as: str) -> str | None:
+    from taguru_server.client.urls import url_refusal
+
+    return url_refusal(url, given_as)
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     import anyio
 
@@ -418,6 +424,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if getattr(args, "url", None):
         env["TAGURU_URL"] = args.url
+    refused = _url_refused(bridge_settings(env).url, "--url" if getattr(args, "url", None) else "TAGURU_URL")
+    if refused is not None:
+        print(f"taguru mcp: {refused}", file=sys.stderr)
+        return 2
     from taguru_server.server.tracing import tracing_for
 
     tracing = tracing_for(env)  # OTEL_EXPORTER_OTLP_*: the bridge's tool-call spans

@@ -13,8 +13,8 @@ from taguru_server.server.errors import HttpError
 from taguru_server.server.mcp.protocol import protocol_text
 from taguru_server.server.metrics import render_metrics
 from taguru_server.server.offload import decode_body
+from taguru_server.server.openapi import openapi_document
 from taguru_server.server.reply import Raw, json_response
-from taguru_server.server.schemas import openapi_document
 from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
 from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError
@@ -87,7 +87,7 @@ IMPORT_ROUTES: list[Route] = [Route("POST", "/import", import_stream, "admin")]
 PROTOCOL_ROUTES: list[Route] = [Route("GET", "/protocol", protocol, "read")]
 
 
-# ----- probes: GET only, exempt from auth, no body and no deadline ----------------
+# ----- probes: GET (and HEAD) only, exempt from auth, no body and no deadline ----------------
 
 
 async def health(request: web.Request) -> web.StreamResponse:

@@ -85,7 +85,10 @@ class ExportResponse(web.StreamResponse):
     async def write_eof(self, data: bytes = b"") -> None:
         if not self._streamed:
             self._streamed = True
-            await self._stream()
+            if self._request is not None and self._request.method == "HEAD":  # the GET's headers, no body
+                await asyncio.to_thread(self._export.close)
+            else:
+                await self._stream()
         await super().write_eof(data)
 
     async def _stream(self) -> None:
