@@ -3,7 +3,6 @@ them, and in agreement with the real resolve and search answers on random corpor
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 from collections.abc import AsyncIterator, Iterator
@@ -12,12 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from aiohttp import ClientSession
-from aiohttp.test_utils import TestServer
 from conftest import Client, compact
-from fake_embedder import FRUITY, FakeEmbedder, Fault, table
-
-from taguru_server.server.app import build_app
+from fake_embedder import FakeEmbedder, Fault
+from semantic_support import fruit_context
 
 F32 = np.float32
 RESOLVE = "/contexts/c/resolve/explain"
@@ -386,43 +382,10 @@ async def test_resolve_explain_agrees_with_resolve(client: Client, seed: int) ->
 # ----- with an embedding provider ----------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def serving(settings_factory, fake: FakeEmbedder, **env: str) -> AsyncIterator[Client]:
-    provider = TestServer(fake.app())
-    await provider.start_server()
-    settings = settings_factory(
-        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")), TAGURU_EMBED_MODEL="fake-table", **env
-    )
-    server = TestServer(build_app(settings))
-    await server.start_server()
-    session = ClientSession()
-    try:
-        yield Client(session, str(server.make_url("")).rstrip("/"))
-    finally:
-        await session.close()
-        await server.close()
-        await provider.close()
-
-
 @pytest.fixture
 async def fruit(settings_factory) -> AsyncIterator[tuple[Client, FakeEmbedder]]:
-    fake = FakeEmbedder(table(FRUITY))
-    async with serving(settings_factory, fake, TAGURU_EMBED_PASSAGES="1") as client:
-        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
-        await client.ok(
-            "POST",
-            "/contexts/fruit/associations",
-            [
-                {"subject": "りんご", "label": "色", "object": "赤", "weight": 1.0},
-                {"subject": "みかん", "label": "色", "object": "橙", "weight": 1.0},
-            ],
-        )
-        await client.ok(
-            "POST",
-            "/contexts/fruit/sources",
-            {"passages": {"a.md": "りんごは赤い果物。", "b.md": "みかんは橙色の果物。"}},
-        )
-        yield client, fake
+    async with fruit_context(settings_factory) as pair:
+        yield pair
 
 
 @pytest.mark.anyio

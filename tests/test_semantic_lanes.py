@@ -2,39 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
 import pytest
-from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from conftest import Client
 from fake_embedder import FRUITY, FakeEmbedder, Fault, table
-
-from taguru_server.server.app import build_app
+from semantic_support import fruit_context, serving
 
 F32 = np.float32
-
-
-@contextlib.asynccontextmanager
-async def serving(settings_factory, fake: FakeEmbedder, **env: str) -> AsyncIterator[Client]:
-    """The fake provider behind a real HTTP client, and a server using it (model `fake-table`)."""
-    provider = TestServer(fake.app())
-    await provider.start_server()
-    settings = settings_factory(
-        TAGURU_EMBED_URL=str(provider.make_url("/v1/embeddings")), TAGURU_EMBED_MODEL="fake-table", **env
-    )
-    server = TestServer(build_app(settings))
-    await server.start_server()
-    session = ClientSession()
-    try:
-        yield Client(session, str(server.make_url("")).rstrip("/"))
-    finally:
-        await session.close()
-        await server.close()
-        await provider.close()
 
 
 async def one_fact(client: Client) -> None:
@@ -46,23 +24,8 @@ async def one_fact(client: Client) -> None:
 
 @pytest.fixture
 async def fruit(settings_factory) -> AsyncIterator[tuple[Client, FakeEmbedder]]:
-    fake = FakeEmbedder(table(FRUITY))
-    async with serving(settings_factory, fake, TAGURU_EMBED_PASSAGES="1") as client:
-        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
-        await client.ok(
-            "POST",
-            "/contexts/fruit/associations",
-            [
-                {"subject": "りんご", "label": "色", "object": "赤", "weight": 1.0},
-                {"subject": "みかん", "label": "色", "object": "橙", "weight": 1.0},
-            ],
-        )
-        await client.ok(
-            "POST",
-            "/contexts/fruit/sources",
-            {"passages": {"a.md": "りんごは赤い果物。", "b.md": "みかんは橙色の果物。"}},
-        )
-        yield client, fake
+    async with fruit_context(settings_factory) as pair:
+        yield pair
 
 
 async def search(client: Client, query: str, **kw: Any) -> dict[str, Any]:
