@@ -397,9 +397,16 @@ def test_serve_refuses_bad_configuration(tmp_path: Path) -> None:
         {"TAGURU_API_TOKENS": "a:t", "TAGURU_KEY_SCOPES": '{"z":"read"}'},
         {"TAGURU_API_TOKENS": "a:t", "TAGURU_KEY_SCOPES": '{"a":{"role":"read","contexts":[]}}'},
     ):
-        result = cli("serve", env=base_env(tmp_path / "data", TAGURU_ADDR=f"127.0.0.1:{free_port()}", **extra))
+        env = base_env(tmp_path / "data", TAGURU_ADDR=f"127.0.0.1:{free_port()}", **extra)
+        result = cli("serve", env=dict(env, TAGURU_LOG_FORMAT="console"))
         assert result.returncode == 2
-        assert result.stderr.startswith("taguru: configuration refused: ")
+        assert result.stderr.startswith("taguru: configuration refused: "), result.stderr
+        # under the json log format (the default off a terminal) the same refusal is one JSON object
+        result = cli("serve", env=dict(env, TAGURU_LOG_FORMAT="json"))
+        lines = result.stderr.splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        refused = json.loads(lines[0])
+        assert refused["event"] == "config.refused" and refused["error"].startswith("configuration refused: ")
 
 
 @pytest.mark.sqlite_only  # the data-dir lock guards the SQLite store only
