@@ -192,6 +192,27 @@ _TARGETS = {
     },
 }
 
+
+def _explain_resolve_tool(name: str, what: str, noun: str, route: str) -> Tool:
+    """`explain_resolve` and `explain_resolve_label`: the same arguments over concepts or labels."""
+    return Tool(
+        name,
+        f"Why {what} did (or didn't) resolve for a cue: every tier's account and a verdict.",
+        {
+            "context": _CONTEXT,
+            "cue": _str_prop("the wording whose resolve is explained"),
+            "expected": _str_prop(f"the {noun} expected back"),
+            "dice_floor": {"description": "fuzzy floor override", "type": "number"},
+            "semantic_floor": {"description": "semantic floor override", "type": "number"},
+            "limit": _int_prop("the explained call's limit (default 1000)"),
+        },
+        ("context", "cue", "expected"),
+        "POST",
+        f"/contexts/{{context}}/{route}/explain",
+        ("cue", "expected", "dice_floor", "semantic_floor", "limit"),
+    )
+
+
 TOOLS: tuple[Tool, ...] = (
     Tool(
         "assemble_evidence",
@@ -409,38 +430,8 @@ TOOLS: tuple[Tool, ...] = (
         "/contexts/{context}/communities/search",
         ("query", "limit", "semantic_floor", "derived"),
     ),
-    Tool(
-        "explain_resolve",
-        "Why a concept name did (or didn't) resolve for a cue: every tier's account and a verdict.",
-        {
-            "context": _CONTEXT,
-            "cue": _str_prop("the wording whose resolve is explained"),
-            "expected": _str_prop("the concept name expected back"),
-            "dice_floor": {"description": "fuzzy floor override", "type": "number"},
-            "semantic_floor": {"description": "semantic floor override", "type": "number"},
-            "limit": _int_prop("the explained call's limit (default 1000)"),
-        },
-        ("context", "cue", "expected"),
-        "POST",
-        "/contexts/{context}/resolve/explain",
-        ("cue", "expected", "dice_floor", "semantic_floor", "limit"),
-    ),
-    Tool(
-        "explain_resolve_label",
-        "Why a relation label did (or didn't) resolve for a cue: every tier's account and a verdict.",
-        {
-            "context": _CONTEXT,
-            "cue": _str_prop("the wording whose resolve is explained"),
-            "expected": _str_prop("the label expected back"),
-            "dice_floor": {"description": "fuzzy floor override", "type": "number"},
-            "semantic_floor": {"description": "semantic floor override", "type": "number"},
-            "limit": _int_prop("the explained call's limit (default 1000)"),
-        },
-        ("context", "cue", "expected"),
-        "POST",
-        "/contexts/{context}/resolve_label/explain",
-        ("cue", "expected", "dice_floor", "semantic_floor", "limit"),
-    ),
+    _explain_resolve_tool("explain_resolve", "a concept name", "concept name", "resolve"),
+    _explain_resolve_tool("explain_resolve_label", "a relation label", "label", "resolve_label"),
     Tool(
         "explain_search",
         "Why a source did (or didn't) appear for a passage search: per-term BM25, the vector lane, the ranking.",
