@@ -18,7 +18,8 @@ from taguru_server.server.auth import authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import error_response
 from taguru_server.server.logging import start_request_notes
-from taguru_server.server.routes.audits import HEAVY_BEFORE_BODY, permit
+from taguru_server.server.routes.audits import HEAVY_BEFORE_BODY
+from taguru_server.server.routes.common import permit
 from taguru_server.server.routing import MATCH_KEY, PROBES, ROUTER, UNMATCHED, authorize, routed_method
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,

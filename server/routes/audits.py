@@ -11,17 +11,14 @@ copies of the spelling index and name vectors, so the event loop keeps serving m
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import Any
 
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import CURSOR, PREFIX, Field, Spec, parse_json
 from taguru_server.server.errors import malformed
-from taguru_server.server.routes.common import count_read, heavy_limit
-from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, AppState
+from taguru_server.server.routes.common import count_read, permit
+from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.store import audits
 from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError
@@ -69,51 +66,10 @@ CONSOLIDATION_AUDIT = Spec(
 SPECS = (VOCABULARY_AUDIT, DRIFT_AUDIT, CONSOLIDATION_AUDIT)
 
 
-# ----- the heavy-operation permit ---------------------------------------------------------
-
-_HELD: ContextVar[bool] = ContextVar("taguru_heavy_permit_held", default=False)
+# the routes that hold a heavy-operation permit from before their body is read (`middleware.heavy_before_body`)
 HEAVY_BEFORE_BODY = frozenset(
     {("POST", "/contexts/{name}/vocabulary/audit"), ("POST", "/contexts/{name}/consolidation/audit")}
 )
-
-
-def overloaded(limit: int) -> ApiError:
-    return ApiError(
-        "overloaded",
-        f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
-        "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
-        headers={"Retry-After": "1"},
-    )
-
-
-def try_permit(state: AppState) -> bool:
-    """Take one heavy-operation permit if one is free (or the ceiling is off); pair with `release`."""
-    limit = heavy_limit()
-    ops = state[HEAVY_OPS_KEY]
-    if limit and ops.count >= limit:
-        return False
-    ops.count += 1
-    return True
-
-
-def release(state: AppState) -> None:
-    state[HEAVY_OPS_KEY].count -= 1
-
-
-@contextlib.contextmanager
-def permit(state: AppState) -> Iterator[None]:
-    """Hold a heavy-operation permit (503 when none is free); a no-op when this request holds one already."""
-    if _HELD.get():
-        yield
-        return
-    if not try_permit(state):
-        raise overloaded(heavy_limit())
-    token = _HELD.set(True)
-    try:
-        yield
-    finally:
-        _HELD.reset(token)
-        release(state)
 
 
 # ----- shared pieces ------------------------------------------------------------------------

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from contextvars import ContextVar
 
 from taguru_server.server.call import Call
 from taguru_server.server.errors import malformed
-from taguru_server.server.state import HEAVY_OPS_KEY
+from taguru_server.server.state import HEAVY_OPS_KEY, AppState
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError
 from taguru_server.store.text import utf8_len
@@ -87,20 +88,50 @@ def heavy_limit() -> int:
     return max(value, 0)
 
 
-@contextlib.contextmanager
-def heavy_op(call: Call) -> Iterator[None]:
-    """Hold one heavy-operation permit (shared by the communities stream and compaction), else 503."""
+def overloaded(limit: int) -> ApiError:
+    return ApiError(
+        "overloaded",
+        f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
+        "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
+        headers={"Retry-After": "1"},
+    )
+
+
+# whether this request holds a permit already (an audit's epilogue inside a permitted call takes none)
+_HELD: ContextVar[bool] = ContextVar("taguru_heavy_permit_held", default=False)
+
+
+def try_permit(state: AppState) -> bool:
+    """Take one heavy-operation permit if one is free (or the ceiling is off); pair with `release`."""
     limit = heavy_limit()
-    ops = call.app_state[HEAVY_OPS_KEY]
+    ops = state[HEAVY_OPS_KEY]
     if limit and ops.count >= limit:
-        raise ApiError(
-            "overloaded",
-            f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
-            "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
-            headers={"Retry-After": "1"},
-        )
+        return False
     ops.count += 1
+    return True
+
+
+def release(state: AppState) -> None:
+    state[HEAVY_OPS_KEY].count -= 1
+
+
+@contextlib.contextmanager
+def permit(state: AppState) -> Iterator[None]:
+    """Hold one heavy-operation permit (the pool the communities stream, compaction and the audits share),
+    else 503; a no-op when this request holds one already."""
+    if _HELD.get():
+        yield
+        return
+    if not try_permit(state):
+        raise overloaded(heavy_limit())
+    token = _HELD.set(True)
     try:
         yield
     finally:
-        ops.count -= 1
+        _HELD.reset(token)
+        release(state)
+
+
+def heavy_op(call: Call) -> contextlib.AbstractContextManager[None]:
+    """`permit` for a routed call."""
+    return permit(call.app_state)

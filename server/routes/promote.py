@@ -14,6 +14,7 @@ from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.decode import Field, Spec
 from taguru_server.server.errors import malformed
 from taguru_server.server.routes import audits as audit_routes
+from taguru_server.server.routes import common
 from taguru_server.store import audits
 from taguru_server.store import promote as moves
 from taguru_server.store.context import CONCEPT, Context
@@ -91,7 +92,7 @@ def _contexts(call: Call, name: str, into: str) -> tuple[Context, Context]:
 
 async def _epilogue(call: Call, into: str) -> dict[str, Any]:
     """The destination's default consolidation audit, or the reason it was skipped."""
-    if not audit_routes.try_permit(call.app_state):
+    if not common.try_permit(call.app_state):
         return {"audit_skipped": "overloaded"}
     try:
         ctx = call.registry.get(into)
@@ -104,7 +105,7 @@ async def _epilogue(call: Call, into: str) -> dict[str, Any]:
     except Exception:  # the batches are durable already: a failing read only loses the audit
         return {"audit_skipped": "unavailable"}
     finally:
-        audit_routes.release(call.app_state)
+        common.release(call.app_state)
 
 
 async def promote(call: Call) -> Any:
