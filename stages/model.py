@@ -9,7 +9,7 @@ import attrs
 
 from taguru_server.pipeline import Key
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import BEFORE_START, ApiError
 from taguru_server.store.registry import Registry
 
 T = TypeVar("T")
@@ -17,10 +17,7 @@ T = TypeVar("T")
 # The plan reason of a lane that needs anchors when none resolved (query, activate).
 NO_ANCHORS = "no anchors resolved from 'origins'"
 
-GATE_MESSAGE = (
-    "request exceeded its budget before this operation could start; narrow the query or raise "
-    "TAGURU_REQUEST_TIMEOUT_SECS"
-)
+GATE_MESSAGE = BEFORE_START
 
 
 # The evidence request's defaults and ceilings; the published request spec refers to these.

@@ -66,6 +66,24 @@ def timed_out(timeout_secs: int) -> ApiError:
     )
 
 
+# the two deadline texts of a handler: the budget was spent before it started, or inside a scan
+BEFORE_START = (
+    "request exceeded its budget before this operation could start; narrow the query or raise "
+    "TAGURU_REQUEST_TIMEOUT_SECS"
+)
+MID_SCAN = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
+
+
+def budget_spent_before() -> ApiError:
+    """408: the request's budget was spent before this operation could start."""
+    return ApiError("timeout", BEFORE_START)
+
+
+def budget_spent() -> ApiError:
+    """408: the request's budget ran out inside a scan that checks it."""
+    return ApiError("timeout", MID_SCAN)
+
+
 def no_context(name: str) -> ApiError:
     return ApiError("no_context", f"context '{name}' not found")
 

@@ -20,10 +20,10 @@ import time
 import attrs
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, _saturate
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import MID_SCAN, budget_spent
 from taguru_server.store.vectors import ContextVectors, GlossStore, GlossTable
 
-MID_SCAN_TIMEOUT = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
+MID_SCAN_TIMEOUT = MID_SCAN
 
 
 @attrs.frozen
@@ -35,11 +35,6 @@ class Compaction:
     aliases_dropped: int
     bytes_before: int
     bytes_after: int
-
-
-def budget_spent() -> ApiError:
-    """408 for a deadline that passed inside a scan (the rebuild checks it per association and alias)."""
-    return ApiError("timeout", MID_SCAN_TIMEOUT)
 
 
 def dead_edges(ctx: Context) -> int:

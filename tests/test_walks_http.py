@@ -12,6 +12,7 @@ import pytest
 from conftest import Client, exact, load_fixture, normalize
 from reference_setups import SETUPS, _basic, recorded
 
+from taguru_server.server.routes import common as common_routes
 from taguru_server.server.routes import walks as walk_routes
 
 # graph-reads.md Z and AA: explore and paths on group B's corpus, unreachable_from on group W's
@@ -115,7 +116,7 @@ async def test_refusals_in_order(client: Client, monkeypatch: pytest.MonkeyPatch
     status, body, _h = await client.call("POST", "/contexts/nope/paths", {"origins": ["a"], "targets": many})
     assert body["error"] == "targets carries 1001 items, past the per-request limit of 1000; split the request"
     # the budget gate runs after the item caps and before the context lookup
-    monkeypatch.setattr(walk_routes, "time", types.SimpleNamespace(monotonic=lambda: time.monotonic() + 1e6))
+    monkeypatch.setattr(common_routes, "time", types.SimpleNamespace(monotonic=lambda: time.monotonic() + 1e6))
     for route, extra in (("explore", {}), ("paths", {"targets": ["a"]}), ("unreachable_from", {})):
         status, body, _h = await client.call("POST", f"/contexts/nope/{route}", {"origins": ["a"], **extra})
         assert (status, body["code"], body["error"]) == (408, "timeout", GATE)

@@ -11,23 +11,17 @@ copies of the spelling index and name vectors, so the event loop keeps serving m
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import CURSOR, PREFIX, Field, Spec, parse_json
 from taguru_server.server.errors import malformed
-from taguru_server.server.routes.common import count_read, permit
+from taguru_server.server.routes.common import before_start, count_read, permit
 from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.store import audits
 from taguru_server.store.context import CONCEPT, LABEL, Context
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, budget_spent
 
-BEFORE_START = (
-    "request exceeded its budget before this operation could start; narrow the query or raise "
-    "TAGURU_REQUEST_TIMEOUT_SECS"
-)
-MID_SCAN = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
 MAX_CHECKS = 1000
 MAX_LIMIT = 1000
 
@@ -89,15 +83,6 @@ def optional_body(spec: Spec, raw: bytes) -> dict[str, Any]:
         raise malformed(f"the request body is not valid JSON: {detail}", status=400) from None
 
 
-def before_start(call: Call) -> None:
-    if time.monotonic() > call.deadline:
-        raise ApiError("timeout", BEFORE_START)
-
-
-def mid_scan() -> ApiError:
-    return ApiError("timeout", MID_SCAN)
-
-
 def vectors_serve(call: Call, ctx: Context) -> bool:
     """Gloss vectors made under the configured provider's model exist (else the semantic half is skipped)."""
     embedder = call.app_state.get(EMBEDDER_KEY)
@@ -116,7 +101,7 @@ async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str
     try:
         return await asyncio.to_thread(work.run, dice, cosine, call.deadline)
     except audits.Expired:
-        raise mid_scan() from None
+        raise budget_spent() from None
 
 
 async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +129,7 @@ async def drift_audit(call: Call) -> Any:
     try:
         total, page = audits.unsourced(ctx, floor, args["limit"], args["after"], call.deadline)
     except audits.Expired:
-        raise mid_scan() from None
+        raise budget_spent() from None
     dead_concepts, dead_labels = audits.dead_aliases(ctx)
     found = None
     if args["include_twins"]:
@@ -194,7 +179,7 @@ async def consolidation_audit(call: Call) -> Any:
                 twins=found,
             )
         except audits.Expired:
-            raise mid_scan() from None
+            raise budget_spent() from None
 
 
 ROUTES: list[Route] = [

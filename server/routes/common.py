@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 
@@ -11,7 +12,7 @@ from taguru_server.server.call import Call
 from taguru_server.server.errors import malformed
 from taguru_server.server.state import HEAVY_OPS_KEY, AppState
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, budget_spent_before
 from taguru_server.store.text import utf8_len
 
 MAX_CONTEXT_NAME_BYTES = 64
@@ -86,6 +87,12 @@ def heavy_limit() -> int:
     except ValueError:
         value = DEFAULT_HEAVY_OPS
     return max(value, 0)
+
+
+def before_start(call: Call) -> None:
+    """408 when the request's budget is already spent before the handler's operation starts."""
+    if time.monotonic() > call.deadline:
+        raise budget_spent_before()
 
 
 def overloaded(limit: int) -> ApiError:

@@ -19,7 +19,7 @@ from taguru_server.store.communities import (
     load_manifest,
     recorded_graph_revision,
 )
-from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.errors import ApiError, budget_spent, no_context
 from taguru_server.store.lanes import search_lanes
 from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
 from taguru_server.store.text import query_terms
@@ -84,9 +84,7 @@ async def stream_communities(call: Call) -> Raw:
         try:
             analysis = await asyncio.to_thread(analyze, snapshot, call.deadline)
         except DeadlineExceeded:
-            raise ApiError(
-                "timeout", "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
-            ) from None
+            raise budget_spent() from None
     count_read(ctx, not analysis["communities"])
     header = {
         "taguru_communities": 1,

@@ -16,10 +16,11 @@ from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_INPUT_ITEMS,
+    before_start,
     clamp_limit,
     count_read,
 )
-from taguru_server.server.routes.groups import before_start, no_group, scope_refusal
+from taguru_server.server.routes.groups import no_group, scope_refusal
 from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled

@@ -9,6 +9,7 @@ from typing import Any
 
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.providers.embedder import Embedder
+from taguru_server.server.routes.common import before_start
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.store.context import Context
 from taguru_server.store.embed_refresh import (
@@ -23,10 +24,6 @@ from taguru_server.store.registry import CommitFailed
 
 DEADLINE_RESERVE_SECS = 0.1
 UNCONFIGURED = "no embedding provider is configured (set TAGURU_EMBED_URL and TAGURU_EMBED_MODEL)"
-BUDGET_SPENT = (
-    "request exceeded its budget before this operation could start; narrow the query or raise "
-    "TAGURU_REQUEST_TIMEOUT_SECS"
-)
 
 # one refresh per context at a time: a second one waits, then finds nothing stale
 _LOCKS: weakref.WeakKeyDictionary[Context, asyncio.Lock] = weakref.WeakKeyDictionary()
@@ -75,11 +72,6 @@ def _failed(call: Call, prefix: str, message: str) -> ApiError:
     return ApiError(code, f"{prefix}{message}")
 
 
-def _spent(call: Call) -> None:
-    if time.monotonic() > call.deadline:
-        raise ApiError("timeout", BUDGET_SPENT)
-
-
 async def _persist(call: Call, ctx: Context, half: Half) -> None:
     """Commit what a half published (with the change-log row); a serving change bumps revision.config.
 
@@ -100,7 +92,7 @@ async def refresh(call: Call) -> Any:
     embedder = _embedder(call)
     if embedder is None:
         raise ApiError("embeddings_unconfigured", UNCONFIGURED)
-    _spent(call)
+    before_start(call)
     ctx = call.context()
     # provider attempts end a little before the request's deadline, so a refresh cut short answers with its
     # own 408 ("embedding refresh failed: …") rather than the generic one
@@ -114,7 +106,7 @@ async def refresh(call: Call) -> Any:
             raise _failed(call, "embedding refresh failed: ", glosses.error)
         if not passages_enabled(call):
             return {"embedded": glosses.embedded, "total": glosses.total}
-        _spent(call)
+        before_start(call)
         passages = await refresh_passages(ctx, embedder.model, embed, passage_vector_limit(call))
         _count_rebuild(call, "passages", passages)
         await _persist(call, ctx, passages)

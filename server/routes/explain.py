@@ -9,7 +9,7 @@ from typing import Any
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.explain_wire import RESOLVE_EXPLAIN, SEARCH_EXPLAIN
 from taguru_server.server.providers.embedder import Embedder
-from taguru_server.server.routes.common import MAX_MATCH_LIMIT, clamp_limit, count_read
+from taguru_server.server.routes.common import MAX_MATCH_LIMIT, before_start, clamp_limit, count_read
 from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.semantic import (
     DEADLINE_RESERVE_SECS,
@@ -23,19 +23,8 @@ from taguru_server.server.semantic import (
 from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
 from taguru_server.store import explain, semantic
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError
 from taguru_server.store.text import query_terms
 from taguru_server.store.vector_lane import VectorQuery
-
-BUDGET_SPENT = (
-    "request exceeded its budget before this operation could start; narrow the query or raise "
-    "TAGURU_REQUEST_TIMEOUT_SECS"
-)
-
-
-def _spent(call: Call) -> None:
-    if time.monotonic() > call.deadline:
-        raise ApiError("timeout", BUDGET_SPENT)
 
 
 async def _nearest_glosses(
@@ -68,7 +57,7 @@ async def _gloss_lane(
 def _explain_resolve(kind: int) -> Handler:
     async def handler(call: Call) -> Any:
         args = await call.decode(RESOLVE_EXPLAIN)
-        _spent(call)
+        before_start(call)
         cue, expected, dice = args["cue"], args["expected"], args["dice_floor"]
         limit = clamp_limit(args["limit"], MAX_MATCH_LIMIT)
         ctx = call.context()
@@ -92,7 +81,7 @@ def _explain_resolve(kind: int) -> Handler:
 
 async def explain_search(call: Call) -> Any:
     args = await call.decode(SEARCH_EXPLAIN)
-    _spent(call)
+    before_start(call)
     query, source = args["query"], args["source"]
     filtered = (args["tags"], args["since"], args["until"])
     limit = clamp_limit(args["limit"], 5)

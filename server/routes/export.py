@@ -36,17 +36,13 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.web_request import BaseRequest
 
 from taguru_server.server.call import Call, Route
-from taguru_server.store.errors import ApiError
+from taguru_server.server.routes.common import before_start
+from taguru_server.store.errors import ApiError, budget_spent
 from taguru_server.store.export import ContextExport
 from taguru_server.store.registry import Registry
 from taguru_server.store.sqlite import SqlitePersistence
 
 NDJSON = "application/x-ndjson"
-BEFORE_START = (
-    "request exceeded its budget before this operation could start; narrow the query or raise "
-    "TAGURU_REQUEST_TIMEOUT_SECS"
-)
-DURING = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
 
 
 def store_file(registry: Registry) -> Path | str:
@@ -131,12 +127,11 @@ async def _open(db_file: Path | str, name: str) -> ContextExport:
 async def export_context(call: Call) -> web.StreamResponse:
     """GET /contexts/{name}/export (read): refusals as envelopes, then the stream (see the module docstring)."""
     assert call.name is not None
-    if time.monotonic() > call.deadline:
-        raise ApiError("timeout", BEFORE_START)
+    before_start(call)
     export = await _open(store_file(call.registry), call.name)
     if time.monotonic() > call.deadline:
         export.close()
-        raise ApiError("timeout", DURING)
+        raise budget_spent()
     return ExportResponse(export, float(call.settings.request_timeout_secs))
 
 

@@ -7,7 +7,6 @@ always runs before any existence check, so a scoped key learns nothing about nam
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,7 +15,7 @@ from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError
 from taguru_server.server.reply import Raw
-from taguru_server.server.routes.common import MAX_DESCRIPTION_BYTES, MAX_INPUT_ITEMS, keyset_limit
+from taguru_server.server.routes.common import MAX_DESCRIPTION_BYTES, MAX_INPUT_ITEMS, before_start, keyset_limit
 from taguru_server.store.errors import ApiError, too_many_items
 from taguru_server.store.groups import (
     MAX_GROUP_MEMBERS,
@@ -33,17 +32,7 @@ from taguru_server.store.groups import (
 from taguru_server.store.registry import CommitFailed, Registry
 from taguru_server.store.text import utf8_len
 
-BEFORE_START = (
-    "request exceeded its budget before this operation could start; narrow the query or raise "
-    "TAGURU_REQUEST_TIMEOUT_SECS"
-)
 MAX_CURSOR_BYTES = 1032
-
-
-def before_start(call: Call) -> None:
-    """408 when the request's budget is already spent."""
-    if time.monotonic() > call.deadline:
-        raise ApiError("timeout", BEFORE_START)
 
 
 def no_group(name: str, applied: bool = False) -> ApiError:

@@ -115,7 +115,7 @@ async def promote(call: Call) -> Any:
     assert call.name is not None
     name, into, sources = call.name, args["into"], args["sources"]
     _check_request(call, name, into, sources)
-    audit_routes.before_start(call)
+    common.before_start(call)
     scratch, _target = _contexts(call, name, into)
     missing = moves.missing_sources(scratch, sources)
     if missing:
@@ -129,7 +129,7 @@ async def promote(call: Call) -> Any:
             retryable=True,
         )
     batches, dropped = moves.render(scratch, into, sources)
-    audit_routes.before_start(call)
+    common.before_start(call)
 
     def commit(ctx: Context) -> None:
         try:

@@ -7,20 +7,11 @@ from typing import Any
 
 from taguru_server.server import walk_bodies as S
 from taguru_server.server.call import Call, Route
-from taguru_server.server.routes.common import count_read
+from taguru_server.server.routes.common import before_start, count_read
 from taguru_server.server.state import METRICS_KEY
-from taguru_server.stages.model import GATE_MESSAGE
 from taguru_server.store import walks
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError
-
-DURING = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
-
-
-def _gate(call: Call) -> None:
-    """408 when the request's budget is already spent before the walk starts."""
-    if time.monotonic() > call.deadline:
-        raise ApiError("timeout", GATE_MESSAGE)
+from taguru_server.store.errors import budget_spent
 
 
 def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
@@ -33,7 +24,7 @@ def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
 
 async def explore(call: Call) -> Any:
     args = await call.decode(S.EXPLORE)
-    _gate(call)
+    before_start(call)
     ctx = call.context()
     result = walks.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"])
     _searched(call, ctx, "explore", result["total"] == 0)
@@ -42,7 +33,7 @@ async def explore(call: Call) -> Any:
 
 async def paths(call: Call) -> Any:
     args = await call.decode(S.PATHS)
-    _gate(call)
+    before_start(call)
     ctx = call.context()
     result = walks.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"])
     _searched(call, ctx, "paths", result["total"] == 0)
@@ -51,13 +42,13 @@ async def paths(call: Call) -> Any:
 
 async def unreachable_from(call: Call) -> Any:
     args = await call.decode(S.UNREACHABLE_FROM)
-    _gate(call)
+    before_start(call)
     ctx = call.context()
     deadline = call.deadline
 
     def check() -> None:
         if time.monotonic() > deadline:
-            raise ApiError("timeout", DURING)
+            raise budget_spent()
 
     result = walks.unreachable_from(ctx, args["origins"], args["limit"], args["after"], check)
     count_read(ctx, False)  # an audit that finds no orphans succeeded: never an empty read
