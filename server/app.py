@@ -14,7 +14,7 @@ import structlog
 from aiohttp import web
 
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
-from taguru_server.server.config import Settings
+from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.metrics import Metrics
 from taguru_server.server.middleware import MIDDLEWARES, server_span
@@ -54,9 +54,9 @@ log = structlog.get_logger("taguru.app")
 
 def open_registry(settings: Settings) -> Registry:
     """The settings' store (SQLite in the data dir, or PostgreSQL), shared when other processes write it too."""
-    registry = Registry(
-        open_store(settings.data_dir, settings.database_url), shared=is_shared(settings.database_url, settings.workers)
-    )
+    store = open_store(settings.data_dir, settings.database_url)
+    store.index_dir = index_dir_for(settings)
+    registry = Registry(store, shared=is_shared(settings.database_url, settings.workers))
     registry.eventual = settings.read_consistency == "eventual"
     return registry
 

@@ -7,6 +7,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -69,6 +70,7 @@ class Settings:
     log_format: str | None = None  # TAGURU_LOG_FORMAT: json or console; None: json unless stderr is a TTY
     log_level: str = "info"  # TAGURU_LOG_LEVEL
     preload: str | tuple[str, ...] = "all"  # TAGURU_PRELOAD: all, pinned, none, or these context names
+    index_dir: str | None = None  # TAGURU_INDEX_DIR: None is the default place (see `index_dir_for`), "off" none
 
     @property
     def auth_enabled(self) -> bool:
@@ -139,6 +141,14 @@ def _preload(env: Mapping[str, str]) -> str | tuple[str, ...]:
     return names
 
 
+def index_dir_for(settings: Settings) -> Path | None:
+    """Where the persisted derived indexes live: TAGURU_INDEX_DIR, else `indexes/` in the SQLite data dir;
+    none with PostgreSQL unless the variable names a directory (each host keeps its own), or when it is `off`."""
+    if settings.index_dir is not None:
+        return None if settings.index_dir.lower() == "off" else Path(settings.index_dir)
+    return None if settings.database_url else Path(settings.data_dir) / "indexes"
+
+
 def load_settings(env: Mapping[str, str] | None = None, config_file: str | None = None) -> Settings:
     """Build settings; the real environment wins over the config file."""
     env = dict(os.environ if env is None else env)
@@ -165,6 +175,7 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         tokens=tokens,
         scopes=scopes,
         preload=_preload(env),
+        index_dir=env.get("TAGURU_INDEX_DIR", "").strip() or None,
         **_log_settings(env),
         **embedding_settings(env),
     )

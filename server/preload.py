@@ -28,6 +28,18 @@ FOLLOW_SECS = 1.0
 T = TypeVar("T")
 
 
+def index_fields(restored: Any) -> dict[str, Any]:
+    """What the load took from the persisted BM25 index (none when indexes are not kept)."""
+    if restored is None:
+        return {}
+    fields = {
+        "index": restored.outcome,
+        "index_reused_docs": restored.reused_docs,
+        "index_tokenized_docs": restored.tokenized_docs,
+    }
+    return fields | ({"index_reason": restored.reason} if restored.reason else {})
+
+
 def _in_daemon_thread(work: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     """`work(*args)` in a daemon thread, its outcome delivered to the loop.
 
@@ -195,6 +207,7 @@ class Preloader:
                 duration_ms=round((time.perf_counter() - started) * 1000, 1),
                 concepts=len(ctx.concepts),
                 associations=len(ctx.e_s),
+                **index_fields(ctx.index_restored),
             )
             pending = self.loading.pop(name, None)
             if pending is not None and not pending.done():

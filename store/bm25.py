@@ -172,20 +172,21 @@ class Bm25Index:
             self._np_version = self._version
 
     def _tokenize(self, first: int, end: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        out = []
         alive = self.doc_alive
+        return self.tokenize_docs([d for d in range(first, end) if alive[d]])
+
+    def tokenize_docs(self, docs: list[int]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Tokenize these live documents: (term ids, doc ids, tfs) chunks; df, lengths and total grow."""
+        out = []
         parts = self.doc_parts
         term_id = self.term_id
-        for a in range(first, end, BULK_CHUNK):
-            b = min(end, a + BULK_CHUNK)
-            ids = [d for d in range(a, b) if alive[d]]
-            if not ids:
-                continue
+        for a in range(0, len(docs), BULK_CHUNK):
+            ids = docs[a : a + BULK_CHUNK]
             found, p_term, p_doc, p_tf, lens = bulk_term_counts([parts[d] for d in ids])  # type: ignore[misc]
             mapped = np.fromiter((term_id.setdefault(t, len(term_id)) for t in found), dtype=np.int64, count=len(found))
             doc_ids = np.array(ids, dtype=np.int64)
             term = mapped[p_term]
-            docs = doc_ids[p_doc]
+            docs_of = doc_ids[p_doc]
             if len(self.df) < len(term_id):
                 grown = np.zeros(max(len(term_id), 2 * len(self.df)), dtype=np.int64)
                 grown[: len(self.df)] = self.df
@@ -197,7 +198,7 @@ class Bm25Index:
             for d, n in zip(ids, lens.tolist(), strict=False):
                 self.doc_len[d] = float(n)
             self.total_len += int(lens.sum())
-            out.append((term, docs, p_tf))
+            out.append((term, docs_of, p_tf))
         return out
 
     def _add_df(self, term: np.ndarray) -> None:

@@ -187,6 +187,7 @@ class Context:
         self.vectors = ContextVectors()  # embedding vectors (derived; `store/vectors.py`)
         self.dirty = Dirty()
         self.created = False
+        self.index_restored: Any = None  # what the load took from the persisted index (`store.bm25_snapshot`)
 
     def emit(self, kind: str, **fields: Any) -> None:
         """Record a change-feed event; it is written (and numbered) with the commit that makes its write durable."""

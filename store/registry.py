@@ -7,6 +7,7 @@ import contextlib
 import gc
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
 from typing import Any, Protocol
 
 from taguru_server.store.context import Context, Dirty, Meta
@@ -19,6 +20,8 @@ from taguru_server.store.vectors import ContextVectors
 
 class Persistence(Protocol):
     """What a durable backend provides; SQLite is the embedded default."""
+
+    index_dir: Path | None
 
     def list_contexts(self) -> list[tuple[int, str, Meta]]: ...
     def next_id(self) -> int: ...

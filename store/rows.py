@@ -15,8 +15,10 @@ import json
 import time
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
+from taguru_server.store.bm25_snapshot import drop_file, seal_with_file
 from taguru_server.store.context import Context, Dirty, Meta, Passage
 from taguru_server.store.errors import StorageFailed
 from taguru_server.store.feed import FeedPage
@@ -88,6 +90,9 @@ class RowStore:
 
     db: Sql
     ERRORS: tuple[type[BaseException], ...] = ()
+    store_id: str = ""
+    # where derived indexes are kept (`store.bm25_snapshot`); None: rebuilt from the rows at every load
+    index_dir: Path | None = None
 
     def _tx(self) -> AbstractContextManager[Sql]:
         raise NotImplementedError
@@ -125,6 +130,11 @@ class RowStore:
                 ).fetchone()[0]
         except self.ERRORS as exc:
             raise self._failed(exc) from exc
+        if self.index_dir is not None:
+            try:
+                drop_file(self.index_dir, cid)
+            except OSError:
+                pass  # its header names the context: a later context (never this id) would not trust it anyway
         return int(seq)
 
     # ----- groups (one row each; the change log names them with context id 0) ---------------
@@ -519,6 +529,10 @@ class RowStore:
             ctx._index_passage(sid, passage)
         ctx.vectors = self._read_vectors(db, cid)
         ctx.mark_clean()
+        if self.index_dir is not None:
+            seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes WHERE ctx = ?", (cid,)).fetchone()[0]
+            identity = {"store": self.store_id, "context": cid, "seq": int(seq)}
+            ctx.index_restored = seal_with_file(ctx, self.index_dir, identity)
         from taguru_server.store.lanes import warm
 
         warm(ctx)  # build the read indexes now rather than in the first request

@@ -8,6 +8,7 @@ load is long enough to be seen from outside: `/live` answers while `/ready` is 5
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -204,3 +205,70 @@ def test_two_workers_load_before_ready_and_follow_new_contexts(
     assert "request_id" not in later[0]  # loaded by the background follower, not inside a request
     assert len({e["worker_pid"] for e in events if e["event"] == "context.loaded" and e["context"] == "bench"}) == 2
     assert "server.stopped" in [e["event"] for e in events]
+
+
+def _post(url: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    req = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_SECS) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _answers(url: str) -> list[Any]:
+    """Search and evidence bodies (the envelope's time left out) that a restart must not change."""
+    out = []
+    for query in (ORIGIN, "酒蔵 杜氏", "river brewery"):
+        status, body = _post(url, "/contexts/bench/sources/search", {"query": query, "limit": 50})
+        assert status == 200 and body.pop("time", None) is not None
+        out.append(body)
+    status, body = _post(url, "/contexts/bench/evidence", {"origins": [ORIGIN], "query": "酒蔵"})
+    assert status == 200 and body.pop("time", None) is not None
+    return [*out, body]
+
+
+def test_a_restart_reuses_the_persisted_index_and_never_trusts_a_damaged_one(
+    corpus_dir: Path, tmp_path: Path, serving: list[Serving]
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(corpus_dir, data, ignore=shutil.ignore_patterns("indexes", "LOCK"))
+
+    def run(label: str) -> tuple[dict[str, Any], list[Any], Serving]:
+        (tmp_path / label).mkdir()
+        server = Serving(data, tmp_path / label)
+        serving.append(server)
+        server.wait_ready()
+        answers = _answers(server.url)
+        return next(e for e in server.events() if e["event"] == "context.loaded"), answers, server
+
+    first, before, server = run("first")
+    assert (first["index"], first["index_reason"]) == ("rebuilt", "missing")
+    index_file = data / "indexes" / "ctx-1.bm25"
+    assert index_file.exists()
+    text = "酒蔵の川の水で仕込む。\n\n杜氏が麹を見る。"
+    status, _ = _post(server.url, "/contexts/bench/sources", {"passages": {"added/one.md": text}})
+    assert status == 200
+    after_write = _answers(server.url)
+    server.stop()
+
+    second, answers, server = run("second")
+    assert second["index"] == "partial" and second["index_tokenized_docs"] == 2
+    assert answers == after_write != before
+    server.stop()
+
+    third, answers, server = run("third")
+    assert third["index"] == "reused" and third["index_tokenized_docs"] == 0
+    assert answers == after_write
+    server.stop()
+
+    raw = bytearray(index_file.read_bytes())
+    raw[-3] ^= 0x40  # inside the last array
+    index_file.write_bytes(bytes(raw))
+    fourth, answers, server = run("fourth")
+    assert fourth["index"] == "rebuilt" and "checksum" in fourth["index_reason"]
+    assert answers == after_write
+    server.stop()
+    assert ORIGIN not in "".join((tmp_path / d / "stderr").read_text() for d in ("first", "second", "third", "fourth"))

@@ -1,0 +1,137 @@
+"""A versioned file of named numpy arrays, checksummed, written atomically and read memory-mapped.
+
+Layout: an 8-byte magic, the header length (u64 little-endian), the header's CRC-32 (u32), the
+header (UTF-8 JSON: the file's kind and format, what it was built from, and per array its dtype,
+shape, byte offset and CRC-32), then the arrays, each starting on a 64-byte boundary. Arrays are
+read as views of one read-only `mmap` of the file, so every process reading the same file shares
+its pages through the page cache, and nothing is copied until it is written to.
+
+A file is never trusted on its word: `read_arrays` checks the magic, the header checksum, that
+every array lies inside the file, and every array's checksum, and raises `IndexFileRejected`
+with a short reason otherwise. `write_arrays` writes a staging file in the same directory,
+syncs it and renames it over the old one, so a reader sees the old file or the new, never half.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MAGIC = b"TGRIDX\x00\x01"
+_PREFIX = struct.Struct("<8sQI")
+ALIGN = 64
+MAX_HEADER = 1 << 20
+
+
+class IndexFileRejected(Exception):
+    """The file cannot be used: missing, damaged, or another format; the message is a short reason."""
+
+
+def _crc(buf: Any) -> int:
+    return zlib.crc32(buf) & 0xFFFF_FFFF
+
+
+def _bytes_of(arr: np.ndarray) -> memoryview:
+    return arr.reshape(-1).view(np.uint8).data
+
+
+def write_arrays(path: Path, header: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> int:
+    """Write `arrays` with `header` to `path` atomically; returns the file's size in bytes."""
+    layout: dict[str, dict[str, Any]] = {}
+    parts: list[np.ndarray] = []
+    offset = 0
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        offset = -(-offset // ALIGN) * ALIGN
+        layout[name] = {
+            "dtype": arr.dtype.str,
+            "shape": list(arr.shape),
+            "offset": offset,
+            "crc32": _crc(_bytes_of(arr)) if arr.nbytes else 0,
+        }
+        parts.append(arr)
+        offset += arr.nbytes
+    body = json.dumps({**header, "arrays": layout}, sort_keys=True, ensure_ascii=True).encode("ascii")
+    start = -(-(_PREFIX.size + len(body)) // ALIGN) * ALIGN
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(staging, "wb") as f:
+            f.write(_PREFIX.pack(MAGIC, len(body), _crc(body)))
+            f.write(body)
+            written = _PREFIX.size + len(body)
+            for (_name, spec), arr in zip(layout.items(), parts, strict=True):
+                at = start + spec["offset"]
+                f.write(b"\0" * (at - written))
+                f.write(_bytes_of(arr) if arr.nbytes else b"")
+                written = at + arr.nbytes
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(staging, path)
+    finally:
+        staging.unlink(missing_ok=True)
+    _sync_dir(path.parent)
+    return written
+
+
+def _sync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The header and read-only array views of a file `write_arrays` wrote, or `IndexFileRejected`."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < _PREFIX.size:
+                raise IndexFileRejected("truncated")
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise IndexFileRejected("missing") from None
+    except (OSError, ValueError) as exc:
+        raise IndexFileRejected(f"unreadable ({type(exc).__name__})") from None
+    magic, n, crc = _PREFIX.unpack_from(mapped, 0)
+    if magic != MAGIC:
+        raise IndexFileRejected("not an index file of this format")
+    if n > MAX_HEADER or _PREFIX.size + n > size or _crc(mapped[_PREFIX.size : _PREFIX.size + n]) != crc:
+        raise IndexFileRejected("damaged header")
+    try:
+        header = json.loads(mapped[_PREFIX.size : _PREFIX.size + n])
+        layout = header.pop("arrays")
+        start = -(-(_PREFIX.size + n) // ALIGN) * ALIGN
+        arrays = {name: _view(mapped, start, size, name, spec) for name, spec in layout.items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise IndexFileRejected(f"damaged header ({type(exc).__name__})") from None
+    return header, arrays
+
+
+def _view(mapped: mmap.mmap, start: int, size: int, name: str, spec: Mapping[str, Any]) -> np.ndarray:
+    dtype = np.dtype(spec["dtype"])
+    shape = tuple(int(x) for x in spec["shape"])
+    count = int(np.prod(shape)) if shape else 1
+    at = start + int(spec["offset"])
+    end = at + count * dtype.itemsize
+    if at < start or end > size:
+        raise IndexFileRejected(f"array {name} lies outside the file")
+    if count and _crc(memoryview(mapped)[at:end]) != int(spec["crc32"]):
+        raise IndexFileRejected(f"array {name} fails its checksum")
+    if not count:
+        return np.zeros(shape, dtype=dtype)
+    return np.frombuffer(mapped, dtype=dtype, count=count, offset=at).reshape(shape)

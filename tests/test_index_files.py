@@ -1,0 +1,217 @@
+"""Persisted BM25 indexes: a restored index answers exactly as one built from the rows.
+
+Seeded random contexts are stored, loaded once (the file is written), changed (passages
+replaced, removed, added, sources renumbered by a compaction) and loaded again; every load
+with the file is compared with a load that ignores it: the statistics, every term's postings
+and contributions, and the top-k of random queries. Damaged, foreign and stale files are
+rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pg_support import database_url_for
+
+from taguru_server.store.backend import open_store
+from taguru_server.store.context import Context, Meta
+from taguru_server.store.index_file import MAGIC, IndexFileRejected, read_arrays, write_arrays
+from taguru_server.store.maintenance import rebuild
+from taguru_server.store.registry import Registry
+
+WORDS = [
+    "sake", "rice", "koji", "brewery", "river", "toji", "yeast", "polish", "junmai", "ginjo",
+    "酒蔵", "杜氏", "山田錦", "雄町", "精米", "吟醸", "川", "水", "麹", "酵母",
+]  # fmt: skip
+
+
+def _text(rnd: random.Random) -> str:
+    paragraphs = []
+    for _ in range(rnd.randint(1, 4)):
+        paragraphs.append(" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 12))))
+    return "\n\n".join(paragraphs)
+
+
+def _store(data: Path, index: bool = True) -> Any:
+    store = open_store(str(data), database_url_for(data))
+    store.index_dir = data / "indexes" if index else None
+    return store
+
+
+def _fill(ctx: Context, rnd: random.Random, sources: range) -> None:
+    for i in sources:
+        text = _text(rnd)
+        n = text.count("\n\n") + 1
+        questions = [(rnd.randrange(n), rnd.choice(WORDS) + "?")] if rnd.random() < 0.3 else []
+        ctx.store_passage(f"doc/{i:04d}", text, questions, [], [], [], None, None)
+
+
+def _load(data: Path, index: bool = True) -> Context:
+    store = _store(data, index)
+    try:
+        ctx = Registry(store).get("c")
+        assert ctx is not None
+        return ctx
+    finally:
+        store.close()
+
+
+def _write(data: Path, change: Any) -> None:
+    store = _store(data)
+    try:
+        reg = Registry(store)
+        ctx = reg.get("c") or reg.create("c", Meta())
+        change(ctx)
+        reg.commit([ctx])
+    finally:
+        store.close()
+
+
+def _same(a: Context, b: Context, rnd: random.Random) -> None:
+    """Both contexts' BM25 indexes answer alike: statistics, postings, contributions and top-k."""
+    x, y = a.bm25, b.bm25
+    x.seal()
+    y.seal()
+    assert (x.n_live, x.total_len, len(x.doc_alive)) == (y.n_live, y.total_len, len(y.doc_alive))
+    assert np.array_equal(x._lens, y._lens) and np.array_equal(x._src, y._src) and np.array_equal(x._par, y._par)
+    live = {t for t, i in x.term_id.items() if x.df[i] > 0}
+    assert live == {t for t, i in y.term_id.items() if y.df[i] > 0}
+    for term in live:
+        assert x.df[x.term_id[term]] == y.df[y.term_id[term]]
+        ex, ey = x._term(term), y._term(term)
+        assert ex is not None and ey is not None
+        assert np.array_equal(ex[0], ey[0]) and np.array_equal(ex[1], ey[1])
+    rank = a.source_rank()
+    terms = sorted(live)
+    for _ in range(30):
+        query = rnd.sample(terms, min(len(terms), rnd.randint(1, 4)))
+        limit = rnd.choice([1, 5, 50])
+        assert x.top(query, limit, None, rank) == y.top(query, limit, None, rank)
+        dx, sx = x.search(query)
+        dy, sy = y.search(query)
+        assert np.array_equal(dx, dy) and np.array_equal(sx, sy)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_restored_index_answers_as_one_built_from_the_rows(tmp_path: Path, seed: int) -> None:
+    rnd = random.Random(seed)
+    data = tmp_path / "store"
+    _write(data, lambda ctx: _fill(ctx, rnd, range(rnd.randint(20, 80))))
+
+    first = _load(data)
+    assert first.index_restored.outcome == "rebuilt" and first.index_restored.reason == "missing"
+    again = _load(data)
+    assert again.index_restored.outcome == "reused" and again.index_restored.tokenized_docs == 0
+    _same(again, _load(data, index=False), rnd)
+
+    def edit(ctx: Context) -> None:
+        names = sorted(ctx.source_id)
+        for name in rnd.sample(names, 5):
+            ctx.store_passage(name, _text(rnd), [], [], [], [], None, None)
+        for name in rnd.sample(sorted(set(names)), 3):
+            ctx.retract_source(name)
+        _fill(ctx, rnd, range(500, 500 + rnd.randint(1, 6)))
+
+    _write(data, edit)
+    changed = _load(data)
+    note = changed.index_restored
+    assert note.outcome == "partial" and 0 < note.tokenized_docs < len(changed.bm25.doc_alive) // 2
+    _same(changed, _load(data, index=False), rnd)
+    assert _load(data).index_restored.outcome == "reused"  # the partial load rewrote the file
+
+
+def test_a_compaction_renumbering_sources_reuses_every_unchanged_source(tmp_path: Path) -> None:
+    rnd = random.Random(11)
+    data = tmp_path / "store"
+    _write(data, lambda ctx: _fill(ctx, rnd, range(40)))
+    _write(data, lambda ctx: [ctx.retract_source(f"doc/{i:04d}") for i in range(0, 40, 3)])
+    assert _load(data).index_restored.outcome in ("rebuilt", "partial")
+    store = _store(data)
+    try:
+        reg = Registry(store)
+        old = reg.get("c")
+        assert old is not None
+        reg.replace(rebuild(old, deadline=float("inf")).context)
+    finally:
+        store.close()
+    after = _load(data)
+    assert len(after.sources) < 40  # the retracted sources' names are gone: the others moved down
+    assert after.index_restored.outcome in ("reused", "partial") and after.index_restored.tokenized_docs == 0
+    _same(after, _load(data, index=False), rnd)
+
+
+def _file(data: Path) -> Path:
+    (path,) = (data / "indexes").glob("ctx-*.bm25")
+    return path
+
+
+@pytest.mark.parametrize("where", ["magic", "header", "array", "truncated", "empty"])
+def test_a_damaged_file_is_rebuilt_never_trusted(tmp_path: Path, where: str) -> None:
+    rnd = random.Random(3)
+    data = tmp_path / "store"
+    _write(data, lambda ctx: _fill(ctx, rnd, range(30)))
+    _load(data)
+    path = _file(data)
+    raw = bytearray(path.read_bytes())
+    if where == "magic":
+        raw[0] ^= 0xFF
+    elif where == "header":
+        raw[30] ^= 0x01
+    elif where == "array":
+        raw[-5] ^= 0x01  # the last array's bytes (the term frequencies)
+    elif where == "truncated":
+        raw = raw[: len(raw) // 2]
+    else:
+        raw = bytearray()
+    path.write_bytes(bytes(raw))
+    ctx = _load(data)
+    assert ctx.index_restored.outcome == "rebuilt", ctx.index_restored
+    assert ctx.index_restored.reason
+    _same(ctx, _load(data, index=False), rnd)
+    assert _load(data).index_restored.outcome == "reused"  # and the rebuilt file is sound again
+
+
+def test_a_file_of_another_context_or_store_is_rebuilt(tmp_path: Path) -> None:
+    rnd = random.Random(5)
+    one, two = tmp_path / "one", tmp_path / "two"
+    _write(one, lambda ctx: _fill(ctx, rnd, range(20)))
+    _write(two, lambda ctx: _fill(ctx, random.Random(5), range(20)))
+    _load(one)
+    _load(two)
+    shutil.copy(_file(one), _file(two))  # same context id and texts, another store
+    ctx = _load(two)
+    assert (ctx.index_restored.outcome, ctx.index_restored.reason) == ("rebuilt", "built for another store")
+    _same(ctx, _load(two, index=False), rnd)
+
+
+def test_deleting_a_context_removes_its_file(tmp_path: Path) -> None:
+    data = tmp_path / "store"
+    _write(data, lambda ctx: _fill(ctx, random.Random(1), range(5)))
+    _load(data)
+    assert _file(data).exists()
+    store = _store(data)
+    try:
+        assert Registry(store).delete("c")
+    finally:
+        store.close()
+    assert not list((data / "indexes").glob("ctx-*.bm25"))
+
+
+def test_the_file_format_round_trips_and_checks_every_array(tmp_path: Path) -> None:
+    path = tmp_path / "x.idx"
+    arrays = {"a": np.arange(10, dtype=np.int64), "b": np.zeros(0, dtype=np.float32), "c": np.ones((3, 16), np.uint8)}
+    write_arrays(path, {"kind": "t", "format": 1}, arrays)
+    header, back = read_arrays(path)
+    assert header == {"kind": "t", "format": 1}
+    for name, arr in arrays.items():
+        assert np.array_equal(back[name], arr) and back[name].dtype == arr.dtype
+        assert not back[name].flags.writeable or not len(arr)
+    assert path.read_bytes()[:8] == MAGIC
+    assert not list(tmp_path.glob("*.tmp"))  # the staging file is gone
+    with pytest.raises(IndexFileRejected, match="missing"):
+        read_arrays(tmp_path / "nope")
