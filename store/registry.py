@@ -134,6 +134,7 @@ class Registry:
             if whats:
                 self._apply(ctx, whats)
         self._loaded[ctx.name] = ctx
+        gc.freeze()  # as in `get`: a preloaded context must not be re-scanned by the first full collection
         return True
 
     def exists(self, name: str) -> bool:
