@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+LOAD_FIELDS = ("duration_ms", "index", "index_reason", "index_tokenized_docs")
 
 
 def _tree(pid: int) -> list[int]:
@@ -147,7 +148,7 @@ def run_once(data: Path, workers: int, index: str, context: str, origins: list[s
         "steady_pss_mib": steady[1] >> 20,
         "peak_rss_mib": peak[0] >> 20,
         "peak_pss_mib": peak[1] >> 20,
-        "loads": [{k: e.get(k) for k in ("duration_ms", "index", "index_reason", "index_tokenized_docs")} for e in loaded],
+        "loads": [{k: e.get(k) for k in LOAD_FIELDS} for e in loaded],
     }
 
 
