@@ -1,7 +1,7 @@
 """Process start to ready on a kept store: the persisted index against a rebuild from the rows.
 
     .venv/bin/python bench/startup.py --reuse /tmp/hubs          # a store bench/tails.py --keep imported
-    .venv/bin/python bench/startup.py --reuse /tmp/hubs --workers 2
+    .venv/bin/python bench/startup.py --reuse /tmp/hubs --workers 1,2 --start fork,exec --modes reused
 
 For each mode, in one run on the same store:
 
@@ -87,16 +87,17 @@ def _evidence(url: str, context: str, origin: str) -> tuple[int, float]:
     return status, (time.perf_counter() - started) * 1000
 
 
-def run_once(data: Path, workers: int, index: str, context: str, origins: list[str]) -> dict[str, Any]:
+def run_once(data: Path, workers: int, index: str, context: str, origins: list[str], start: str) -> dict[str, Any]:
     port = 20000 + os.getpid() % 20000
     env = dict(os.environ, TAGURU_DATA_DIR=str(data), TAGURU_ADDR=f"127.0.0.1:{port}", TAGURU_LOG_FORMAT="json")
     env["TAGURU_WORKERS"] = str(workers)
+    env["TAGURU_WORKER_START"] = start
     if index == "rebuild":
         env["TAGURU_INDEX_DIR"] = "off"
     elif index == "first":
         shutil.rmtree(data / "indexes", ignore_errors=True)
     url = f"http://127.0.0.1:{port}"
-    log = data.parent / f"startup-{index}-{workers}.log"
+    log = data.parent / f"startup-{index}-{workers}-{start}.log"
     started = time.monotonic()
     with open(log, "wb") as err:
         proc = subprocess.Popen(
@@ -140,7 +141,7 @@ def run_once(data: Path, workers: int, index: str, context: str, origins: list[s
     loaded = [json.loads(line) for line in log.read_text().splitlines() if '"context.loaded"' in line]
     return {
         "index": index,
-        "workers": workers,
+        "workers": workers if workers == 1 else f"{workers} {start}",
         "listening_s": round(listening or 0.0, 2),
         "ready_s": round(ready, 2),
         "first_evidence": [(s, round(ms, 1)) for s, ms in first],
@@ -155,7 +156,8 @@ def run_once(data: Path, workers: int, index: str, context: str, origins: list[s
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="process start to ready, persisted index against a rebuild")
     ap.add_argument("--reuse", required=True, help="a kept store (bench/tails.py --keep, or a data dir)")
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", default="1", help="comma-separated worker counts, each run in every mode")
+    ap.add_argument("--start", default="fork", help="TAGURU_WORKER_START for runs with several workers: fork, exec")
     ap.add_argument("--modes", default="rebuild,first,reused")
     ap.add_argument("--context", default="bench")
     ap.add_argument("--json", default=None)
@@ -167,13 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     if queries.exists():
         pairs = json.loads(queries.read_text(encoding="utf-8")).get("pairs", [])
         origins = [p[0] for p in pairs[:3]] or origins
-    rows = [run_once(data, args.workers, mode, args.context, origins) for mode in args.modes.split(",")]
-    print(f"{'index':8} {'workers':>7} {'listen s':>8} {'ready s':>8} {'first evidence ms':>24} "
+    rows = [
+        run_once(data, int(n), mode, args.context, origins, start)
+        for n in args.workers.split(",")
+        for start in (args.start.split(",") if n != "1" else ["fork"])
+        for mode in args.modes.split(",")
+    ]
+    print(f"{'index':8} {'workers':>8} {'listen s':>8} {'ready s':>8} {'first evidence ms':>24} "
           f"{'steady RSS':>10} {'steady PSS':>10} {'peak RSS':>9} {'peak PSS':>9}")  # fmt: skip
     for r in rows:
         ev = ", ".join(f"{ms:g}" if s == 200 else f"{s}" for s, ms in r["first_evidence"])
         print(
-            f"{r['index']:8} {r['workers']:>7} {r['listening_s']:>8} {r['ready_s']:>8} {ev:>24} "
+            f"{r['index']:8} {r['workers']:>8} {r['listening_s']:>8} {r['ready_s']:>8} {ev:>24} "
             f"{r['steady_rss_mib']:>10} {r['steady_pss_mib']:>10} {r['peak_rss_mib']:>9} {r['peak_pss_mib']:>9}"
         )
         for load in r["loads"]:

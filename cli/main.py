@@ -171,6 +171,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if worker:  # the supervisor holds the data-dir lock and checked the store
         registry = open_registry(settings)
+        from taguru_server.cli.shared_start import adopt_inherited
+
+        adopt_inherited(registry)  # a forked worker starts with what the supervisor loaded
         try:
             asyncio.run(run(registry))
         except ListenFailed as exc:
@@ -195,7 +198,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             registry.close()  # opened to check (and migrate) the store once, before any worker starts
             from taguru_server.cli.workers import supervise
 
-            return supervise(host, port, workers, args.config, settings.data_dir)
+            shared = settings if settings.worker_start == "fork" else None
+            return supervise(host, port, workers, args.config, settings.data_dir, shared)
         try:
             asyncio.run(run(registry))
         except ListenFailed as exc:

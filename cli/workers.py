@@ -42,20 +42,86 @@ def worker_command(workers: int, config: str | None) -> list[str]:
     return cmd + (["--config", config] if config else [])
 
 
+class Forked:
+    """A forked worker, watched like a `subprocess.Popen`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = -1
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            time.sleep(0.02)
+        return self.returncode  # type: ignore[return-value]
+
+
 class Supervisor:
     """Starts, watches and stops the worker processes."""
 
-    def __init__(self, address: str, workers: int, config: str | None) -> None:
+    def __init__(self, address: str, workers: int, config: str | None, fork: bool = False) -> None:
         self.env = dict(os.environ, TAGURU_ADDR=address)
         self.cmd = worker_command(workers, config)
-        self.procs: list[subprocess.Popen[bytes] | None] = [None] * workers
+        self.procs: list[subprocess.Popen[bytes] | Forked | None] = [None] * workers
         self.crashes = [0] * workers
         self.started = [0.0] * workers
         self.stopping = False
+        self.fork = fork  # fork from this process (sharing what it loaded) rather than start a new interpreter
+        self.reserved: socket.socket | None = None
 
     def spawn(self, i: int) -> None:
-        self.procs[i] = subprocess.Popen(self.cmd, env=self.env, stdout=subprocess.DEVNULL)
         self.started[i] = time.monotonic()
+        if not self.fork:
+            self.procs[i] = subprocess.Popen(self.cmd, env=self.env, stdout=subprocess.DEVNULL)
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self._child()
+        self.procs[i] = Forked(pid)
+
+    def _child(self) -> None:
+        """In a forked worker: serve as a worker started by command line would, then exit without cleanup."""
+        code = 70
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if self.reserved is not None:
+                self.reserved.close()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)  # as a started worker's stdout: the listening line is the supervisor's alone
+            os.environ["TAGURU_ADDR"] = self.env["TAGURU_ADDR"]
+            from taguru_server.cli.main import main
+
+            code = main(self.cmd[3:])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException as exc:  # never back into the supervisor's loop
+            log.error("worker.failed", error_type=type(exc).__name__)
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
 
     def watch(self) -> None:
         """Restart dead workers (backing off when one keeps dying at once) until asked to stop."""
@@ -91,8 +157,10 @@ class Supervisor:
         return 0
 
 
-def supervise(host: str, port: int, workers: int, config: str | None, data_dir: str) -> int:
-    """Bind, print the listening line, run the workers until SIGTERM/SIGINT; returns the exit code."""
+def supervise(host: str, port: int, workers: int, config: str | None, data_dir: str, settings: Any = None) -> int:
+    """Bind, print the listening line, run the workers until SIGTERM/SIGINT; returns the exit code.
+
+    With `settings`, the contexts are loaded here first and the workers forked (`cli/shared_start.py`)."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -103,9 +171,26 @@ def supervise(host: str, port: int, workers: int, config: str | None, data_dir: 
         print(f"taguru: {listen_failure(f'{host}:{port}', exc)}", file=sys.stderr)
         return 1
     bound = sock.getsockname()
-    supervisor = Supervisor(f"{bound[0]}:{bound[1]}", workers, config)
+    supervisor = Supervisor(f"{bound[0]}:{bound[1]}", workers, config, fork=settings is not None)
+    supervisor.reserved = sock
     signal.signal(signal.SIGTERM, supervisor.stop)
     signal.signal(signal.SIGINT, supervisor.stop)
+    if settings is not None:
+        from taguru_server.cli.shared_start import load_before_fork
+
+        def interrupt(*_args: Any) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, interrupt)  # a stop during the load ends it at once
+        signal.signal(signal.SIGINT, interrupt)
+        try:
+            load_before_fork(settings, bound[0], bound[1])
+        except KeyboardInterrupt:
+            sock.close()
+            log.info("server.stopped")
+            return 0
+        signal.signal(signal.SIGTERM, supervisor.stop)
+        signal.signal(signal.SIGINT, supervisor.stop)
     for i in range(workers):
         supervisor.spawn(i)
     print(f"listening on {bound[0]}:{bound[1]}", flush=True)

@@ -70,6 +70,7 @@ class Settings:
     log_format: str | None = None  # TAGURU_LOG_FORMAT: json or console; None: json unless stderr is a TTY
     log_level: str = "info"  # TAGURU_LOG_LEVEL
     preload: str | tuple[str, ...] = "all"  # TAGURU_PRELOAD: all, pinned, none, or these context names
+    worker_start: str = "fork"  # TAGURU_WORKER_START: fork (share the supervisor's load) or exec (each loads)
     index_dir: str | None = None  # TAGURU_INDEX_DIR: None is the default place (see `index_dir_for`), "off" none
 
     @property
@@ -141,6 +142,13 @@ def _preload(env: Mapping[str, str]) -> str | tuple[str, ...]:
     return names
 
 
+def _worker_start(env: Mapping[str, str]) -> str:
+    raw = env.get("TAGURU_WORKER_START", "").strip().lower() or "fork"
+    if raw not in ("fork", "exec"):
+        raise ConfigError("TAGURU_WORKER_START must be 'fork' or 'exec'")
+    return raw
+
+
 def index_dir_for(settings: Settings) -> Path | None:
     """Where the persisted derived indexes live: TAGURU_INDEX_DIR, else `indexes/` in the SQLite data dir;
     none with PostgreSQL unless the variable names a directory (each host keeps its own), or when it is `off`."""
@@ -176,6 +184,7 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         scopes=scopes,
         preload=_preload(env),
         index_dir=env.get("TAGURU_INDEX_DIR", "").strip() or None,
+        worker_start=_worker_start(env),
         **_log_settings(env),
         **embedding_settings(env),
     )

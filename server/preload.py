@@ -71,6 +71,17 @@ def _in_daemon_thread(work: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     return future
 
 
+def wanted_names(registry: Registry, policy: str | tuple[str, ...], names: list[str]) -> list[str]:
+    """Those of `names` that the preload policy (TAGURU_PRELOAD) loads."""
+    if policy == "none":
+        return []
+    if policy == "all":
+        return names
+    if policy == "pinned":
+        return [n for n in names if (meta := registry.known_meta(n)) is not None and meta.pinned]
+    return [n for n in names if n in policy]
+
+
 class Preloader:
     """Loads the chosen contexts in the background and tells whether the start-up load is done."""
 
@@ -85,13 +96,7 @@ class Preloader:
 
     def wanted(self, names: list[str]) -> list[str]:
         """The given unloaded contexts that the policy preloads."""
-        if self.policy == "none":
-            return []
-        if self.policy == "all":
-            return names
-        if self.policy == "pinned":
-            return [n for n in names if (meta := self.registry.known_meta(n)) is not None and meta.pinned]
-        return [n for n in names if n in self.policy]
+        return wanted_names(self.registry, self.policy, names)
 
     def start(self) -> None:
         """Begin the start-up load; later catch-ups that find new contexts load them too."""

@@ -129,8 +129,8 @@ class Registry:
             if rows and oldest > seq + 1:
                 return False
             whats = [what for at, cid, what in rows if cid == ctx.cid and at <= self._applied]
-            if any(w.get("deleted") for w in whats):
-                return False
+            if any(w.get(k) for w in whats for k in ("deleted", "renamed", "reload")):
+                return False  # dropped, renamed or rebuilt whole since it was read: load it afresh
             if whats:
                 self._apply(ctx, whats)
         self._loaded[ctx.name] = ctx

@@ -173,12 +173,15 @@ def test_ready_after_the_load_json_logs_and_one_line_per_request(
     assert ORIGIN not in server.err.read_text()
 
 
+@pytest.mark.parametrize("start", ["fork", "exec"])
 def test_two_workers_load_before_ready_and_follow_new_contexts(
-    corpus_dir: Path, tmp_path: Path, serving: list[Serving]
+    corpus_dir: Path, tmp_path: Path, serving: list[Serving], start: str
 ) -> None:
-    server = Serving(corpus_dir, tmp_path, TAGURU_WORKERS="2")
+    server = Serving(corpus_dir, tmp_path, TAGURU_WORKERS="2", TAGURU_WORKER_START=start)
     serving.append(server)
-    server.wait_ready()  # one worker is ready; the 503s and 200s of both are checked against their loads below
+    seen = server.wait_ready()  # one worker is ready; the 503s and 200s of both are checked against their loads below
+    for status, body in seen[:-1]:  # from the supervisor while it loads (fork), or from a loading worker (exec)
+        assert status == 503 and json.loads(body)["error"].startswith("loading contexts into memory"), body
     deadline = time.monotonic() + 120
     while len({e.get("worker_pid") for e in server.events() if e["event"] == "contexts.ready"}) < 2:
         assert time.monotonic() < deadline, "the workers never finished loading"
@@ -188,12 +191,13 @@ def test_two_workers_load_before_ready_and_follow_new_contexts(
         assert status == 200 and elapsed < 5
 
     # a context made through one worker is loaded by the other in the background (change-log poll)
-    req = urllib.request.Request(server.url + "/contexts/later", data=b"{}", method="PUT")
+    later_name = f"later-{start}"  # the corpus is shared by the module's tests
+    req = urllib.request.Request(server.url + f"/contexts/{later_name}", data=b"{}", method="PUT")
     req.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status in (200, 201)
     deadline = time.monotonic() + 20
-    while not any(e["event"] == "context.loaded" and e["context"] == "later" for e in server.events()):
+    while not any(e["event"] == "context.loaded" and e["context"] == later_name for e in server.events()):
         assert time.monotonic() < deadline, "the other worker never loaded the new context"
         time.sleep(0.1)
     server.stop()
@@ -201,9 +205,15 @@ def test_two_workers_load_before_ready_and_follow_new_contexts(
     assert server.out.read_text().splitlines() == [f"listening on 127.0.0.1:{server.port}"]
     events = server.events()
     _ready_lines_follow_the_load(events)
-    later = [e for e in events if e["event"] == "context.loaded" and e["context"] == "later"]
+    later = [e for e in events if e["event"] == "context.loaded" and e["context"] == later_name]
     assert "request_id" not in later[0]  # loaded by the background follower, not inside a request
-    assert len({e["worker_pid"] for e in events if e["event"] == "context.loaded" and e["context"] == "bench"}) == 2
+    bench = [e for e in events if e["event"] in ("context.loaded", "context.inherited") and e["context"] == "bench"]
+    if start == "exec":  # each worker loads it
+        assert [e["event"] for e in bench] == ["context.loaded"] * 2 and len({e["worker_pid"] for e in bench}) == 2
+    else:  # the supervisor loads it once, before any worker exists; both workers inherit it
+        assert bench[0]["event"] == "context.loaded" and "worker_pid" not in bench[0]
+        assert [e["event"] for e in bench[1:]] == ["context.inherited"] * 2
+        assert len({e["worker_pid"] for e in bench[1:]}) == 2
     assert "server.stopped" in [e["event"] for e in events]
 
 

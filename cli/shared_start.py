@@ -1,0 +1,135 @@
+"""`--workers N` with one load: the supervisor loads the contexts, then forks the workers, which share them.
+
+Each worker used to load every context itself, so N workers held N copies. Now the supervisor
+loads the contexts `TAGURU_PRELOAD` names once (their BM25 indexes mapped from their files),
+freezes them out of the garbage collector, closes its store connection, and forks the workers:
+each starts with the contexts in memory (copy-on-write: a page is copied only when a worker
+writes to it, and the frozen objects are never re-scanned by a collection), opens its own store
+connection, and applies what the change log holds beyond the position the supervisor read at
+(`Registry.adopt`), so a worker started later (a replacement for one that died) is current too.
+
+While the supervisor loads, it answers on the address itself: `/live` 200, `/ready` and every
+other request 503 `unhealthy` ("loading contexts into memory", `Retry-After: 1`), so probes see
+the same answers as a single process's. It stops answering before the first fork (no thread
+crosses a fork).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("taguru.workers")
+
+# (context, change-log position read before it) the supervisor loaded; a forked worker adopts them
+INHERITED: list[tuple[Any, int]] = []
+
+
+class _Probes(ThreadingHTTPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+    loaded = 0
+    expected = 0
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
+
+
+class _Answer(BaseHTTPRequestHandler):
+    server: _Probes
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self) -> None:
+        started = time.perf_counter()
+        if self.path.split("?", 1)[0] == "/live":
+            self._send(200, b"ok", "text/plain; charset=utf-8")
+            return
+        message = f"loading contexts into memory: {self.server.loaded} loaded, {self.server.expected} to preload"
+        body = {"status": "error", "code": "unhealthy", "error": message, "time": time.perf_counter() - started}
+        self._send(503, json.dumps(body).encode(), "application/json; charset=utf-8", {"Retry-After": "1"})
+
+    def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.close_connection = True
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        return  # the start-up answers are not logged one by one
+
+
+def load_before_fork(settings: Any, host: str, port: int) -> None:
+    """Load the contexts the preload policy names into INHERITED, answering probes meanwhile."""
+    from taguru_server.server.app import open_registry
+    from taguru_server.server.preload import index_fields, wanted_names
+
+    probes = _Probes((host, port), _Answer)
+    serving = threading.Thread(target=probes.serve_forever, name="taguru-start-probes", daemon=True)
+    serving.start()
+    try:
+        registry = open_registry(settings)
+        try:
+            names = wanted_names(registry, settings.preload, registry.unloaded_names())
+            probes.expected = len(names)
+            log.info("contexts.loading", contexts=len(names), preload=settings.preload, shared_by_workers=True)
+            began = time.perf_counter()
+            for name in names:
+                started = time.perf_counter()
+                try:
+                    read = registry.read_context(name)
+                except Exception as exc:  # the workers load it themselves (and report an unreadable store)
+                    log.error("context.load_failed", context=name, error_type=type(exc).__name__)
+                    continue
+                if read is None:
+                    continue
+                INHERITED.append(read)
+                probes.loaded += 1
+                ctx = read[0]
+                log.info(
+                    "context.loaded",
+                    context=name,
+                    duration_ms=round((time.perf_counter() - started) * 1000, 1),
+                    concepts=len(ctx.concepts),
+                    associations=len(ctx.e_s),
+                    **index_fields(ctx.index_restored),
+                )
+            took = round((time.perf_counter() - began) * 1000, 1)
+            log.info("contexts.ready", contexts=len(INHERITED), duration_ms=took)
+        finally:
+            registry.close()
+    finally:
+        probes.shutdown()
+        probes.server_close()
+        serving.join()
+    gc.collect()
+    gc.freeze()  # the workers inherit these objects: no collection of theirs writes to (copies) their pages
+
+
+def adopt_inherited(registry: Any) -> None:
+    """In a forked worker: hold the contexts the supervisor loaded, brought up to date from the change log."""
+    worker_log = structlog.get_logger("taguru.preload")  # this process's logging (the module's was the supervisor's)
+    for ctx, seq in INHERITED:
+        started = time.perf_counter()
+        if registry.adopt(ctx, seq):
+            worker_log.info(
+                "context.inherited",
+                context=ctx.name,
+                duration_ms=round((time.perf_counter() - started) * 1000, 1),
+                from_change=seq,
+            )
