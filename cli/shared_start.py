@@ -117,7 +117,6 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
         probes.shutdown()
         probes.server_close()
         serving.join()
-    gc.collect()
     gc.freeze()  # the workers inherit these objects: no collection of theirs writes to (copies) their pages
 
 

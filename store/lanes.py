@@ -703,13 +703,30 @@ def _reach_rest(g: _ActivationGraph, st: _Bands, decay: float, reach: float) -> 
 def _scored_total(g: _ActivationGraph, settled: np.ndarray, best: np.ndarray, decay: float) -> int:
     """Live non-zero edges with a settled endpoint whose score is not zero."""
     if (FLOW_FLOOR * decay) * g.min_abs > 0:
-        return int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
+        return _touching(g, settled)
     # scores may underflow to zero: count them one by one
     s_in, o_in = settled[g.use_s], settled[g.use_o]
     hit = s_in | o_in
     es, eo = g.use_s[hit], g.use_o[hit]
     a_hi = np.maximum(np.where(s_in[hit], best[es], -1.0), np.where(o_in[hit], best[eo], -1.0))
     return int(np.count_nonzero((a_hi * decay) * g.use_abs[hit] > 0))
+
+
+def _touching(g: _ActivationGraph, settled: np.ndarray) -> int:
+    """Live non-zero edges with at least one settled endpoint.
+
+    Read from the settled nodes' adjacency when that is smaller than the edge list: every such
+    edge is listed once per settled endpoint (a self-loop once), so the edges listed twice, those
+    whose other end is settled too, are counted once."""
+    nodes = np.flatnonzero(settled)
+    deg = g.ptr[nodes + 1] - g.ptr[nodes]
+    listed = int(deg.sum())
+    if listed >= len(g.use_s):
+        return int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
+    idx = _ragged(g.ptr[nodes], deg)
+    other = g.other[idx]
+    twice = int(np.count_nonzero(settled[other] & (other != np.repeat(nodes, deg))))
+    return listed - twice // 2
 
 
 def _strongest_matches(

@@ -1021,3 +1021,20 @@ def test_kept_activations_follow_writes_and_aliases(seed: int) -> None:
         elif ctx.find_concept(s) is not None:
             ctx.remove_alias(CONCEPT, "an-alias")
             ctx.add_alias(CONCEPT, "an-alias", s)  # the same name now reaches another concept
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_edges_touching_the_settled_nodes_are_counted_from_their_adjacency_as_from_the_edge_list(seed: int) -> None:
+    """`_touching` reads the settled nodes' adjacency when that is shorter than the edge list: self-loops,
+    parallel edges and edges with both ends settled count once, as the scan of every edge counts them."""
+    rng = random.Random(seed)
+    ctx = _random_graph(rng, rng.randint(5, 60), rng.randint(10, 300), hubs=rng.randint(0, 2))
+    for _ in range(rng.randint(0, 5)):  # self-loops
+        c = ctx.concepts[rng.randrange(len(ctx.concepts))]
+        ctx.assert_association(c, "self", c, 1.0, None, None)
+    g = lanes._ActivationGraph(ctx)
+    for _ in range(30):
+        settled = np.zeros(len(ctx.concepts), dtype=bool)
+        settled[rng.sample(range(len(ctx.concepts)), rng.randint(0, len(ctx.concepts)))] = True
+        expected = int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
+        assert lanes._touching(g, settled) == expected
