@@ -16,7 +16,7 @@ from taguru_server.store.context import Context
 
 def activate_candidates(ctx: Context, anchors: tuple[str, ...], decay: float, limit: int) -> tuple[Candidate, ...]:
     """Activated edges, strongest first (the /activate lane itself), as graph_activate candidates."""
-    found = lanes.activation(ctx, list(anchors), decay, limit)
+    found = lanes.activation(ctx, list(anchors), decay, limit, total=False)  # evidence shows no total
     return tuple(association_candidate(ctx, m.edge, "graph_activate", i + 1) for i, m in enumerate(found.matches))
 
 
