@@ -577,7 +577,20 @@ def _outflows(g: _ActivationGraph, nodes: np.ndarray, ad: np.ndarray, reach: flo
 class _Bands:
     """The banded walk's state: activations, settle rounds, the frontier and the scored edges."""
 
-    __slots__ = ("best", "round_of", "queued", "stamp", "frontier", "cand_e", "cand_s", "cand_p", "heavy_at", "rnd")
+    __slots__ = (
+        "best",
+        "round_of",
+        "queued",
+        "stamp",
+        "frontier",
+        "cand_e",
+        "cand_s",
+        "cand_p",
+        "heavy_at",
+        "rnd",
+        "top",
+        "kth",
+    )
 
     def __init__(self, n: int, seeds: list[int]) -> None:
         self.best = np.zeros(n, dtype=np.float64)
@@ -592,6 +605,8 @@ class _Bands:
         self.cand_p: list[np.ndarray] = []
         self.heavy_at = 0
         self.rnd = 0
+        self.top = np.zeros(0, dtype=np.float64)  # the `limit` strongest scores so far
+        self.kth = 0.0  # the limit-th strongest score so far; 0 while fewer are scored (scores are > 0)
 
 
 def _seed_ids(ctx: Context, origins: list[str]) -> list[int]:
@@ -619,11 +634,20 @@ def _next_band(st: _Bands, decay: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _score_band(
-    g: _ActivationGraph, st: _Bands, band: np.ndarray, a_band: np.ndarray, ad: np.ndarray
+    g: _ActivationGraph, st: _Bands, band: np.ndarray, a_band: np.ndarray, ad: np.ndarray, limit: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Score every edge of the band where a band node is its first-settled endpoint; (neighbour, flow)."""
+    """Score every edge of the band where a band node is its first-settled endpoint; (neighbour, flow).
+
+    Once `limit` edges are scored, an entry whose score cannot reach the limit-th strongest so far
+    (which only grows) and whose flow cannot reach the floor changes nothing: a node's entries are
+    in |sum| descending order, so only a prefix of each is read (a hub's is usually short)."""
     starts = g.ptr[band]
-    lens = g.ptr[band + 1] - starts
+    if st.kth > 0.0:
+        need = np.minimum(st.kth / ad, (FLOW_FLOOR * g.total[band]) / ad) * (1.0 - 1e-9)
+        lvl = g.levels.searchsorted(need)
+        lens = g.key.searchsorted(band * g.n_levels + (g.n_levels - 1 - lvl), side="right") - starts
+    else:
+        lens = g.ptr[band + 1] - starts
     idx = _ragged(starts, lens)
     nodes = np.repeat(band, lens)
     other = g.other[idx]
@@ -637,6 +661,12 @@ def _score_band(
     st.cand_e.append(g.edge[idx][mine][keep])
     st.cand_s.append(sc[keep])
     st.cand_p.append(nodes[mine][keep])
+    merged = np.concatenate((st.top, st.cand_s[-1]))
+    if len(merged) > limit:
+        merged = np.partition(merged, len(merged) - limit)[len(merged) - limit :]
+    st.top = merged
+    if len(merged) >= limit:
+        st.kth = float(merged.min())
     return other, prod / np.repeat(g.total[band], lens)
 
 
@@ -661,10 +691,9 @@ def _scoring_done(ctx: Context, g: _ActivationGraph, st: _Bands, decay: float, l
     """Whether no later producer can reach the limit-th strength scored so far.
 
     Later activations are at most the frontier's max; unscored edges have no settled end."""
-    sc_all = np.concatenate(st.cand_s) if len(st.cand_s) > 1 else st.cand_s[0]
-    if len(sc_all) < limit:
+    if len(st.top) < limit:
         return False
-    kth = float(np.partition(sc_all, len(sc_all) - limit)[len(sc_all) - limit])
+    kth = st.kth
     heavy, round_of = g.heavy, st.round_of
     while st.heavy_at < len(heavy):
         e = int(heavy[st.heavy_at])
@@ -677,12 +706,7 @@ def _scoring_done(ctx: Context, g: _ActivationGraph, st: _Bands, decay: float, l
     fv = st.best[st.frontier]
     later = float(fv.max()) * decay * BAND_SLACK
     bound = max(float(((np.maximum(fv, later) * decay) * g.maxabs[st.frontier]).max()), (later * decay) * top_abs)
-    if bound < kth:
-        return True
-    st.cand_e = [np.concatenate(st.cand_e)] if len(st.cand_e) > 1 else st.cand_e
-    st.cand_p = [np.concatenate(st.cand_p)] if len(st.cand_p) > 1 else st.cand_p
-    st.cand_s = [sc_all]
-    return False
+    return bound < kth
 
 
 def _reach_rest(g: _ActivationGraph, st: _Bands, decay: float, reach: float) -> None:
@@ -801,7 +825,7 @@ def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int,
             band, a_band = _next_band(st, decay)
             ad = a_band * decay
             if scoring:
-                other, flow = _score_band(g, st, band, a_band, ad)
+                other, flow = _score_band(g, st, band, a_band, ad, limit)
             else:
                 other, flow = _outflows(g, band, ad, reach)
             _relax(st, other, flow)

@@ -1052,3 +1052,18 @@ def test_edges_touching_the_settled_nodes_are_counted_from_their_adjacency_as_fr
         settled[rng.sample(range(len(ctx.concepts)), rng.randint(0, len(ctx.concepts)))] = True
         expected = int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
         assert lanes._touching(g, settled) == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_activate_reads_only_the_prefix_of_a_hub_that_can_still_count(seed: int) -> None:
+    """Big hubs with many equal weights: once `limit` edges are scored, a node's entries that can
+    neither score into the top nor carry flow are skipped; ties at the limit-th score keep the
+    lower edge id as the heap walk does."""
+    rng = random.Random(9000 + seed)
+    ctx = _random_graph(rng, 1200, 12000, hubs=3)
+    for decay in (0.5, 0.9, 0.25):
+        for limit in (1, 3, 25):
+            origins = [f"c{rng.randrange(3)}"] if rng.random() < 0.7 else [f"c{rng.randrange(1200)}"]
+            plain = _bits(plain_activate(ctx, origins, decay, limit))
+            assert _matches_only(ctx, origins, decay, limit) == plain["matches"], (origins, decay, limit)
+            assert _bits(lanes.activate(ctx, origins, decay, limit)) == plain
