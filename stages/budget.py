@@ -93,6 +93,19 @@ def _measured(item: dict[str, Any], payload_key: str) -> tuple[dict[str, Any], R
     return out, raw, size, quarters
 
 
+REF_FLOOR_BYTES = len('{"source":"","paragraph":0}')  # one citation_refs entry, before its source id's bytes
+
+
+def _omit(omitted: list[Omission], unit: Unit) -> None:
+    reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
+    omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
+
+
+def refs_floor(unit: Unit, found: dict[tuple[str, int], Citation]) -> int:
+    """A lower bound of the unit's item bytes, from its citation_refs alone (a hub's edge has thousands)."""
+    return sum(REF_FLOOR_BYTES for member in unit.members for loc in member.locators if loc in found)
+
+
 def _built_unit(
     unit: Unit, found: dict[tuple[str, int], Citation]
 ) -> tuple[list[dict[str, Any]], list[RawJSON], int, int]:
@@ -137,18 +150,20 @@ def admit(
     for unit in tiered:
         if len(items) + len(unit.members) > max_items:
             # cannot fit whatever it costs: omitted without measuring (same outcome, less work)
-            reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
-            omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
+            _omit(omitted, unit)
+            continue
+        n_items = len(items) + len(unit.members)
+        if overhead(n_items) + item_bytes + refs_floor(unit, found) + overhead(len(committed)) + cite_bytes > max_bytes:
+            # the floor check below would refuse it whatever its other bytes: not built at all
+            _omit(omitted, unit)
             continue
         built, built_json, u_bytes, u_quarters = _built_unit(unit, found)
         new_cites: dict[tuple[str, int], tuple[int, int]] = {}
-        n_items = len(items) + len(built)
         floor_bytes = overhead(n_items) + item_bytes + u_bytes + overhead(len(committed)) + cite_bytes
         floor_quarters = overhead(n_items) + item_quarters + u_quarters + overhead(len(committed)) + cite_quarters
         if floor_bytes > max_bytes or tokens(floor_quarters) > max_tokens:
             # its new citations could only add bytes, tokens and array slots: it cannot fit
-            reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
-            omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
+            _omit(omitted, unit)
             continue
         for member in unit.members:
             for loc in member.locators:
@@ -167,8 +182,7 @@ def admit(
             committed.update(new_cites)
             cite_bytes, cite_quarters = c_bytes, c_quarters
         else:
-            reason = "contradiction_group_exceeds_budget" if len(unit.members) > 1 else "budget_exceeded"
-            omitted.extend(Omission(m.candidate_id, m.candidate.kind, reason) for m in unit.members)
+            _omit(omitted, unit)
     citations = tuple(citation_entry(loc, found[loc]) for loc in sorted(committed))
     n_items, n_cites = len(items), len(committed)
     used_bytes = overhead(n_items) + item_bytes + overhead(n_cites) + cite_bytes

@@ -13,20 +13,27 @@ from taguru_server.store import lanes
 from taguru_server.store.context import Context
 from taguru_server.store.lanes import Citation
 
-CITATION_CACHE_ENTRIES = 20_000  # looked-up locators kept per read version (`lanes.read_version`)
+# looked-up locators kept per read version (`lanes.read_version`): one evidence request over hub edges
+# wants up to ~20k of them, so a smaller cache would be cleared by every such request
+CITATION_CACHE_ENTRIES = 250_000
 
 
 def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[tuple[str, int], Citation]:
-    """Every wanted (source, paragraph) that exists, visited sorted; unknown ones are skipped."""
-    wanted = sorted({loc for c in candidates for loc in c.locators})
+    """Every wanted (source, paragraph) that exists, in first-wanted order; unknown ones are skipped."""
     found: dict[tuple[str, int], Citation] = {}
+    missing: set[tuple[str, int]] = set()
     known = lanes.versioned_cache(ctx, "citations", CITATION_CACHE_ENTRIES)
-    for loc in wanted:
-        citation = known.get(loc)
-        if citation is None:
-            citation = known[loc] = lanes.find_citation(ctx, loc[0], loc[1])
-        if isinstance(citation, Citation):
-            found[loc] = citation
+    for cand in candidates:
+        for loc in cand.locators:
+            if loc in found or loc in missing:
+                continue
+            citation = known.get(loc)
+            if citation is None:
+                citation = known[loc] = lanes.find_citation(ctx, loc[0], loc[1])
+            if isinstance(citation, Citation):
+                found[loc] = citation
+            else:
+                missing.add(loc)
     return found
 
 

@@ -92,3 +92,32 @@ def test_citation_json_is_the_wire_serialization() -> None:
         Citation('q"\\\n\x01é', "s", "章", Locator("page", "3")),
     ):
         assert citation_json(("s.md", 7), citation) == dumps(citation_entry(("s.md", 7), citation))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_refs_floor_never_exceeds_an_items_bytes_and_the_shortcut_changes_no_outcome(seed: int) -> None:
+    """A unit refused on its citation_refs alone (never built) is one the built-item floor check would
+    refuse too: the floor is below the built bytes, and the walk's outcome equals one without it."""
+    import random
+
+    from taguru_server.stages import budget
+
+    rng = random.Random(seed)
+    sources = ["s.md", "長い名前の資料/第三章.md", "a", "x/" * 20 + "y.md"]
+    found = {(s, p): Citation(f"{s}:{p}", s, None, None) for s in sources for p in range(40) if rng.random() < 0.7}
+    units = []
+    for rank in range(1, 40):
+        n = rng.choice([0, 1, 3, 30, 200, 2000])
+        locs = tuple(sorted({(rng.choice(sources), rng.randrange(45)) for _ in range(n)}))
+        units.append(Unit((_assoc(f"o{rank}", rank, locators=locs),)))
+        built = budget._built_unit(units[-1], found)
+        assert budget.refs_floor(units[-1], found) <= built[2]
+    for max_bytes in (300, 2_000, 20_000, 200_000):
+        got = admit(tuple(units), found, (), 40, max_bytes, 10**9)
+        floor = budget.refs_floor
+        try:
+            budget.refs_floor = lambda unit, found: 0  # the walk without the shortcut
+            want = admit(tuple(units), found, (), 40, max_bytes, 10**9)
+        finally:
+            budget.refs_floor = floor
+        assert got == want
