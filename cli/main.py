@@ -199,7 +199,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             from taguru_server.cli.workers import supervise
 
             shared = settings if settings.worker_start == "fork" else None
-            return supervise(host, port, workers, args.config, settings.data_dir, shared)
+            return supervise(host, port, workers, args.config, settings.data_dir, shared, main)
         try:
             asyncio.run(run(registry))
         except ListenFailed as exc:

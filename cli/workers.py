@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -88,6 +89,7 @@ class Supervisor:
         self.stopping = False
         self.fork = fork  # fork from this process (sharing what it loaded) rather than start a new interpreter
         self.reserved: socket.socket | None = None
+        self.entry: Callable[[list[str]], int] | None = None  # the command's main, run by a forked worker
 
     def spawn(self, i: int) -> None:
         self.started[i] = time.monotonic()
@@ -112,9 +114,8 @@ class Supervisor:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)  # as a started worker's stdout: the listening line is the supervisor's alone
             os.environ["TAGURU_ADDR"] = self.env["TAGURU_ADDR"]
-            from taguru_server.cli.main import main
-
-            code = main(self.cmd[3:])
+            assert self.entry is not None
+            code = self.entry(self.cmd[3:])
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException as exc:  # never back into the supervisor's loop
@@ -157,10 +158,19 @@ class Supervisor:
         return 0
 
 
-def supervise(host: str, port: int, workers: int, config: str | None, data_dir: str, settings: Any = None) -> int:
+def supervise(
+    host: str,
+    port: int,
+    workers: int,
+    config: str | None,
+    data_dir: str,
+    settings: Any = None,
+    entry: Callable[[list[str]], int] | None = None,
+) -> int:
     """Bind, print the listening line, run the workers until SIGTERM/SIGINT; returns the exit code.
 
-    With `settings`, the contexts are loaded here first and the workers forked (`cli/shared_start.py`)."""
+    With `settings` and `entry` (the command's main), the contexts are loaded here first and the
+    workers forked, each running `entry` as a worker (`cli/shared_start.py`)."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -171,11 +181,12 @@ def supervise(host: str, port: int, workers: int, config: str | None, data_dir: 
         print(f"taguru: {listen_failure(f'{host}:{port}', exc)}", file=sys.stderr)
         return 1
     bound = sock.getsockname()
-    supervisor = Supervisor(f"{bound[0]}:{bound[1]}", workers, config, fork=settings is not None)
+    supervisor = Supervisor(f"{bound[0]}:{bound[1]}", workers, config, fork=settings is not None and entry is not None)
     supervisor.reserved = sock
+    supervisor.entry = entry
     signal.signal(signal.SIGTERM, supervisor.stop)
     signal.signal(signal.SIGINT, supervisor.stop)
-    if settings is not None:
+    if supervisor.fork:
         from taguru_server.cli.shared_start import load_before_fork
 
         def interrupt(*_args: Any) -> None:
