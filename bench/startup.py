@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start", default="fork", help="TAGURU_WORKER_START for runs with several workers: fork, exec")
     ap.add_argument("--modes", default="rebuild,first,reused")
     ap.add_argument("--context", default="bench")
+    ap.add_argument("--origins", default=None, help="comma-separated evidence origins (default: from queries.json)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     base = Path(args.reuse)
@@ -169,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     if queries.exists():
         pairs = json.loads(queries.read_text(encoding="utf-8")).get("pairs", [])
         origins = [p[0] for p in pairs[:3]] or origins
+    if args.origins:
+        origins = args.origins.split(",")
     rows = [
         run_once(data, int(n), mode, args.context, origins, start)
         for n in args.workers.split(",")
