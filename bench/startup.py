@@ -13,7 +13,8 @@ For each mode, in one run on the same store:
 `taguru serve` is started on the data dir (`store/` under `--reuse`, or the directory itself),
 `/ready` polled every 0.1 s while the memory of the server's process tree is sampled every 0.1 s
 (RSS summed, and PSS: shared pages divided among the processes that map them), then three evidence
-requests are timed, and after 2 s the steady memory is read. Prints a table and writes the
+requests are timed, `--requests N` more are sent (origins cycled: what a forked worker's private
+pages grow with), and after 2 s the steady memory is read. Prints a table and writes the
 figures as JSON (`--json`).
 """
 
@@ -87,7 +88,9 @@ def _evidence(url: str, context: str, origin: str) -> tuple[int, float]:
     return status, (time.perf_counter() - started) * 1000
 
 
-def run_once(data: Path, workers: int, index: str, context: str, origins: list[str], start: str) -> dict[str, Any]:
+def run_once(
+    data: Path, workers: int, index: str, context: str, origins: list[str], start: str, requests: int = 0
+) -> dict[str, Any]:
     port = 20000 + os.getpid() % 20000
     env = dict(os.environ, TAGURU_DATA_DIR=str(data), TAGURU_ADDR=f"127.0.0.1:{port}", TAGURU_LOG_FORMAT="json")
     env["TAGURU_WORKERS"] = str(workers)
@@ -131,6 +134,8 @@ def run_once(data: Path, workers: int, index: str, context: str, origins: list[s
             else:
                 time.sleep(0.1)
         first = [_evidence(url, context, o) for o in origins[:3]]
+        for i in range(requests):  # then a stretch of traffic (what a worker's private pages grow with)
+            _evidence(url, context, origins[i % len(origins)])
         time.sleep(2.0)
         steady = _memory(proc.pid)
     finally:
@@ -161,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="rebuild,first,reused")
     ap.add_argument("--context", default="bench")
     ap.add_argument("--origins", default=None, help="comma-separated evidence origins (default: from queries.json)")
+    ap.add_argument("--requests", type=int, default=0, help="evidence requests sent after the first three")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     base = Path(args.reuse)
@@ -169,11 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     queries = base / "queries.json"
     if queries.exists():
         pairs = json.loads(queries.read_text(encoding="utf-8")).get("pairs", [])
-        origins = [p[0] for p in pairs[:3]] or origins
+        origins = [p[0] for p in pairs] or origins
     if args.origins:
         origins = args.origins.split(",")
     rows = [
-        run_once(data, int(n), mode, args.context, origins, start)
+        run_once(data, int(n), mode, args.context, origins, start, args.requests)
         for n in args.workers.split(",")
         for start in (args.start.split(",") if n != "1" else ["fork"])
         for mode in args.modes.split(",")
