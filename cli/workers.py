@@ -43,6 +43,20 @@ def worker_command(workers: int, config: str | None) -> list[str]:
     return cmd + (["--config", config] if config else [])
 
 
+def _die_with_parent(parent: int) -> None:
+    """In a worker: be sent SIGTERM when the supervisor dies, even by SIGKILL (Linux), so no worker
+    outlives it holding the address and the store; exit at once if it is already gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
 class Forked:
     """A forked worker, watched like a `subprocess.Popen`."""
 
@@ -93,13 +107,17 @@ class Supervisor:
 
     def spawn(self, i: int) -> None:
         self.started[i] = time.monotonic()
+        parent = os.getpid()
         if not self.fork:
-            self.procs[i] = subprocess.Popen(self.cmd, env=self.env, stdout=subprocess.DEVNULL)
+            self.procs[i] = subprocess.Popen(
+                self.cmd, env=self.env, stdout=subprocess.DEVNULL, preexec_fn=lambda: _die_with_parent(parent)
+            )
             return
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
+            _die_with_parent(parent)
             self._child()
         self.procs[i] = Forked(pid)
 

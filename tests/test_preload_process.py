@@ -282,3 +282,36 @@ def test_a_restart_reuses_the_persisted_index_and_never_trusts_a_damaged_one(
     assert answers == after_write
     server.stop()
     assert ORIGIN not in "".join((tmp_path / d / "stderr").read_text() for d in ("first", "second", "third", "fourth"))
+
+
+@pytest.mark.parametrize("start", ["fork", "exec"])
+def test_workers_do_not_outlive_a_killed_supervisor(
+    corpus_dir: Path, tmp_path: Path, serving: list[Serving], start: str
+) -> None:
+    import os
+
+    server = Serving(corpus_dir, tmp_path, TAGURU_WORKERS="2", TAGURU_WORKER_START=start)
+    serving.append(server)
+    server.wait_ready()
+    deadline = time.monotonic() + 60
+    while len(pids := {e["worker_pid"] for e in server.events() if e["event"] == "worker.ready"}) < 2:
+        assert time.monotonic() < deadline, "the workers never started"
+        time.sleep(0.05)
+    server.proc.kill()  # SIGKILL: the supervisor cannot ask them to stop
+    server.proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid) for pid in pids):
+        assert time.monotonic() < deadline, "a worker outlived its supervisor"
+        time.sleep(0.05)
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)  # not ours to reap; only its exit matters
+        except ChildProcessError:
+            pass
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
+    except (OSError, IndexError):
+        return "zombie"
