@@ -215,3 +215,20 @@ def test_the_file_format_round_trips_and_checks_every_array(tmp_path: Path) -> N
     assert not list(tmp_path.glob("*.tmp"))  # the staging file is gone
     with pytest.raises(IndexFileRejected, match="missing"):
         read_arrays(tmp_path / "nope")
+
+
+def test_an_index_dir_that_cannot_be_written_leaves_the_load_as_it_was(tmp_path: Path) -> None:
+    rnd = random.Random(8)
+    data = tmp_path / "store"
+    _write(data, lambda ctx: _fill(ctx, rnd, range(10)))
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the index directory should be", encoding="utf-8")
+    store = open_store(str(data), database_url_for(data))
+    store.index_dir = blocked
+    try:
+        ctx = Registry(store).get("c")
+    finally:
+        store.close()
+    assert ctx is not None and ctx.index_restored.outcome == "rebuilt"
+    assert "not saved" in ctx.index_restored.reason
+    _same(ctx, _load(data, index=False), rnd)
