@@ -77,7 +77,7 @@ class _Answer(BaseHTTPRequestHandler):
 def load_before_fork(settings: Any, host: str, port: int) -> None:
     """Load the contexts the preload policy names into INHERITED, answering probes meanwhile."""
     from taguru_server.server.app import open_registry
-    from taguru_server.server.preload import index_fields, wanted_names
+    from taguru_server.server.preload import log_loaded, wanted_names
 
     probes = _Probes((host, port), _Answer)
     serving = threading.Thread(target=probes.serve_forever, name="taguru-start-probes", daemon=True)
@@ -100,15 +100,7 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
                     continue
                 INHERITED.append(read)
                 probes.loaded += 1
-                ctx = read[0]
-                log.info(
-                    "context.loaded",
-                    context=name,
-                    duration_ms=round((time.perf_counter() - started) * 1000, 1),
-                    concepts=len(ctx.concepts),
-                    associations=len(ctx.e_s),
-                    **index_fields(ctx.index_restored),
-                )
+                log_loaded(log, read[0], started)
             took = round((time.perf_counter() - began) * 1000, 1)
             log.info("contexts.ready", contexts=len(INHERITED), duration_ms=took)
         finally:

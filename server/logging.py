@@ -188,7 +188,9 @@ def configure_logging(
     structlog.configure(
         processors=[*shared, _exc_by_type, _renderer(fmt)],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # one write per line (print() writes the line and its newline separately, and stderr to a file is
+        # write-through: lines of processes sharing it, workers above all, could interleave)
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=final,
     )
     _route_stdlib(level, fmt, shared)

@@ -28,6 +28,18 @@ FOLLOW_SECS = 1.0
 T = TypeVar("T")
 
 
+def log_loaded(logger: Any, ctx: Any, started: float) -> None:
+    """The `context.loaded` line: name, duration, counts, and what the load took from the persisted index."""
+    logger.info(
+        "context.loaded",
+        context=ctx.name,
+        duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        concepts=len(ctx.concepts),
+        associations=len(ctx.e_s),
+        **index_fields(ctx.index_restored),
+    )
+
+
 def index_fields(restored: Any) -> dict[str, Any]:
     """What the load took from the persisted BM25 index (none when indexes are not kept)."""
     if restored is None:
@@ -205,15 +217,7 @@ class Preloader:
                 return 0
             if read is None or not self.registry.adopt(*read):
                 return 0
-            ctx = read[0]
-            log.info(
-                "context.loaded",
-                context=name,
-                duration_ms=round((time.perf_counter() - started) * 1000, 1),
-                concepts=len(ctx.concepts),
-                associations=len(ctx.e_s),
-                **index_fields(ctx.index_restored),
-            )
+            log_loaded(log, read[0], started)
             pending = self.loading.pop(name, None)
             if pending is not None and not pending.done():
                 pending.set_result(None)
