@@ -240,6 +240,7 @@ def _answers(url: str) -> list[Any]:
     return [*out, body]
 
 
+@pytest.mark.sqlite_only  # the store is copied as files; tests/test_index_files.py runs the same logic on both backends
 def test_a_restart_reuses_the_persisted_index_and_never_trusts_a_damaged_one(
     corpus_dir: Path, tmp_path: Path, serving: list[Serving]
 ) -> None:
