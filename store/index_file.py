@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import socket
 import struct
 import zlib
 from collections.abc import Mapping
@@ -62,7 +63,8 @@ def write_arrays(path: Path, header: Mapping[str, Any], arrays: Mapping[str, np.
     body = json.dumps({**header, "arrays": layout}, sort_keys=True, ensure_ascii=True).encode("ascii")
     start = -(-(_PREFIX.size + len(body)) // ALIGN) * ALIGN
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # a name no other writer uses, also with several hosts on one shared directory
+    staging = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
     try:
         with open(staging, "wb") as f:
             f.write(_PREFIX.pack(MAGIC, len(body), _crc(body)))

@@ -42,6 +42,24 @@ def test_log_and_preload_settings() -> None:
         load_settings({**base, "TAGURU_PRELOAD": " , "})
 
 
+def test_worker_start_and_index_dir_settings() -> None:
+    from pathlib import Path
+
+    from taguru_server.server.config import index_dir_for
+
+    base = {"TAGURU_DATA_DIR": "/srv/taguru"}
+    settings = load_settings(base)
+    assert settings.worker_start == "fork" and index_dir_for(settings) == Path("/srv/taguru/indexes")
+    assert load_settings({**base, "TAGURU_WORKER_START": " Exec "}).worker_start == "exec"
+    with pytest.raises(ConfigError, match="TAGURU_WORKER_START must be 'fork' or 'exec'"):
+        load_settings({**base, "TAGURU_WORKER_START": "spawn"})
+    assert index_dir_for(load_settings({**base, "TAGURU_INDEX_DIR": "off"})) is None
+    assert index_dir_for(load_settings({**base, "TAGURU_INDEX_DIR": "/var/cache/tg"})) == Path("/var/cache/tg")
+    postgres = {**base, "TAGURU_DATABASE_URL": "postgresql://h/db"}
+    assert index_dir_for(load_settings(postgres)) is None  # each host names its own, or none is kept
+    assert index_dir_for(load_settings({**postgres, "TAGURU_INDEX_DIR": "/var/cache/tg"})) == Path("/var/cache/tg")
+
+
 @pytest.mark.anyio
 async def test_ready_is_503_until_the_contexts_are_loaded_and_calls_wait_for_the_load(settings_factory) -> None:
     settings = settings_factory()
