@@ -32,15 +32,35 @@ log = structlog.get_logger("taguru.workers")
 INHERITED: list[tuple[Any, int]] = []
 
 
-class _Probes(ThreadingHTTPServer):
-    allow_reuse_address = True
-    daemon_threads = True
+class _Progress:
+    """How far the supervisor's load is (what a loading `/ready` says)."""
+
     loaded = 0
     expected = 0
 
-    def server_bind(self) -> None:
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        super().server_bind()
+
+class _Probes(ThreadingHTTPServer):
+    daemon_threads = True
+    progress = _Progress()
+
+
+def _probes(host: str, port: int, progress: _Progress) -> _Probes | None:
+    """A server for the start-up answers on the workers' address (bound as a worker binds it), or None."""
+    try:
+        if not host and socket.has_dualstack_ipv6():
+            sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=True)
+        else:
+            family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+            sock = socket.create_server((host, port), family=family, reuse_port=True)
+    except OSError as exc:  # the workers will bind it; meanwhile nobody answers
+        log.warning("startup_probes.unavailable", error_type=type(exc).__name__)
+        return None
+    server = _Probes((host, port), _Answer, bind_and_activate=False)
+    server.socket.close()
+    server.socket = sock
+    server.server_address = sock.getsockname()
+    server.progress = progress
+    return server
 
 
 class _Answer(BaseHTTPRequestHandler):
@@ -52,7 +72,8 @@ class _Answer(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] == "/live":
             self._send(200, b"ok", "text/plain; charset=utf-8")
             return
-        message = f"loading contexts into memory: {self.server.loaded} loaded, {self.server.expected} to preload"
+        progress = self.server.progress
+        message = f"loading contexts into memory: {progress.loaded} loaded, {progress.expected} to preload"
         body = {"status": "error", "code": "unhealthy", "error": message, "time": time.perf_counter() - started}
         self._send(503, json.dumps(body).encode(), "application/json; charset=utf-8", {"Retry-After": "1"})
 
@@ -79,14 +100,17 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
     from taguru_server.server.app import open_registry
     from taguru_server.server.preload import log_loaded, wanted_names
 
-    probes = _Probes((host, port), _Answer)
-    serving = threading.Thread(target=probes.serve_forever, name="taguru-start-probes", daemon=True)
-    serving.start()
+    counts = _Progress()
+    probes = _probes(host, port, counts)
+    serving = None
+    if probes is not None:
+        serving = threading.Thread(target=probes.serve_forever, name="taguru-start-probes", daemon=True)
+        serving.start()
     try:
         registry = open_registry(settings)
         try:
             names = wanted_names(registry, settings.preload, registry.unloaded_names())
-            probes.expected = len(names)
+            counts.expected = len(names)
             log.info("contexts.loading", contexts=len(names), preload=settings.preload, shared_by_workers=True)
             began = time.perf_counter()
             for name in names:
@@ -99,16 +123,17 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
                 if read is None:
                     continue
                 INHERITED.append(read)
-                probes.loaded += 1
+                counts.loaded += 1
                 log_loaded(log, read[0], started)
             took = round((time.perf_counter() - began) * 1000, 1)
             log.info("contexts.ready", contexts=len(INHERITED), duration_ms=took)
         finally:
             registry.close()
     finally:
-        probes.shutdown()
-        probes.server_close()
-        serving.join()
+        if probes is not None and serving is not None:
+            probes.shutdown()
+            probes.server_close()
+            serving.join()
     gc.freeze()  # the workers inherit these objects: no collection of theirs writes to (copies) their pages
 
 
