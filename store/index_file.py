@@ -19,6 +19,7 @@ import mmap
 import os
 import socket
 import struct
+import time
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,6 +64,7 @@ def write_arrays(path: Path, header: Mapping[str, Any], arrays: Mapping[str, np.
     body = json.dumps({**header, "arrays": layout}, sort_keys=True, ensure_ascii=True).encode("ascii")
     start = -(-(_PREFIX.size + len(body)) // ALIGN) * ALIGN
     path.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(path)
     # a name no other writer uses, also with several hosts on one shared directory
     staging = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
     try:
@@ -82,6 +84,20 @@ def write_arrays(path: Path, header: Mapping[str, Any], arrays: Mapping[str, np.
         staging.unlink(missing_ok=True)
     _sync_dir(path.parent)
     return written
+
+
+STALE_STAGING_SECS = 3600.0
+
+
+def _sweep_stale(path: Path) -> None:
+    """Remove staging files of `path` a writer killed mid-write left behind (an hour old: no live writer's)."""
+    now = time.time()
+    for staging in path.parent.glob(f"{path.name}.*.tmp"):
+        try:
+            if now - staging.stat().st_mtime > STALE_STAGING_SECS:
+                staging.unlink()
+        except OSError:
+            continue
 
 
 def _sync_dir(directory: Path) -> None:

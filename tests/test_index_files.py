@@ -232,3 +232,17 @@ def test_an_index_dir_that_cannot_be_written_leaves_the_load_as_it_was(tmp_path:
     assert ctx is not None and ctx.index_restored.outcome == "rebuilt"
     assert "not saved" in ctx.index_restored.reason
     _same(ctx, _load(data, index=False), rnd)
+
+
+def test_a_staging_file_left_by_a_killed_writer_is_swept_once_stale(tmp_path: Path) -> None:
+    import os
+    import time
+
+    path = tmp_path / "ctx-1.bm25"
+    old = tmp_path / "ctx-1.bm25.elsewhere.123.tmp"
+    fresh = tmp_path / "ctx-1.bm25.elsewhere.456.tmp"  # maybe another host writing right now
+    for f in (old, fresh):
+        f.write_bytes(b"half a file")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    write_arrays(path, {"kind": "t"}, {"a": np.arange(3)})
+    assert not old.exists() and fresh.exists() and read_arrays(path)[0] == {"kind": "t"}
