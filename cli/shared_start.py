@@ -17,7 +17,6 @@ crosses a fork).
 from __future__ import annotations
 
 import gc
-import json
 import socket
 import threading
 import time
@@ -25,6 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import structlog
+
+from taguru_server.server.errors import error_body
+from taguru_server.store.errors import ApiError
+from taguru_server.store.wire import dumps_bytes
 
 log = structlog.get_logger("taguru.workers")
 
@@ -74,8 +77,8 @@ class _Answer(BaseHTTPRequestHandler):
             return
         progress = self.server.progress
         message = f"loading contexts into memory: {progress.loaded} loaded, {progress.expected} to preload"
-        body = {"status": "error", "code": "unhealthy", "error": message, "time": time.perf_counter() - started}
-        self._send(503, json.dumps(body).encode(), "application/json; charset=utf-8", {"Retry-After": "1"})
+        body = dumps_bytes(error_body(ApiError("unhealthy", message), time.perf_counter() - started))
+        self._send(503, body, "application/json; charset=utf-8", {"Retry-After": "1"})  # as a loading worker says
 
     def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
