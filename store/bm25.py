@@ -372,7 +372,10 @@ class Bm25Index:
             if bound < kth:
                 break
             scores = None
-        if cand is None:
+        dense_top = allowed_sources is None and total_postings * 2 > len(self.doc_alive)
+        if cand is None and dense_top and all(e[2] > 0.0 for e in entries):
+            cand, scores = _dense_top(entries, len(self.doc_alive), limit)
+        elif cand is None:
             docs, sc = _dense(entries, len(self.doc_alive))
             if allowed_sources is not None:
                 keep = allowed_sources[src[docs]]
@@ -411,6 +414,25 @@ def _exact(entries: list[tuple[np.ndarray, np.ndarray, float]], cand: np.ndarray
         found = docs[pos] == cand
         scores += np.where(found, c[pos], ZERO)
     return scores
+
+
+def _dense_top(
+    entries: list[tuple[np.ndarray, np.ndarray, float]], n_docs: int, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The documents `_dense` would give whose score is at least the limit-th best (ties kept), and their scores.
+
+    Every contribution is positive here, so a document holds a query term exactly when its score is
+    not zero: no hit mask, and the selection runs on the score array itself."""
+    scores = np.zeros(n_docs, dtype=F)
+    for docs, c, _ub in entries:
+        scores[docs] += c
+    if n_docs > limit:
+        kth = np.partition(scores, n_docs - limit)[n_docs - limit]
+        if kth > ZERO:
+            docs = np.flatnonzero(scores >= kth)
+            return docs, scores[docs]
+    docs = np.flatnonzero(scores)
+    return docs, scores[docs]
 
 
 def _dense(entries: list[tuple[np.ndarray, np.ndarray, float]], n_docs: int) -> tuple[np.ndarray, np.ndarray]:
