@@ -372,15 +372,8 @@ class Bm25Index:
             if bound < kth:
                 break
             scores = None
-        dense_top = allowed_sources is None and total_postings * 2 > len(self.doc_alive)
-        if cand is None and dense_top and all(e[2] > 0.0 for e in entries):
-            cand, scores = _dense_top(entries, len(self.doc_alive), limit)
-        elif cand is None:
-            docs, sc = _dense(entries, len(self.doc_alive))
-            if allowed_sources is not None:
-                keep = allowed_sources[src[docs]]
-                docs, sc = docs[keep], sc[keep]
-            cand, scores = docs, sc
+        if cand is None:
+            cand, scores = self._scored_densely(entries, limit, allowed_sources, total_postings)
         elif scores is None:
             scores = _exact(entries, cand)
         if len(cand) == 0:
@@ -391,6 +384,24 @@ class Bm25Index:
             cand, scores = cand[keep], scores[keep]
         idx = np.lexsort((self._par[cand], source_rank[src[cand]], -scores))[:limit]
         return list(zip(cand[idx].tolist(), scores[idx].tolist(), strict=False))
+
+    def _scored_densely(
+        self,
+        entries: list[tuple[np.ndarray, np.ndarray, float]],
+        limit: int,
+        allowed_sources: np.ndarray | None,
+        total_postings: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every posting scored: the allowed documents holding a query term (or, when the postings
+        cover most documents, just those at or above the limit-th score) with their scores."""
+        n_docs = len(self.doc_alive)
+        if allowed_sources is None and total_postings * 2 > n_docs and all(e[2] > 0.0 for e in entries):
+            return _dense_top(entries, n_docs, limit)
+        docs, sc = _dense(entries, n_docs)
+        if allowed_sources is not None:
+            keep = allowed_sources[self._src[docs]]
+            docs, sc = docs[keep], sc[keep]
+        return docs, sc
 
 
 def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
