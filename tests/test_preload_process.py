@@ -173,13 +173,20 @@ def test_ready_after_the_load_json_logs_and_one_line_per_request(
     assert ORIGIN not in server.err.read_text()
 
 
+def _two_workers(
+    corpus_dir: Path, tmp_path: Path, serving: list[Serving], start: str
+) -> tuple[Serving, list[tuple[int, bytes]]]:
+    """`--workers 2` in the given start mode, polled until one worker is ready; also every `/ready` answer."""
+    server = Serving(corpus_dir, tmp_path, TAGURU_WORKERS="2", TAGURU_WORKER_START=start)
+    serving.append(server)
+    return server, server.wait_ready()
+
+
 @pytest.mark.parametrize("start", ["fork", "exec"])
 def test_two_workers_load_before_ready_and_follow_new_contexts(
     corpus_dir: Path, tmp_path: Path, serving: list[Serving], start: str
 ) -> None:
-    server = Serving(corpus_dir, tmp_path, TAGURU_WORKERS="2", TAGURU_WORKER_START=start)
-    serving.append(server)
-    seen = server.wait_ready()  # one worker is ready; the 503s and 200s of both are checked against their loads below
+    server, seen = _two_workers(corpus_dir, tmp_path, serving, start)
     for status, body in seen[:-1]:  # from the supervisor while it loads (fork), or from a loading worker (exec)
         assert status == 503 and json.loads(body)["error"].startswith("loading contexts into memory"), body
     deadline = time.monotonic() + 120
@@ -291,9 +298,7 @@ def test_workers_do_not_outlive_a_killed_supervisor(
 ) -> None:
     import os
 
-    server = Serving(corpus_dir, tmp_path, TAGURU_WORKERS="2", TAGURU_WORKER_START=start)
-    serving.append(server)
-    server.wait_ready()
+    server, _seen = _two_workers(corpus_dir, tmp_path, serving, start)
     deadline = time.monotonic() + 60
     while len(pids := {e["worker_pid"] for e in server.events() if e["event"] == "worker.ready"}) < 2:
         assert time.monotonic() < deadline, "the workers never started"
