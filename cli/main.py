@@ -323,7 +323,7 @@ def _input_files(paths: list[str]) -> list[Path]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from taguru_server.store.importer import ParseError, parse_stream
+    from taguru_server.store.importer import parse_stream
 
     if args.no_embed and args.url:
         print("taguru import: --no-embed cannot be combined with --url", file=sys.stderr)
@@ -339,11 +339,25 @@ def cmd_import(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         return _import_remote(args, files)
     parsed: list[tuple[Path, str, list[Any]]] = []
+
+    def parse(f: Path) -> None:
+        text = f.read_bytes().decode("utf-8")  # bytes: a lone \r must not become a line break
+        parsed.append((f, text, parse_stream(text)))
+
+    refusal = _validate_files(files, parse)
+    if refusal is not None:
+        return _finish(args, [], refusal)
+    return _import_offline(args, parsed)
+
+
+def _validate_files(files: list[Path], check: Callable[[Path], object]) -> str | None:
+    """Run `check` on every file, printing one line per refused file; the refusal text if any was refused."""
+    from taguru_server.store.importer import ParseError
+
     refused = 0
     for f in files:
         try:
-            text = f.read_bytes().decode("utf-8")  # bytes: a lone \r must not become a line break
-            parsed.append((f, text, parse_stream(text)))
+            check(f)
         except (OSError, UnicodeDecodeError, ParseError) as exc:
             refused += 1
             print(f"taguru import: {f.name}: {exc}", file=sys.stderr)
@@ -351,9 +365,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             refused += 1
             print(f"taguru import: {f.name}: a line holds a value the importer cannot read", file=sys.stderr)
     if refused:
-        msg = f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
-        return _finish(args, [], msg)
-    return _import_offline(args, parsed)
+        return f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
+    return None
 
 
 def _import_progress(args: argparse.Namespace, total: int) -> Any:
@@ -462,21 +475,16 @@ def _import_remote(args: argparse.Namespace, files: list[Path]) -> int:
     """Validate every file, then send each in stretches of whole batches: the client holds one
     stretch at a time (`cli/stream_import.py`), whatever the file's size."""
     from taguru_server.cli.stream_import import Budget, validate
-    from taguru_server.store.importer import ParseError
 
-    refused = 0
     total = 0
-    for f in files:
-        try:
-            total += validate(f, CHUNK_BUDGET)
-        except (OSError, UnicodeDecodeError, ParseError) as exc:
-            refused += 1
-            print(f"taguru import: {f.name}: {exc}", file=sys.stderr)
-        except (ArithmeticError, ValueError, RecursionError):
-            refused += 1
-            print(f"taguru import: {f.name}: a line holds a value the importer cannot read", file=sys.stderr)
-    if refused:
-        return _finish(args, [], f"{refused} of {len(files)} file(s) refused during validation; nothing was applied")
+
+    def count(f: Path) -> None:
+        nonlocal total
+        total += validate(f, CHUNK_BUDGET)
+
+    refusal = _validate_files(files, count)
+    if refusal is not None:
+        return _finish(args, [], refusal)
     client = TaguruClient(args.url, bearer_token(os.environ), timeout=IMPORT_TIMEOUT_SECS)
     path = "/import" + ("?dry_run=true" if args.dry_run else "")
     outcomes: list[Any] = []
