@@ -7,7 +7,11 @@ The tool class is passed in by `tools.py`, which owns it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from taguru_server.server.mcp.props import CONTEXT as _CONTEXT
+from taguru_server.server.mcp.props import int_prop as _int_prop
+from taguru_server.server.mcp.props import str_prop as _str_prop
 
 T = TypeVar("T")
 
@@ -20,17 +24,6 @@ CONSOLIDATION_DESCRIPTION = (
     "(alias / retract / negative weight / re-import). Every candidate carries a `fingerprint` over its own evidence: "
     "judge once per fingerprint and reuse the judgment until it moves."
 )
-
-
-def _int_prop(description: str) -> dict[str, Any]:
-    return {"description": description, "minimum": 0, "type": "integer"}
-
-
-def _str_prop(description: str) -> dict[str, Any]:
-    return {"description": description, "type": "string"}
-
-
-_CONTEXT = _str_prop("Context name (from list_contexts)")
 
 
 def tools(tool: Callable[..., T]) -> tuple[T, ...]:

@@ -9,6 +9,9 @@ from urllib.parse import quote
 import attrs
 
 from taguru_server.server.mcp import audit_tools
+from taguru_server.server.mcp.props import CONTEXT as _CONTEXT
+from taguru_server.server.mcp.props import int_prop as _int_prop
+from taguru_server.server.mcp.props import str_prop as _str_prop
 from taguru_server.store.wire import dumps_bytes
 
 _EVIDENCE_DESCRIPTION = (
@@ -30,15 +33,6 @@ _EVIDENCE_DESCRIPTION = (
 )
 
 
-def _int_prop(description: str) -> dict[str, Any]:
-    return {"description": description, "minimum": 0, "type": "integer"}
-
-
-def _str_prop(description: str) -> dict[str, Any]:
-    return {"description": description, "type": "string"}
-
-
-_CONTEXT = _str_prop("Context name (from list_contexts)")
 _ONE_OR_MANY = {"items": {"type": "string"}, "type": ["string", "array"]}
 
 ASSEMBLE_EVIDENCE: dict[str, Any] = {
