@@ -153,7 +153,9 @@ def admit(
             _omit(omitted, unit)
             continue
         n_items = len(items) + len(unit.members)
-        if overhead(n_items) + item_bytes + refs_floor(unit, found) + overhead(len(committed)) + cite_bytes > max_bytes:
+        slack = max_bytes - (overhead(n_items) + item_bytes + overhead(len(committed)) + cite_bytes)
+        most = REF_FLOOR_BYTES * sum(len(m.locators) for m in unit.members)  # the floor, before counting found ones
+        if most > slack and refs_floor(unit, found) > slack:
             # the floor check below would refuse it whatever its other bytes: not built at all
             _omit(omitted, unit)
             continue
