@@ -91,7 +91,9 @@ def _evidence(url: str, context: str, origin: str) -> tuple[int, float]:
 def run_once(
     data: Path, workers: int, index: str, context: str, origins: list[str], start: str, requests: int = 0
 ) -> dict[str, Any]:
-    port = 20000 + os.getpid() % 20000
+    from tails import _free_port  # this directory's helper (bench scripts run from here)
+
+    port = _free_port()
     env = dict(os.environ, TAGURU_DATA_DIR=str(data), TAGURU_ADDR=f"127.0.0.1:{port}", TAGURU_LOG_FORMAT="json")
     env["TAGURU_WORKERS"] = str(workers)
     env["TAGURU_WORKER_START"] = start
