@@ -246,7 +246,7 @@ def consistency_and_apply(tmp: Path, size: int) -> None:
     ctx = b.get(CONTEXT)
     assert ctx is not None
     started = time.perf_counter()
-    fresh = b.persistence.load(ctx.cid, ctx.name, ctx.meta)
+    fresh, _seq = b.persistence.load(ctx.cid, ctx.name, ctx.meta)
     load_s = time.perf_counter() - started
     assert len(fresh.e_s) == len(ctx.e_s) and len(fresh.passages) == len(ctx.passages)
     print(

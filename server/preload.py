@@ -24,6 +24,8 @@ from taguru_server.store.registry import Registry
 log = structlog.get_logger("taguru.preload")
 
 FOLLOW_SECS = 1.0
+RETRY_FIRST_SECS = 1.0  # a context whose background load failed is tried again after this, then twice as long
+RETRY_MAX_SECS = 30.0
 
 T = TypeVar("T")
 
@@ -105,6 +107,7 @@ class Preloader:
         self.expected = 0  # contexts the start-up load reads
         self._one_at_a_time = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._retrying: set[str] = set()  # contexts a `_retry` task is loading again
 
     def wanted(self, names: list[str]) -> list[str]:
         """The given unloaded contexts that the policy preloads."""
@@ -205,6 +208,21 @@ class Preloader:
                     pending.set_result(None)
         return loaded
 
+    async def _retry(self, name: str) -> None:
+        """Load a context whose load failed again, after a growing pause, until it is held or gone."""
+        self._retrying.add(name)
+        try:
+            pause = RETRY_FIRST_SECS
+            while name in self.registry.unloaded_names():
+                await asyncio.sleep(pause)
+                if name in self.loading:
+                    continue  # another load of it is under way
+                if self._claim([name]) and await self._load_all([name]):
+                    return
+                pause = min(pause * 2, RETRY_MAX_SECS)
+        finally:
+            self._retrying.discard(name)
+
     async def _load_one(self, name: str) -> int:
         async with self._one_at_a_time:
             if self.registry.is_loaded(name):
@@ -212,8 +230,10 @@ class Preloader:
             started = time.perf_counter()
             try:
                 read = await _in_daemon_thread(self.registry.read_context, name)
-            except Exception as exc:  # the store is reported unhealthy; the first request retries the load
+            except Exception as exc:  # reported unhealthy until a later load succeeds (a request's, or the retry's)
                 log.error("context.load_failed", context=name, error_type=type(exc).__name__)
+                if name not in self._retrying:
+                    self._spawn(self._retry(name))
                 return 0
             if read is None or not self.registry.adopt(*read):
                 return 0

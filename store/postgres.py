@@ -275,6 +275,21 @@ class PostgresPersistence(RowStore):
             if db.in_transaction:
                 db.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[Sql]:
+        """A connection of its own in one read-only REPEATABLE READ snapshot, closed after (any thread)."""
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+        try:
+            configure_connection(conn)
+            db = PgSql(conn)
+            db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield db
+        finally:
+            conn.close()
+
     def try_lock_writes(self) -> bool:
         db = self.db
         try:

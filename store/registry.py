@@ -25,7 +25,8 @@ class Persistence(Protocol):
 
     def list_contexts(self) -> list[tuple[int, str, Meta]]: ...
     def next_id(self) -> int: ...
-    def load(self, cid: int, name: str, meta: Meta) -> Context: ...
+    def load(self, cid: int, name: str, meta: Meta) -> tuple[Context, int]: ...
+    def position(self) -> int: ...
     def commit(self, contexts: Iterable[Context]) -> int | None: ...
     def delete(self, cid: int) -> int: ...
     def rename(self, cid: int, old: str, new: str) -> int: ...
@@ -42,6 +43,10 @@ class Persistence(Protocol):
     def rename_context_in_groups(self, old: str, new: str) -> int | None: ...
     def unlock_writes(self) -> None: ...
     def close(self) -> None: ...
+
+
+# pauses between attempts of a background load that met a concurrent commit (seconds; about 8 s in all)
+LOAD_PAUSES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class CommitFailed(Exception):
@@ -71,7 +76,10 @@ class Registry:
         # every group by name, as stored (a write replaces entries only once it is durable)
         self.groups: dict[str, GroupRecord] = persistence.list_groups()
         self.write_failing = False  # the last commit failed; cleared by the next one that succeeds
-        self.load_failed = False  # a context could not be read back from the store since boot
+        # contexts whose last load failed on a quiet store (no commit during the attempt), by name;
+        # a later load that succeeds clears its entry
+        self.unreadable: set[str] = set()
+        self.directory_unreadable = False  # the list of contexts could not be re-read; cleared by the next read
         # called after a catch-up changed the directory (another process created or dropped a context),
         # so contexts can be loaded in the background rather than by the first request that names them
         self.on_directory: Callable[[], None] | None = None
@@ -83,6 +91,11 @@ class Registry:
         if self.write_failing:
             return "the store is refusing writes (read-only, failing or full disk?); reads keep working"
         return None
+
+    @property
+    def load_failed(self) -> bool:
+        """A context (or the directory of contexts) could not be read back from a quiet store."""
+        return bool(self.unreadable) or self.directory_unreadable
 
     def names(self) -> list[str]:
         return sorted(set(self._known) | set(self._loaded))
@@ -101,18 +114,40 @@ class Registry:
     def read_context(self, name: str) -> tuple[Context, int] | None:
         """A context read whole from the store without holding it (safe off the event loop), or None if unknown.
 
-        Also returns the change-log position read before it, for `adopt`.
+        Also returns the change-log position of the snapshot it was read in, for `adopt`. The load
+        runs on a connection of its own; an attempt that fails while other processes commit is
+        retried after a pause (LOAD_PAUSES). The context is reported unreadable only when an
+        attempt fails on a quiet store (the change log did not move during it) twice, or every
+        attempt failed; a later load that succeeds clears that.
         """
-        known = self._known.get(name)
-        if known is None:
-            return None
-        seq = self.persistence.latest_change() if self.shared else 0
+        quiet_failures = 0
+        for pause in (*LOAD_PAUSES, None):
+            known = self._known.get(name)
+            if known is None:
+                return None
+            before: int | None = None
+            try:
+                before = self.persistence.position()
+                ctx, seq = self.persistence.load(known[0], name, known[1])
+            except Exception:
+                quiet_failures += self._quiet_since(before)
+                if pause is None or quiet_failures >= 2:
+                    self.unreadable.add(name)
+                    raise
+                time.sleep(pause)
+                continue
+            self.unreadable.discard(name)
+            return ctx, seq
+        raise AssertionError("unreachable")  # pragma: no cover - the last pause is None
+
+    def _quiet_since(self, before: int | None) -> int:
+        """1 if the change log is still at `before` (nothing committed during a failed attempt), else 0."""
+        if before is None:
+            return 1  # the store could not even be asked for its position
         try:
-            ctx = self.persistence.load(known[0], name, known[1])
+            return int(self.persistence.position() == before)
         except Exception:
-            self.load_failed = True
-            raise
-        return ctx, seq
+            return 1
 
     def adopt(self, ctx: Context, seq: int) -> bool:
         """Hold a context `read_context` returned, unless it was loaded, dropped or replaced meanwhile.
@@ -148,10 +183,11 @@ class Registry:
         if known is None:
             return None
         try:
-            ctx = self.persistence.load(known[0], name, known[1])
+            ctx, _seq = self.persistence.load(known[0], name, known[1])
         except Exception:
-            self.load_failed = True
+            self.unreadable.add(name)
             raise
+        self.unreadable.discard(name)
         self._loaded[name] = ctx
         # A loaded context is millions of long-lived objects without reference cycles (dropped, it
         # is freed by reference counting): kept out of the collector's full passes, which would
@@ -193,6 +229,7 @@ class Registry:
             self.write_failing = False
         self._loaded.pop(name, None)
         self._known.pop(name, None)
+        self.unreadable.discard(name)
         self.groups.update(without_context(self.groups, name))  # the store swept it in the same transaction
         return True
 
@@ -302,9 +339,10 @@ class Registry:
                 self._loaded.pop(ctx.name, None)
         try:
             self._known = {name: (cid, meta) for cid, name, meta in self.persistence.list_contexts()}
+            self.directory_unreadable = False
         except Exception:
             # the directory could not be re-read: keep the last durable one (uncommitted names were never in it)
-            self.load_failed = True
+            self.directory_unreadable = True
 
     def close(self) -> None:
         self.persistence.close()
@@ -351,6 +389,8 @@ class Registry:
         directory = directory or any(cid not in by_cid for cid in touched)  # unloaded: refresh their metadata
         if directory:
             self._known = {name: (cid, meta) for cid, name, meta in self.persistence.list_contexts()}
+            self.directory_unreadable = False
+            self.unreadable &= set(self._known)  # a dropped context is no longer a failing one
             for name, loaded in list(self._loaded.items()):
                 known = self._known.get(name)
                 if known is None or known[0] != loaded.cid or gap:

@@ -405,8 +405,7 @@ class RowStore:
 
     def latest_change(self) -> int:
         """The change log's last sequence number: one cheap read (the table's rightmost key)."""
-        row = self.db.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
-        return int(row[0]) if row else 0
+        return _latest(self.db)
 
     def changes_after(self, seq: int) -> tuple[int, list[tuple[int, int, dict[str, Any]]]]:
         """(oldest seq still held, the change-log rows after `seq` as (seq, context id, touched))."""
@@ -466,19 +465,34 @@ class RowStore:
             passages=passages,
         )
 
-    def load(self, cid: int, name: str, meta: Meta) -> Context:
-        """Rebuild a context and all its indexes from its rows."""
+    def _reader(self) -> AbstractContextManager[Sql]:
+        """A connection of the caller's own inside one read-only snapshot, closed after (safe in any thread)."""
+        raise NotImplementedError
+
+    def load(self, cid: int, name: str, meta: Meta) -> tuple[Context, int]:
+        """Rebuild a context and all its indexes from its rows, and the change-log position they are at.
+
+        Every row is read in one snapshot on a connection of its own (never the one the event loop
+        steps), so a load in a thread can run beside commits: it sees the store as of one moment,
+        and the position is that moment's (`Registry.adopt` applies what came after).
+        """
         collecting = gc.isenabled()
         gc.disable()  # millions of new long-lived objects and no cycles: skip the collector's re-scans
         try:
-            return self._load(cid, name, meta)
+            with self._reader() as db:
+                seq = _latest(db)
+                return self._load(db, cid, name, meta), seq
         finally:
             if collecting:
                 gc.enable()
 
-    def _load(self, cid: int, name: str, meta: Meta) -> Context:
+    def position(self) -> int:
+        """The change log's last sequence number read on a connection of its own (safe in any thread)."""
+        with self._reader() as db:
+            return _latest(db)
+
+    def _load(self, db: Sql, cid: int, name: str, meta: Meta) -> Context:
         ctx = Context(cid, name, meta)
-        db = self.db
         loads = json.loads
         for (cname,) in db.execute("SELECT name FROM concepts WHERE ctx = ? ORDER BY id", (cid,)):
             ctx.intern_concept(cname)
@@ -537,6 +551,11 @@ class RowStore:
 
         warm(ctx)  # build the read indexes now rather than in the first request
         return ctx
+
+
+def _latest(db: Sql) -> int:
+    row = db.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
+    return int(row[0]) if row else 0
 
 
 _epochs = itertools.count()

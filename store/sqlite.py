@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from taguru_server.store.context import CONCEPT, LABEL
@@ -211,6 +213,18 @@ class SqlitePersistence(RowStore):
 
     def _snapshot(self) -> _Snapshot:
         return _Snapshot(self.db)
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection of its own in one snapshot (WAL: it never waits for a writer, nor blocks one)."""
+        db = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            db.execute("PRAGMA query_only=ON")
+            db.execute("BEGIN")
+            yield db
+        finally:
+            db.close()  # ends the read transaction
 
     def _failed(self, exc: BaseException) -> StorageFailed:
         assert isinstance(exc, sqlite3.Error)
