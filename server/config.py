@@ -72,6 +72,9 @@ class Settings:
     preload: str | tuple[str, ...] = "all"  # TAGURU_PRELOAD: all, pinned, none, or these context names
     worker_start: str = "fork"  # TAGURU_WORKER_START: fork (share the supervisor's load) or exec (each loads)
     index_dir: str | None = None  # TAGURU_INDEX_DIR: None is the default place (see `index_dir_for`), "off" none
+    # TAGURU_STRICT_TENANCY: keys with a context list see only the groups wholly inside their grant, and
+    # refusals never name a context outside it (a departure from the reference, opt-in; docs/operations.md)
+    strict_tenancy: bool = False
 
     @property
     def auth_enabled(self) -> bool:
@@ -185,6 +188,7 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
         preload=_preload(env),
         index_dir=env.get("TAGURU_INDEX_DIR", "").strip() or None,
         worker_start=_worker_start(env),
+        strict_tenancy=_flag(env, "TAGURU_STRICT_TENANCY", refuse=True),
         **_log_settings(env),
         **embedding_settings(env),
     )
@@ -215,8 +219,9 @@ def _unit_f32(env: Mapping[str, str], key: str) -> float | None:
     return value
 
 
-def _flag(env: Mapping[str, str], key: str, default: bool = False) -> bool:
-    """A boolean variable: 1/true and 0/false (any case); anything else warns and keeps the default."""
+def _flag(env: Mapping[str, str], key: str, default: bool = False, refuse: bool = False) -> bool:
+    """A boolean variable: 1/true and 0/false (any case); anything else warns and keeps the default,
+    or with `refuse` (a security switch, which must not silently stay off) refuses the boot."""
     raw = env.get(key)
     if raw is None or not raw.strip():
         return default
@@ -225,6 +230,8 @@ def _flag(env: Mapping[str, str], key: str, default: bool = False) -> bool:
         return True
     if text in ("0", "false"):
         return False
+    if refuse:
+        raise ConfigError(f"{key} must be 1, true, 0 or false")
     log.warning(f"{key} is not a boolean (1, true, 0 or false); keeping the default")
     return default
 

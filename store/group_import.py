@@ -19,6 +19,7 @@ from taguru_server.store.groups import (
     MAX_GROUP_MEMBERS,
     MAX_GROUP_NAME_BYTES,
     GroupRecord,
+    Groups,
     NestingError,
     closure,
     validate_nesting,
@@ -109,7 +110,7 @@ def parse_group_line(n: int, rec: dict[str, Any], seen: set[str]) -> GroupLine:
     return GroupLine(n, name, GroupRecord.of(description, sets["contexts"], sets["groups"]))
 
 
-def involved_contexts(standing: dict[str, GroupRecord], lines: Iterable[GroupLine]) -> set[str]:
+def involved_contexts(standing: Groups, lines: Iterable[GroupLine]) -> set[str]:
     """The contexts a restore touches: the closure of its names over the standing and the prospective groups."""
     records = list(lines)
     names = [g.name for g in records]
@@ -136,9 +137,23 @@ def _landed(err: ApiError, batches: int) -> None:
         err.integrity = "nothing_written"
 
 
-def _check(registry: Registry, lines: list[GroupLine], batches: int) -> dict[str, GroupRecord]:
-    """The prospective map of groups, or the first refusal of the documented order."""
+def _check(
+    registry: Registry, lines: list[GroupLine], batches: int, seen: Groups, written: dict[str, GroupRecord]
+) -> None:
+    """The first refusal of the documented order for the records as written, or nothing.
+
+    `seen` is the map of standing groups a child is looked up in and a nesting refusal may name (the
+    store's, or a strict-tenancy key's view of it); the nesting itself is judged over the whole store.
+    """
     riding = {g.name for g in lines}
+    for g in lines:  # a line holds at most 1000 children; the unseen ones it keeps may take the set past that
+        if len(written[g.name].groups) > MAX_GROUP_MEMBERS:
+            raise _refusal(
+                "over_limit",
+                f"group '{g.name}' would bundle more than {MAX_GROUP_MEMBERS} child groups; no group was applied "
+                "— split into nested child groups",
+                batches,
+            )
     for g in lines:
         for c in g.record.contexts:
             if not registry.exists(c):
@@ -150,29 +165,35 @@ def _check(registry: Registry, lines: list[GroupLine], batches: int) -> dict[str
                 )
     for g in lines:
         for child in g.record.groups:
-            if child not in registry.groups and child not in riding:
+            if child not in seen and child not in riding:
                 raise _refusal(
                     "no_group",
                     f"group '{g.name}' names child group '{child}', which neither exists nor rides this stream; "
                     "no group was applied",
                     batches,
                 )
-    prospective = {**registry.groups, **{g.name: g.record for g in lines}}
     try:
-        validate_nesting(prospective)
+        validate_nesting({**registry.groups, **written})
     except NestingError as err:
+        named = err.group in seen or err.group in riding
         if err.kind == "cycle":
+            where = f" through group '{err.group}'" if named else ""
             raise _refusal(
-                "invalid_argument",
-                f"the restored nesting would close a cycle through group '{err.group}'; no group was applied",
-                batches,
+                "invalid_argument", f"the restored nesting would close a cycle{where}; no group was applied", batches
             ) from None
+        where = f" under group '{err.group}'" if named else ""
         raise _refusal(
-            "over_limit",
-            f"the restored nesting would stack more than 3 groups under group '{err.group}'; no group was applied",
-            batches,
+            "over_limit", f"the restored nesting would stack more than 3 groups{where}; no group was applied", batches
         ) from None
-    return prospective
+
+
+def _as_written(registry: Registry, seen: Groups, line: GroupLine) -> GroupRecord:
+    """The record a line writes: itself, plus the standing children outside `seen`'s record (kept, unseen)."""
+    standing, shown = registry.groups.get(line.name), seen.get(line.name)
+    if standing is None or shown is None or standing.groups == shown.groups:
+        return line.record
+    hidden = set(standing.groups) - set(shown.groups)
+    return GroupRecord.of(line.record.description, line.record.contexts, {*line.record.groups, *hidden})
 
 
 def restore_groups(
@@ -181,18 +202,25 @@ def restore_groups(
     batches: int,
     deadline: float | None = None,
     on_commit: Callable[[], None] | None = None,
+    seen: Groups | None = None,
 ) -> list[dict[str, Any]]:
-    """Validate the stream's group records as a set, then write the changed ones in one transaction."""
+    """Validate the stream's group records as a set, then write the changed ones in one transaction.
+
+    `seen` (default: every standing group) is the caller's view of the standing groups: children are
+    looked up in it, outcomes are judged against it, and a standing child outside it is kept.
+    """
     if not lines:
         return []
-    _check(registry, lines, batches)
+    view = registry.groups if seen is None else seen
+    written = {g.name: _as_written(registry, view, g) for g in lines}
+    _check(registry, lines, batches, view, written)
     outcomes: list[dict[str, Any]] = []
     changed: dict[str, GroupRecord] = {}
     for g in lines:
-        standing = registry.groups.get(g.name)
+        standing = view.get(g.name)
         outcome = "created" if standing is None else "unchanged" if standing == g.record else "replaced"
         if outcome != "unchanged":
-            changed[g.name] = g.record
+            changed[g.name] = written[g.name]
         outcomes.append(
             {"name": g.name, "outcome": outcome, "contexts": len(g.record.contexts), "groups": len(g.record.groups)}
         )

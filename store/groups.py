@@ -78,6 +78,34 @@ def closure(groups: Groups, names: Iterable[str]) -> set[str]:
     return out
 
 
+def visible_groups(groups: Groups, allows: Callable[[str], bool]) -> dict[str, GroupRecord]:
+    """The groups wholly inside a grant: at least one transitive member context, and every one allowed.
+
+    Each record's child list keeps only the visible children (a child of a visible group reaches only
+    allowed contexts, so a hidden child is one with no member context at all). This is what a key with a
+    context list sees under strict tenancy; a group it does not see is, to it, a group that does not exist.
+    """
+    reach: dict[str, frozenset[str]] = {}
+
+    def members(name: str, trail: tuple[str, ...]) -> frozenset[str]:
+        if name in reach:
+            return reach[name]
+        record = groups.get(name)
+        if record is None or name in trail:  # a dangling or looping child contributes nothing
+            return frozenset()
+        out = set(record.contexts)
+        for child in record.groups:
+            out.update(members(child, (*trail, name)))
+        reach[name] = frozenset(out)
+        return reach[name]
+
+    shown = {name for name in groups if (m := members(name, ())) and all(allows(c) for c in m)}
+    return {
+        name: attrs.evolve(groups[name], groups=tuple(g for g in groups[name].groups if g in shown))
+        for name in sorted(shown)
+    }
+
+
 def validate_nesting(groups: Groups) -> None:
     """Walk every group in name order, children in name order; the first violation met is raised."""
     settled: dict[str, int] = {}

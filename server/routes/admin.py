@@ -16,9 +16,10 @@ from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
 from taguru_server.server.reply import Raw, json_response
 from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
+from taguru_server.server.tenancy import check_group_records, seen_groups
 from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError
-from taguru_server.store.group_import import involved_contexts, restore_groups
+from taguru_server.store.group_import import restore_groups
 from taguru_server.store.importer import ParseError, parse_stream, run_import
 from taguru_server.store.registry import CommitFailed
 
@@ -52,13 +53,7 @@ async def import_stream(call: Call) -> Any:
                 f"'{batch.source}'); nothing was applied",
                 integrity="nothing_written",
             )
-    if batches.groups and call.principal.contexts is not None:
-        for context in sorted(involved_contexts(call.registry.groups, batches.groups)):
-            if not call.principal.may_access(context):
-                raise ApiError(
-                    "forbidden",
-                    f"key '{call.principal.key}' has no grant on context '{context}'; nothing was applied",
-                )
+    check_group_records(call, batches.groups)
     try:
         outcomes = run_import(
             call.registry,
@@ -72,7 +67,8 @@ async def import_stream(call: Call) -> Any:
         )
         if dry_run or not batches.groups:
             return {"batches": outcomes}
-        groups = restore_groups(call.registry, batches.groups, len(outcomes), call.deadline, note_write)
+        seen = seen_groups(call)
+        groups = restore_groups(call.registry, batches.groups, len(outcomes), call.deadline, note_write, seen)
     except CommitFailed as exc:
         raise not_durable(exc, "the import could not be made durable; the landed prefix is intact") from None
     return {"batches": outcomes, "groups": groups}

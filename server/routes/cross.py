@@ -20,10 +20,11 @@ from taguru_server.server.routes.common import (
     clamp_limit,
     count_read,
 )
-from taguru_server.server.routes.groups import no_group, scope_refusal
+from taguru_server.server.routes.groups import no_group
 from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.tenancy import scope_refusal, seen_groups
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, no_context, too_many_items
@@ -34,7 +35,11 @@ NO_WINDOW = "since/until are not supported on cross-context search — window on
 
 
 def cross_targets(call: Call, contexts: list[str] | None, groups: list[str] | None) -> list[str]:
-    """The resolved target list: direct names in request order, then group members in name order."""
+    """The resolved target list: direct names in request order, then group members in name order.
+
+    Group names resolve against the groups the key sees (`tenancy.seen_groups`), so under strict
+    tenancy a group outside its view is refused exactly as a group that does not exist.
+    """
     contexts, groups = contexts or [], groups or []
     if not contexts and not groups:
         raise ApiError("invalid_argument", "'contexts' or 'groups' must name at least one target")
@@ -51,11 +56,12 @@ def cross_targets(call: Call, contexts: list[str] | None, groups: list[str] | No
         if not registry.exists(name):
             raise no_context(name)
     if groups:
+        seen = seen_groups(call)
         for g in groups:
-            if g not in registry.groups:
+            if g not in seen:
                 raise no_group(g)
         chosen = set(targets)
-        for member in sorted(closure(registry.groups, groups)):
+        for member in sorted(closure(seen, groups)):
             if member not in chosen and principal.may_access(member):
                 chosen.add(member)
                 targets.append(member)

@@ -3,6 +3,8 @@
 `{name}` is a group here, so the path grant is not checked (`routing.authorize`); instead every
 write is refused whole when it involves a context outside a scoped key's grant, and that check
 always runs before any existence check, so a scoped key learns nothing about names beyond it.
+Names resolve against the groups the key sees (`tenancy.seen_groups`: every group, or under strict
+tenancy only those wholly inside its grant); writes are applied to the store's records.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError
 from taguru_server.server.reply import Raw
 from taguru_server.server.routes.common import MAX_DESCRIPTION_BYTES, MAX_INPUT_ITEMS, before_start, keyset_limit
+from taguru_server.server.tenancy import MEMBERLESS, check_scope, nesting_group, seen_groups, strict
 from taguru_server.store.errors import ApiError, too_many_items
 from taguru_server.store.groups import (
     MAX_GROUP_MEMBERS,
     MAX_GROUP_NAME_BYTES,
     GroupRecord,
+    Groups,
     NestingError,
     child_renamed,
     closure,
@@ -39,48 +43,43 @@ def no_group(name: str, applied: bool = False) -> ApiError:
     return ApiError("no_group", f"group '{name}' not found" + ("; nothing was applied" if applied else ""))
 
 
-def scope_refusal(call: Call, context: str) -> ApiError:
-    return ApiError("forbidden", f"key '{call.principal.key}' has no grant on context '{context}'; nothing was applied")
-
-
-def check_scope(call: Call, involved: Iterable[str]) -> None:
-    """A key with a grant list writes only what involves granted contexts; the first other one by name is named."""
-    principal = call.principal
-    if principal.contexts is None:
-        return
-    for ctx in sorted(set(involved)):
-        if not principal.may_access(ctx):
-            raise scope_refusal(call, ctx)
-
-
 def revision_of(registry: Registry, name: str) -> tuple[int, int, int] | None:
     meta = registry.known_meta(name)
     return None if meta is None else (meta.rev_graph, meta.rev_passages, meta.rev_config)
 
 
-def group_entry(call: Call, name: str) -> dict[str, Any]:
-    """The GroupEntry row as this key sees it: its granted members only, a fingerprint over them."""
+def group_entry(call: Call, groups: Groups, name: str) -> dict[str, Any]:
+    """The GroupEntry row of one of the groups this key sees: its granted members only, a fingerprint over them."""
     registry = call.registry
-    record = registry.groups[name]
+    record = groups[name]
     allows = call.principal.may_access
     return {
         "name": name,
         "description": record.description,
         "contexts": [c for c in record.contexts if allows(c)],
         "groups": list(record.groups),
-        "fingerprint": fingerprint(registry.groups, name, allows, lambda c: revision_of(registry, c)),
+        "fingerprint": fingerprint(groups, name, allows, lambda c: revision_of(registry, c)),
     }
 
 
-def nesting_refusal(err: NestingError) -> ApiError:
+def nesting_refusal(err: NestingError, group: str | None) -> ApiError:
+    """The §2.2 refusal naming `group`; None (a group outside a strict-tenancy key's view) names none."""
     if err.kind == "cycle":
-        return ApiError(
-            "invalid_argument", f"the nesting would loop back into group '{err.group}'; nothing was applied"
-        )
-    return ApiError(
-        "over_limit",
-        f"the nesting would stack more than 3 groups (through group '{err.group}'); nothing was applied",
-    )
+        where = "" if group is None else f" into group '{group}'"
+        return ApiError("invalid_argument", f"the nesting would loop back{where}; nothing was applied")
+    where = "" if group is None else f" (through group '{group}')"
+    return ApiError("over_limit", f"the nesting would stack more than 3 groups{where}; nothing was applied")
+
+
+def _validated(call: Call, seen: Groups, name: str, record: GroupRecord, written: GroupRecord | None = None) -> None:
+    """Strict tenancy's one rule more over `record` (the group as the key sees it), then the nesting of the
+    whole store with `written` (the group as stored, default `record`) as group `name` (§2.2)."""
+    if strict(call) and not closure({**seen, name: record}, [name]):
+        raise ApiError("invalid_argument", MEMBERLESS)
+    try:
+        validate_nesting({**call.registry.groups, name: record if written is None else written})
+    except NestingError as err:
+        raise nesting_refusal(err, nesting_group(call, seen, err, [name])) from None
 
 
 def _bundle_cap(what: str) -> ApiError:
@@ -99,13 +98,15 @@ def _description_cap(description: str) -> None:
         )
 
 
-def _missing_members(registry: Registry, contexts: Iterable[str], groups: Iterable[str], skip: str = "") -> None:
-    """404 for the first unregistered context, then the first unregistered child group, in name order."""
+def _missing_members(
+    registry: Registry, seen: Groups, contexts: Iterable[str], groups: Iterable[str], skip: str = ""
+) -> None:
+    """404 for the first unregistered context, then the first child group not among `seen`, in name order."""
     for c in sorted(set(contexts)):
         if not registry.exists(c):
             raise ApiError("no_context", f"context '{c}' not found; nothing was applied")
     for g in sorted(set(groups)):
-        if g != skip and g not in registry.groups:
+        if g != skip and g not in seen:
             raise no_group(g, applied=True)
 
 
@@ -143,7 +144,8 @@ async def list_groups(call: Call) -> Any:
                 "invalid_argument", f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied"
             )
     before_start(call)
-    names = sorted(call.registry.groups)
+    seen = seen_groups(call)
+    names = sorted(seen)
     rows: list[dict[str, Any]] = []
     for name in names:
         if after is not None and name <= after:
@@ -151,16 +153,17 @@ async def list_groups(call: Call) -> Any:
         if len(rows) >= limit:
             break
         before_start(call)
-        rows.append(group_entry(call, name))
+        rows.append(group_entry(call, seen, name))
     return {"total": len(names), "groups": rows}
 
 
 async def get_group(call: Call) -> Any:
     name = call.name or ""
-    if name not in call.registry.groups:
+    seen = seen_groups(call)
+    if name not in seen:
         raise no_group(name)
     before_start(call)
-    return group_entry(call, name)
+    return group_entry(call, seen, name)
 
 
 async def put_group(call: Call) -> Any:
@@ -175,22 +178,20 @@ async def put_group(call: Call) -> Any:
         if len(values) > MAX_INPUT_ITEMS:
             raise too_many_items(field, len(values))
     registry = call.registry
-    check_scope(call, set(contexts) | closure(registry.groups, children))
+    seen = seen_groups(call)
+    check_scope(call, set(contexts) | closure(seen, children))
     before_start(call)
     if not name:
         raise ApiError("invalid_argument", "the group name must not be empty")
-    if name in registry.groups:
+    if name in registry.groups:  # one namespace: a name taken by a group outside the key's view is taken too
         raise ApiError("already_exists", f"group '{name}' already exists")
     record = GroupRecord.of(description, contexts, children)
     if len(record.contexts) > MAX_GROUP_MEMBERS:
         raise _bundle_cap("member contexts")
     if len(record.groups) > MAX_GROUP_MEMBERS:
         raise _bundle_cap("child groups")
-    _missing_members(registry, record.contexts, record.groups)
-    try:
-        validate_nesting({**registry.groups, name: record})
-    except NestingError as err:
-        raise nesting_refusal(err) from None
+    _missing_members(registry, seen, record.contexts, record.groups)
+    _validated(call, seen, name, record)
     _persist(call, {name: record})
     return True
 
@@ -206,34 +207,35 @@ async def patch_group(call: Call) -> Any:
         if len(values) > MAX_INPUT_ITEMS:
             raise too_many_items(field, len(values))
     registry = call.registry
-    reach = closure(registry.groups, [name, *deltas["add_groups"], *deltas["remove_groups"]])
+    seen = seen_groups(call)
+    reach = closure(seen, [name, *deltas["add_groups"], *deltas["remove_groups"]])
     check_scope(call, reach | set(deltas["add_contexts"]) | set(deltas["remove_contexts"]))
     before_start(call)
-    current = registry.groups.get(name)
+    current = seen.get(name)
     if current is None:
         raise no_group(name)
     contexts = (set(current.contexts) - set(deltas["remove_contexts"])) | set(deltas["add_contexts"])
     children = (set(current.groups) - set(deltas["remove_groups"])) | set(deltas["add_groups"])
+    unseen = set(registry.groups[name].groups) - set(current.groups)  # children outside the key's view stay
     if (deltas["add_contexts"] or deltas["remove_contexts"]) and len(contexts) > MAX_GROUP_MEMBERS:
         raise _bundle_cap("member contexts")
-    if (deltas["add_groups"] or deltas["remove_groups"]) and len(children) > MAX_GROUP_MEMBERS:
+    if (deltas["add_groups"] or deltas["remove_groups"]) and len(children | unseen) > MAX_GROUP_MEMBERS:
         raise _bundle_cap("child groups")
-    _missing_members(registry, deltas["add_contexts"], deltas["add_groups"], skip=name)
-    record = GroupRecord.of(current.description if description is None else description, contexts, children)
-    try:
-        validate_nesting({**registry.groups, name: record})
-    except NestingError as err:
-        raise nesting_refusal(err) from None
+    _missing_members(registry, seen, deltas["add_contexts"], deltas["add_groups"], skip=name)
+    kept = current.description if description is None else description
+    record = GroupRecord.of(kept, contexts, children | unseen)
+    _validated(call, seen, name, GroupRecord.of(kept, contexts, children), record)
     _persist(call, {name: record})
-    return group_entry(call, name)
+    return group_entry(call, seen_groups(call), name)
 
 
 async def delete_group(call: Call) -> Any:
     name = call.name or ""
     registry = call.registry
-    check_scope(call, closure(registry.groups, [name]))
+    seen = seen_groups(call)
+    check_scope(call, closure(seen, [name]))
     before_start(call)
-    if name not in registry.groups:
+    if name not in seen:
         raise no_group(name)
     _persist(call, without_child(registry.groups, name), [name])
     return True
@@ -248,24 +250,24 @@ async def rename_group(call: Call) -> Any:
             "invalid_argument", f"the destination name is {size} bytes, over the 64-byte cap; nothing was applied"
         )
     registry = call.registry
-    check_scope(call, closure(registry.groups, [name]))
+    seen = seen_groups(call)
+    check_scope(call, closure(seen, [name]))
     before_start(call)
     if not to:
         raise ApiError("invalid_argument", "the destination name must not be empty")
-    record = registry.groups.get(name)
-    if record is None:
+    if name not in seen:
         raise no_group(name)
     if to == name:
         return True
-    if to in registry.groups:
+    if to in registry.groups:  # one namespace, as for a create
         raise ApiError("already_exists", f"group '{to}' already exists")
-    _persist(call, {**child_renamed(registry.groups, name, to), to: record}, [name])
+    _persist(call, {**child_renamed(registry.groups, name, to), to: registry.groups[name]}, [name])
     return True
 
 
 async def export_group(call: Call) -> Raw:
     name = call.name or ""
-    record = call.registry.groups.get(name)
+    record = seen_groups(call).get(name)
     if record is None:
         raise no_group(name)
     visible = [c for c in record.contexts if call.principal.may_access(c)]
