@@ -11,9 +11,10 @@ Every string column is `bytea` holding UTF-8: PostgreSQL `text` cannot hold U+00
 contract allows in names and passages. Strings are converted at the driver (a dumper and a
 loader registered on the connection), so the shared statements pass `str` as everywhere else.
 
-One connection per process, used from the event loop's thread only (every statement is short
-and the loop is single-threaded, so a pool would add nothing but idle connections); it is
-re-opened when the server drops it.
+Two connections per process, each re-opened when the server drops it: the event loop's reads
+(`db`), and writes (`wdb`: write transactions and the write lock), which one thread at a time
+steps (writes are serialized; a commit may run in the writer thread). A background load opens a
+connection of its own for its one snapshot (`_reader`).
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ class PostgresPersistence(RowStore):
         self.ERRORS = (psycopg.Error,)
         self._write_section = False
         self._sql = self._connect()
+        self._wsql: PgSql | None = None  # writes' own connection, opened at the first write (see `wdb`)
         self.store_id = ""
         try:
             if migrate:
@@ -194,7 +196,34 @@ class PostgresPersistence(RowStore):
                 raise StorageFailed("unavailable", str(exc)) from None
         return self._sql
 
+    @property
+    def wdb(self) -> PgSql:
+        """The connection every write transaction runs on (the write lock included), apart from the loop's reads.
+
+        A commit may then run in the writer thread while the event loop reads on `db`; writes are
+        serialized, so one thread at a time steps this one. Re-opened when the server dropped it,
+        except inside a write section (its lock went with the connection).
+        """
+        conn = self._wsql
+        if conn is None or conn.conn.broken or conn.conn.closed:
+            if self._write_section:
+                raise StorageFailed("unavailable", "the database connection was lost")
+            try:
+                self._wsql = conn = self._connect()
+            except StoreRefused as exc:
+                raise StorageFailed("unavailable", str(exc)) from None
+        return conn
+
+    def interrupt(self) -> None:
+        """Ask the server to cancel the write statement running now, if any (a commit past its deadline)."""
+        conn = self._wsql
+        if conn is not None and not conn.conn.closed:
+            with contextlib.suppress(Exception):
+                conn.conn.cancel_safe(timeout=2.0)
+
     def close(self) -> None:
+        if self._wsql is not None:
+            self._wsql.close()
         self._sql.close()
 
     def _blob_rows(self, db: Sql, sql: str, params: Any) -> list[Any]:
@@ -249,7 +278,7 @@ class PostgresPersistence(RowStore):
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Sql]:
-        db = self.db
+        db = self.wdb
         if not db.in_transaction:  # outside a write section (or after its commit): take the lock here
             db.execute("BEGIN")
             db.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
@@ -291,7 +320,7 @@ class PostgresPersistence(RowStore):
             conn.close()
 
     def try_lock_writes(self) -> bool:
-        db = self.db
+        db = self.wdb
         try:
             db.execute("BEGIN")
             got = bool(db.execute("SELECT pg_try_advisory_xact_lock(?)", (WRITE_LOCK,)).fetchone()[0])
@@ -307,7 +336,7 @@ class PostgresPersistence(RowStore):
 
     def unlock_writes(self) -> None:
         self._write_section = False
-        db = self.db
+        db = self.wdb
         if db.in_transaction:
             db.execute("ROLLBACK")
 

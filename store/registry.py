@@ -7,6 +7,7 @@ import contextlib
 import gc
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,6 +46,11 @@ class Persistence(Protocol):
     def close(self) -> None: ...
 
 
+# the thread every commit made off the event loop runs in (writes are serialized: it never queues two)
+WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taguru-commit")
+
+COMMIT_ANSWER_MARGIN_SECS = 0.05  # a commit still running this long before its deadline is answered 408
+
 # pauses between attempts of a background load that met a concurrent commit (seconds; about 8 s in all)
 LOAD_PAUSES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 
@@ -80,6 +86,8 @@ class Registry:
         # a later load that succeeds clears its entry
         self.unreadable: set[str] = set()
         self.directory_unreadable = False  # the list of contexts could not be re-read; cleared by the next read
+        # the commit running in the writer thread now: the contexts it writes, and its outcome once settled
+        self._in_flight: tuple[set[str], asyncio.Future[BaseException | None]] | None = None
         # called after a catch-up changed the directory (another process created or dropped a context),
         # so contexts can be loaded in the background rather than by the first request that names them
         self.on_directory: Callable[[], None] | None = None
@@ -305,20 +313,128 @@ class Registry:
 
     def commit(self, contexts: Iterable[Context]) -> None:
         """Make the contexts' pending changes durable, or roll memory back to the store."""
+        todo = self._held(contexts)
+        try:
+            seq = self.persistence.commit(todo)
+        except Exception as exc:
+            self._refused(todo)
+            raise CommitFailed(str(exc), _kind(exc)) from exc
+        self._committed(todo, seq)
+
+    async def commit_off_loop(self, contexts: Iterable[Context], deadline: float) -> None:
+        """`commit` in the writer thread, so a slow disk (fsync) never stalls the event loop.
+
+        While it runs, reads of the contexts it writes wait for it (`settled`), so no read sees a
+        change that is not durable yet; every other request goes on. Past `deadline` the running
+        statement is interrupted and the write answered 408 with its outcome unknown (it is undone
+        unless its commit had already reached the disk); never 200 after the deadline.
+        """
+        todo = self._held(contexts)
+        await self._in_writer(
+            {ctx.name for ctx in todo},
+            lambda: self.persistence.commit(todo),
+            lambda seq: self._committed(todo, seq),
+            lambda: self._refused(todo),
+            deadline,
+        )
+
+    async def replace_off_loop(self, ctx: Context, deadline: float) -> None:
+        """`replace` in the writer thread (a compaction's whole-context transaction); as `commit_off_loop`."""
+
+        def replaced(seq: int | None) -> None:
+            self._note_own(seq)
+            self.write_failing = False
+            self._loaded[ctx.name] = ctx
+            self._known[ctx.name] = (ctx.cid, ctx.meta)
+
+        def refused() -> None:
+            self.write_failing = True
+
+        await self._in_writer({ctx.name}, lambda: self.persistence.replace(ctx), replaced, refused, deadline)
+
+    async def _in_writer(
+        self,
+        names: set[str],
+        work: Callable[[], int | None],
+        landed: Callable[[int | None], None],
+        refused: Callable[[], None],
+        deadline: float,
+    ) -> None:
+        """Run a write transaction in the writer thread; `landed`/`refused` run on the loop once it settles."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[BaseException | None] = loop.create_future()
+        self._in_flight = (names, done)
+
+        def settle(running: asyncio.Future[int | None]) -> None:
+            if self._in_flight is not None and self._in_flight[1] is done:
+                self._in_flight = None
+            exc = running.exception()
+            if exc is None:
+                landed(running.result())
+            else:
+                refused()
+            done.set_result(exc)
+
+        loop.run_in_executor(WRITER, work).add_done_callback(settle)
+        try:
+            # ends a little before the request's own deadline, so the answer says what happened to the write
+            budget = max(deadline - time.monotonic() - COMMIT_ANSWER_MARGIN_SECS, 0.0)
+            exc = await asyncio.wait_for(asyncio.shield(done), budget)
+        except (TimeoutError, asyncio.CancelledError) as stopped:
+            interrupt = getattr(self.persistence, "interrupt", None)
+            if interrupt is not None:  # PostgreSQL's cancel is a round trip of its own: not on the loop
+                loop.run_in_executor(None, interrupt)
+            if isinstance(stopped, asyncio.CancelledError):
+                raise
+            raise ApiError(
+                "timeout",
+                "request exceeded its budget while its write was being made durable; the write may still be "
+                "applied: read it back before retrying",
+            ) from None
+        if exc is not None:
+            raise CommitFailed(str(exc), _kind(exc)) from exc
+
+    def _unlock_after_flight(self) -> None:
+        """Leave the write section in the writer thread, after the commit running there (one thread per connection).
+
+        The unlock becomes the flight that the next write section and the reads of its contexts wait for.
+        """
+        assert self._in_flight is not None
+        names = self._in_flight[0]
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[BaseException | None] = loop.create_future()
+        self._in_flight = (names, done)
+
+        def settle(running: asyncio.Future[None]) -> None:
+            if self._in_flight is not None and self._in_flight[1] is done:
+                self._in_flight = None
+            done.set_result(running.exception())
+
+        loop.run_in_executor(WRITER, self.persistence.unlock_writes).add_done_callback(settle)
+
+    async def settled(self, name: str | None) -> None:
+        """Wait for a commit in flight that writes `name` (any context when None), so a read sees only durable state."""
+        flight = self._in_flight
+        if flight is not None and (name is None or name in flight[0]):
+            await asyncio.shield(flight[1])
+
+    def _held(self, contexts: Iterable[Context]) -> list[Context]:
         todo = list(dict.fromkeys(contexts))
         if any(self._loaded.get(ctx.name) is not ctx for ctx in todo):
             # taken before an await, and since rebuilt (compacted), reloaded or deleted: its rows are not the
             # store's any more, so writing them would undo that change
             raise CommitFailed("the context was rebuilt or removed while this write waited; nothing was applied")
-        try:
-            self._note_own(self.persistence.commit(todo))
-        except Exception as exc:
-            self.write_failing = True
-            self.rollback(todo)
-            raise CommitFailed(str(exc), _kind(exc)) from exc
+        return todo
+
+    def _committed(self, todo: list[Context], seq: int | None) -> None:
+        self._note_own(seq)
         self.write_failing = False
         for ctx in todo:
             self._known[ctx.name] = (ctx.cid, ctx.meta)
+
+    def _refused(self, todo: list[Context]) -> None:
+        self.write_failing = True
+        self.rollback(todo)
 
     def rollback(self, contexts: Iterable[Context]) -> None:
         """Forget uncommitted changes: re-read exactly the records each context's dirty set names.
@@ -421,10 +537,11 @@ class Registry:
         applied every change before its own; the lock makes that the state until its commit. The
         lock is polled, so the event loop keeps serving reads while another process writes.
         """
-        if not self.shared:
-            yield
-            return
-        async with self._section:
+        async with self._section:  # one write at a time in this process (a commit may run off the loop)
+            await self.settled(None)  # a commit that outlived its request's deadline lands or is undone first
+            if not self.shared:
+                yield
+                return
             while not self.persistence.try_lock_writes():
                 if time.monotonic() > deadline:
                     raise timed_out_waiting()
@@ -434,7 +551,10 @@ class Registry:
                 self._next_id = max(self._next_id, self.persistence.next_id())
                 yield
             finally:
-                self.persistence.unlock_writes()
+                if self._in_flight is None:
+                    self.persistence.unlock_writes()
+                else:  # a commit that outlived its deadline still holds the connection: unlock after it
+                    self._unlock_after_flight()
 
 
 def _by_context(

@@ -62,7 +62,8 @@ class SqlitePersistence(RowStore):
     """Durable rows for every context; a commit is one transaction, synced before it returns."""
 
     ERRORS = (sqlite3.Error,)
-    db: sqlite3.Connection  # an `Sql` with SQLite's own extras
+    db: sqlite3.Connection  # an `Sql` with SQLite's own extras: the event loop's reads
+    wdb: sqlite3.Connection  # writes (see `_writer`)
 
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.path = Path(data_dir)
@@ -79,15 +80,29 @@ class SqlitePersistence(RowStore):
             self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except sqlite3.Error as exc:
             raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
+        self.wdb = self.db  # the boot's own transaction (schema, identity) runs on the one connection
         try:
             self.store_id = self._open(existed)
             self._record_id(recorded)
+            self.wdb = self._writer()
         except StoreRefused:
             self.db.close()
             raise
         except sqlite3.Error as exc:
             self.db.close()
             raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
+
+    def _writer(self) -> sqlite3.Connection:
+        """The connection every write transaction runs on (the write section's lock included).
+
+        Apart from `db`, which the event loop reads on: a commit may then run in the writer thread
+        (`Registry.commit_off_loop`) while the loop goes on reading, and no two threads ever step
+        one connection (writes are serialized, so one thread at a time uses this one).
+        """
+        wdb = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
+        for pragma in (f"busy_timeout={BUSY_TIMEOUT_MS}", "synchronous=FULL", "foreign_keys=OFF", "secure_delete=ON"):
+            wdb.execute(f"PRAGMA {pragma}")
+        return wdb
 
     def _recorded_id(self, existed: bool) -> str | None:
         """The identity the data dir recorded for its store; a missing database of a known store is refused."""
@@ -167,14 +182,19 @@ class SqlitePersistence(RowStore):
         return str(db.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()[0])
 
     def close(self) -> None:
+        self.wdb.close()
         self.db.close()
 
+    def interrupt(self) -> None:
+        """Abort the write statement running now, if any (a commit past its deadline; any thread may call it)."""
+        self.wdb.interrupt()
+
     def _tx(self) -> _Transaction | _InSection:
-        return _InSection(self.db) if self._write_section else _Transaction(self.db)
+        return _InSection(self.wdb) if self._write_section else _Transaction(self.wdb)
 
     def try_lock_writes(self) -> bool:
         """Take the store's write lock (shared by every process) if it is free; False when another holds it."""
-        db = self.db
+        db = self.wdb
         db.execute("PRAGMA busy_timeout=0")
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -190,8 +210,8 @@ class SqlitePersistence(RowStore):
     def unlock_writes(self) -> None:
         """Leave the write section (nothing is pending: every commit in it has committed)."""
         self._write_section = False
-        if self.db.in_transaction:
-            self.db.execute("ROLLBACK")
+        if self.wdb.in_transaction:
+            self.wdb.execute("ROLLBACK")
 
     def purge_freed(self) -> bool:
         """Checkpoint the WAL into the database and truncate it, so no old page image (with content a retract
@@ -199,7 +219,7 @@ class SqlitePersistence(RowStore):
 
         False when another process's read or write kept the checkpoint from completing.
         """
-        db = self.db
+        db = self.wdb
         if db.in_transaction:
             return False
         db.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")

@@ -54,7 +54,7 @@ async def put_context(call: Call) -> Any:
     )
     ctx = call.registry.create(name, meta)
     try:
-        call.commit(ctx)
+        await call.commit(ctx)
     except ApiError:
         call.registry.rollback([ctx])
         raise
@@ -81,7 +81,7 @@ async def patch_context(call: Call) -> Any:
         m.semantic_floor = _floor(semantic)
     m.rev_config += 1
     ctx.dirty.meta = True
-    call.commit(ctx)
+    await call.commit(ctx)
     return {
         "description": m.description,
         "pinned": m.pinned,

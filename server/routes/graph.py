@@ -84,7 +84,7 @@ async def post_associations(call: Call) -> Any:
     if items:
         ctx.meta.record_write()
         ctx.emit("associations_added", count=len(items))
-    call.commit(ctx)
+    await call.commit(ctx)
     return len(items)
 
 
@@ -101,7 +101,7 @@ async def retract_association(call: Call) -> Any:
     retracted, removed = ctx.retract_association(s, lab, o)
     if retracted:
         ctx.meta.record_write()
-        call.commit(ctx)
+        await call.commit(ctx)
     return {"retracted": retracted, "attributions_removed": removed}
 
 
@@ -143,7 +143,7 @@ async def post_aliases(call: Call) -> Any:
         if applied:
             ctx.meta.record_write()
             ctx.emit("aliases_added", count=applied)
-        call.commit(ctx)
+        await call.commit(ctx)
     return applied
 
 
@@ -175,7 +175,7 @@ async def delete_aliases(call: Call) -> Any:
         if removed:
             ctx.meta.record_write()
             ctx.emit("aliases_removed", count=removed)
-        call.commit(ctx)
+        await call.commit(ctx)
     return removed
 
 

@@ -20,7 +20,7 @@ from taguru_server.stages.model import gate
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.maintenance import budget_spent, dead_edges, rebuild
-from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.registry import WRITER, CommitFailed, Registry
 from taguru_server.store.text import utf8_len
 
 # registries with a maintenance sweep running now (one per process; see `maintenance_compact`)
@@ -47,17 +47,22 @@ async def flush(call: Call) -> Any:
     return []
 
 
-def _compact_one(call: Call, ctx: Context) -> dict[str, Any]:
-    """Rebuild and commit one context; its outcome in the reference's key order."""
-    done = rebuild(ctx, call.deadline)
+async def _compact_one(call: Call, ctx: Context) -> dict[str, Any]:
+    """Rebuild and commit one context; its outcome in the reference's key order.
+
+    The rebuild runs in a worker thread (it only reads the old context, and writes wait for this
+    one's write section) and the commit in the writer thread, so `/live` and every read keep
+    answering meanwhile; reads see the old context until the new one is durable.
+    """
+    done = await asyncio.to_thread(rebuild, ctx, call.deadline)
     if time.monotonic() > call.deadline:
         raise budget_spent()
     try:
-        call.registry.replace(done.context)
+        await call.registry.replace_off_loop(done.context, call.deadline)
     except CommitFailed as exc:
         raise not_durable(exc, "the compaction could not be made durable; nothing was applied") from None
     note_write()
-    purged = call.registry.persistence.purge_freed()
+    purged = await asyncio.get_running_loop().run_in_executor(WRITER, call.registry.persistence.purge_freed)
     return {
         "bytes_before": done.bytes_before,
         "bytes_after": done.bytes_after,
@@ -72,7 +77,7 @@ async def compact(call: Call) -> Any:
     """POST /contexts/{name}/compact (admin, heavy): role, permit, budget, context, then the rebuild."""
     with heavy_op(call):
         gate(_remaining(call))
-        return _compact_one(call, call.context())
+        return await _compact_one(call, call.context())
 
 
 async def rename(call: Call) -> Any:
@@ -168,7 +173,7 @@ async def _sweep(call: Call, floor: float) -> dict[str, Any]:
                 ctx = call.registry.get(name)
                 if ctx is None:
                     continue
-                outcome = _compact_one(call, ctx)
+                outcome = await _compact_one(call, ctx)
         except ApiError as err:
             if err.code == "timeout":
                 exceeded = True

@@ -64,7 +64,7 @@ async def post_sources(call: Call) -> Any:
             totals[key] += value
     if store.texts:
         ctx.meta.record_write()
-    call.commit(ctx)
+    await call.commit(ctx)
     return totals
 
 
@@ -115,7 +115,7 @@ async def retract_source(call: Call) -> Any:
     touched, removed = ctx.retract_source(source, dry_run=dry_run)
     if not dry_run and (touched or removed):
         ctx.meta.record_write()
-        call.commit(ctx)
+        await call.commit(ctx)
     return {"associations_touched": touched, "passage_removed": removed}
 
 

@@ -1,0 +1,171 @@
+"""Heavy work never stalls the event loop: commits run in the writer thread, compaction's rebuild in a worker.
+
+Pins that `/live` keeps answering within 250 ms while a commit hangs on a stalled disk and while a
+60k-paragraph context (half its sources retracted) is compacted; that a write whose commit outlives
+its deadline is answered 408 (never 200) while it lands or is undone; and that reads of the context
+being committed wait for the commit (they never see a change that is not durable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Client, start_client
+from pg_support import database_url_for
+
+from taguru_server.server.state import REGISTRY_KEY
+from taguru_server.store.backend import open_store
+from taguru_server.store.registry import Registry
+
+LIVE_CEILING_S = 0.25
+
+
+async def _live_latencies(client: Client, stop: asyncio.Event) -> list[float]:
+    seen: list[float] = []
+    while not stop.is_set():
+        started = time.perf_counter()
+        status, _body, _h = await client.call("GET", "/live")
+        seen.append(time.perf_counter() - started)
+        assert status == 200
+        await asyncio.sleep(0.02)
+    return seen
+
+
+def _stalling(persistence: Any, release: threading.Event, stalled: threading.Event) -> Any:
+    """`persistence.commit` that first hangs (a frozen disk) until `release`, then commits."""
+    real = persistence.commit
+
+    def commit(contexts: Any) -> Any:
+        stalled.set()
+        release.wait(30)
+        return real(contexts)
+
+    return commit
+
+
+@pytest.mark.anyio
+async def test_a_commit_on_a_stalled_disk_is_never_200_past_its_deadline(settings_factory) -> None:
+    settings = settings_factory(TAGURU_REQUEST_TIMEOUT_SECS="1")
+    server, client, session = await start_client(settings)
+    registry: Registry = server.app[REGISTRY_KEY]
+    release, stalled = threading.Event(), threading.Event()
+    try:
+        await client.ok("PUT", "/contexts/k", {"description": "d"})
+        await client.ok("PUT", "/contexts/other", {"description": "d"})
+        edge = {"subject": "a", "label": "rel", "object": "b", "weight": 1.0}
+        registry.persistence.commit = _stalling(registry.persistence, release, stalled)  # type: ignore[method-assign]
+        stop = asyncio.Event()
+        probes = asyncio.ensure_future(_live_latencies(client, stop))
+        started = time.monotonic()
+        status, body, _h = await client.call("POST", "/contexts/k/associations", [edge])
+        answered = time.monotonic() - started
+        assert stalled.is_set()
+        assert (status, body["code"]) == (408, "timeout"), body
+        assert "may still be applied" in body["error"]
+        assert answered < 1.6, answered
+        # other contexts' reads go on; a read of the context being committed waits for its outcome
+        assert (await client.call("GET", "/contexts/other"))[0] == 200
+        read = asyncio.ensure_future(client.call("POST", "/contexts/k/query", {"subject": "a"}))
+        await asyncio.sleep(0.3)
+        assert not read.done()
+        release.set()
+        status, got, _h = await read
+        assert status == 200 and len(got["result"]["matches"]) == 1, got  # the commit landed after all
+        stop.set()
+        latencies = await probes
+        assert latencies and max(latencies) <= LIVE_CEILING_S, max(latencies)
+    finally:
+        release.set()
+        await session.close()
+        await server.close()
+    data = Path(settings.data_dir)  # durable: a fresh load of the store holds it
+    store = open_store(str(data), database_url_for(data))
+    try:
+        ctx = Registry(store).get("k")
+        assert ctx is not None and ctx.concept_id.keys() >= {"a", "b"}
+    finally:
+        store.close()
+
+
+@pytest.mark.anyio
+async def test_a_refused_commit_after_the_deadline_is_undone(settings_factory) -> None:
+    server, client, session = await start_client(settings_factory(TAGURU_REQUEST_TIMEOUT_SECS="1"))
+    registry: Registry = server.app[REGISTRY_KEY]
+    release, stalled = threading.Event(), threading.Event()
+    try:
+        await client.ok("PUT", "/contexts/k", {"description": "d"})
+
+        def refusing(contexts: Any) -> Any:
+            stalled.set()
+            release.wait(30)
+            raise OSError("disk I/O error")
+
+        registry.persistence.commit = refusing  # type: ignore[method-assign]
+        edge = {"subject": "a", "label": "rel", "object": "b", "weight": 1.0}
+        status, body, _h = await client.call("POST", "/contexts/k/associations", [edge])
+        assert (status, body["code"]) == (408, "timeout"), body
+        release.set()
+        status, got, _h = await client.call("POST", "/contexts/k/query", {"subject": "a"})
+        assert status == 200 and got["result"]["matches"] == [], got  # undone in memory, as in the store
+    finally:
+        release.set()
+        await session.close()
+        await server.close()
+
+
+def _big_context(data: Path, sources: int, paragraphs: int) -> None:
+    """A context of `sources` passages of `paragraphs` paragraphs, 8 associations each, half the sources retracted."""
+    store = open_store(str(data), database_url_for(data))
+    try:
+        registry = Registry(store)
+        from taguru_server.store.context import Meta
+
+        ctx = registry.create("big", Meta())
+        for i in range(sources):
+            text = "\n\n".join(
+                f"doc {i} paragraph {j} about brewery b{i % 300} and rice r{j}" for j in range(paragraphs)
+            )
+            ctx.store_passage(f"s{i}.md", text, [], [], [], [], None, None)
+            for k in range(8):
+                ctx.assert_association(f"c{i}", f"l{k}", f"c{(i * 7 + k) % sources}", 1.0, f"s{i}.md", k % paragraphs)
+        registry.commit([ctx])
+        for i in range(0, sources, 2):
+            ctx.retract_source(f"s{i}.md")
+        registry.commit([ctx])
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_live_answers_while_a_60k_paragraph_context_is_compacted(settings_factory, tmp_path: Path) -> None:
+    settings = settings_factory(TAGURU_REQUEST_TIMEOUT_SECS="120")
+    _big_context(Path(settings.data_dir), sources=10_000, paragraphs=6)
+    server, client, session = await start_client(settings)
+    try:
+        before = (await client.ok("GET", "/contexts/big"))["result"]["stats"]
+        stop = asyncio.Event()
+        probes = asyncio.ensure_future(_live_latencies(client, stop))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        status, body, _h = await client.call("POST", "/contexts/big/compact")
+        took = time.monotonic() - started
+        stop.set()
+        latencies = await probes
+        assert status == 200, body
+        assert body["result"]["image_persisted"] is True
+        worst = max(latencies)
+        assert worst <= LIVE_CEILING_S, (worst, took, len(latencies))
+        assert len(latencies) >= took / 0.3  # it was probed all along
+        after = (await client.ok("GET", "/contexts/big"))["result"]["stats"]
+        assert after != before
+        hits = (await client.ok("POST", "/contexts/big/sources/search", {"query": "brewery"}))["result"]["hits"]
+        assert hits and all(int(h["source"][1:].split(".")[0]) % 2 == 1 for h in hits)
+    finally:
+        await session.close()
+        await server.close()
