@@ -222,13 +222,7 @@ def seal_with_file(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> Resto
     """Seal a freshly loaded context's BM25 index from its file where it holds, and (re)write the file
     when anything had to be tokenized. A file that cannot be written leaves the index as built."""
     index: Bm25Index = ctx.bm25
-    names, docs_parts, counts = [], [], []
-    for sid, passage in ctx.passages.items():
-        names.append(ctx.sources[sid])
-        docs_parts.append([index.doc_parts[d] or () for d in passage.docs])
-        counts.append(len(passage.docs))
-    digests = source_digests(names, docs_parts)
-    doc_counts = np.array(counts, dtype=np.int64)
+    digests, doc_counts = _sources_of(ctx)
     path = index_dir / f"ctx-{ctx.cid}.{KIND}"
     restored = restore(path, index, identity, digests, doc_counts)
     if restored.outcome != "reused":
@@ -237,6 +231,39 @@ def seal_with_file(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> Resto
         except OSError as exc:
             return attrs.evolve(restored, reason=f"{restored.reason or 'changed'}; not saved ({exc.strerror or exc})")
     return restored
+
+
+def _sources_of(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The digest and document count of each source with a passage, in the context's passage order."""
+    index: Bm25Index = ctx.bm25
+    names, docs_parts, counts = [], [], []
+    for sid, passage in ctx.passages.items():
+        names.append(ctx.sources[sid])
+        docs_parts.append([index.doc_parts[d] or () for d in passage.docs])
+        counts.append(len(passage.docs))
+    return source_digests(names, docs_parts), np.array(counts, dtype=np.int64)
+
+
+def write_rebuilt(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> None:
+    """Replace a context's file by the index of the context as rebuilt from its live content (a compaction).
+
+    The file a load wrote holds the terms of every paragraph the context had then, and a file a
+    partial load rewrote also keeps the terms of sources removed before it; a rebuilt context's
+    index holds its live paragraphs only, numbered source after source as a file must be. When
+    that does not hold, or the file cannot be written, the old file is removed instead (the next
+    load rebuilds it), so no file outlives what the compaction erased.
+    """
+    index: Bm25Index = ctx.bm25
+    path = index_dir / f"ctx-{ctx.cid}.{KIND}"
+    in_order = [d for passage in ctx.passages.values() for d in passage.docs]
+    try:
+        if index.n_dead == 0 and in_order == list(range(len(index.doc_alive))):
+            digests, doc_counts = _sources_of(ctx)
+            save(path, index, identity, digests, doc_counts)
+            return
+    except OSError:
+        pass
+    path.unlink(missing_ok=True)
 
 
 def drop_file(index_dir: Path, cid: int) -> None:

@@ -1,9 +1,10 @@
 """The change feed (`GET /contexts/{name}/changes`): cursors and pages over the durable event log.
 
 Events are written with the commit that makes their write durable (`sqlite._log_change`), numbered
-per context from 1 without gaps, and the last `FEED_RETAINED` of them are kept. Because the log is
-in the store, every worker process answers the same cursor the same way, and the history survives
-restarts; a delete-and-recreate gives the context a new epoch, so old cursors become stale.
+per context from 1 without gaps, and the last `FEED_RETAINED` of them are kept; a compaction evicts
+them all and keeps the numbering (`rows._evict_feed`). Because the log is in the store, every
+worker process answers the same cursor the same way, and the history survives restarts; a
+delete-and-recreate gives the context a new epoch, so old cursors become stale.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ U64 = 2**64
 
 @attrs.frozen
 class FeedPage:
-    """One read of a context's change feed: its epoch, oldest and latest held seq, and the events asked for."""
+    """One read of a context's change feed: its epoch, oldest and latest held seq, and the events asked for.
+
+    `front` is None when nothing was ever held, `latest + 1` when every held event was evicted."""
 
     epoch: int
     front: int | None

@@ -6,7 +6,9 @@ order, so concept, label and source ids are reassigned by first appearance and e
 tie-break matches a context that was filled with that content from scratch. Dead edges
 (count 0), vocabulary no live edge uses and aliases whose canonical did not survive are left
 out; each edge's sum is re-derived as weight × count. Sources that only hold a passage keep it
-and are interned after the graph's sources, in their old id order.
+and are interned after the graph's sources, in their old id order. Embedding vectors follow:
+the gloss rows of names that went, and the passage rows of sources that hold no passage any
+more, are left out.
 
 The old context is never mutated: if the rebuild runs out of time or its commit is refused,
 the registry keeps serving the old one unchanged.
@@ -18,10 +20,11 @@ import copy
 import time
 
 import attrs
+import numpy as np
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, _saturate
 from taguru_server.store.errors import MID_SCAN, budget_spent
-from taguru_server.store.vectors import ContextVectors, GlossStore, GlossTable
+from taguru_server.store.vectors import ContextVectors, GlossStore, GlossTable, PassageStore
 
 MID_SCAN_TIMEOUT = MID_SCAN
 
@@ -54,9 +57,12 @@ def rebuild(ctx: Context, deadline: float) -> Compaction:
         new._index_passage(nsid, passage)
     dropped = _readd_aliases(ctx, new, deadline)
     new.vectors, pruned = _kept_vectors(ctx.vectors, new)
+    new.vectors.passages, rows_pruned = _kept_passage_rows(ctx.vectors.passages, new)
     new.mark_clean()
     if pruned:
         new.dirty.vectors.add("glosses")
+    if rows_pruned:
+        new.dirty.vectors.add("passages")
     from taguru_server.store.lanes import warm
 
     warm(new)
@@ -138,6 +144,19 @@ def _kept_vectors(vectors: ContextVectors, new: Context) -> tuple[ContextVectors
         if _copy_table(old, into, names):
             pruned = True
     return ContextVectors(kept, vectors.passages), pruned
+
+
+def _kept_passage_rows(store: PassageStore | None, new: Context) -> tuple[PassageStore | None, bool]:
+    """The passage vectors without the rows of sources that no longer hold a passage (a retracted source's
+    rows name it and were made from its text; a refresh would drop them too); whether any row went."""
+    if store is None:
+        return None, False
+    live = {new.sources[sid] for sid in new.passages}
+    keep = [i for i, key in enumerate(store.keys) if key.source in live]
+    if len(keep) == len(store.keys):
+        return store, False
+    matrix = store.matrix[keep] if keep else np.zeros((0, store.width), dtype=np.float32)
+    return PassageStore(store.model, store.width, [store.keys[i] for i in keep], matrix), True
 
 
 def _copy_table(old: GlossTable, into: GlossTable, names: dict[str, int]) -> bool:

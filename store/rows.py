@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from taguru_server.store.bm25_snapshot import drop_file, seal_with_file
+from taguru_server.store.bm25_snapshot import drop_file, seal_with_file, write_rebuilt
 from taguru_server.store.context import Context, Dirty, Meta, Passage
 from taguru_server.store.errors import StorageFailed
 from taguru_server.store.feed import FeedPage
@@ -128,6 +128,8 @@ class RowStore:
                 seq = db.execute(
                     "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq", (cid, touched)
                 ).fetchone()[0]
+                # its earlier change-log rows name its aliases: only the deletion row stays
+                _forget_changes(db, cid, int(seq), touched)
         except self.ERRORS as exc:
             raise self._failed(exc) from exc
         if self.index_dir is not None:
@@ -135,6 +137,7 @@ class RowStore:
                 drop_file(self.index_dir, cid)
             except OSError:
                 pass  # its header names the context: a later context (never this id) would not trust it anyway
+        self.purge_freed()  # the deleted rows' old page images leave the write-ahead log too (SQLite)
         return int(seq)
 
     # ----- groups (one row each; the change log names them with context id 0) ---------------
@@ -198,16 +201,22 @@ class RowStore:
     def replace(self, ctx: Context) -> int:
         """Rewrite every row of a rebuilt (compacted) context in one transaction; no feed event.
 
-        Its ids were reassigned, so other processes reload it whole (`"reload"` in the change log).
+        Its ids were reassigned, so other processes reload it whole: its earlier change-log rows
+        (which name its aliases) are replaced by one `"reload"` row. A compaction is also how
+        retracted content is erased, so the change-feed events held (which name sources and
+        concepts) are evicted (`_evict_feed`), and its index file (the terms of every paragraph it
+        held) is rewritten from the rebuilt context (`write_rebuilt`).
         """
         cid = ctx.cid
         try:
             with self._tx() as db:
                 seq = int(
                     db.execute(
-                        "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq", (cid, '{"reload":true}')
+                        "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq", (cid, RELOAD)
                     ).fetchone()[0]
                 )
+                _forget_changes(db, cid, seq, RELOAD)
+                _evict_feed(db, cid)
                 for table in ("concepts", "labels", "sources", "aliases", "edges", "passages"):
                     db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
                 db.execute("UPDATE contexts SET meta = ? WHERE id = ?", (_meta_json(ctx.meta), cid))
@@ -248,6 +257,11 @@ class RowStore:
         except self.ERRORS as exc:
             raise self._failed(exc) from exc
         ctx.mark_clean()
+        if self.index_dir is not None:
+            try:
+                write_rebuilt(ctx, self.index_dir, {"store": self.store_id, "context": cid, "seq": seq})
+            except OSError:
+                pass  # an index dir that refuses even the removal: the next load that can write rewrites it
         return seq
 
     def purge_freed(self) -> bool:
@@ -379,13 +393,17 @@ class RowStore:
         try:
             with self._snapshot() as db:
                 row = db.execute("SELECT epoch FROM feed_epochs WHERE ctx = ?", (cid,)).fetchone()
-                front, latest = db.execute("SELECT MIN(seq), MAX(seq) FROM feed WHERE ctx = ?", (cid,)).fetchone()
+                front, latest = db.execute(
+                    "SELECT MIN(CASE WHEN kind <> ? THEN seq END), MAX(seq) FROM feed WHERE ctx = ?", (EVICTED, cid)
+                ).fetchone()
                 events = db.execute(
-                    "SELECT seq, kind, fields FROM feed WHERE ctx = ? AND seq > ? ORDER BY seq LIMIT ?",
-                    (cid, after, limit),
+                    "SELECT seq, kind, fields FROM feed WHERE ctx = ? AND seq > ? AND kind <> ? ORDER BY seq LIMIT ?",
+                    (cid, after, EVICTED, limit),
                 ).fetchall()
         except self.ERRORS as exc:
             raise self._failed(exc) from exc
+        if front is None and latest:  # every held event was evicted: the next one to hold comes after `latest`
+            front = int(latest) + 1
         return FeedPage(
             epoch=int(row[0]) if row else 0,
             front=front,
@@ -598,6 +616,41 @@ def _log_change(db: Sql, ctx: Context) -> int:
 
 
 GROUPS_CHANGED = '{"groups":true}'
+RELOAD = '{"reload":true}'  # a context rebuilt whole (compacted): other processes load it afresh
+EVICTED = ""  # the kind of the feed row that keeps a context's event numbering once its events were evicted
+
+
+def _evict_feed(db: Sql, cid: int) -> None:
+    """Drop every change-feed event a context holds, keeping its numbering (inside a compaction).
+
+    The events name sources and concepts, so an erasure cannot keep them. What is left is one row
+    of kind EVICTED at the last seq, never served: the epoch stays, so a cursor that had seen every
+    event still reads on (the next event is that seq + 1), and one that had not answers 410, as
+    when retention drops events it had not read (`page_result`).
+    """
+    latest = db.execute("SELECT COALESCE(MAX(seq), 0) FROM feed WHERE ctx = ?", (cid,)).fetchone()[0]
+    db.execute("DELETE FROM feed WHERE ctx = ?", (cid,))
+    if latest:
+        db.execute("INSERT INTO feed VALUES(?, ?, ?, ?)", (cid, int(latest), EVICTED, "{}"))
+
+
+def _forget_changes(db: Sql, cid: int, before: int, touched: str) -> None:
+    """Drop context `cid`'s change-log rows older than `before`, the row that says it is to be loaded
+    afresh (or is gone), written as `touched`, in the same transaction.
+
+    Followers lose nothing by it: that newer row makes them drop the context whatever the older
+    rows said, and no other context's row is touched. The log's oldest row is what a follower's
+    gap check reads (`oldest > applied + 1`), so when it is one of these it stays, rewritten to
+    `touched` (no text of the context left in it): removing it would move the oldest row up and
+    make a follower conclude a gap that is not there.
+    """
+    oldest = db.execute("SELECT seq, ctx FROM changes ORDER BY seq LIMIT 1").fetchone()
+    keep = int(oldest[0]) if oldest is not None and int(oldest[1]) == cid and int(oldest[0]) < before else None
+    if keep is None:
+        db.execute("DELETE FROM changes WHERE ctx = ? AND seq < ?", (cid, before))
+        return
+    db.execute("UPDATE changes SET touched = ? WHERE seq = ?", (touched, keep))
+    db.execute("DELETE FROM changes WHERE ctx = ? AND seq > ? AND seq < ?", (cid, keep, before))
 
 
 def _read_groups(db: Sql) -> dict[str, GroupRecord]:
