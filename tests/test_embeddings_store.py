@@ -272,6 +272,54 @@ async def test_a_failure_keeps_landed_rows_and_delete_drops_vectors(
     assert (await cl.ok("GET", "/contexts/mine/embeddings"))["result"] == {"provider_model": "fake-flat"}
 
 
+class Gated(Flat):
+    """The flat embedder, held at its first call until `gate` opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def embed(self, texts: list[str], purpose: str, deadline: float | None) -> list[np.ndarray]:
+        self.entered.set()
+        await self.gate.wait()
+        return await super().embed(texts, purpose, deadline)
+
+
+@pytest.mark.parametrize("recreate", [False, True])
+async def test_a_refresh_of_a_context_deleted_meanwhile_answers_404(
+    start: Start, tmp_path: Path, recreate: bool
+) -> None:
+    """The provider is still being asked when the context is deleted (and perhaps created again): the refresh
+    answers the missing context's 404, writes nothing, and the store is not reported as failing."""
+    gated = Gated()
+    cl, _stop = await start(gated)
+    await seed(cl)
+    refreshing = asyncio.ensure_future(cl.call("POST", "/contexts/mine/embeddings/refresh", {}))
+    await asyncio.wait_for(gated.entered.wait(), 30)
+    await cl.ok("DELETE", "/contexts/mine")
+    if recreate:
+        await cl.ok("PUT", "/contexts/mine", {"description": "again"})
+    gated.gate.set()
+    status, body, _h = await refreshing
+    assert (status, body["code"], body["error"]) == (404, "no_context", "context 'mine' not found")
+    status, _body, _h = await cl.call("GET", "/health")
+    assert status == 200
+    if recreate:
+        assert (await cl.ok("GET", "/contexts/mine/embeddings"))["result"] == {"provider_model": "fake-flat"}
+        assert (await revision(cl))["config"] == 0
+    else:
+        status, body, _h = await cl.call("GET", "/contexts/mine")
+        assert (status, body["code"]) == (404, "no_context")
+    data = tmp_path / "data"
+    store = open_store(str(data), database_url_for(data))
+    try:
+        with store._snapshot() as db:  # type: ignore[attr-defined]
+            assert db.execute("SELECT COUNT(*) FROM vector_stores").fetchone()[0] == 0
+    finally:
+        store.close()
+
+
 def test_a_follower_loads_the_vectors_another_process_refreshed(tmp_path: Path) -> None:
     data = tmp_path / "data"
     url = database_url_for(data)

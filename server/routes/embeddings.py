@@ -19,7 +19,7 @@ from taguru_server.store.embed_refresh import (
     refresh_glosses,
     refresh_passages,
 )
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.registry import CommitFailed
 
 DEADLINE_RESERVE_SECS = 0.1
@@ -76,8 +76,14 @@ async def _persist(call: Call, ctx: Context, half: Half) -> None:
     """Commit what a half published (with the change-log row); a serving change bumps revision.config.
 
     The provider calls ran outside the store's write section (the route takes it only here), so
-    on a shared store other processes' writes never wait for an embedding provider."""
+    on a shared store other processes' writes never wait for an embedding provider. A context
+    deleted meanwhile (by this process or, seen by the section's catch-up, another) answers 404
+    `no_context`, as a refresh of a missing context does, and nothing is written."""
     async with call.registry.write_section(call.deadline):
+        if call.registry.cid_of(ctx.name) != ctx.cid:
+            # deleted (perhaps recreated) while the provider was asked: there is nothing to refresh any more
+            assert call.name is not None
+            raise no_context(call.name)
         try:
             committed = commit_half(call.registry, ctx, half)
         except CommitFailed as exc:
