@@ -588,5 +588,5 @@ def timed_out_waiting() -> ApiError:
     return ApiError("timeout", "request exceeded its budget waiting for another worker's write; retry shortly")
 
 
-def _kind(exc: Exception) -> str:
+def _kind(exc: BaseException) -> str:
     return exc.kind if isinstance(exc, StorageFailed) else "unavailable"
