@@ -129,6 +129,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if workers < 1:
         refuse("--workers must be at least 1")
         return EXIT_USAGE
+    # from here on the flag and TAGURU_WORKERS are one setting: every store the supervisor and the workers
+    # open is shared alike, so the supervisor's load records its change-log position for the workers
+    settings = attrs.evolve(settings, workers=workers)
     worker = args.worker
     # the address is bound first, so a busy port is one line and nothing else (no start-up, no load)
     try:
@@ -142,7 +145,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     log.info("server.starting", version=installed_version(), workers=workers, worker=worker, store=store)
     if worker:  # one of N workers: the in-flight ceiling is divided among them
         ceiling = settings.max_concurrent_requests
-        settings = attrs.evolve(settings, workers=workers, max_concurrent_requests=-(-ceiling // workers))
+        settings = attrs.evolve(settings, max_concurrent_requests=-(-ceiling // workers))
 
     async def run(registry: Registry) -> None:
         app = build_app(settings, registry, rerank=rerank_settings(env))

@@ -46,13 +46,13 @@ def cli(*args: str, env: dict[str, str], **kw: Any) -> subprocess.CompletedProce
 class Server:
     """`python -m taguru_server.cli serve` as a child process on a free port."""
 
-    def __init__(self, data_dir: Path, log: Path, **env: str) -> None:
+    def __init__(self, data_dir: Path, log: Path, args: tuple[str, ...] = (), **env: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         self.log = open(log, "ab")
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "taguru_server.cli", "serve"],
+            [PYTHON, "-m", "taguru_server.cli", "serve", *args],
             cwd=ROOT,
             stdout=self.log,
             stderr=subprocess.STDOUT,
