@@ -15,6 +15,7 @@ from taguru_server.server.config import Settings
 from taguru_server.server.decode import Spec, require_json
 from taguru_server.server.offload import decode_body
 from taguru_server.server.state import AppState
+from taguru_server.server.store_health import commit_refused, write_landed
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, no_context, timed_out
 from taguru_server.store.registry import CommitFailed, Registry
@@ -31,6 +32,7 @@ def track_writes() -> list[int]:
 
 def note_write() -> None:
     """A commit of the current request landed (its answer must then say so, deadline or not)."""
+    write_landed()
     box = _WRITES.get()
     if box is not None:
         box.append(1)
@@ -82,7 +84,10 @@ class Call:
 
 
 def not_durable(exc: CommitFailed, message: str) -> ApiError:
-    """A refused commit: 507 `storage_full` when the disk is full, else 503 `unhealthy` (read-only or failing)."""
+    """A refused commit: 507 `storage_full` when the disk is full, else 503 `unhealthy` (read-only or failing).
+
+    Logged as `store.write_refused` (its cause's kind and reason phrase, rate-limited per cause)."""
+    commit_refused(exc)
     return ApiError("storage_full" if exc.kind == "storage_full" else "unhealthy", message)
 
 

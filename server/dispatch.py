@@ -25,6 +25,7 @@ from taguru_server.server.state import (
     AppState,
     Dispatch,
 )
+from taguru_server.server.store_health import write_refused
 from taguru_server.store.errors import ApiError, StorageFailed
 from taguru_server.store.wire import dumps_bytes
 
@@ -70,6 +71,8 @@ async def run_routed(call: Call, role: str, handler: Handler) -> Any:
         async with registry.write_section(call.deadline):
             return await handler(call)
     except StorageFailed as exc:
+        if role != "read":
+            write_refused(exc)
         raise ApiError("unhealthy", f"the store could not be read: {exc.args[-1]}") from None
 
 

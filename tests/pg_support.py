@@ -62,14 +62,27 @@ class Cluster:
         options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=300"
         if fast:  # the tests never pull the power: durability of the cluster itself is not what they test
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self.options = options
+        self.resume()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def pause(self) -> None:
+        """Stop the server, keeping its data (an outage as clients see it); `resume` starts it again."""
+        subprocess.run(
+            _as_owner([_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"]),
+            check=True,
+            capture_output=True,
+        )
+
+    def resume(self) -> None:
+        """Start the server on the same port and data (again)."""
         subprocess.run(
             _as_owner(
-                [_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start"]
+                [_bin("pg_ctl"), "-D", str(self.data), "-o", self.options, "-l", str(self.dir / "log"), "-w", "start"]
             ),
             check=True,
             capture_output=True,
         )
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def fresh_url(self) -> str:
         """A URL whose tables live in a new, empty schema (one per store)."""

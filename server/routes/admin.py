@@ -16,6 +16,7 @@ from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
 from taguru_server.server.reply import Raw, json_response
 from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
+from taguru_server.server.store_health import probe_for
 from taguru_server.server.tenancy import check_group_records, seen_groups
 from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError
@@ -87,11 +88,16 @@ PROTOCOL_ROUTES: list[Route] = [Route("GET", "/protocol", protocol, "read")]
 
 
 async def health(request: web.Request) -> web.StreamResponse:
-    """200 while the store serves; 503 `unhealthy` after a failed write (until one succeeds) or a failed load."""
+    """200 while the store can take writes; 503 `unhealthy` after a failed write (until one succeeds) or a
+    failed load, and while a probe of the backend finds it unable to take writes (`server/store_health.py`)."""
     registry = request.app.get(REGISTRY_KEY)
-    problem = registry.problem() if registry is not None else None
-    if problem is not None:
-        raise ApiError("unhealthy", problem)
+    if registry is not None:
+        problem = registry.problem()
+        if problem is None:
+            cannot = await probe_for(registry).problem()
+            problem = None if cannot is None else f"the store cannot take writes: {cannot}"
+        if problem is not None:
+            raise ApiError("unhealthy", problem)
     return json_response({"status": "ok", "version": VERSION})
 
 
@@ -102,7 +108,8 @@ async def live(request: web.Request) -> web.StreamResponse:
 async def ready(request: web.Request) -> web.StreamResponse:
     """200 when this process can serve: the contexts to preload (TAGURU_PRELOAD) are in memory, its store
     answers and it has applied every committed change (a replica or worker that just started has caught
-    up); 503 `unhealthy` otherwise."""
+    up), and no context failed to load; 503 `unhealthy` otherwise. A store that refuses writes (read-only
+    disk) leaves it 200: reads are served."""
     registry = request.app.get(REGISTRY_KEY)
     if registry is None:
         raise ApiError("unhealthy", "the store is not open yet")
@@ -117,9 +124,8 @@ async def ready(request: web.Request) -> web.StreamResponse:
         registry.catch_up()
     except Exception:
         raise ApiError("unhealthy", "the store cannot be read; the server log has details") from None
-    problem = registry.problem()
-    if problem is not None:
-        raise ApiError("unhealthy", problem)
+    if registry.load_failed:  # a store refusing writes still serves reads: that is `/health`'s to say, not this
+        raise ApiError("unhealthy", registry.problem() or "a context could not be read from the store")
     return json_response({"status": "ready", "version": VERSION})
 
 
