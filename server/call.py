@@ -71,13 +71,13 @@ class Call:
             raise no_context(self.name)
         return ctx
 
-    def commit(self, *contexts: Context) -> None:
-        """Make the handler's changes durable; past the request's deadline they are undone and refused (408)."""
+    async def commit(self, *contexts: Context) -> None:
+        """Make the handler's changes durable (in the writer thread); past the deadline they are refused (408)."""
         if time.monotonic() > self.deadline:
             self.registry.rollback(contexts)
             raise timed_out(self.settings.request_timeout_secs)
         try:
-            self.registry.commit(contexts)
+            await self.registry.commit_off_loop(contexts, self.deadline)
         except CommitFailed as exc:
             raise not_durable(exc, "the write could not be made durable; nothing was applied") from None
         note_write()

@@ -67,6 +67,8 @@ async def run_routed(call: Call, role: str, handler: Handler) -> Any:
             # a write that waits on something slow (an embedding provider) takes the section itself,
             # only around its commit, so other processes' writes do not wait for it
             registry.catch_up_for_read()
+            if role == "read":
+                await registry.settled(call.name)  # a commit in flight on the writer thread: read what it made durable
             return await handler(call)
         async with registry.write_section(call.deadline):
             return await handler(call)
