@@ -326,7 +326,8 @@ class PostgresPersistence(RowStore):
             got = bool(db.execute("SELECT pg_try_advisory_xact_lock(?)", (WRITE_LOCK,)).fetchone()[0])
         except psycopg.Error as exc:
             if db.in_transaction:
-                db.execute("ROLLBACK")
+                with contextlib.suppress(psycopg.Error):  # the outage may have broken the connection too
+                    db.execute("ROLLBACK")
             raise self._failed(exc) from exc
         if not got:
             db.execute("ROLLBACK")

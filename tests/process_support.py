@@ -67,10 +67,26 @@ class Server:
             try:
                 with urllib.request.urlopen(self.url + "/live", timeout=2) as resp:
                     if resp.status == 200:
+                        self._wait_loaded()
                         return
             except OSError:
                 time.sleep(0.05)
         raise AssertionError("the server never became ready")
+
+    def _wait_loaded(self) -> None:
+        """Past the start-up load: with workers the supervisor answers "loading" until it has forked them."""
+        for _ in range(1200):  # a readiness wait, not an assertion on time
+            if self.proc.poll() is not None:
+                return  # the caller's next request reports it
+            try:
+                with urllib.request.urlopen(self.url + "/ready", timeout=2):
+                    return
+            except urllib.error.HTTPError as exc:
+                if b"loading contexts into memory" not in exc.read():
+                    return  # unhealthy for another reason, which the test itself may be about
+            except OSError:
+                pass
+            time.sleep(0.05)
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()

@@ -60,12 +60,6 @@ def _events(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text(errors="replace").splitlines() if line.startswith("{")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="store/postgres.py try_lock_writes: the ROLLBACK after a failed BEGIN on a connection the outage "
-    "broke raises again, unwrapped, so the first write of an outage answers 500 internal instead of 503",
-)
 def test_a_postgres_outage_is_unhealthy_refuses_writes_logs_each_cause_once_and_recovers(
     tmp_path: Path, cluster: Cluster
 ) -> None:
