@@ -66,7 +66,7 @@ async def run_routed(call: Call, role: str, handler: Handler) -> Any:
         if role == "read" or getattr(handler, "takes_own_write_section", False):
             # a write that waits on something slow (an embedding provider) takes the section itself,
             # only around its commit, so other processes' writes do not wait for it
-            registry.catch_up_for_read()
+            await registry.before_read()
             if role == "read":
                 await registry.settled(call.name)  # a commit in flight on the writer thread: read what it made durable
             return await handler(call)

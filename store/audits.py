@@ -134,9 +134,16 @@ class SpellingIndex:
         lo, hi, dice = lo[order], hi[order], dice[order]
         first = np.ones(len(lo), dtype=bool)
         first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-        best = list(zip(lo[first].tolist(), hi[first].tolist(), dice[first].tolist(), strict=True))
-        best.sort(key=lambda t: (-t[2], t[0], t[1]))
-        return best
+        lo, hi, dice = lo[first], hi[first], dice[first]
+        # wire order: best dice first, then by the pair; numpy's sort rather than list.sort, which would hold the
+        # interpreter lock for the whole sort (the event loop could not run meanwhile)
+        order = np.lexsort((hi, lo, -dice))
+        lo, hi, dice = lo[order], hi[order], dice[order]
+        out: list[tuple[int, int, float]] = []
+        for at in range(0, len(lo), TOLIST_CHUNK):  # in pieces: one conversion holds the lock throughout
+            cut = slice(at, at + TOLIST_CHUNK)
+            out.extend(zip(lo[cut].tolist(), hi[cut].tolist(), dice[cut].tolist(), strict=True))
+        return out
 
     def _shared_counts(self, n: int, deadline: float | None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Blocks of (pair keys i*n + j with i < j, shared non-stop bigrams) over every pair of live spellings
@@ -167,6 +174,9 @@ class SpellingIndex:
                 keys, counts = np.unique(np.concatenate(chunk), return_counts=True)
                 yield keys, counts
             lo = hi
+
+
+TOLIST_CHUNK = 1 << 15  # array elements turned into Python objects per step (~5 ms with the lock held)
 
 
 def _pairs_from(p: np.ndarray, a: int, b: int, n: int) -> np.ndarray:

@@ -88,6 +88,10 @@ class Registry:
         self.directory_unreadable = False  # the list of contexts could not be re-read; cleared by the next read
         # the commit running in the writer thread now: the contexts it writes, and its outcome once settled
         self._in_flight: tuple[set[str], asyncio.Future[BaseException | None]] | None = None
+        # `quiesced` holders (a thread reads loaded contexts): catch-ups wait; `_still` is set when there are none
+        self._quiesced = 0
+        self._still = asyncio.Event()
+        self._still.set()
         # called after a catch-up changed the directory (another process created or dropped a context),
         # so contexts can be loaded in the background rather than by the first request that names them
         self.on_directory: Callable[[], None] | None = None
@@ -475,6 +479,37 @@ class Registry:
         if not self.eventual:
             self.catch_up()
 
+    async def before_read(self) -> None:
+        """`catch_up_for_read`, first waiting out a quiesce if other processes committed meanwhile.
+
+        So a read still sees every write acknowledged before it started, and waits only when there is
+        something to apply that a thread reading the loaded contexts must not see change under it.
+        """
+        if self.eventual or not self.shared:
+            return
+        if self._quiesced and self.persistence.latest_change() != self._applied:
+            await self._still.wait()
+        self.catch_up()
+
+    @contextlib.asynccontextmanager
+    async def quiesced(self) -> AsyncIterator[None]:
+        """No loaded context of this process changes while held: writes wait, catch-ups are put off.
+
+        For work that reads a whole context in another thread (the audits), so the event loop keeps
+        serving while it runs. Reads go on (reads that must apply another process's changes first
+        wait, see `before_read`).
+        """
+        async with self._section:
+            await self.settled(None)
+            self._quiesced += 1
+            self._still.clear()
+            try:
+                yield
+            finally:
+                self._quiesced -= 1
+                if not self._quiesced:
+                    self._still.set()
+
     def catch_up(self) -> None:
         """Apply the changes other processes committed since the last call: their records, not whole contexts.
 
@@ -482,8 +517,8 @@ class Registry:
         change log before it was applied is evicted (the next request loads it whole, unless
         `on_directory` has it loaded in the background first).
         """
-        if not self.shared or self.persistence.latest_change() == self._applied:
-            return
+        if not self.shared or self._quiesced or self.persistence.latest_change() == self._applied:
+            return  # (while quiesced, the next catch-up after it applies everything)
         if self._catch_up() and self.on_directory is not None:
             self.on_directory()
 

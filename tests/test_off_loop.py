@@ -1,7 +1,8 @@
-"""Heavy work never stalls the event loop: commits run in the writer thread, compaction's rebuild in a worker.
+"""Heavy work never stalls the event loop: commits run in the writer thread, compaction and audits in a worker.
 
 Pins that `/live` keeps answering within 250 ms while a commit hangs on a stalled disk and while a
-60k-paragraph context (half its sources retracted) is compacted; that a write whose commit outlives
+60k-paragraph context (half its sources retracted) is compacted and while a drift audit sweeps hundreds of
+thousands of twin pairs; that a write whose commit outlives
 its deadline is answered 408 (never 200) while it lands or is undone; and that reads of the context
 being committed wait for the commit (they never see a change that is not durable).
 """
@@ -166,6 +167,51 @@ async def test_live_answers_while_a_60k_paragraph_context_is_compacted(settings_
         assert after != before
         hits = (await client.ok("POST", "/contexts/big/sources/search", {"query": "brewery"}))["result"]["hits"]
         assert hits and all(int(h["source"][1:].split(".")[0]) % 2 == 1 for h in hits)
+    finally:
+        await session.close()
+        await server.close()
+
+
+def _twin_heavy_context(data: Path, n: int) -> None:
+    """A context of `n` sources whose concept names are near-twins of one another (hundreds of thousands of
+    twin pairs: a long sweep with a large result), every third source's associations unsourced."""
+    store = open_store(str(data), database_url_for(data))
+    try:
+        registry = Registry(store)
+        from taguru_server.store.context import Meta
+
+        ctx = registry.create("twins", Meta())
+        for i in range(n):
+            ctx.store_passage(f"s{i}.md", f"doc {i} about brewery b{i % 300}", [], [], [], [], None, None)
+            for k in range(3):
+                source = f"s{i}.md" if i % 3 else None
+                ctx.assert_association(
+                    f"brewery concept {i}", f"l{k}", f"toji person {(i * 7 + k) % n}", 1.0, source, 0
+                )
+        registry.commit([ctx])
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_live_answers_while_a_drift_audit_sweeps_twins(settings_factory) -> None:
+    settings = settings_factory(TAGURU_REQUEST_TIMEOUT_SECS="120")
+    _twin_heavy_context(Path(settings.data_dir), 6_000)
+    server, client, session = await start_client(settings)
+    try:
+        stop = asyncio.Event()
+        probes = asyncio.ensure_future(_live_latencies(client, stop))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        status, body, _h = await client.call("POST", "/contexts/twins/drift/audit", {"include_twins": True})
+        took = time.monotonic() - started
+        stop.set()
+        latencies = await probes
+        assert status == 200, body
+        assert body["result"]["total"] == 6_000 and body["result"]["twins"]["lexical_concepts"]
+        assert max(latencies) <= LIVE_CEILING_S, (max(latencies), took)
+        assert took > 0.5 and len(latencies) >= took / 0.3  # long enough to matter, and probed all along
     finally:
         await session.close()
         await server.close()

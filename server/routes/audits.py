@@ -11,7 +11,8 @@ copies of the spelling index and name vectors, so the event loop keeps serving m
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import CURSOR, PREFIX, Field, Spec, parse_json
@@ -94,18 +95,31 @@ def floors(args: dict[str, Any]) -> tuple[float, float]:
     return audits.clamp01(args["dice_floor"]), audits.clamp01(args["cosine_floor"])
 
 
-async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str, Any]) -> audits.Twins:
-    """The twin sweeps over copies of the spelling index and name vectors, in a worker thread."""
-    dice, cosine = floors(args)
-    work = audits.TwinSweep.prepare(ctx, kinds, vectors_serve(call, ctx))
+T = TypeVar("T")
+
+
+async def apart(work: Callable[[], T]) -> T:
+    """Run an audit's reading of the context in a worker thread (the caller holds the registry quiesced).
+
+    The event loop keeps serving meanwhile; the context cannot change under the thread, since this
+    process's writes and catch-ups wait for the quiesce.
+    """
     try:
-        return await asyncio.to_thread(work.run, dice, cosine, call.deadline)
+        return await asyncio.to_thread(work)
     except audits.Expired:
         raise budget_spent() from None
 
 
+async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str, Any]) -> audits.Twins:
+    """The twin sweeps (spelling index and name vectors), in a worker thread."""
+    dice, cosine = floors(args)
+    vectors = vectors_serve(call, ctx)
+    return await apart(lambda: audits.sweep(ctx, kinds, dice, cosine, call.deadline, vectors))
+
+
 async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
-    return audits.vocabulary(ctx, await sweep(call, ctx, (CONCEPT, LABEL), args))
+    found = await sweep(call, ctx, (CONCEPT, LABEL), args)
+    return await apart(lambda: audits.vocabulary(ctx, found))
 
 
 # ----- handlers ----------------------------------------------------------------------------
@@ -117,7 +131,8 @@ async def vocabulary_audit(call: Call) -> Any:
         args = optional_body(VOCABULARY_AUDIT, call.body)
         before_start(call)
         ctx = call.context()
-        return await twins(call, ctx, args)
+        async with call.registry.quiesced():
+            return await twins(call, ctx, args)
 
 
 async def drift_audit(call: Call) -> Any:
@@ -126,15 +141,16 @@ async def drift_audit(call: Call) -> Any:
     before_start(call)
     ctx = call.context()
     floor = 0.0 if args["unsourced_floor"] is None else float(args["unsourced_floor"])
-    try:
-        total, page = audits.unsourced(ctx, floor, args["limit"], args["after"], call.deadline)
-    except audits.Expired:
-        raise budget_spent() from None
-    dead_concepts, dead_labels = audits.dead_aliases(ctx)
-    found = None
-    if args["include_twins"]:
-        with permit(call.app_state):
-            found = await twins(call, ctx, args)
+
+    def sweeps() -> tuple[tuple[int, list[dict[str, Any]]], tuple[dict[str, str], dict[str, str]]]:
+        return audits.unsourced(ctx, floor, args["limit"], args["after"], call.deadline), audits.dead_aliases(ctx)
+
+    async with call.registry.quiesced():
+        (total, page), (dead_concepts, dead_labels) = await apart(sweeps)
+        found = None
+        if args["include_twins"]:
+            with permit(call.app_state):
+                found = await twins(call, ctx, args)
     count_read(ctx, False)
     return {
         "total": total,
@@ -167,19 +183,19 @@ async def consolidation_audit(call: Call) -> Any:
         sections = checked_sections(args["checks"])
         before_start(call)
         ctx = call.context()
-        found = await sweep(call, ctx, (CONCEPT,), args) if "merge" in sections else None
-        try:
-            return audits.consolidation(
-                ctx,
-                sections,
-                limit=args["limit"],
-                evidence_cap=args["evidence_cap"],
-                floor_secs=args["floor_secs"],
-                deadline=call.deadline,
-                twins=found,
+        async with call.registry.quiesced():
+            found = await sweep(call, ctx, (CONCEPT,), args) if "merge" in sections else None
+            return await apart(
+                lambda: audits.consolidation(
+                    ctx,
+                    sections,
+                    limit=args["limit"],
+                    evidence_cap=args["evidence_cap"],
+                    floor_secs=args["floor_secs"],
+                    deadline=call.deadline,
+                    twins=found,
+                )
             )
-        except audits.Expired:
-            raise budget_spent() from None
 
 
 ROUTES: list[Route] = [
