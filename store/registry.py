@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from taguru_server.store.context import Context, Dirty, Meta
 from taguru_server.store.errors import ApiError, StorageFailed
@@ -45,6 +46,8 @@ class Persistence(Protocol):
     def unlock_writes(self) -> None: ...
     def close(self) -> None: ...
 
+
+T = TypeVar("T")
 
 # the thread every commit made off the event loop runs in (writes are serialized: it never queues two)
 WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taguru-commit")
@@ -397,6 +400,26 @@ class Registry:
             ) from None
         if exc is not None:
             raise CommitFailed(str(exc), _kind(exc)) from exc
+
+    async def apply_off_loop(self, names: set[str], work: Callable[[], T]) -> T:
+        """Run a whole write (an import's batches, with their commits) in the writer thread, inside the caller's
+        write section; reads of `names` (and reads naming no context) wait for it, as for `commit_off_loop`.
+
+        The work runs in a copy of the caller's context variables. If the caller is cancelled (its
+        deadline), the work runs on to its own end, and the next write section waits for it.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[BaseException | None] = loop.create_future()
+        self._in_flight = (names, done)
+
+        def settle(running: asyncio.Future[T]) -> None:
+            if self._in_flight is not None and self._in_flight[1] is done:
+                self._in_flight = None
+            done.set_result(None if running.cancelled() else running.exception())
+
+        running = loop.run_in_executor(WRITER, contextvars.copy_context().run, work)
+        running.add_done_callback(settle)
+        return await asyncio.shield(running)
 
     def _unlock_after_flight(self) -> None:
         """Leave the write section in the writer thread, after the commit running there (one thread per connection).

@@ -10,6 +10,7 @@ being committed wait for the commit (they never see a change that is not durable
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -212,6 +213,54 @@ async def test_live_answers_while_a_drift_audit_sweeps_twins(settings_factory) -
         assert body["result"]["total"] == 6_000 and body["result"]["twins"]["lexical_concepts"]
         assert max(latencies) <= LIVE_CEILING_S, (max(latencies), took)
         assert took > 0.5 and len(latencies) >= took / 0.3  # long enough to matter, and probed all along
+    finally:
+        await session.close()
+        await server.close()
+
+
+def _import_stream(sources: int, paragraphs: int) -> str:
+    """An import stream of one new context: `sources` batches, each a passage and three associations."""
+    lines = []
+    for i in range(sources):
+        head: dict[str, Any] = {"taguru_batch": 1, "context": "imported", "source": f"s{i}.md"}
+        if i == 0:
+            head["create"] = {"description": "imported under probes"}
+        lines.append(json.dumps(head))
+        text = "\n\n".join(f"doc {i} paragraph {j} about brewery b{i % 300} and rice r{j}" for j in range(paragraphs))
+        lines.append(json.dumps({"passage": text}))
+        for k in range(3):
+            edge = {"subject": f"c{i}", "label": f"l{k}", "object": f"c{(i * 7 + k) % sources}", "weight": 1.0}
+            lines.append(json.dumps({**edge, "paragraph": 1 + k % paragraphs}))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_live_answers_while_a_large_import_is_applied(settings_factory) -> None:
+    server, client, session = await start_client(settings_factory(TAGURU_REQUEST_TIMEOUT_SECS="120"))
+    try:
+        await client.ok("PUT", "/contexts/other", {"description": "d"})
+        stream = _import_stream(6_000, 6)
+        stop = asyncio.Event()
+        probes = asyncio.ensure_future(_live_latencies(client, stop))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        importing = asyncio.ensure_future(
+            client.call("POST", "/import", raw=stream, content_type="application/x-ndjson")
+        )
+        await asyncio.sleep(0.3)
+        other = await client.call("GET", "/contexts/other")  # another context's read is not held up
+        assert other[0] == 200
+        status, body, _h = await importing
+        took = time.monotonic() - started
+        stop.set()
+        latencies = await probes
+        assert status == 200, body
+        assert len(body["result"]["batches"]) == 6_000
+        assert max(latencies) <= LIVE_CEILING_S, (max(latencies), took)
+        assert len(latencies) >= took / 0.3
+        stats = (await client.ok("GET", "/contexts/imported"))["result"]["stats"]
+        assert stats["sources"] == 6_000 and stats["associations"] == 18_000
     finally:
         await session.close()
         await server.close()

@@ -22,7 +22,7 @@ from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError
 from taguru_server.store.group_import import restore_groups
 from taguru_server.store.importer import ParseError, parse_stream, run_import
-from taguru_server.store.registry import CommitFailed
+from taguru_server.store.registry import COMMIT_ANSWER_MARGIN_SECS, CommitFailed
 
 Probe = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -56,15 +56,20 @@ async def import_stream(call: Call) -> Any:
             )
     check_group_records(call, batches.groups)
     try:
-        outcomes = run_import(
-            call.registry,
-            batches,
-            dry_run=dry_run,
-            deadline=call.deadline,
-            timeout_secs=call.settings.request_timeout_secs,
-            on_commit=lambda _landed: note_write(),
-            # several workers: one commit per write section (ids are assigned in memory under its lock)
-            commit_every=len(batches) + 1 if call.registry.shared else 512,
+        # applied in the writer thread, so a large import does not stop the event loop; it ends a little before
+        # the request's deadline, so its own refusal (naming the durable prefix) is the answer
+        outcomes = await call.registry.apply_off_loop(
+            {batch.context for batch in batches},
+            lambda: run_import(
+                call.registry,
+                batches,
+                dry_run=dry_run,
+                deadline=call.deadline - COMMIT_ANSWER_MARGIN_SECS,
+                timeout_secs=call.settings.request_timeout_secs,
+                on_commit=lambda _landed: note_write(),
+                # several workers: one commit per write section (ids are assigned in memory under its lock)
+                commit_every=len(batches) + 1 if call.registry.shared else 512,
+            ),
         )
         if dry_run or not batches.groups:
             return {"batches": outcomes}
