@@ -34,7 +34,7 @@ class AutoEmbed:
 
     async def _commit(self, ctx: Any, half: Half) -> None:
         async with self.registry.write_section(float("inf")):
-            commit_half(self.registry, ctx, half)
+            await self.registry.apply_off_loop({ctx.name}, lambda: commit_half(self.registry, ctx, half))
 
     async def tick(self) -> None:
         for name in self.registry.loaded_names():

@@ -74,7 +74,9 @@ async def import_stream(call: Call) -> Any:
         if dry_run or not batches.groups:
             return {"batches": outcomes}
         seen = seen_groups(call)
-        groups = restore_groups(call.registry, batches.groups, len(outcomes), call.deadline, note_write, seen)
+        groups = await call.registry.apply_off_loop(
+            set(), lambda: restore_groups(call.registry, batches.groups, len(outcomes), call.deadline, note_write, seen)
+        )
     except CommitFailed as exc:
         raise not_durable(exc, "the import could not be made durable; the landed prefix is intact") from None
     return {"batches": outcomes, "groups": groups}

@@ -127,7 +127,8 @@ async def get_context(call: Call) -> Any:
 async def delete_context(call: Call) -> Any:
     assert call.name is not None
     try:
-        deleted = call.registry.delete(call.name)
+        name = call.name
+        deleted = await call.registry.apply_off_loop({name}, lambda: call.registry.delete(name))
     except CommitFailed as exc:
         raise not_durable(exc, "the delete could not be made durable; nothing was applied") from None
     if not deleted:

@@ -85,7 +85,7 @@ async def _persist(call: Call, ctx: Context, half: Half) -> None:
             assert call.name is not None
             raise no_context(call.name)
         try:
-            committed = commit_half(call.registry, ctx, half)
+            committed = await call.registry.apply_off_loop({ctx.name}, lambda: commit_half(call.registry, ctx, half))
         except CommitFailed as exc:
             raise not_durable(
                 exc, "the embedding refresh could not be made durable; the vectors were not changed"

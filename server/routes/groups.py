@@ -110,9 +110,10 @@ def _missing_members(
             raise no_group(g, applied=True)
 
 
-def _persist(call: Call, upserts: dict[str, GroupRecord], deletes: Iterable[str] = ()) -> None:
-    try:
-        call.registry.write_groups(upserts, deletes)
+async def _persist(call: Call, upserts: dict[str, GroupRecord], deletes: Iterable[str] = ()) -> None:
+    gone = list(deletes)
+    try:  # in the writer thread; reads naming no context (the cross-context reads over groups) wait for it
+        await call.registry.apply_off_loop(set(), lambda: call.registry.write_groups(upserts, gone))
     except CommitFailed as exc:
         raise not_durable(exc, "the group change could not be made durable; nothing was applied") from None
     note_write()
@@ -192,7 +193,7 @@ async def put_group(call: Call) -> Any:
         raise _bundle_cap("child groups")
     _missing_members(registry, seen, record.contexts, record.groups)
     _validated(call, seen, name, record)
-    _persist(call, {name: record})
+    await _persist(call, {name: record})
     return True
 
 
@@ -225,7 +226,7 @@ async def patch_group(call: Call) -> Any:
     kept = current.description if description is None else description
     record = GroupRecord.of(kept, contexts, children | unseen)
     _validated(call, seen, name, GroupRecord.of(kept, contexts, children), record)
-    _persist(call, {name: record})
+    await _persist(call, {name: record})
     return group_entry(call, seen_groups(call), name)
 
 
@@ -237,7 +238,7 @@ async def delete_group(call: Call) -> Any:
     before_start(call)
     if name not in seen:
         raise no_group(name)
-    _persist(call, without_child(registry.groups, name), [name])
+    await _persist(call, without_child(registry.groups, name), [name])
     return True
 
 
@@ -261,7 +262,7 @@ async def rename_group(call: Call) -> Any:
         return True
     if to in registry.groups:  # one namespace, as for a create
         raise ApiError("already_exists", f"group '{to}' already exists")
-    _persist(call, {**child_renamed(registry.groups, name, to), to: registry.groups[name]}, [name])
+    await _persist(call, {**child_renamed(registry.groups, name, to), to: registry.groups[name]}, [name])
     return True
 
 

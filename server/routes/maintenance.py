@@ -103,7 +103,7 @@ async def rename(call: Call) -> Any:
     if call.registry.exists(to):
         raise ApiError("already_exists", f"context '{to}' already exists")
     try:
-        call.registry.rename(name, to)
+        await call.registry.apply_off_loop({name, to}, lambda: call.registry.rename(name, to))
     except CommitFailed as exc:
         raise not_durable(exc, "the rename could not be made durable; nothing was applied") from None
     note_write()

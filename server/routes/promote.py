@@ -19,7 +19,7 @@ from taguru_server.store import audits
 from taguru_server.store import promote as moves
 from taguru_server.store.context import CONCEPT, Context
 from taguru_server.store.errors import ApiError, no_context
-from taguru_server.store.registry import CommitFailed
+from taguru_server.store.registry import COMMIT_ANSWER_MARGIN_SECS, CommitFailed
 
 MAX_SOURCES = 1000
 
@@ -138,7 +138,17 @@ async def promote(call: Call) -> Any:
             raise not_durable(exc, "the promotion could not be made durable; nothing was applied") from None
         note_write()
 
-    outcomes = moves.apply(call.registry, into, batches, dry_run=dry_run, deadline=call.deadline, commit=commit)
+    outcomes = await call.registry.apply_off_loop(  # in the writer thread, commits included
+        {into},
+        lambda: moves.apply(
+            call.registry,
+            into,
+            batches,
+            dry_run=dry_run,
+            deadline=call.deadline - COMMIT_ANSWER_MARGIN_SECS,
+            commit=commit,
+        ),
+    )
     result: dict[str, Any] = {"batches": outcomes, "aliases_dropped": dropped}
     if not dry_run and args["audit"] is not False:
         result.update(await _epilogue(call, into))
