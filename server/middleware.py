@@ -20,7 +20,15 @@ from taguru_server.server.errors import error_response
 from taguru_server.server.logging import start_request_notes
 from taguru_server.server.routes.audits import HEAVY_BEFORE_BODY
 from taguru_server.server.routes.common import permit
-from taguru_server.server.routing import MATCH_KEY, PROBES, ROUTER, UNMATCHED, authorize, routed_method
+from taguru_server.server.routing import (
+    MATCH_KEY,
+    PROBES,
+    ROUTER,
+    UNMATCHED,
+    allow_header,
+    authorize,
+    routed_method,
+)
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
     BODY_KEY,
@@ -166,6 +174,7 @@ async def probes(request: web.Request, handler: NextHandler) -> web.StreamRespon
         raise ApiError(
             "method_not_allowed",
             f"{request.method} is not supported on {request.raw_path}; GET /protocol lists the API",
+            headers=allow_header(("GET",)),
         )
     return await probe(request)
 

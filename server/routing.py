@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from urllib.parse import unquote
 
 import attrs
@@ -72,6 +73,16 @@ class Match:
     name: str | None
     path_matched: bool
     unsupported: bool = False  # a reference route this server does not serve (`compat.UNSUPPORTED`)
+    allowed: tuple[str, ...] = ()  # the methods the path does route (a 405's `Allow`)
+
+
+ALLOW_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allow_header(methods: tuple[str, ...]) -> dict[str, str]:
+    """The `Allow` header of a 405: the methods the path supports (a GET path also answers HEAD), in one order."""
+    listed = set(methods) | ({"HEAD"} if "GET" in methods else set())
+    return {"Allow": ", ".join(sorted(listed, key=lambda m: (ALLOW_ORDER + (m,)).index(m)))}
 
 
 class Router:
@@ -86,6 +97,20 @@ class Router:
     def match(self, method: str, segments: list[str]) -> tuple[str, str, Handler | None, str | None, bool]:
         """Return (template, role, handler, name, path_matched)."""
         path_matched = None
+        for r_method, template, handler, role, name in self._matching(segments):
+            if r_method == method:
+                return template, role, handler, name, True
+            path_matched = (template, name)
+        if path_matched is not None:
+            return path_matched[0], "admin", None, path_matched[1], True
+        return UNMATCHED, "admin", None, None, False
+
+    def allowed(self, segments: list[str]) -> tuple[str, ...]:
+        """The methods some route answers on these segments, in table order."""
+        return tuple(dict.fromkeys(r_method for r_method, *_rest in self._matching(segments)))
+
+    def _matching(self, segments: list[str]) -> Iterator[tuple[str, str, Handler, str, str | None]]:
+        """(method, template, handler, role, name) of every route whose template matches the segments."""
         for r_method, template, parts, handler, role in self.routes:
             if len(parts) != len(segments):
                 continue
@@ -97,14 +122,8 @@ class Router:
                 elif part != seg:
                     ok = False
                     break
-            if not ok:
-                continue
-            if r_method == method:
-                return template, role, handler, name, True
-            path_matched = (template, name)
-        if path_matched is not None:
-            return path_matched[0], "admin", None, path_matched[1], True
-        return UNMATCHED, "admin", None, None, False
+            if ok:
+                yield r_method, template, handler, role, name
 
     def resolve(self, method: str, uri: str) -> Match:
         """Match a raw request target (its query string is ignored); an undecodable path is an unknown path."""
@@ -113,6 +132,8 @@ class Router:
         except UnicodeDecodeError:
             raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API") from None
         found = Match(*self.match(method, parts))
+        if found.handler is None and found.path_matched:
+            return attrs.evolve(found, allowed=self.allowed(parts))
         if found.handler is None and not found.path_matched:
             known = compat.unsupported(method, uri)
             if known is not None:
@@ -148,7 +169,11 @@ def authorize(principal: Principal, method: str, match: Match, uri: str) -> Hand
         if match.unsupported:
             raise ApiError("unknown_path", compat.unsupported_text(method, match.template))
         if match.path_matched:
-            raise ApiError("method_not_allowed", f"{method} is not supported on {uri}; GET /protocol lists the API")
+            raise ApiError(
+                "method_not_allowed",
+                f"{method} is not supported on {uri}; GET /protocol lists the API",
+                headers=allow_header(match.allowed),
+            )
         raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API")
     if match.name is not None and match.template not in groups.GROUP_TEMPLATES:  # `{name}` is a group there
         principal.require_grant(match.name)
