@@ -19,13 +19,13 @@ import attrs
 from taguru_server.server.errors import malformed
 from taguru_server.stages import model as M
 from taguru_server.store.errors import ApiError, Issue, too_many_items
+from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import describe_value, has_lone_surrogate
 
 PREFIX = "Failed to deserialize the JSON body into the target type: "
 MAX_U32 = 2**32 - 1
 MAX_U64 = 2**64 - 1
-MAX_DEPTH = 128  # serde_json's recursion limit
 MAX_NAME_BYTES = 1024
 NON_EMPTY = "a non-empty string"
 
@@ -52,13 +52,15 @@ def parse_json(raw: bytes, checked: frozenset[str] = frozenset()) -> Any:
     hook = _pairs_hook(checked, repeated) if checked else None
     try:
         text = raw.decode("utf-8")
-        value = json.loads(
-            text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_json_int, object_pairs_hook=hook
+        value = parse_bounded(
+            lambda t: json.loads(
+                t, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_json_int, object_pairs_hook=hook
+            ),
+            text,
         )
-        _check_depth(value)
         if has_lone_surrogate(raw, value):
             raise ValueError("lone leading surrogate in hex escape")
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:
         raise malformed(f"Failed to parse the request body as JSON: {exc}", status=400) from None
     if repeated:
         raise _report(raw, _Refusal((), f"duplicate field `{repeated[0]}`", "eof"))
@@ -80,21 +82,6 @@ def _pairs_hook(checked: frozenset[str], repeated: list[str]) -> Callable[[list[
         return out
 
     return hook
-
-
-def _check_depth(value: Any) -> None:
-    """Refuse nesting past serde_json's limit (a syntax error there, so 400), iteratively."""
-    if not isinstance(value, (dict, list)):
-        return
-    stack = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ValueError("recursion limit exceeded")
-        items = v.values() if isinstance(v, dict) else v
-        for child in items:
-            if isinstance(child, (dict, list)):
-                stack.append((child, depth + 1))
 
 
 def _no_constant(name: str) -> Any:

@@ -15,6 +15,7 @@ import numpy as np
 from taguru_server.store.context import CONCEPT, LABEL, Context, Meta
 from taguru_server.store.errors import ApiError, Issue, timed_out
 from taguru_server.store.group_import import GroupLine, GroupParseError, parse_group_line
+from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.registry import Registry
 from taguru_server.store.text import WHITE_SPACE, split_paragraphs, utf8_len
 from taguru_server.store.wire import format_number, has_lone_surrogate
@@ -209,14 +210,15 @@ def _decode_line(n: int, line: str, decode: Callable[[str], Any]) -> dict[str, A
     try:
         # json.loads(line, parse_constant=...) without building a decoder per line; a
         # leading BOM keeps json.loads' own refusal text
-        rec = (
-            decode(line)
+        rec = parse_bounded(
+            decode
             if line[0] != "\ufeff"
-            else json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
+            else lambda t: json.loads(t, parse_constant=_no_constant, parse_float=_finite_float),
+            line,
         )
         if "\\u" in line and has_lone_surrogate(line, rec):
             raise ValueError("lone leading surrogate in hex escape")
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise ParseError(f"line {n}: not JSON: {exc}") from None
     if not isinstance(rec, dict):
         raise ParseError(f"line {n}: expected a JSON object")

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from taguru_server.server.call import Call, Route
+from taguru_server.server.decode import parse_json
 from taguru_server.server.mcp.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -23,11 +24,13 @@ from taguru_server.server.mcp.protocol import (
     protocol_text,
 )
 from taguru_server.server.mcp.tools import TOOL_BY_NAME, TOOLS
+from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Raw
 from taguru_server.server.state import DISPATCH_KEY
 from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.version import VERSION
-from taguru_server.store.wire import dumps_bytes, has_lone_surrogate
+from taguru_server.store.errors import ApiError
+from taguru_server.store.wire import dumps_bytes
 
 MAX_RESULT_BYTES = 8 * 1024 * 1024
 CAP_MESSAGE = (
@@ -64,10 +67,8 @@ async def mcp_endpoint(call: Call) -> Any:
 
 async def _handle(call: Call) -> Raw:
     try:
-        message = json.loads(call.body.decode("utf-8"))
-        if has_lone_surrogate(call.body, message):
-            raise ValueError("lone surrogate")
-    except (UnicodeDecodeError, ValueError):
+        message = await decode_body(call.body, lambda: parse_json(call.body))  # the limits of every JSON body
+    except ApiError:
         raise RpcError(PARSE_ERROR, "body is not JSON", 400) from None
     if isinstance(message, list):
         raise RpcError(INVALID_REQUEST, batch_refused("request"), 400)

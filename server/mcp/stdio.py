@@ -37,6 +37,7 @@ from taguru_server.server.mcp.jsonrpc import (
     error_frame,
     shape_problem,
 )
+from taguru_server.store.json_depth import parse_bounded
 
 # The CLI imports this module to register `taguru mcp`, so the MCP SDK, aiohttp and the tool
 # table are imported only when the bridge actually runs (they cost seconds on a cold start).
@@ -357,7 +358,7 @@ class FramedStdin:
                 await self._refuse(_error_frame(PARSE_ERROR, "line is not UTF-8"))
                 continue
             try:
-                value = json.loads(text)
+                value = parse_bounded(json.loads, text)  # the nesting limit of every JSON request
             except ValueError:
                 await self._refuse(_error_frame(PARSE_ERROR, "line is not JSON"))
                 continue
