@@ -10,24 +10,32 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from taguru_server.server.errors import malformed
+from taguru_server.server.positions import PREFIX as PREFIX  # re-exported: the 422 prefix
+from taguru_server.server.positions import Path, Refusal, report
 from taguru_server.stages import model as M
 from taguru_server.store.errors import ApiError, Issue, too_many_items
 from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import describe_value, has_lone_surrogate
 
-PREFIX = "Failed to deserialize the JSON body into the target type: "
 MAX_U32 = 2**32 - 1
 MAX_U64 = 2**64 - 1
 MAX_NAME_BYTES = 1024
 NON_EMPTY = "a non-empty string"
+# The handlers' refusals as published keywords. A `maxLength` is the handler's byte cap: the server
+# counts UTF-8 bytes, so a string of that many characters can still be over it.
+NAME = {"minLength": 1, "maxLength": MAX_NAME_BYTES}  # a name refused empty or over 1024 bytes
+NAMES = {"items": {"type": "string", **NAME}}
+SHORT_NAME = {"minLength": 1, "maxLength": 64}  # a context or group name
+DESCRIPTION = {"maxLength": 4096}
+TAGS = {"items": {"type": "string", "minLength": 1, "maxLength": 128}}
+MAX_INPUT = {"maxItems": 1000}  # a list input the handler refuses past 1000 names (400 over_limit)
 
 # ----- content type and JSON parse (415, 400) ----------------------------------------
 
@@ -63,7 +71,7 @@ def parse_json(raw: bytes, checked: frozenset[str] = frozenset()) -> Any:
     except (UnicodeDecodeError, ValueError) as exc:
         raise malformed(f"Failed to parse the request body as JSON: {exc}", status=400) from None
     if repeated:
-        raise _report(raw, _Refusal((), f"duplicate field `{repeated[0]}`", "eof"))
+        raise report(raw, Refusal((), f"duplicate field `{repeated[0]}`", "eof"))
     return value
 
 
@@ -107,101 +115,14 @@ def _json_int(text: str) -> int | float:
         raise ValueError("number out of range") from None
 
 
-# ----- 422 positions (only for a refused body) ---------------------------------------
-
-
-class _Refusal(Exception):
-    """A 422 found while decoding: the dotted path it names, the detail, where its position points."""
-
-    def __init__(self, path: tuple[str, ...], detail: str, anchor: str = "end") -> None:
-        super().__init__(detail)
-        self.path = path
-        self.detail = detail
-        self.anchor = anchor  # "end": the value's last byte; "close": the struct's closing brace; "eof"
-
-
-def _report(raw: bytes, refusal: _Refusal) -> ApiError:
-    label = ".".join(refusal.path)
-    prefix = f"{label}: " if label else ""
-    offset = None if refusal.anchor == "eof" else _Locator(raw, refusal.path).offset(refusal.anchor == "close")
-    return malformed(f"{PREFIX}{prefix}{refusal.detail} at {_position(raw, offset)}")
-
-
-def _position(raw: bytes, end: int | None) -> str:
-    if end is None:
-        end = len(raw)
-    before = raw[:end]
-    line = before.count(b"\n") + 1
-    col = end - (before.rfind(b"\n") + 1)
-    return f"line {line} column {col}"
-
-
-_WS = re.compile(r"[ \t\n\r]*")
-_SCAN = json.JSONDecoder().raw_decode  # the body already parsed, so this only measures values
-
-
-class _Locator:
-    """Where the value at one path of a parsed body ends, walking only the members on that path.
-
-    An object at the path (the last one, if its key repeats) gives both its closing brace and its
-    end; otherwise the first value reached through an object key gives its end, and nothing closes.
-    """
-
-    def __init__(self, raw: bytes, target: _Path) -> None:
-        self.text = raw.decode("utf-8")
-        self.target = target
-        self.end: int | None = None
-        self.close: int | None = None
-        self._visit(self._ws(0), (), keyed=False)
-
-    def offset(self, close: bool) -> int | None:
-        at = self.close if close else self.end
-        return None if at is None else len(self.text[:at].encode("utf-8", "surrogatepass"))
-
-    def _ws(self, i: int) -> int:
-        match = _WS.match(self.text, i)
-        return i if match is None else match.end()
-
-    def _visit(self, i: int, path: _Path, keyed: bool) -> int:
-        """Walk the value starting at `i` (its path a prefix of the target); returns where it ends."""
-        text, target = self.text, self.target
-        if path == target:
-            end = _SCAN(text, i)[1]
-            if text[i] == "{":
-                self.end = self.close = end
-            elif keyed and self.end is None:
-                self.end = end
-            return end
-        if text[i] == "{":
-            i = self._ws(i + 1)
-            while text[i] != "}":
-                key, i = _SCAN(text, i)
-                i = self._ws(self._ws(i) + 1)  # past ':'
-                inner = path + (key,)
-                i = self._ws(self._visit(i, inner, True) if target[: len(inner)] == inner else _SCAN(text, i)[1])
-                if text[i] == ",":
-                    i = self._ws(i + 1)
-            return i + 1
-        if text[i] == "[":
-            i, k = self._ws(i + 1), 0
-            while text[i] != "]":
-                inner = path + (str(k),)
-                i = self._ws(self._visit(i, inner, False) if target[: len(inner)] == inner else _SCAN(text, i)[1])
-                k += 1
-                if text[i] == ",":
-                    i = self._ws(i + 1)
-            return i + 1
-        return _SCAN(text, i)[1]
-
-
 # ----- field kinds ---------------------------------------------------------------------
 
-_Path = tuple[str, ...]
+_Path = Path
 
 
 def _string(v: Any, path: _Path, f: Field) -> str:
     if not isinstance(v, str):
-        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected a string")
+        raise Refusal(path, f"invalid type: {describe_value(v)}, expected a string")
     return v
 
 
@@ -210,32 +131,32 @@ _UINT_TOP = {"usize": MAX_U64, "u32": MAX_U32, "u64": MAX_U64}  # usize is 64-bi
 
 def _uint(v: Any, path: _Path, f: Field) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected {f.kind}")
+        raise Refusal(path, f"invalid type: {describe_value(v)}, expected {f.kind}")
     if v < 0 or v > _UINT_TOP[f.kind]:
-        raise _Refusal(path, f"invalid value: integer `{v}`, expected {f.kind}")
+        raise Refusal(path, f"invalid value: integer `{v}`, expected {f.kind}")
     return v if f.ceiling is None else min(v, f.ceiling)
 
 
 def _number(v: Any, path: _Path, f: Field) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected {f.kind}")
+        raise Refusal(path, f"invalid type: {describe_value(v)}, expected {f.kind}")
     if isinstance(v, float) and math.isinf(v):
-        raise _Refusal(path, "number out of range")
+        raise Refusal(path, "number out of range")
     return float(v)
 
 
 def _boolean(v: Any, path: _Path, f: Field) -> bool:
     if not isinstance(v, bool):
-        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected a boolean")
+        raise Refusal(path, f"invalid type: {describe_value(v)}, expected a boolean")
     return v
 
 
 def _strings(v: Any, path: _Path, f: Field) -> list[str]:
     if not isinstance(v, list):
-        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected a sequence")
+        raise Refusal(path, f"invalid type: {describe_value(v)}, expected a sequence")
     if not all(isinstance(item, str) for item in v):
         i, item = next((i, item) for i, item in enumerate(v) if not isinstance(item, str))
-        raise _Refusal(path + (str(i),), f"invalid type: {describe_value(item)}, expected a string")
+        raise Refusal(path + (str(i),), f"invalid type: {describe_value(item)}, expected a string")
     return v
 
 
@@ -244,12 +165,12 @@ def _one_or_many(v: Any, path: _Path, f: Field) -> list[str]:
         return [v]
     if isinstance(v, list) and all(isinstance(item, str) for item in v):
         return v
-    raise _Refusal(path, "data did not match any variant of untagged enum OneOrMany")
+    raise Refusal(path, "data did not match any variant of untagged enum OneOrMany")
 
 
 def _string_map(v: Any, path: _Path, f: Field) -> dict[str, str]:
     if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-        raise _Refusal(path, f"invalid type: {describe_value(v)}, expected a map")
+        raise Refusal(path, f"invalid type: {describe_value(v)}, expected a map")
     return v
 
 
@@ -260,7 +181,7 @@ def _struct(v: Any, path: _Path, f: Field) -> dict[str, Any]:
 
 _KINDS: dict[str, tuple[Callable[[Any, _Path, Field], Any], dict[str, Any]]] = {  # decoder, JSON Schema
     "string": (_string, {"type": "string"}),
-    "usize": (_uint, {"type": "integer", "minimum": 0}),
+    "usize": (_uint, {"type": "integer", "minimum": 0, "maximum": MAX_U64}),  # 64-bit on the reference's targets
     "u32": (_uint, {"type": "integer", "minimum": 0, "maximum": MAX_U32}),
     "u64": (_uint, {"type": "integer", "minimum": 0, "maximum": MAX_U64}),
     "f64": (_number, {"type": "number"}),
@@ -284,7 +205,9 @@ class Field:
     `default` is what an absent (or null) field decodes to; `ceiling` silently clamps an unsigned
     value; `max_items` caps a top-level list (400 over_limit, checked once the whole body has decoded);
     `null_is_absent=False` makes a null an ordinary (wrong-typed) value; `alias_of` names the field
-    this one is a deprecated spelling of (both given is a duplicate).
+    this one is a deprecated spelling of (both given is a duplicate). `rules` are JSON Schema keywords
+    the document adds for what the handler refuses after decoding (e.g. `minLength` for a name that
+    must not be empty): published only, each one matching a refusal of the handler.
     """
 
     name: str
@@ -297,6 +220,7 @@ class Field:
     max_items: int | None = None
     null_is_absent: bool = True
     alias_of: str | None = None
+    rules: dict[str, Any] | None = attrs.field(default=None, eq=False)
 
     @property
     def description(self) -> str:
@@ -322,6 +246,7 @@ class Spec:
     closed: bool = False
     component: str | None = None  # the `/openapi.json` component name, when not `struct`
     refuse_duplicates: bool = False  # a repeated key naming one of its fields (any depth) is a 422
+    rules: tuple[dict[str, Any], ...] = attrs.field(default=(), eq=False)  # whole-body refusals of the handler
     _aliased: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)
     _checked: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
 
@@ -343,8 +268,8 @@ class Spec:
         """Decode a parsed body (`raw` is only read to place a refusal)."""
         try:
             out = self.decode_at(value, ())
-        except _Refusal as refusal:
-            raise _report(raw, refusal) from None
+        except Refusal as refusal:
+            raise report(raw, refusal) from None
         for f in self.fields:
             if f.max_items is not None and out[f.name] is not None and len(out[f.name]) > f.max_items:
                 raise too_many_items(f.name, len(out[f.name]))
@@ -352,31 +277,31 @@ class Spec:
 
     def decode_at(self, value: Any, path: _Path) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise _Refusal(path, f"invalid type: {describe_value(value)}, expected struct {self.struct}")
+            raise Refusal(path, f"invalid type: {describe_value(value)}, expected struct {self.struct}")
         if self.closed:
             names = [f.name for f in self.fields]
             unknown = sorted(set(value) - set(names))
             if unknown:
                 expected = ", ".join(f"`{n}`" for n in names)
-                raise _Refusal(path + (unknown[0],), f"unknown field `{unknown[0]}`, expected one of {expected}")
+                raise Refusal(path + (unknown[0],), f"unknown field `{unknown[0]}`, expected one of {expected}")
         aliased = self._aliased
         out: dict[str, Any] = {}
         for f in self.fields:
             v = value.get(f.name)
             if v is None and (f.null_is_absent or f.name not in value):
                 if f.required and f.name not in aliased:
-                    raise _Refusal(path, f"missing field `{f.name}`", "close")
+                    raise Refusal(path, f"missing field `{f.name}`", "close")
                 out[f.name] = f.default
             else:
                 out[f.name] = _KINDS[f.kind][0](v, path + (f.name,), f)
         for f in self.fields:
             if f.alias_of and out[f.name] is not None:
                 if out[f.alias_of] is not None:
-                    raise _Refusal(path + (f.name,), f"duplicate field `{f.alias_of}`")
+                    raise Refusal(path + (f.name,), f"duplicate field `{f.alias_of}`")
                 out[f.alias_of] = out[f.name]
         for name in aliased:
             if out[name] is None and any(f.required for f in self.fields if f.name == name):
-                raise _Refusal(path, f"missing field `{name}`", "close")
+                raise Refusal(path, f"missing field `{name}`", "close")
         return out
 
     def field_names(self) -> frozenset[str]:
@@ -388,22 +313,65 @@ class Spec:
         return frozenset(names)
 
     def json_schema(self) -> dict[str, Any]:
-        props: dict[str, Any] = {}
+        """What `decode` accepts, as JSON Schema: a null is allowed wherever it reads as absent, a
+        deprecated alias excludes its field, and the handler's own refusals come as `rules`."""
         aliased = self._aliased
-        for f in self.fields:
-            schema = f.nested.json_schema() if f.nested is not None else dict(_KINDS[f.kind][1])
-            if f.description:
-                schema["description"] = f.description
-            props[f.name] = schema
+        props = {f.name: _field_schema(f, f.name not in aliased) for f in self.fields}
         out: dict[str, Any] = {"type": "object", "properties": props}
         if self.closed:
             out["additionalProperties"] = False
         required = [f.name for f in self.fields if f.required and f.name not in aliased]
         if required:
             out["required"] = required
+        rules = [*self._alias_rules(), *self.rules]
+        if rules:
+            out["allOf"] = rules
         if self.description:
             out["description"] = self.description
         return out
+
+    def _alias_rules(self) -> list[dict[str, Any]]:
+        """A field and its alias are not both given (non-null); a required field is given under one of them."""
+        rules: list[dict[str, Any]] = []
+        for f in self.fields:
+            if f.alias_of is None:
+                continue
+            rules.append({"not": given(f.alias_of, f.name)})
+            if any(g.required for g in self.fields if g.name == f.alias_of):
+                rules.append({"anyOf": [given(f.alias_of), given(f.name)]})
+        return rules
+
+
+def _field_schema(f: Field, own_requirement: bool) -> dict[str, Any]:
+    """One field as published: its kind, item cap and rules; null allowed where it decodes as absent
+    (a required field that is null is missing, unless an alias may stand in for it)."""
+    schema = f.nested.json_schema() if f.nested is not None else dict(_KINDS[f.kind][1])
+    if f.max_items is not None:
+        schema["maxItems"] = f.max_items
+    if f.rules:
+        schema.update(f.rules)
+    if f.description:
+        schema["description"] = f.description
+    if f.null_is_absent and not (f.required and own_requirement):
+        schema = nullable(schema)
+    return schema
+
+
+NOT_NULL: dict[str, Any] = {"not": {"type": "null"}}
+
+
+def given(*names: str, **schemas: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema for "every one of `names` is present and not null" (and matches `schemas[name]`, if given)."""
+    return {"required": list(names), "properties": {n: {**NOT_NULL, **schemas.get(n, {})} for n in names}}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` or null."""
+    kind = schema.get("type")
+    if kind is not None and "enum" not in schema and "const" not in schema:
+        kinds = [kind] if isinstance(kind, str) else list(kind)
+        return {**schema, "type": [*kinds, "null"]} if "null" not in kinds else schema
+    return {"anyOf": [schema, {"type": "null"}]}
 
 
 # ----- the typed bodies the server reads -------------------------------------------------
@@ -420,7 +388,7 @@ def _body(struct: str, *fields: Field, publish: bool = True, **rules: Any) -> Sp
 
 CONTEXT_CONFIG = _body(
     "ContextConfig",
-    Field("description", "string", "free text, at most 4096 bytes"),
+    Field("description", "string", "free text", rules=DESCRIPTION),
     Field("pinned", "bool", "advisory"),
     Field("dice_floor", "f64", "resolve's fuzzy floor, clamped to [0, 1]; null means 0.3"),
     Field("semantic_floor", "f32", "semantic floor, clamped to [0, 1]; null means 0.35"),
@@ -428,20 +396,25 @@ CONTEXT_CONFIG = _body(
 CONTEXT_PATCH = _body("ContextPatch", *CONTEXT_CONFIG.fields, publish=False, component="ContextConfig")
 TRIPLE = _body(
     "TripleRequest",
-    Field("subject", "string", "exact spelling", True),
-    Field("label", "string", "exact spelling", True),
-    Field("object", "string", "exact spelling", True),
+    Field("subject", "string", "exact spelling", True, rules=NAME),
+    Field("label", "string", "exact spelling", True, rules=NAME),
+    Field("object", "string", "exact spelling", True, rules=NAME),
 )
 ALIAS_REMOVAL = _body(
     "AliasRemoval",
     Field("concepts", "strings", "concept alias spellings to remove"),
     Field("labels", "strings", "label alias spellings to remove"),
+    description="names at least one alias (at most 10000 in all)",
+    rules=({"anyOf": [given("concepts", concepts={"minItems": 1}), given("labels", labels={"minItems": 1})]},),
 )
-LOOKUP = _body("LookupRequest", Field("sources", "strings", "source ids (at most 1000)", True))
-RETRACT_SOURCE = _body("RetractSource", Field("source", "string", "the source id", True))
+LOOKUP = _body(
+    "LookupRequest",
+    Field("sources", "strings", "source ids", True, rules={**NAMES, **MAX_INPUT}),
+)
+RETRACT_SOURCE = _body("RetractSource", Field("source", "string", "the source id", True, rules=NAME))
 CITATION = _body(
     "CitationRequest",
-    Field("source", "string", "the source id", True),
+    Field("source", "string", "the source id", True, rules=NAME),
     Field("paragraph", "u32", "paragraph index (0-based)", True),
     Field("index", "u32", "deprecated alias of paragraph", alias_of="paragraph"),
 )
@@ -464,11 +437,13 @@ CURSOR = _body(
 )
 QUERY = _body(
     "QueryRequest",
-    Field("subject", "one_or_many", "a name or an OR-set of names"),
-    Field("label", "one_or_many", "a name or an OR-set of names"),
-    Field("object", "one_or_many", "a name or an OR-set of names"),
+    Field("subject", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
+    Field("label", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
+    Field("object", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
     Field("limit", "usize", "default 100, ceiling 1000"),
     Field("after", "struct", "keyset cursor", nested=CURSOR),
+    description="pins at least one of subject, label, object (each at most 1000 names)",
+    rules=({"anyOf": [given("subject"), given("label"), given("object")]},),
 )
 RECALL = _body(
     "RecallRequest",
@@ -478,25 +453,30 @@ RECALL = _body(
 )
 ACTIVATE = _body(
     "ActivateRequest",
-    Field("origins", "strings", "origin concepts (at most 1000)", True),
+    Field("origins", "strings", "origin concepts", True, rules=MAX_INPUT),
     Field("decay", "f64", "default 0.5, clamped to [0, 1]"),
     Field("limit", "usize", "default 20, ceiling 1000"),
 )
+SOURCE_FILTER = (
+    Field("tags", "strings", "eligible sources carry any of these tags", rules={**TAGS, **MAX_INPUT}),
+    Field("since", "u64", "epoch seconds, inclusive"),
+    Field("until", "u64", "epoch seconds, exclusive"),
+)
+SOURCE_FILTER_RULES = "at most 32 distinct tags; since, when both are given, is before until"
 SEARCH = _body(
     "SearchRequest",
     Field("query", "string", "search text", True),
     Field("limit", "usize", "default 5, ceiling 1000"),
     Field("semantic_floor", "f32", "vector-lane floor (no provider here)"),
-    Field("tags", "strings", "eligible sources carry any of these tags"),
-    Field("since", "u64", "epoch seconds, inclusive"),
-    Field("until", "u64", "epoch seconds, exclusive"),
+    *SOURCE_FILTER,
+    description=SOURCE_FILTER_RULES,
 )
 COMMUNITY_SEARCH = _body(
     "CommunitySearchRequest",
     Field("query", "string", "search text", True),
     Field("limit", "usize", "default 5, ceiling 1000"),
     Field("semantic_floor", "f32", "vector-lane floor"),
-    Field("derived", "string", "artifact context (default {name}::communities)"),
+    Field("derived", "string", "artifact context (default {name}::communities)", rules={"maxLength": MAX_NAME_BYTES}),
 )
 BUDGET = _body(
     "BudgetRequest",
@@ -529,11 +509,12 @@ EVIDENCE = _body(
     Field("explain", "bool", "add plan.stages (one entry per stage)", default=False),
     refuse_duplicates=True,
 )
-RENAME = _body("RenameRequest", Field("to", "string", "the new context name (at most 64 bytes)", True))
+RENAME = _body("RenameRequest", Field("to", "string", "the new context name", True, rules=SHORT_NAME))
+ALIAS_MAP = {"propertyNames": NAME, "additionalProperties": {"type": "string", **NAME}}
 ALIASES = _body(  # published by schemas.py among the any-JSON bodies, where it has always been listed
     "AliasRequest",
-    Field("concepts", "string_map"),
-    Field("labels", "string_map"),
+    Field("concepts", "string_map", "alias → canonical", rules=ALIAS_MAP),
+    Field("labels", "string_map", "alias → canonical", rules=ALIAS_MAP),
     publish=False,
     component="AliasRegistration",
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server.decode import Field, Spec
+from taguru_server.server.decode import SOURCE_FILTER, SOURCE_FILTER_RULES, Field, Spec
 
 RESOLVE_EXPLAIN = Spec(
     "ExplainResolveRequest",
@@ -26,10 +26,9 @@ SEARCH_EXPLAIN = Spec(
         Field("index", "u32", "deprecated alias of paragraph", alias_of="paragraph"),
         Field("limit", "usize", "default 5, ceiling 1000"),
         Field("semantic_floor", "f32", "vector-lane floor"),
-        Field("tags", "strings", "eligible sources carry any of these tags"),
-        Field("since", "u64", "epoch seconds, inclusive"),
-        Field("until", "u64", "epoch seconds, exclusive"),
+        *SOURCE_FILTER,
     ),
+    description=SOURCE_FILTER_RULES,
 )
 
 INT = {"type": "integer", "minimum": 0}

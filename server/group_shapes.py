@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server.decode import PUBLISHED, SEARCH, Field, Spec
+from taguru_server.server.decode import DESCRIPTION, MAX_INPUT, PUBLISHED, SEARCH, SHORT_NAME, Field, Spec, given
 
 
 def _spec(struct: str, *fields: Field, publish: bool = True, **rules: Any) -> Spec:
@@ -19,19 +19,19 @@ def _spec(struct: str, *fields: Field, publish: bool = True, **rules: Any) -> Sp
 
 GROUP_CREATE = _spec(
     "GroupCreate",
-    Field("description", "string", "free text, at most 4096 bytes", default="", null_is_absent=False),
-    Field("contexts", "strings", "member contexts (registered; at most 1000)", default=(), null_is_absent=False),
-    Field("groups", "strings", "child groups (registered; at most 1000)", default=(), null_is_absent=False),
+    Field("description", "string", "free text", default="", null_is_absent=False, rules=DESCRIPTION),
+    Field("contexts", "strings", "member contexts (registered)", default=(), null_is_absent=False, rules=MAX_INPUT),
+    Field("groups", "strings", "child groups (registered)", default=(), null_is_absent=False, rules=MAX_INPUT),
 )
 GROUP_PATCH = _spec(
     "GroupPatch",
-    Field("description", "string", "the new description; absent or null leaves it"),
-    Field("add_contexts", "strings", "member contexts to add", default=(), null_is_absent=False),
-    Field("remove_contexts", "strings", "member contexts to remove", default=(), null_is_absent=False),
-    Field("add_groups", "strings", "child groups to add", default=(), null_is_absent=False),
-    Field("remove_groups", "strings", "child groups to remove", default=(), null_is_absent=False),
+    Field("description", "string", "the new description; absent or null leaves it", rules=DESCRIPTION),
+    Field("add_contexts", "strings", "member contexts to add", default=(), null_is_absent=False, rules=MAX_INPUT),
+    Field("remove_contexts", "strings", "member contexts to remove", default=(), null_is_absent=False, rules=MAX_INPUT),
+    Field("add_groups", "strings", "child groups to add", default=(), null_is_absent=False, rules=MAX_INPUT),
+    Field("remove_groups", "strings", "child groups to remove", default=(), null_is_absent=False, rules=MAX_INPUT),
 )
-GROUP_RENAME = _spec("GroupRename", Field("to", "string", "the new group name, at most 64 bytes", True))
+GROUP_RENAME = _spec("GroupRename", Field("to", "string", "the new group name", True, rules=SHORT_NAME))
 CROSS_CURSOR = _spec(
     "CrossCursor",
     Field("weight", "f64", "the last match's weight", True),
@@ -43,35 +43,48 @@ CROSS_CURSOR = _spec(
     closed=True,
 )
 _TARGETS = (
-    Field("contexts", "strings", "contexts to search, in this order (at most 1000)"),
-    Field("groups", "strings", "groups whose member contexts are searched too (at most 1000)"),
+    Field("contexts", "strings", "contexts to search, in this order", rules=MAX_INPUT),
+    Field("groups", "strings", "groups whose member contexts are searched too", rules=MAX_INPUT),
 )
+# at least one target: a non-empty `contexts` or `groups`
+_SOME_TARGET = {"anyOf": [given("contexts", contexts={"minItems": 1}), given("groups", groups={"minItems": 1})]}
+# recall and query refuse any window across contexts (400)
+_NO_WINDOW = {"type": "null"}
 CROSS_RECALL = _spec(
     "CrossRecallRequest",
     *_TARGETS,
     Field("cue", "string", "exact spelling of a subject, object or label", True),
     Field("limit", "usize", "default 100, ceiling 1000"),
     Field("after", "struct", "keyset cursor", nested=CROSS_CURSOR),
-    Field("since", "u64", "not supported across contexts"),
-    Field("until", "u64", "not supported across contexts"),
+    Field("since", "u64", "not supported across contexts: only null", rules=_NO_WINDOW),
+    Field("until", "u64", "not supported across contexts: only null", rules=_NO_WINDOW),
+    description="names at least one target",
+    rules=(_SOME_TARGET,),
 )
 CROSS_QUERY = _spec(
     "CrossQueryRequest",
     *_TARGETS,
-    Field("subject", "one_or_many", "a name or an OR-set of names"),
-    Field("label", "one_or_many", "a name or an OR-set of names"),
-    Field("object", "one_or_many", "a name or an OR-set of names"),
-    Field("subject_types", "strings", "schema types (no schemas here: any filters every match away)"),
-    Field("object_types", "strings", "schema types (no schemas here: any filters every match away)"),
+    Field("subject", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
+    Field("label", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
+    Field("object", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
+    Field("subject_types", "strings", "schema types (no schemas here: any filters every match away)", rules=MAX_INPUT),
+    Field("object_types", "strings", "schema types (no schemas here: any filters every match away)", rules=MAX_INPUT),
     Field("limit", "usize", "default 100, ceiling 1000"),
     Field("after", "struct", "keyset cursor", nested=CROSS_CURSOR),
-    Field("since", "u64", "not supported across contexts"),
-    Field("until", "u64", "not supported across contexts"),
+    Field("since", "u64", "not supported across contexts: only null", rules=_NO_WINDOW),
+    Field("until", "u64", "not supported across contexts: only null", rules=_NO_WINDOW),
+    description="names at least one target, and pins one of subject, label, object (a name or a non-empty set)",
+    rules=(
+        _SOME_TARGET,
+        {"anyOf": [given(k, **{k: {"minItems": 1}}) for k in ("subject", "label", "object")]},
+    ),
 )
 CROSS_SEARCH = _spec(
     "CrossSearchRequest",
     *_TARGETS,
     *SEARCH.fields,
+    description=f"names at least one target; {SEARCH.description}",
+    rules=(_SOME_TARGET,),
 )
 
 STR = {"type": "string"}

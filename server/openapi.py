@@ -7,6 +7,11 @@ from typing import Any
 
 from taguru_server.server.schemas import COMPONENTS, ROUTE_SHAPES, STR, ref, result_schema
 
+NOTES = (
+    "Request bodies are published as the server decodes them. Two things JSON Schema cannot say: a `maxLength` "
+    "on a request string is a byte cap (the server counts UTF-8 bytes), and an integer field takes an integer "
+    "literal (`2.0` is refused like `2.5`). Rules between two values of one body are in the schema's description."
+)
 # typed bodies that may be left out (an empty body means every default)
 OPTIONAL_BODIES: frozenset[tuple[str, str]] = frozenset(
     {
@@ -60,7 +65,7 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
                 }
             ]
         if request == "jsonl":
-            op["requestBody"] = {"required": True, "content": {"application/x-ndjson": {"schema": STR}}}
+            op["requestBody"] = {"required": True, "content": {"application/x-ndjson": {"schema": ref("ImportStream")}}}
         elif request is not None:
             op["requestBody"] = {
                 "required": (method, template) not in OPTIONAL_BODIES,
@@ -104,7 +109,7 @@ def openapi_document(routes: list[tuple[str, str, Any, str]], version: str) -> d
         paths.setdefault(template, {})[method.lower()] = op
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Taguru knowledge contexts and evidence assembly", "version": version},
+        "info": {"title": "Taguru knowledge contexts and evidence assembly", "version": version, "description": NOTES},
         "paths": paths,
         "components": {"schemas": COMPONENTS, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

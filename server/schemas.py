@@ -12,10 +12,11 @@ from taguru_server.server import (
     audit_schemas,
     explain_wire,
     group_shapes,  # its request specs join PUBLISHED on import
+    import_wire,
     maintenance_wire,
     walk_bodies,  # publishes the walks' request bodies; their result schemas join COMPONENTS
 )
-from taguru_server.server.decode import ALIASES, PUBLISHED
+from taguru_server.server.decode import ALIASES, MAX_U32, MAX_U64, PUBLISHED
 from taguru_server.stages.lanes import PLAN_NAMES
 
 # ----- response schemas --------------------------------------------------------------
@@ -394,32 +395,68 @@ COMPONENTS: dict[str, Any] = {
 for _spec in PUBLISHED:
     COMPONENTS[_spec.component_name] = _spec.json_schema()
 
+# the collected-validation bodies: what `post_associations` and `passage_store.py` accept (a maxLength is
+# the handler's byte cap, counted in UTF-8 bytes)
+NAME = {"type": "string", "minLength": 1, "maxLength": 1024}
+PARAGRAPH = {"type": "integer", "minimum": 0, "maximum": MAX_U32}
 _ASSOCIATION_IN = _obj(
     {
-        "subject": STR,
-        "label": STR,
-        "object": STR,
-        "weight": NUM,
-        "source": NULL_STR,
-        "paragraph": {"type": ["integer", "null"], "minimum": 0},
+        "subject": NAME,
+        "label": NAME,
+        "object": NAME,
+        "weight": {"type": "number", "minimum": -1_000_000, "maximum": 1_000_000},
+        "source": {**NAME, "type": ["string", "null"]},
+        "paragraph": {**PARAGRAPH, "type": ["integer", "null"], "description": "kept only with a source"},
     },
     ["subject", "label", "object", "weight"],
     closed=False,
 )
-_MARKERS = {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "object"}}}
+
+
+def _text(cap: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": cap}
+
+
+def _markers(item: dict[str, Any]) -> dict[str, Any]:
+    """A per-source marker map: source id → list of markers on its paragraphs."""
+    return {
+        "type": ["object", "null"],
+        "additionalProperties": {"type": "array", "items": _obj({"paragraph": PARAGRAPH, **item}, closed=False)},
+    }
+
+
 COMPONENTS["AssociationBatch"] = {"type": "array", "maxItems": 10000, "items": _ASSOCIATION_IN}
 COMPONENTS["PassageStore"] = _obj(
     {
-        "passages": {"type": "object", "additionalProperties": STR},
-        "questions": _MARKERS,
-        "sections": _MARKERS,
-        "locators": _MARKERS,
-        "tags": {"type": "object", "additionalProperties": STRS},
-        "dates": {"type": "object", "additionalProperties": INT},
+        "passages": {
+            "type": "object",
+            "maxProperties": 1000,
+            "propertyNames": {"minLength": 1, "maxLength": 1024},
+            "additionalProperties": STR,
+            "description": "source id → passage text",
+        },
+        "questions": _markers({"question": {**NAME, "maxLength": 512}}),
+        "sections": _markers({"section": _text(512)}),
+        "locators": _markers({"locator": _obj({"kind": _text(64), "value": _text(512)}, closed=False)}),
+        "tags": {
+            "type": ["object", "null"],
+            "additionalProperties": {
+                "type": "array",
+                "maxItems": 32,
+                "items": {**NAME, "maxLength": 128},
+            },
+        },
+        "dates": {
+            "type": ["object", "null"],
+            "additionalProperties": {"type": "integer", "minimum": 0, "maximum": MAX_U64},
+        },
     },
     ["passages"],
     closed=False,
-)
+) | {
+    "description": "every key of questions, sections, locators, tags and dates is a source id of this request's "
+    "passages; at most 8 questions per paragraph"
+}
 COMPONENTS[ALIASES.component_name] = ALIASES.json_schema()
 COMPONENTS.update(group_shapes.COMPONENTS)
 COMPONENTS["EmbeddingStatus"] = _obj(
@@ -439,13 +476,18 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     },
     ["embedded", "total"],
 )
-COMPONENTS.update(explain_wire.COMPONENTS | audit_schemas.COMPONENTS)
+COMPONENTS.update(explain_wire.COMPONENTS | audit_schemas.COMPONENTS | import_wire.COMPONENTS)
 COMPONENTS.update(walk_bodies.result_components(_obj, ref))
 COMPONENTS.update(maintenance_wire.result_components(_obj))
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
-    "properties": {"jsonrpc": {"const": "2.0"}, "id": {}, "method": STR, "params": {}},
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"type": ["string", "number", "null"]},
+        "method": STR,
+        "params": {},
+    },
 }
 
 # (method, template) -> (request component or None, response: component name | "bare:<name>" | media type)

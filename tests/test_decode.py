@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from taguru_server.server import decode
+from taguru_server.server import decode, positions
 from taguru_server.server.decode import BUDGET, CITATION, EVIDENCE, PUBLISHED
 from taguru_server.stages.model import EvidenceRequest
 from taguru_server.store.errors import ApiError
@@ -22,7 +22,7 @@ def test_success_never_looks_for_a_position(monkeypatch: pytest.MonkeyPatch) -> 
     def no_scan(*_args: object) -> None:
         raise AssertionError("a position was looked for on the success path")
 
-    monkeypatch.setattr(decode, "_Locator", no_scan)
+    monkeypatch.setattr(positions, "_Locator", no_scan)
     args = EVIDENCE.read(JSON, b'{"origins":["a"],"labels":"l","budget":{"max_items":5000},"rerank":{},"explain":true}')
     assert args["origins"] == ["a"] and args["labels"] == ["l"] and args["explain"] is True
     assert args["budget"] == {"max_items": 1000, "max_bytes": 65536, "max_tokens": 4000}

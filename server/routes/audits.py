@@ -50,7 +50,14 @@ DRIFT_AUDIT = Spec(
 CONSOLIDATION_AUDIT = Spec(
     "ConsolidationAuditRequest",
     (
-        Field("checks", "strings", "any of merge, contradiction, staleness", True, max_items=MAX_CHECKS),
+        Field(
+            "checks",
+            "strings",
+            "any of merge, contradiction, staleness",
+            True,
+            max_items=MAX_CHECKS,
+            rules={"minItems": 1, "items": {"enum": list(audits.CHECKS)}},
+        ),
         Field("limit", "usize", "per-section candidate ceiling", default=100, ceiling=MAX_LIMIT),
         Field("evidence_cap", "usize", "per-list merge evidence ceiling", default=20, ceiling=MAX_LIMIT),
         Field("dice_floor", "f64", "merge: lexical floor, default 0.6"),

@@ -27,7 +27,14 @@ PROMOTE = Spec(
     "PromoteRequest",
     (
         Field("into", "string", "the established context the sources move into", True),
-        Field("sources", "strings", "source ids to promote", True, max_items=MAX_SOURCES),
+        Field(
+            "sources",
+            "strings",
+            "source ids to promote (never one of export's reserved ids)",
+            True,
+            max_items=MAX_SOURCES,
+            rules={"minItems": 1, "items": {"type": "string", "not": {"enum": list(moves.RESERVED)}}},
+        ),
         Field("audit", "bool", "run the consolidation audit on the destination afterwards (null means true)"),
     ),
 )
