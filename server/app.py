@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -48,6 +49,7 @@ from taguru_server.server.state import (
 from taguru_server.server.tracing import TRACING_KEY, tracing_for
 from taguru_server.store.backend import is_shared, open_store
 from taguru_server.store.registry import Registry
+from taguru_server.store.writer import WRITER_SWITCH_INTERVAL_SECS
 
 log = structlog.get_logger("taguru.app")
 
@@ -100,6 +102,9 @@ def build_app(
     The embedding provider comes from the settings (TAGURU_EMBED_*), unless one is given. Spans
     go to the given OpenTelemetry tracer provider, else to OTLP when OTEL_* asks (server/tracing.py).
     """
+    # the writer thread (store/writer.py) gives the interpreter lock back around every SQLite step; with the
+    # default 5 ms hand-over a busy event loop would make each step of a commit wait that long
+    sys.setswitchinterval(WRITER_SWITCH_INTERVAL_SECS)
     tracing = tracing_for(os.environ, tracer_provider)
     traced = [server_span(tracing)] if tracing is not None else []
     app = web.Application(

@@ -53,6 +53,7 @@ class Call:
     principal: Principal
     deadline: float
     app_state: AppState = attrs.field(factory=AppState)
+    pending: list[Any] = attrs.field(factory=list)  # commits queued on the writer thread (`settle_commits`)
 
     async def json(self) -> Any:
         """An any-JSON body (a large one is parsed off the event loop)."""
@@ -72,15 +73,36 @@ class Call:
         return ctx
 
     async def commit(self, *contexts: Context) -> None:
-        """Make the handler's changes durable (in the writer thread); past the deadline they are refused (408)."""
+        """Make the handler's changes durable (in the writer thread); past the deadline they are refused (408).
+
+        With one process the commit is queued and its outcome awaited once the handler is done
+        (`settle_commits`, after the write section), so the next write need not wait for this one's
+        fsync; with several processes it is awaited here, inside the store's lock.
+        """
         if time.monotonic() > self.deadline:
             self.registry.rollback(contexts)
             raise timed_out(self.settings.request_timeout_secs)
         try:
-            await self.registry.commit_off_loop(contexts, self.deadline)
+            if self.registry.shared:
+                await self.registry.commit_off_loop(contexts, self.deadline)
+            else:
+                done = self.registry.submit_commit(contexts)
+                if done is not None:
+                    self.pending.append(done)
+                return
         except CommitFailed as exc:
             raise not_durable(exc, "the write could not be made durable; nothing was applied") from None
         note_write()
+
+    async def settle_commits(self) -> None:
+        """Wait for the commits this call queued: 503/507 if refused, 408 if still running at the deadline."""
+        while self.pending:
+            done = self.pending.pop(0)
+            try:
+                await self.registry.outcome(done, self.deadline)
+            except CommitFailed as exc:
+                raise not_durable(exc, "the write could not be made durable; nothing was applied") from None
+            note_write()
 
 
 def not_durable(exc: CommitFailed, message: str) -> ApiError:

@@ -71,7 +71,9 @@ async def run_routed(call: Call, role: str, handler: Handler) -> Any:
                 await registry.settled(call.name)  # a commit in flight on the writer thread: read what it made durable
             return await handler(call)
         async with registry.write_section(call.deadline):
-            return await handler(call)
+            result = await handler(call)
+        await call.settle_commits()  # outside the section: the next write is prepared while this one syncs
+        return result
     except StorageFailed as exc:
         if role != "read":
             write_refused(exc)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import gc
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
+
+import attrs
 
 from taguru_server.store.context import Context, Dirty, Meta
 from taguru_server.store.errors import ApiError, StorageFailed
@@ -18,6 +20,7 @@ from taguru_server.store.feed import FeedPage
 from taguru_server.store.groups import GroupRecord, context_renamed, without_context
 from taguru_server.store.sync import DurableRows, apply_rows
 from taguru_server.store.vectors import ContextVectors
+from taguru_server.store.writer import COMMIT_ANSWER_MARGIN_SECS, OUTCOME_UNKNOWN, WRITER, Flights, T, merged
 
 
 class Persistence(Protocol):
@@ -30,6 +33,8 @@ class Persistence(Protocol):
     def load(self, cid: int, name: str, meta: Meta) -> tuple[Context, int]: ...
     def position(self) -> int: ...
     def commit(self, contexts: Iterable[Context]) -> int | None: ...
+    def prepare_commit(self, contexts: Iterable[Context]) -> list[Callable[[Any], int]]: ...
+    def run_prepared(self, writes: list[Callable[[Any], int]]) -> int: ...
     def delete(self, cid: int) -> int: ...
     def rename(self, cid: int, old: str, new: str) -> int: ...
     def replace(self, ctx: Context) -> int: ...
@@ -46,13 +51,6 @@ class Persistence(Protocol):
     def unlock_writes(self) -> None: ...
     def close(self) -> None: ...
 
-
-T = TypeVar("T")
-
-# the thread every commit made off the event loop runs in (writes are serialized: it never queues two)
-WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taguru-commit")
-
-COMMIT_ANSWER_MARGIN_SECS = 0.05  # a commit still running this long before its deadline is answered 408
 
 # pauses between attempts of a background load that met a concurrent commit (seconds; about 8 s in all)
 LOAD_PAUSES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -89,8 +87,11 @@ class Registry:
         # a later load that succeeds clears its entry
         self.unreadable: set[str] = set()
         self.directory_unreadable = False  # the list of contexts could not be re-read; cleared by the next read
-        # the commit running in the writer thread now: the contexts it writes, and its outcome once settled
-        self._in_flight: tuple[set[str], asyncio.Future[BaseException | None]] | None = None
+        # the writes submitted to the writer thread and not yet settled (`store.writer`)
+        self.flights = Flights()
+        self._refusals = 0  # commit groups refused so far: a commit queued behind a refusal is refused too
+        self._queued: list[_Queued] = []  # prepared commits waiting for the next group
+        self._draining = False  # a group is being committed on the writer thread
         # `quiesced` holders (a thread reads loaded contexts): catch-ups wait; `_still` is set when there are none
         self._quiesced = 0
         self._still = asyncio.Event()
@@ -359,6 +360,87 @@ class Registry:
 
         await self._in_writer({ctx.name}, lambda: self.persistence.replace(ctx), replaced, refused, deadline)
 
+    def submit_commit(self, contexts: Iterable[Context]) -> asyncio.Future[BaseException | None] | None:
+        """Take the contexts' pending changes now and queue their commit on the writer thread (one process only).
+
+        Returns the commit's outcome (None once durable, else the refusal), or None when nothing was
+        dirty. The event loop may change the contexts again at once: the next commit is prepared and
+        queued behind this one, and the commits queued while one transaction syncs share the next
+        (group commit). Reads of the contexts wait for theirs (`settled`). A refused commit, and every
+        commit queued behind it (their rows hold its changes), is undone in memory as in the store.
+        """
+        todo = self._held(contexts)
+        taken = [(ctx, ctx.dirty, ctx.created) for ctx in todo]
+        writes = self.persistence.prepare_commit(todo)
+        if not writes:
+            self._committed(todo, None)
+            return None
+        fid, done = self.flights.start({ctx.name for ctx in todo}, exclusive=False)
+        self._queued.append(_Queued(writes, todo, taken, fid, self._refusals))
+        if not self._draining:
+            self._drain()
+        return done
+
+    def _drain(self) -> None:
+        """Commit every queued commit in one transaction on the writer thread; settle them on the loop after."""
+        stale = [q for q in self._queued if q.refusals != self._refusals]  # behind a refusal: refused too
+        group = [q for q in self._queued if q.refusals == self._refusals]
+        self._queued = []
+        for q in stale:
+            self._settle_queued(q, CommitFailed("an earlier write was refused and this one holds its changes"))
+        if not group:
+            self._draining = False
+            return
+        self._draining = True
+        writes = [w for q in group for w in q.writes]
+
+        def settle(running: concurrent.futures.Future[int]) -> None:  # on the loop
+            exc = running.exception()
+            if exc is not None:
+                self._refusals += 1
+            for q in group:
+                self._settle_queued(q, exc, None if exc is not None else running.result())
+            self._drain()  # what was queued meanwhile
+
+        # the writer thread hands the outcome straight to the loop (one pass of the loop, not a chain of futures)
+        loop = asyncio.get_running_loop()
+        running = WRITER.submit(self.persistence.run_prepared, writes)
+        running.add_done_callback(lambda f: loop.call_soon_threadsafe(settle, f))
+
+    def _settle_queued(self, q: _Queued, exc: BaseException | None, seq: int | None = None) -> None:
+        if exc is None:
+            self._committed(q.todo, seq)
+        else:
+            self.write_failing = True
+            for ctx, dirty, created in q.taken:
+                ctx.dirty = merged(dirty, ctx.dirty)
+                ctx.created = ctx.created or created
+            self.rollback(q.todo)
+        self.flights.finish(q.fid, exc)
+
+    async def outcome(self, done: asyncio.Future[BaseException | None], deadline: float) -> None:
+        """Wait for a submitted commit until just before `deadline`: CommitFailed if refused, 408 if still running."""
+        if not done.done():
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+
+            def wake(*_: object) -> None:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+            timer = loop.call_at(deadline - COMMIT_ANSWER_MARGIN_SECS, wake)
+            done.add_done_callback(wake)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                done.remove_done_callback(wake)
+            if not done.done():
+                raise ApiError("timeout", OUTCOME_UNKNOWN)
+        exc = done.result()
+        if exc is not None:
+            raise exc if isinstance(exc, CommitFailed) else CommitFailed(str(exc), _kind(exc)) from exc
+
     async def _in_writer(
         self,
         names: set[str],
@@ -367,20 +449,18 @@ class Registry:
         refused: Callable[[], None],
         deadline: float,
     ) -> None:
-        """Run a write transaction in the writer thread; `landed`/`refused` run on the loop once it settles."""
+        """Run a write transaction in the writer thread (exclusive); `landed`/`refused` run on the loop once settled."""
+        await self.settled(None)  # queued commits first (their rollback, if refused, runs on the loop)
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[BaseException | None] = loop.create_future()
-        self._in_flight = (names, done)
+        fid, done = self.flights.start(names, exclusive=True)
 
         def settle(running: asyncio.Future[int | None]) -> None:
-            if self._in_flight is not None and self._in_flight[1] is done:
-                self._in_flight = None
             exc = running.exception()
             if exc is None:
                 landed(running.result())
             else:
                 refused()
-            done.set_result(exc)
+            self.flights.finish(fid, exc)
 
         loop.run_in_executor(WRITER, work).add_done_callback(settle)
         try:
@@ -393,57 +473,42 @@ class Registry:
                 loop.run_in_executor(None, interrupt)
             if isinstance(stopped, asyncio.CancelledError):
                 raise
-            raise ApiError(
-                "timeout",
-                "request exceeded its budget while its write was being made durable; the write may still be "
-                "applied: read it back before retrying",
-            ) from None
+            raise ApiError("timeout", OUTCOME_UNKNOWN) from None
         if exc is not None:
             raise CommitFailed(str(exc), _kind(exc)) from exc
 
     async def apply_off_loop(self, names: set[str], work: Callable[[], T]) -> T:
         """Run a whole write (an import's batches, with their commits) in the writer thread, inside the caller's
-        write section; reads of `names` (and reads naming no context) wait for it, as for `commit_off_loop`.
+        write section (exclusive); reads of `names` (and reads naming no context) wait for it.
 
         The work runs in a copy of the caller's context variables. If the caller is cancelled (its
         deadline), the work runs on to its own end, and the next write section waits for it.
         """
+        await self.settled(None)  # queued commits first: a refused one's rollback must not meet this work
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[BaseException | None] = loop.create_future()
-        self._in_flight = (names, done)
+        fid, _done = self.flights.start(names, exclusive=True)
 
         def settle(running: asyncio.Future[T]) -> None:
-            if self._in_flight is not None and self._in_flight[1] is done:
-                self._in_flight = None
-            done.set_result(None if running.cancelled() else running.exception())
+            self.flights.finish(fid, None if running.cancelled() else running.exception())
 
         running = loop.run_in_executor(WRITER, contextvars.copy_context().run, work)
         running.add_done_callback(settle)
         return await asyncio.shield(running)
 
-    def _unlock_after_flight(self) -> None:
-        """Leave the write section in the writer thread, after the commit running there (one thread per connection).
-
-        The unlock becomes the flight that the next write section and the reads of its contexts wait for.
-        """
-        assert self._in_flight is not None
-        names = self._in_flight[0]
+    def _unlock_in_writer(self) -> None:
+        """Leave the write section in the writer thread, after what runs there (one thread per connection)."""
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[BaseException | None] = loop.create_future()
-        self._in_flight = (names, done)
+        fid, _done = self.flights.start(set(), exclusive=True)
 
         def settle(running: asyncio.Future[None]) -> None:
-            if self._in_flight is not None and self._in_flight[1] is done:
-                self._in_flight = None
-            done.set_result(running.exception())
+            self.flights.finish(fid, running.exception())
 
         loop.run_in_executor(WRITER, self.persistence.unlock_writes).add_done_callback(settle)
 
     async def settled(self, name: str | None) -> None:
-        """Wait for a commit in flight that writes `name` (any context when None), so a read sees only durable state."""
-        flight = self._in_flight
-        if flight is not None and (name is None or name in flight[0]):
-            await asyncio.shield(flight[1])
+        """Wait for the writes in flight on `name` (on any context when None), so a read sees only durable state."""
+        if self.flights:
+            await self.flights.settled(name)
 
     def _held(self, contexts: Iterable[Context]) -> list[Context]:
         todo = list(dict.fromkeys(contexts))
@@ -523,7 +588,7 @@ class Registry:
         wait, see `before_read`).
         """
         async with self._section:
-            await self.settled(None)
+            await self.settled(None)  # prepared commits do not touch the contexts, but their rollback would
             self._quiesced += 1
             self._still.clear()
             try:
@@ -595,11 +660,12 @@ class Registry:
         applied every change before its own; the lock makes that the state until its commit. The
         lock is polled, so the event loop keeps serving reads while another process writes.
         """
-        async with self._section:  # one write at a time in this process (a commit may run off the loop)
-            await self.settled(None)  # a commit that outlived its request's deadline lands or is undone first
+        async with self._section:  # one write at a time in this process (its transaction runs off the loop)
             if not self.shared:
+                await self.flights.exclusive_settled()  # e.g. an import that outlived its request's deadline
                 yield
                 return
+            await self.settled(None)  # the loop steps the write connection for the lock: nothing else may
             while not self.persistence.try_lock_writes():
                 if time.monotonic() > deadline:
                     raise timed_out_waiting()
@@ -609,10 +675,21 @@ class Registry:
                 self._next_id = max(self._next_id, self.persistence.next_id())
                 yield
             finally:
-                if self._in_flight is None:
+                if not self.flights:
                     self.persistence.unlock_writes()
-                else:  # a commit that outlived its deadline still holds the connection: unlock after it
-                    self._unlock_after_flight()
+                else:  # a write that outlived its deadline still holds the connection: unlock after it
+                    self._unlock_in_writer()
+
+
+@attrs.frozen
+class _Queued:
+    """A prepared commit waiting for its group: its writes, contexts, what it took from them, flight, refusal count."""
+
+    writes: list[Callable[[Any], int]]
+    todo: list[Context]
+    taken: list[tuple[Context, Dirty, bool]]
+    fid: int
+    refusals: int
 
 
 def _by_context(

@@ -13,7 +13,7 @@ import gc
 import itertools
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -274,81 +274,35 @@ class RowStore:
         todo = [c for c in contexts if c.dirty.any() or c.created]
         if not todo:
             return None
-        try:
-            with self._tx() as db:
-                seq = max(self._write(db, ctx) for ctx in todo)
-        except self.ERRORS as exc:
-            raise self._failed(exc) from exc
+        writes = [_prepared(ctx) for ctx in todo]
+        seq = self._run_prepared(writes)
         for ctx in todo:
             ctx.mark_clean()
         return seq
 
-    def _write(self, db: Sql, ctx: Context) -> int:
-        d = ctx.dirty
-        cid = ctx.cid
-        seq = _log_change(db, ctx)
-        if ctx.created:
-            db.execute("INSERT INTO contexts(id, name, meta) VALUES(?, ?, ?)", (cid, ctx.name, _meta_json(ctx.meta)))
-            db.execute(
-                "INSERT INTO feed_epochs VALUES(?, ?) ON CONFLICT(ctx) DO UPDATE SET epoch = excluded.epoch",
-                (cid, new_epoch()),
-            )
-        else:
-            db.execute("UPDATE contexts SET meta = ? WHERE id = ?", (_meta_json(ctx.meta), cid))
-        if len(ctx.concepts) > d.concepts_from:
-            db.executemany(
-                "INSERT INTO concepts VALUES(?, ?, ?)",
-                ((cid, i, ctx.concepts[i]) for i in range(d.concepts_from, len(ctx.concepts))),
-            )
-        if len(ctx.labels) > d.labels_from:
-            db.executemany(
-                "INSERT INTO labels VALUES(?, ?, ?)",
-                ((cid, i, ctx.labels[i]) for i in range(d.labels_from, len(ctx.labels))),
-            )
-        if len(ctx.sources) > d.sources_from:
-            db.executemany(
-                "INSERT INTO sources VALUES(?, ?, ?)",
-                ((cid, i, ctx.sources[i]) for i in range(d.sources_from, len(ctx.sources))),
-            )
-        if d.edges:
-            e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr
-            db.executemany(
-                UPSERT_EDGE,
-                [
-                    (cid, e, e_s[e], e_l[e], e_o[e], e_sum[e], e_cnt[e], _attrs_json(e_attr[e]) if e_attr[e] else "")
-                    for e in sorted(d.edges)
-                ],
-            )
-        gone: list[tuple[int, int, str]] = []
-        added: list[tuple[int, int, str, int, int]] = []
-        # an alias's seq orders registration (the load order): the commit's change-log seq (unique and
-        # increasing across every process writing the store) in the high bits, its order in the commit below
-        alias_seq = seq << 32
-        for (kind, alias), target in d.aliases.items():
-            if target is None:
-                gone.append((cid, kind, alias))
-            else:
-                alias_seq += 1
-                added.append((cid, kind, alias, target, alias_seq))
-        if gone:
-            db.executemany("DELETE FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", gone)
-        if added:
-            db.executemany(UPSERT_ALIAS, added)
-        dropped: list[tuple[int, int]] = []
-        stored: list[tuple[int, int, str, str]] = []
-        for sid in sorted(d.passages):
-            passage = ctx.passages.get(sid)
-            if passage is None:
-                dropped.append((cid, sid))
-            else:
-                stored.append((cid, sid, passage.text, json.dumps(passage.meta_json(), ensure_ascii=False)))
-        if dropped:
-            db.executemany("DELETE FROM passages WHERE ctx = ? AND source = ?", dropped)
-        if stored:
-            db.executemany(UPSERT_PASSAGE, stored)
-        if d.vectors:
-            write_vectors(db, cid, ctx.vectors, d.vectors)
-        return seq
+    def prepare_commit(self, contexts: Iterable[Context]) -> list[Callable[[Sql], int]]:
+        """Take what each context's dirty set names now (and mark the contexts clean): calls that write it over a
+        connection, on any thread, reading nothing of the contexts (`run_prepared`); empty when nothing is dirty.
+
+        So commits can run in the writer thread, several in one transaction, while the event loop goes on
+        changing the contexts.
+        """
+        todo = [c for c in contexts if c.dirty.any() or c.created]
+        writes = [_prepared(ctx) for ctx in todo]
+        for ctx in todo:
+            ctx.mark_clean()
+        return writes
+
+    def run_prepared(self, writes: list[Callable[[Sql], int]]) -> int:
+        """Run prepared writes in one transaction; returns its last change-log seq."""
+        return self._run_prepared(writes)
+
+    def _run_prepared(self, writes: list[Callable[[Sql], int]]) -> int:
+        try:
+            with self._tx() as db:
+                return max(write(db) for write in writes)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
 
     def load_vectors(self, cid: int) -> ContextVectors:
         """The stored vectors of a context (a catch-up after another process's refresh reads them here)."""
@@ -584,10 +538,15 @@ def new_epoch() -> int:
     return (time.time_ns() + next(_epochs)) & 0x7FFF_FFFF_FFFF_FFFF or 1
 
 
-def _log_change(db: Sql, ctx: Context) -> int:
-    """Append the commit's change-log row (what it touched) and its change-feed events, numbered in order."""
+def _prepared(ctx: Context) -> Callable[[Sql], int]:
+    """A context's commit as a call over a connection: every value it writes is read from the context now.
+
+    The call appends the change-log row and feed events, then the rows the dirty set names, and returns
+    the change-log seq.
+    """
     d = ctx.dirty
-    touched = {
+    cid = ctx.cid
+    touched: dict[str, Any] = {
         "created": ctx.created,
         "edges": sorted(d.edges),
         "aliases": sorted([kind, alias] for kind, alias in d.aliases),
@@ -595,23 +554,79 @@ def _log_change(db: Sql, ctx: Context) -> int:
     }
     if d.vectors:  # followers reload these vector stores of the context (`Registry.catch_up`)
         touched["vectors"] = sorted(d.vectors)
+    touched_json = json.dumps(touched)
+    events = [(kind, json.dumps(fields, ensure_ascii=False)) for kind, fields in d.events]
+    created, name, meta = ctx.created, ctx.name, _meta_json(ctx.meta)
+    concepts = [(cid, i, ctx.concepts[i]) for i in range(d.concepts_from, len(ctx.concepts))]
+    labels = [(cid, i, ctx.labels[i]) for i in range(d.labels_from, len(ctx.labels))]
+    sources = [(cid, i, ctx.sources[i]) for i in range(d.sources_from, len(ctx.sources))]
+    e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr
+    edges = [
+        (cid, e, e_s[e], e_l[e], e_o[e], e_sum[e], e_cnt[e], _attrs_json(e_attr[e]) if e_attr[e] else "")
+        for e in sorted(d.edges)
+    ]
+    gone = [(cid, kind, alias) for (kind, alias), target in d.aliases.items() if target is None]
+    kept = [(kind, alias, target) for (kind, alias), target in d.aliases.items() if target is not None]
+    dropped: list[tuple[int, int]] = []
+    stored: list[tuple[int, int, str, str]] = []
+    for sid in sorted(d.passages):
+        passage = ctx.passages.get(sid)
+        if passage is None:
+            dropped.append((cid, sid))
+        else:
+            stored.append((cid, sid, passage.text, json.dumps(passage.meta_json(), ensure_ascii=False)))
+    vectors, which = ctx.vectors, set(d.vectors)
+
+    def write(db: Sql) -> int:
+        seq = _log_change(db, cid, touched_json, events)
+        if created:
+            db.execute("INSERT INTO contexts(id, name, meta) VALUES(?, ?, ?)", (cid, name, meta))
+            db.execute(
+                "INSERT INTO feed_epochs VALUES(?, ?) ON CONFLICT(ctx) DO UPDATE SET epoch = excluded.epoch",
+                (cid, new_epoch()),
+            )
+        else:
+            db.execute("UPDATE contexts SET meta = ? WHERE id = ?", (meta, cid))
+        for table, rows in (("concepts", concepts), ("labels", labels), ("sources", sources)):
+            if rows:
+                db.executemany(f"INSERT INTO {table} VALUES(?, ?, ?)", rows)
+        if edges:
+            db.executemany(UPSERT_EDGE, edges)
+        # an alias's seq orders registration (the load order): the commit's change-log seq (unique and
+        # increasing across every process writing the store) in the high bits, its order in the commit below
+        if gone:
+            db.executemany("DELETE FROM aliases WHERE ctx = ? AND kind = ? AND alias = ?", gone)
+        if kept:
+            base = seq << 32
+            added = [(cid, kind, alias, target, base + i) for i, (kind, alias, target) in enumerate(kept, 1)]
+            db.executemany(UPSERT_ALIAS, added)
+        if dropped:
+            db.executemany("DELETE FROM passages WHERE ctx = ? AND source = ?", dropped)
+        if stored:
+            db.executemany(UPSERT_PASSAGE, stored)
+        if which:
+            write_vectors(db, cid, vectors, which)
+        return seq
+
+    return write
+
+
+def _log_change(db: Sql, cid: int, touched: str, events: list[tuple[str, str]]) -> int:
+    """Append the commit's change-log row (what it touched) and its change-feed events, numbered in order."""
     insert = "INSERT INTO changes(ctx, touched) VALUES(?, ?) RETURNING seq"
-    seq = int(db.execute(insert, (ctx.cid, json.dumps(touched))).fetchone()[0])
+    seq = int(db.execute(insert, (cid, touched)).fetchone()[0])
     if seq % 1000 == 0 and seq > CHANGES_RETAINED:
         db.execute("DELETE FROM changes WHERE seq <= ?", (seq - CHANGES_RETAINED,))
-    if not d.events:
+    if not events:
         return seq
-    latest = db.execute("SELECT COALESCE(MAX(seq), 0) FROM feed WHERE ctx = ?", (ctx.cid,)).fetchone()[0]
+    latest = db.execute("SELECT COALESCE(MAX(seq), 0) FROM feed WHERE ctx = ?", (cid,)).fetchone()[0]
     db.executemany(
         "INSERT INTO feed VALUES(?, ?, ?, ?)",
-        [
-            (ctx.cid, latest + i, kind, json.dumps(fields, ensure_ascii=False))
-            for i, (kind, fields) in enumerate(d.events, 1)
-        ],
+        [(cid, latest + i, kind, fields) for i, (kind, fields) in enumerate(events, 1)],
     )
-    latest += len(d.events)
+    latest += len(events)
     if latest > FEED_RETAINED:
-        db.execute("DELETE FROM feed WHERE ctx = ? AND seq <= ?", (ctx.cid, latest - FEED_RETAINED))
+        db.execute("DELETE FROM feed WHERE ctx = ? AND seq <= ?", (cid, latest - FEED_RETAINED))
     return seq
 
 

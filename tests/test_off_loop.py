@@ -22,6 +22,7 @@ from pg_support import database_url_for
 
 from taguru_server.server.state import REGISTRY_KEY
 from taguru_server.store.backend import open_store
+from taguru_server.store.errors import StorageFailed
 from taguru_server.store.registry import Registry
 
 LIVE_CEILING_S = 0.25
@@ -39,15 +40,15 @@ async def _live_latencies(client: Client, stop: asyncio.Event) -> list[float]:
 
 
 def _stalling(persistence: Any, release: threading.Event, stalled: threading.Event) -> Any:
-    """`persistence.commit` that first hangs (a frozen disk) until `release`, then commits."""
-    real = persistence.commit
+    """The store's commit transaction, first hanging (a frozen disk) until `release`, then committing."""
+    real = persistence._run_prepared
 
-    def commit(contexts: Any) -> Any:
+    def run(writes: Any) -> Any:
         stalled.set()
         release.wait(30)
-        return real(contexts)
+        return real(writes)
 
-    return commit
+    return run
 
 
 @pytest.mark.anyio
@@ -60,7 +61,7 @@ async def test_a_commit_on_a_stalled_disk_is_never_200_past_its_deadline(setting
         await client.ok("PUT", "/contexts/k", {"description": "d"})
         await client.ok("PUT", "/contexts/other", {"description": "d"})
         edge = {"subject": "a", "label": "rel", "object": "b", "weight": 1.0}
-        registry.persistence.commit = _stalling(registry.persistence, release, stalled)  # type: ignore[method-assign]
+        registry.persistence._run_prepared = _stalling(registry.persistence, release, stalled)  # type: ignore[method-assign]
         stop = asyncio.Event()
         probes = asyncio.ensure_future(_live_latencies(client, stop))
         started = time.monotonic()
@@ -102,12 +103,12 @@ async def test_a_refused_commit_after_the_deadline_is_undone(settings_factory) -
     try:
         await client.ok("PUT", "/contexts/k", {"description": "d"})
 
-        def refusing(contexts: Any) -> Any:
+        def refusing(writes: Any) -> Any:
             stalled.set()
             release.wait(30)
-            raise OSError("disk I/O error")
+            raise StorageFailed("unavailable", "a disk I/O error")
 
-        registry.persistence.commit = refusing  # type: ignore[method-assign]
+        registry.persistence._run_prepared = refusing  # type: ignore[method-assign]
         edge = {"subject": "a", "label": "rel", "object": "b", "weight": 1.0}
         status, body, _h = await client.call("POST", "/contexts/k/associations", [edge])
         assert (status, body["code"]) == (408, "timeout"), body

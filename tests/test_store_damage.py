@@ -162,16 +162,16 @@ async def test_a_refused_commit_answers_503_or_507_and_changes_nothing(tmp_path:
         await client.ok("PUT", "/contexts/k", {"description": "d"})
         await client.ok("POST", "/contexts/k/associations", [EDGE])
         before = (await client.ok("GET", "/contexts/k"))["result"]["stats"]
-        real_commit = store.commit
+        real_commit = store._run_prepared
 
         def failing(kind: str) -> Any:
-            def commit(contexts: Any) -> None:
+            def commit(writes: Any) -> None:  # the store's commit transaction
                 raise StorageFailed(kind, "injected")
 
             return commit
 
         for kind, status in (("unavailable", 503), ("storage_full", 507)):
-            store.commit = failing(kind)  # type: ignore[method-assign]
+            store._run_prepared = failing(kind)  # type: ignore[method-assign]
             got, body, _h = await client.call(
                 "POST", "/contexts/k/associations", [{**EDGE, "object": "c"}, {**EDGE, "object": "d"}]
             )
@@ -184,7 +184,7 @@ async def test_a_refused_commit_answers_503_or_507_and_changes_nothing(tmp_path:
             assert got == status, body
             got, _body, _h = await client.call("GET", "/contexts/new")
             assert got == 404
-        store.commit = real_commit  # type: ignore[method-assign]
+        store._run_prepared = real_commit  # type: ignore[method-assign]
         await client.ok("POST", "/contexts/k/associations", [{**EDGE, "object": "c"}])
         assert (await client.call("GET", "/health"))[0] == 200
     finally:

@@ -64,7 +64,7 @@ def probe_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def refusing(kind: str, error: Exception | None = None) -> Any:
-    def commit(contexts: Any) -> None:
+    def commit(writes: Any) -> None:  # the store's commit transaction (both the queued and the direct path)
         raise error if error is not None else StorageFailed(kind, "the injected phrase")
 
     return commit
@@ -84,7 +84,7 @@ async def test_a_refused_write_logs_one_line_per_cause_and_counts_the_ones_left_
     write = [{**EDGE, "object": f"{SECRET}-object"}]
 
     async def refused(kind: str, status: int, error: Exception | None = None) -> None:
-        store.commit = refusing(kind, error)  # type: ignore[method-assign]
+        store._run_prepared = refusing(kind, error)  # type: ignore[method-assign]
         got, body, _h = await client.call("POST", "/contexts/k/associations", write)
         assert got == status and body["code"] == ("storage_full" if status == 507 else "unhealthy"), body
 
@@ -142,9 +142,9 @@ async def test_a_write_the_store_cannot_even_begin_is_logged_as_refused(
 @pytest.mark.anyio
 async def test_ready_stays_200_while_writes_are_refused_and_health_says_unhealthy(served: Served) -> None:
     client, store = served.client, served.registry.persistence
-    real_commit = store.commit
+    real_commit = store._run_prepared
     assert (await client.call("GET", "/health"))[0] == 200
-    store.commit = refusing("unavailable")  # type: ignore[method-assign]
+    store._run_prepared = refusing("unavailable")  # type: ignore[method-assign]
     got, _body, _h = await client.call("POST", "/contexts/k/associations", [{**EDGE, "object": "c"}])
     assert got == 503
     status, body, _h = await client.call("GET", "/ready")
@@ -154,7 +154,7 @@ async def test_ready_stays_200_while_writes_are_refused_and_health_says_unhealth
     status, body, _h = await client.call("GET", "/health")
     assert (status, body["status"], body["code"]) == (503, "error", "unhealthy"), body
     assert body["error"] == "the store is refusing writes (read-only, failing or full disk?); reads keep working"
-    store.commit = real_commit  # type: ignore[method-assign]
+    store._run_prepared = real_commit  # type: ignore[method-assign]
     await client.ok("POST", "/contexts/k/associations", [{**EDGE, "object": "c"}])
     status, body, _h = await client.call("GET", "/health")
     assert (status, body) == (200, {"status": "ok", "version": body["version"]})

@@ -22,7 +22,8 @@ from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError
 from taguru_server.store.group_import import restore_groups
 from taguru_server.store.importer import ParseError, parse_stream, run_import
-from taguru_server.store.registry import COMMIT_ANSWER_MARGIN_SECS, CommitFailed
+from taguru_server.store.registry import CommitFailed
+from taguru_server.store.writer import COMMIT_ANSWER_MARGIN_SECS
 
 Probe = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

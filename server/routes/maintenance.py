@@ -20,8 +20,9 @@ from taguru_server.stages.model import gate
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.maintenance import budget_spent, dead_edges, rebuild
-from taguru_server.store.registry import WRITER, CommitFailed, Registry
+from taguru_server.store.registry import CommitFailed, Registry
 from taguru_server.store.text import utf8_len
+from taguru_server.store.writer import WRITER
 
 # registries with a maintenance sweep running now (one per process; see `maintenance_compact`)
 _SWEEPING: weakref.WeakSet[Registry] = weakref.WeakSet()

@@ -19,7 +19,8 @@ from taguru_server.store import audits
 from taguru_server.store import promote as moves
 from taguru_server.store.context import CONCEPT, Context
 from taguru_server.store.errors import ApiError, no_context
-from taguru_server.store.registry import COMMIT_ANSWER_MARGIN_SECS, CommitFailed
+from taguru_server.store.registry import CommitFailed
+from taguru_server.store.writer import COMMIT_ANSWER_MARGIN_SECS
 
 MAX_SOURCES = 1000
 
