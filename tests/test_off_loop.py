@@ -265,3 +265,64 @@ async def test_live_answers_while_a_large_import_is_applied(settings_factory) ->
     finally:
         await session.close()
         await server.close()
+
+
+@pytest.mark.anyio
+async def test_a_refused_group_commit_refuses_the_writes_queued_behind_it(settings_factory) -> None:
+    """Writes queued while a transaction syncs hold its changes: when it is refused, they are refused too, and
+    memory is what the store holds; writes queued while a transaction lands share the next one and all land."""
+    server, client, session = await start_client(settings_factory(TAGURU_REQUEST_TIMEOUT_SECS="10"))
+    registry: Registry = server.app[REGISTRY_KEY]
+    if registry.shared:
+        pytest.skip("several processes: each write holds the store's lock through its own commit")
+    release, stalled = threading.Event(), threading.Event()
+    try:
+        await client.ok("PUT", "/contexts/k", {"description": "d"})
+        await client.ok(
+            "POST", "/contexts/k/associations", [{"subject": "a", "label": "r", "object": "b", "weight": 1}]
+        )
+        before = (await client.ok("GET", "/contexts/k"))["result"]["stats"]
+        real = registry.persistence._run_prepared
+
+        def refusing(writes: Any) -> Any:
+            stalled.set()
+            release.wait(30)
+            raise StorageFailed("unavailable", "a disk I/O error")
+
+        registry.persistence._run_prepared = refusing  # type: ignore[method-assign]
+        edge = {"label": "r", "object": "b", "weight": 1}
+        first = asyncio.ensure_future(client.call("POST", "/contexts/k/associations", [{**edge, "subject": "x0"}]))
+        while not stalled.is_set():
+            await asyncio.sleep(0.01)
+        registry.persistence._run_prepared = real  # type: ignore[method-assign]
+        behind = [
+            asyncio.ensure_future(client.call("POST", "/contexts/k/associations", [{**edge, "subject": f"x{i}"}]))
+            for i in range(1, 4)
+        ]
+        await asyncio.sleep(0.2)  # queued behind the stalled transaction, with its changes in their rows
+        release.set()
+        answers = [await first] + [await b for b in behind]
+        assert [a[0] for a in answers] == [503] * 4, [a[1] for a in answers]
+        assert (await client.ok("GET", "/contexts/k"))["result"]["stats"] == before
+        for i in range(4):
+            got = await client.ok("POST", "/contexts/k/query", {"subject": f"x{i}"})
+            assert got["result"]["matches"] == []
+        # the store takes writes again: a burst lands whole (several commits share a transaction)
+        burst = await asyncio.gather(
+            *(client.call("POST", "/contexts/k/associations", [{**edge, "subject": f"y{i}"}]) for i in range(20))
+        )
+        assert [b[0] for b in burst] == [200] * 20
+        after = (await client.ok("GET", "/contexts/k"))["result"]["stats"]
+        assert after["associations"] == before["associations"] + 20
+    finally:
+        release.set()
+        await session.close()
+        await server.close()
+    data = Path(registry.persistence.path)  # type: ignore[attr-defined]
+    store = open_store(str(data), None)
+    try:
+        ctx = Registry(store).get("k")
+        assert ctx is not None and len(ctx.e_s) == before["associations"] + 20
+        assert not any(f"x{i}" in ctx.concept_id for i in range(4))
+    finally:
+        store.close()
