@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from pg_support import Cluster, backend, database_url_for
+from process_support import Server
 
 from taguru_server.pipeline import check_contracts
 from taguru_server.pipeline.executor import CONTRACT_ENV
@@ -179,6 +180,15 @@ def settings_factory(tmp_path: Path):
         return load_settings(base)
 
     return make
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    """Real `taguru serve` processes a test starts (`process_support.Server`), stopped after it."""
+    started: list[Server] = []
+    yield started
+    for s in started:
+        s.stop()
 
 
 async def start_client(settings: Settings) -> tuple[TestServer, Client, ClientSession]:

@@ -5,21 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from process_support import Server
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for s in started:
-        s.stop()
 
 
 async def raw_request(port: int, head: bytes, body: bytes = b"", timeout: float = 10.0) -> tuple[int, bytes, float]:

@@ -15,7 +15,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -122,14 +121,6 @@ def _healthy_within(probes: Probes, since: float, until: float) -> None:
     assert bad == [], f"probes not 200 {RECOVERY_SECS:.0f} s after the event: {bad[:10]}"
     # and it did recover quickly: once 200 for every probe, it never went back
     assert all(s != 500 for _t, _p, s in probes.seen)
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for s in started:
-        s.stop()
 
 
 def test_a_worker_killed_under_writes_is_replaced_by_a_healthy_one(tmp_path: Path, servers: list[Server]) -> None:

@@ -161,24 +161,12 @@ async def test_ready_stays_200_while_writes_are_refused_and_health_says_unhealth
 
 
 @pytest.mark.anyio
-async def test_ready_is_503_when_a_context_cannot_be_read(settings_factory: Any) -> None:
-    settings = settings_factory()
-    registry = open_registry(settings)
-    server = TestServer(build_app(settings, registry))
-    await server.start_server()
-    session = ClientSession()
-    client = Client(session, str(server.make_url("")).rstrip("/"))
-    try:
-        await client.ok("PUT", "/contexts/k", {"description": "health"})
-        registry.unreadable.add("k")  # what a load that failed on a quiet store leaves
-        for path in ("/ready", "/health"):
-            status, body, _h = await client.call("GET", path)
-            assert (status, body["code"]) == (503, "unhealthy"), body
-            assert body["error"].startswith("a context could not be read from the store")
-    finally:
-        await session.close()
-        await server.close()
-        registry.close()
+async def test_ready_is_503_when_a_context_cannot_be_read(served: Served) -> None:
+    served.registry.unreadable.add("k")  # what a load that failed on a quiet store leaves
+    for path in ("/ready", "/health"):
+        status, body, _h = await served.client.call("GET", path)
+        assert (status, body["code"]) == (503, "unhealthy"), body
+        assert body["error"].startswith("a context could not be read from the store")
 
 
 def chattr(flag: str, *paths: Path) -> bool:

@@ -8,21 +8,12 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from process_support import Server, base_env, cli
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for s in started:
-        s.stop()
 
 
 def serving_pids(log: Path) -> set[int]:
