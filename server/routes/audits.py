@@ -22,6 +22,7 @@ from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.store import audits
 from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError, budget_spent
+from taguru_server.store.writer import collector_paused
 
 MAX_CHECKS = 1000
 MAX_LIMIT = 1000
@@ -111,8 +112,13 @@ async def apart(work: Callable[[], T]) -> T:
     The event loop keeps serving meanwhile; the context cannot change under the thread, since this
     process's writes and catch-ups wait for the quiesce.
     """
+
+    def paused() -> T:
+        with collector_paused():
+            return work()
+
     try:
-        return await asyncio.to_thread(work)
+        return await asyncio.to_thread(paused)
     except audits.Expired:
         raise budget_spent() from None
 

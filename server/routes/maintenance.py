@@ -22,7 +22,7 @@ from taguru_server.store.errors import ApiError, no_context
 from taguru_server.store.maintenance import budget_spent, dead_edges, rebuild
 from taguru_server.store.registry import CommitFailed, Registry
 from taguru_server.store.text import utf8_len
-from taguru_server.store.writer import WRITER
+from taguru_server.store.writer import WRITER, collector_paused
 
 # registries with a maintenance sweep running now (one per process; see `maintenance_compact`)
 _SWEEPING: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -55,7 +55,12 @@ async def _compact_one(call: Call, ctx: Context) -> dict[str, Any]:
     one's write section) and the commit in the writer thread, so `/live` and every read keep
     answering meanwhile; reads see the old context until the new one is durable.
     """
-    done = await asyncio.to_thread(rebuild, ctx, call.deadline)
+
+    def rebuilt() -> Any:
+        with collector_paused():  # a rebuild is millions of new cycle-free objects
+            return rebuild(ctx, call.deadline)
+
+    done = await asyncio.to_thread(rebuilt)
     if time.monotonic() > call.deadline:
         raise budget_spent()
     try:
