@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+from taguru_server.cli.environ import command_environment
 from taguru_server.client.http import (
     ConfigFileError,
     NotEnvelope,
@@ -72,10 +73,10 @@ class UsageError(Exception):
 # ----- configuration -------------------------------------------------------------------
 
 
-def _environment(config: str | None) -> dict[str, str]:
+def _environment(args: argparse.Namespace) -> dict[str, str]:
     """TAGURU_* settings: the config file's KEY=VALUE lines, overridden by the real environment."""
     try:
-        return environment(config)
+        return environment(args.config, command_environment(args))
     except ConfigFileError as exc:
         reason = getattr(exc.cause, "strerror", None) or exc.cause
         raise UsageError(f"cannot read the config file: {reason}") from None
@@ -512,7 +513,7 @@ def cmd_communities(args: argparse.Namespace) -> int:
     if args.group is not None and args.into:
         return _usage("--into cannot be combined with --group (each member gets its own NAME::communities)")
     try:
-        env = _environment(args.config)
+        env = _environment(args)
         base = _base_url(args.url or args.url_arg, env)
         provider = _provider_config(env)
     except UsageError as exc:

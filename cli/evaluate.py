@@ -8,8 +8,10 @@ import re
 import sys
 from typing import Any, TextIO
 
+from taguru_server.cli.environ import command_environment
 from taguru_server.evaluate.compare import run_compare
 from taguru_server.evaluate.runner import EXIT_OK, EXIT_USAGE, RunArgs, run
+from taguru_server.server.variables import process_environment
 
 USAGE = """\
 usage: taguru evaluate --eval FILE --context NAME [options]
@@ -171,7 +173,7 @@ async def main_async(
             base, head_path, out_path = parse_compare(argv[1:])
             return run_compare(base, head_path, out_path, out, err)
         if head.startswith("-"):
-            return await run(parse_run(argv), out, err, env)
+            return await run(parse_run(argv), out, err, process_environment() if env is None else env)
         return _usage_error(
             f"unknown subcommand '{head}' — the default mode is selected by a leading flag, e.g. "
             "'taguru evaluate --eval FILE --context NAME', or use the 'compare' subcommand",
@@ -200,7 +202,7 @@ class _Passthrough(argparse.ArgumentParser):
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    return main(args.evaluate_argv)
+    return asyncio.run(main_async(args.evaluate_argv, env=command_environment(args)))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import IO, Any
 from urllib.parse import quote
 
+from taguru_server.cli.environ import command_environment
 from taguru_server.client.http import (
     CallError,
     ConfigFileError,
@@ -77,7 +78,7 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
 def fetch(args: argparse.Namespace) -> tuple[Any, str]:
     """(the package, the Server-Timing header) or EvidenceFailed with the one line to print."""
     try:
-        env = environment(args.config)
+        env = environment(args.config, command_environment(args))
         url = server_url(args.url, env)
     except ConfigFileError as exc:
         raise EvidenceFailed(

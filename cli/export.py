@@ -21,6 +21,7 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from taguru_server.cli.datadir import DataDirBusy, DataDirLock
+from taguru_server.cli.environ import command_environment
 from taguru_server.client.http import (
     SetupError,
     TaguruClient,
@@ -141,7 +142,7 @@ class _Counting:
 
 def _remote(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     try:
-        env = environment(args.config)
+        env = environment(args.config, command_environment(args))
         check_url(args.url)
     except SetupError as exc:
         raise ExportFailed(str(exc)) from None

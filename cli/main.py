@@ -6,13 +6,13 @@ import argparse
 import functools
 import importlib.metadata
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from taguru_server.cli.datadir import LOCKED, DataDirBusy, DataDirLock
+from taguru_server.cli.environ import command_environment as environment
 from taguru_server.client.http import (
     NotEnvelope,
     ServerError,
@@ -21,6 +21,7 @@ from taguru_server.client.http import (
     bearer_token,
 )
 from taguru_server.client.urls import url_refusal
+from taguru_server.server.variables import check_contracts_requested, process_environment
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
@@ -34,17 +35,17 @@ def _say(message: str) -> None:
     print(f"taguru: {message}", file=sys.stderr)
 
 
-def _settings(config: str | None, refuse: Callable[[str], None] = _say) -> Any:
+def _settings(config: str | None, env: dict[str, str], refuse: Callable[[str], None] = _say) -> Any:
     """The settings, or `refuse` says why not (one line) and the process exits 2."""
     from taguru_server.server.config import ConfigError, load_settings
 
     try:
-        return load_settings(config_file=config)
+        return load_settings(env, config_file=config)
     except ConfigError as exc:
         refuse(f"configuration refused: {exc}")
         raise SystemExit(EXIT_USAGE) from None
     except (OSError, UnicodeDecodeError) as exc:
-        path = config or os.environ.get("TAGURU_CONFIG", "")
+        path = config or env.get("TAGURU_CONFIG", "")
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
         refuse(f"cannot read the config file {path}: {reason}")
         raise SystemExit(EXIT_USAGE) from None
@@ -59,14 +60,14 @@ def _listen_address(addr: str, refuse: Callable[[str], None] = _say) -> tuple[st
     raise SystemExit(EXIT_USAGE)
 
 
-def _log_format_before_settings(config: str | None) -> str:
+def _log_format_before_settings(config: str | None, env: dict[str, str]) -> str:
     """The log format as far as it can be told when the settings themselves are refused: a valid
     TAGURU_LOG_FORMAT from the environment, else from the config file, else json unless a terminal."""
     from taguru_server.client.config import read_config_file
     from taguru_server.server.logging import default_format, parse_log_format
 
-    raw = os.environ.get("TAGURU_LOG_FORMAT", "")
-    config = config or os.environ.get("TAGURU_CONFIG")
+    raw = env.get("TAGURU_LOG_FORMAT", "")
+    config = config or env.get("TAGURU_CONFIG")
     if not raw.strip() and config:
         try:
             raw = read_config_file(config).get("TAGURU_LOG_FORMAT", "")
@@ -78,15 +79,15 @@ def _log_format_before_settings(config: str | None) -> str:
         return default_format()
 
 
-def _serve_refusal(config: str | None, worker: bool) -> Callable[[str], None]:
+def _serve_refusal(config: str | None, worker: bool, env: dict[str, str]) -> Callable[[str], None]:
     """How `serve` says that its configuration is refused: one `config.refused` JSON event (the text in
     `error`) under the json log format, the plain line `taguru: …` under console."""
 
     def refuse(message: str) -> None:
         from taguru_server.server.logging import configure_logging
 
-        fmt = _log_format_before_settings(config)
-        configure_logging(worker=worker, fmt=fmt, final=False)
+        fmt = _log_format_before_settings(config, env)
+        configure_logging(worker=worker, fmt=fmt, env=env, final=False)
         _refused("config.refused", message, fmt)
 
     return refuse
@@ -112,12 +113,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.store.errors import StoreRefused
     from taguru_server.store.registry import Registry
 
-    configure_logging(worker=args.worker, final=False)  # the settings' own warnings, in the same form
-    refuse = _serve_refusal(args.config, args.worker)
-    settings = _settings(args.config, refuse)
-    configure_logging(worker=args.worker, fmt=settings.log_format, level=settings.log_level)
+    env = environment(args)
+    configure_logging(worker=args.worker, env=env, final=False)  # the settings' own warnings, in the same form
+    refuse = _serve_refusal(args.config, args.worker, env)
+    settings = _settings(args.config, env, refuse)
+    configure_logging(worker=args.worker, fmt=settings.log_format, level=settings.log_level, env=env)
     log = structlog.get_logger("taguru.serve")
-    env = dict(os.environ)
+    process_env = env
     config_file = args.config or env.get("TAGURU_CONFIG")
     if config_file:
         merged = read_config_file(config_file)
@@ -148,7 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = attrs.evolve(settings, max_concurrent_requests=-(-ceiling // workers))
 
     async def run(registry: Registry) -> None:
-        app = build_app(settings, registry, rerank=rerank_settings(env))
+        app = build_app(settings, registry, rerank=rerank_settings(env), environ=process_env)
         runner = AppRunner(app, access_log=None)
         await runner.setup()
         # every worker listens on the address with SO_REUSEPORT; the kernel spreads connections over them
@@ -270,7 +272,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply the store's pending schema migrations alone (boot applies them too) and say what was done."""
     from taguru_server.store.errors import StoreRefused
 
-    settings = _settings(args.config)
+    settings = _settings(args.config, environment(args))
     try:
         if settings.database_url:
             from taguru_server.store.postgres import LATEST, PostgresPersistence
@@ -397,7 +399,7 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
     from taguru_server.server.app import open_registry
     from taguru_server.store.errors import ApiError, StoreRefused
 
-    settings = _settings(args.config)
+    settings = _settings(args.config, environment(args))
     outcomes: list[Any] = []
     try:
         # with PostgreSQL, replicas may be serving: the import takes the store's write lock instead
@@ -488,7 +490,7 @@ def _import_remote(args: argparse.Namespace, files: list[Path]) -> int:
     refusal = _validate_files(files, count)
     if refusal is not None:
         return _finish(args, [], refusal)
-    client = TaguruClient(args.url, bearer_token(os.environ), timeout=IMPORT_TIMEOUT_SECS)
+    client = TaguruClient(args.url, bearer_token(environment(args)), timeout=IMPORT_TIMEOUT_SECS)
     path = "/import" + ("?dry_run=true" if args.dry_run else "")
     outcomes: list[Any] = []
     budget = Budget(CHUNK_BUDGET)
@@ -704,14 +706,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _warn_unknown_settings(args: argparse.Namespace) -> None:
+def _warn_unknown_settings(args: argparse.Namespace, env: dict[str, str]) -> None:
     """A did-you-mean warning for each TAGURU_* name (environment or --config file) that nothing reads."""
     if getattr(args, "worker", False):
         return  # the supervisor already said it
     from taguru_server.cli.envcheck import warn_unknown
 
-    names = set(os.environ)
-    config = getattr(args, "config", None) or os.environ.get("TAGURU_CONFIG")
+    names = set(env)
+    config = getattr(args, "config", None) or env.get("TAGURU_CONFIG")
     if config:
         from taguru_server.client.config import read_config_file
 
@@ -719,13 +721,13 @@ def _warn_unknown_settings(args: argparse.Namespace) -> None:
             names.update(read_config_file(config))
         except (OSError, UnicodeDecodeError, ValueError):
             pass  # the command itself says why the file cannot be read
-    if args.command == "serve" and _log_format_before_settings(config) == "json":
-        _log_unknown_settings(names)  # every line `serve` writes is then one JSON object
+    if args.command == "serve" and _log_format_before_settings(config, env) == "json":
+        _log_unknown_settings(names, env)  # every line `serve` writes is then one JSON object
         return
     warn_unknown(names, sys.stderr)
 
 
-def _log_unknown_settings(names: set[str]) -> None:
+def _log_unknown_settings(names: set[str], env: dict[str, str]) -> None:
     """The did-you-mean warnings as `config.unknown_variable` events (the json log format)."""
     from taguru_server.cli.envcheck import unknown
     from taguru_server.server.logging import configure_logging
@@ -735,7 +737,7 @@ def _log_unknown_settings(names: set[str]) -> None:
         return
     import structlog
 
-    configure_logging(fmt="json", final=False)
+    configure_logging(fmt="json", env=env, final=False)
     log = structlog.get_logger("taguru.serve")
     for name, close in found:
         hint = f" (did you mean {close}?)" if close else ""
@@ -756,7 +758,13 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:
             return EXIT_USAGE if exc.code else EXIT_OK
-        _warn_unknown_settings(args)
+        env = process_environment()  # the one read of the environment; the command takes it from `args`
+        args.environment = env
+        if check_contracts_requested(env):
+            from taguru_server.pipeline import check_contracts
+
+            check_contracts(True)
+        _warn_unknown_settings(args, env)
         return int(args.func(args))
 
     return guarded(run)

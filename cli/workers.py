@@ -24,6 +24,8 @@ from typing import Any
 
 import structlog
 
+from taguru_server.server.variables import child_environment, export
+
 log = structlog.get_logger("taguru.workers")
 
 DRAIN_SECS = 30.0
@@ -95,7 +97,7 @@ class Supervisor:
     """Starts, watches and stops the worker processes."""
 
     def __init__(self, address: str, workers: int, config: str | None, fork: bool = False) -> None:
-        self.env = dict(os.environ, TAGURU_ADDR=address)
+        self.env = child_environment(TAGURU_ADDR=address)
         self.cmd = worker_command(workers, config)
         self.procs: list[subprocess.Popen[bytes] | Forked | None] = [None] * workers
         self.crashes = [0] * workers
@@ -131,7 +133,7 @@ class Supervisor:
                 self.reserved.close()
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)  # as a started worker's stdout: the listening line is the supervisor's alone
-            os.environ["TAGURU_ADDR"] = self.env["TAGURU_ADDR"]
+            export("TAGURU_ADDR", self.env["TAGURU_ADDR"])
             assert self.entry is not None
             code = self.entry(self.cmd[3:])
         except SystemExit as exc:

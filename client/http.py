@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import urllib.error
 import urllib.request
@@ -101,9 +100,10 @@ def cut(message: str, cap: int = MESSAGE_CAP) -> str:
     return data[:cap].decode("utf-8", errors="ignore") + "…"
 
 
-def environment(config: str | None, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The process environment over the KEY=VALUE config file (a real variable wins)."""
-    real = dict(os.environ if env is None else env)
+def environment(config: str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """The process environment (the caller's, as it read it) over the KEY=VALUE config file (a real
+    variable wins)."""
+    real = dict(env)
     path = config or real.get("TAGURU_CONFIG")
     if not path:
         return real

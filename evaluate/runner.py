@@ -704,7 +704,7 @@ async def _run(args: RunArgs, out: TextIO, err: TextIO, env_in: dict[str, str] |
         except EvalError as exc:
             raise Fatal(str(exc), EXIT_USAGE) from None
     try:
-        env = environment(args.config, env_in)
+        env = environment(args.config, {} if env_in is None else env_in)
         base = base_url(args.url, env)
     except SetupError as exc:
         raise Fatal(str(exc), EXIT_USAGE) from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
@@ -72,10 +71,10 @@ CONTRACT_ENV = "TAGURU_CHECK_CONTRACTS"
 class ContractChecks:
     """Whether the executor checks each provided value against its key's runtime type.
 
-    Off by default so production pays nothing; on when `TAGURU_CHECK_CONTRACTS=1` at import,
-    and switched on by the test suite."""
+    Off by default so production pays nothing; the command switches it on at start-up under
+    `TAGURU_CHECK_CONTRACTS=1` (cli/main.py), and the test suite switches it on."""
 
-    enabled: bool = os.environ.get(CONTRACT_ENV) == "1"
+    enabled: bool = False
 
 
 def check_contracts(enabled: bool = True) -> None:

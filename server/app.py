@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -96,16 +95,18 @@ def build_app(
     clock: Callable[[], float] = time.monotonic,
     embedder: Embedder | None = None,
     tracer_provider: Any = None,
+    environ: Mapping[str, str] | None = None,
 ) -> web.Application:
     """An application over the settings' data dir (or a given registry), with an optional reranker.
 
     The embedding provider comes from the settings (TAGURU_EMBED_*), unless one is given. Spans
-    go to the given OpenTelemetry tracer provider, else to OTLP when OTEL_* asks (server/tracing.py).
+    go to the given OpenTelemetry tracer provider, else to OTLP when the OTEL_* variables of
+    `environ` (the process environment the command read; none given: none) ask (server/tracing.py).
     """
     # the writer thread (store/writer.py) gives the interpreter lock back around every SQLite step; with the
     # default 5 ms hand-over a busy event loop would make each step of a commit wait that long
     sys.setswitchinterval(WRITER_SWITCH_INTERVAL_SECS)
-    tracing = tracing_for(os.environ, tracer_provider)
+    tracing = tracing_for({} if environ is None else environ, tracer_provider)
     traced = [server_span(tracing)] if tracing is not None else []
     app = web.Application(
         client_max_size=max(settings.max_body_bytes, 1024) + 1024 * 1024, middlewares=[*traced, *MIDDLEWARES]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +15,7 @@ import structlog
 
 from taguru_server.client.config import read_config_file
 from taguru_server.server.logging import parse_log_format, parse_log_level
+from taguru_server.server.variables import process_environment
 
 ROLES = ("read", "write", "admin")
 
@@ -162,7 +162,7 @@ def index_dir_for(settings: Settings) -> Path | None:
 
 def load_settings(env: Mapping[str, str] | None = None, config_file: str | None = None) -> Settings:
     """Build settings; the real environment wins over the config file."""
-    env = dict(os.environ if env is None else env)
+    env = dict(process_environment() if env is None else env)
     file = config_file or env.get("TAGURU_CONFIG")
     if file:
         merged = read_config_file(file)

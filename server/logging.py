@@ -170,10 +170,11 @@ def configure_logging(
     """Configure structlog (and the standard library's logging) for the process.
 
     `fmt`/`level` come from the settings; left None they are read leniently from `env` (the
-    process environment), then default to json-unless-a-TTY and info. Call with `final=False`
-    to log the settings' own warnings before they are parsed, then once more with them.
+    process environment the command read; none given: no variables), then default to
+    json-unless-a-TTY and info. Call with `final=False` to log the settings' own warnings before
+    they are parsed, then once more with them.
     """
-    env_fmt, env_level = _lenient(os.environ if env is None else env)
+    env_fmt, env_level = _lenient({} if env is None else env)
     fmt = fmt or env_fmt or default_format()
     if isinstance(level, str):
         level = LOG_LEVELS[level]

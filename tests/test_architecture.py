@@ -130,3 +130,30 @@ def test_server_modules_have_one_job_each() -> None:
         if layer(module) == "server" and (n := len(path.read_text().splitlines())) > 600
     }
     assert oversized == {}
+
+
+ENVIRONMENT_READERS = {"taguru_server.server.variables"}  # the registry and the one read of the environment
+
+
+def touches_environment(path: Path) -> bool:
+    """Whether a module names `os.environ`, `os.getenv`, `environ`/`getenv` imported from os, or `environ.get`."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            if any(alias.name in ("environ", "getenv", "environb", "putenv", "unsetenv") for alias in node.names):
+                return True
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id == "os" and node.attr in ("environ", "getenv", "environb", "putenv", "unsetenv"):
+                return True
+            if node.value.id == "environ" and node.attr == "get":
+                return True
+    return False
+
+
+def test_the_environment_is_read_in_at_most_two_modules() -> None:
+    readers = {name for name, path in modules().items() if touches_environment(path)}
+    assert len(readers) <= 2, f"the environment is read in {sorted(readers)}"
+    assert readers <= ENVIRONMENT_READERS, (
+        f"read settings through taguru_server.server.variables (its registry), not os.environ: "
+        f"{sorted(readers - ENVIRONMENT_READERS)}"
+    )

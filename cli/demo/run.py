@@ -28,6 +28,7 @@ from urllib.parse import quote
 from taguru_server.cli.demo import demo_requests, demo_stream_path, semantic_demo_request
 from taguru_server.cli.envcheck import unknown
 from taguru_server.client.http import CallError, TaguruClient, TransportError
+from taguru_server.server.variables import child_environment
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 DEMO_TIMEOUT_SECS = 30
@@ -270,7 +271,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, host: str, port: int) -> int:
     data_dir = args.data_dir
     addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    env = dict(os.environ, TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=addr)
+    env = child_environment(TAGURU_DATA_DIR=data_dir, TAGURU_ADDR=addr)
     for name, _close in unknown(env):  # already warned about; nothing reads them, so the children need not repeat it
         del env[name]
     # with the local model installed (`taguru-server[local-embed]`), the demo also shows the vector lane

@@ -19,7 +19,6 @@ import argparse
 import ipaddress
 import json
 import logging
-import os
 import re
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -37,6 +36,7 @@ from taguru_server.server.mcp.jsonrpc import (
     error_frame,
     shape_problem,
 )
+from taguru_server.server.variables import process_environment
 from taguru_server.store.json_depth import parse_bounded
 
 # The CLI imports this module to register `taguru mcp`, so the MCP SDK, aiohttp and the tool
@@ -63,7 +63,7 @@ QUEUE_FULL = "tool queue is full; retry the call"
 
 @attrs.frozen
 class BridgeSettings:
-    """The bridge's configuration, read once from the environment."""
+    """The bridge's configuration, read once from the environment the command passes."""
 
     url: str = DEFAULT_URL
     token: str | None = None
@@ -87,8 +87,7 @@ def _positive(env: Mapping[str, str], key: str, default: float, kind: type = int
     return value
 
 
-def bridge_settings(env: Mapping[str, str] | None = None) -> BridgeSettings:
-    env = os.environ if env is None else env
+def bridge_settings(env: Mapping[str, str]) -> BridgeSettings:
     token = env.get("TAGURU_API_TOKEN", "").strip() or None
     return BridgeSettings(
         url=(env.get("TAGURU_URL", "").strip() or DEFAULT_URL).rstrip("/"),
@@ -421,8 +420,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     from taguru_server.server.logging import configure_logging
 
-    configure_logging(logging.INFO)
-    env = dict(os.environ)
+    env = dict(args.environment) if getattr(args, "environment", None) is not None else process_environment()
+    configure_logging(logging.INFO, env=env)
     if getattr(args, "url", None):
         env["TAGURU_URL"] = args.url
     refused = _url_refused(bridge_settings(env).url, "--url" if getattr(args, "url", None) else "TAGURU_URL")

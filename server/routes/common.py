@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -11,6 +10,7 @@ from contextvars import ContextVar
 from taguru_server.server.call import Call
 from taguru_server.server.errors import malformed
 from taguru_server.server.state import HEAVY_OPS_KEY, AppState
+from taguru_server.server.variables import current
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, budget_spent_before
 from taguru_server.store.text import utf8_len
@@ -81,7 +81,7 @@ DEFAULT_HEAVY_OPS = 2
 
 def heavy_limit() -> int:
     """TAGURU_MAX_CONCURRENT_HEAVY_OPS (default 2; 0 disables the ceiling)."""
-    raw = os.environ.get("TAGURU_MAX_CONCURRENT_HEAVY_OPS", "").strip()
+    raw = (current("TAGURU_MAX_CONCURRENT_HEAVY_OPS") or "").strip()
     try:
         value = int(raw) if raw else DEFAULT_HEAVY_OPS
     except ValueError:
