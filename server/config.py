@@ -15,15 +15,20 @@ import structlog
 
 from taguru_server.client.config import read_config_file
 from taguru_server.server.logging import parse_log_format, parse_log_level
-from taguru_server.server.variables import process_environment
+from taguru_server.server.variables import default_float, default_int, default_str, process_environment
 
 ROLES = ("read", "write", "admin")
 
 log = structlog.get_logger("taguru.config")
 
-DEFAULT_EMBED_TIMEOUT_SECS = 60
-DEFAULT_PASSAGE_VECTOR_LIMIT = 20000
-DEFAULT_SEMANTIC_FLOOR = float(np.float32(0.35))
+# the defaults are the registry's (server/variables.py)
+DEFAULT_ADDR = default_str("TAGURU_ADDR")
+DEFAULT_DATA_DIR = default_str("TAGURU_DATA_DIR")
+DEFAULT_MAX_BODY_BYTES = default_int("TAGURU_MAX_BODY_BYTES")
+DEFAULT_EMBED_TIMEOUT_SECS = default_int("TAGURU_EMBED_TIMEOUT_SECS")
+DEFAULT_FLUSH_SECS = default_int("TAGURU_FLUSH_SECS")
+DEFAULT_PASSAGE_VECTOR_LIMIT = default_int("TAGURU_PASSAGE_VECTOR_LIMIT")
+DEFAULT_SEMANTIC_FLOOR = float(np.float32(default_float("TAGURU_SEMANTIC_FLOOR")))
 _UNSIGNED = re.compile(r"\+?[0-9]+")
 _U64_MAX = 2**64 - 1
 _F32 = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
@@ -41,18 +46,18 @@ class KeyScope:
 
 @attrs.frozen
 class Settings:
-    addr: str = "127.0.0.1:8248"
-    data_dir: str = "data"
-    max_body_bytes: int = 8 * 1024 * 1024
-    request_timeout_secs: int = 30
-    header_timeout_secs: int = 10
-    min_body_rate: int = 1024
-    workers: int = 1
+    addr: str = DEFAULT_ADDR
+    data_dir: str = DEFAULT_DATA_DIR
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    request_timeout_secs: int = default_int("TAGURU_REQUEST_TIMEOUT_SECS")
+    header_timeout_secs: int = default_int("TAGURU_HEADER_TIMEOUT_SECS")
+    min_body_rate: int = default_int("TAGURU_MIN_BODY_RATE")
+    workers: int = default_int("TAGURU_WORKERS")
     database_url: str | None = None  # postgresql://… selects the shared PostgreSQL store
-    read_consistency: str = "strong"  # or "eventual": replicas skip the per-read catch-up check
-    max_concurrent_requests: int = 256
-    auth_fail_limit_per_min: int = 10
-    rate_limit_per_min: int = 0
+    read_consistency: str = default_str("TAGURU_READ_CONSISTENCY")  # or "eventual": no per-read catch-up check
+    max_concurrent_requests: int = default_int("TAGURU_MAX_CONCURRENT_REQUESTS")
+    auth_fail_limit_per_min: int = default_int("TAGURU_AUTH_FAIL_LIMIT_PER_MIN")
+    rate_limit_per_min: int = default_int("TAGURU_RATE_LIMIT_PER_MIN")
     tokens: dict[str, str] = attrs.field(factory=dict)  # token -> key name
     scopes: dict[str, KeyScope] = attrs.field(factory=dict)
     # the optional embedding provider (spec embeddings.md §1); none of these can fail the boot
@@ -61,16 +66,16 @@ class Settings:
     embed_api_key: str | None = None  # sent verbatim as `Bearer {key}` when set, even to ""
     embed_timeout_secs: int = DEFAULT_EMBED_TIMEOUT_SECS  # one attempt's ceiling
     embed_auto: bool = False
-    flush_secs: int = 5  # TAGURU_FLUSH_SECS: the auto-embed ticker's cadence
+    flush_secs: int = DEFAULT_FLUSH_SECS  # TAGURU_FLUSH_SECS: the auto-embed ticker's cadence
     embed_passages: bool = False
     embed_parallel: int = 1
     passage_vector_limit: int = DEFAULT_PASSAGE_VECTOR_LIMIT
     semantic_floor: float = DEFAULT_SEMANTIC_FLOOR  # an f32 value, held widened
     semantic_cache_threshold: float | None = None  # an f32 value; None: the semantic cache is off
     log_format: str | None = None  # TAGURU_LOG_FORMAT: json or console; None: json unless stderr is a TTY
-    log_level: str = "info"  # TAGURU_LOG_LEVEL
-    preload: str | tuple[str, ...] = "all"  # TAGURU_PRELOAD: all, pinned, none, or these context names
-    worker_start: str = "fork"  # TAGURU_WORKER_START: fork (share the supervisor's load) or exec (each loads)
+    log_level: str = default_str("TAGURU_LOG_LEVEL")
+    preload: str | tuple[str, ...] = default_str("TAGURU_PRELOAD")  # all, pinned, none, or these context names
+    worker_start: str = default_str("TAGURU_WORKER_START")  # fork (share the supervisor's load) or exec (each loads)
     index_dir: str | None = None  # TAGURU_INDEX_DIR: None is the default place (see `index_dir_for`), "off" none
     # TAGURU_STRICT_TENANCY: keys with a context list see only the groups wholly inside their grant, and
     # refusals never name a context outside it (a departure from the reference, opt-in; docs/operations.md)
@@ -86,10 +91,10 @@ class Settings:
         return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _int(env: Mapping[str, str], key: str, default: int, zero_means: int | None = None) -> int:
+def _int(env: Mapping[str, str], key: str, zero_means: int | None = None) -> int:
     raw = env.get(key, "").strip()
     if not raw:
-        return default
+        return default_int(key)
     try:
         value = int(raw)
     except ValueError:
@@ -103,7 +108,7 @@ def _int(env: Mapping[str, str], key: str, default: int, zero_means: int | None 
 
 def _flush_secs(env: Mapping[str, str]) -> int:
     raw = env.get("TAGURU_FLUSH_SECS", "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else 5
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_FLUSH_SECS
 
 
 def _database_url(env: Mapping[str, str]) -> str | None:
@@ -116,7 +121,7 @@ def _database_url(env: Mapping[str, str]) -> str | None:
 
 
 def _consistency(env: Mapping[str, str]) -> str:
-    raw = env.get("TAGURU_READ_CONSISTENCY", "").strip() or "strong"
+    raw = env.get("TAGURU_READ_CONSISTENCY", "").strip() or default_str("TAGURU_READ_CONSISTENCY")
     if raw not in ("strong", "eventual"):
         raise ConfigError("TAGURU_READ_CONSISTENCY must be 'strong' or 'eventual'")
     return raw
@@ -126,7 +131,7 @@ def _log_settings(env: Mapping[str, str]) -> dict[str, Any]:
     try:
         return {
             "log_format": parse_log_format(env.get("TAGURU_LOG_FORMAT")),
-            "log_level": parse_log_level(env.get("TAGURU_LOG_LEVEL")) or "info",
+            "log_level": parse_log_level(env.get("TAGURU_LOG_LEVEL")) or default_str("TAGURU_LOG_LEVEL"),
         }
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -136,7 +141,7 @@ def _preload(env: Mapping[str, str]) -> str | tuple[str, ...]:
     """TAGURU_PRELOAD: `all` (default), `pinned`, `none`, or a comma-separated list of context names."""
     raw = env.get("TAGURU_PRELOAD", "").strip()
     if not raw:
-        return "all"
+        return default_str("TAGURU_PRELOAD")
     if raw.lower() in ("all", "pinned", "none"):
         return raw.lower()
     names = tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
@@ -146,7 +151,7 @@ def _preload(env: Mapping[str, str]) -> str | tuple[str, ...]:
 
 
 def _worker_start(env: Mapping[str, str]) -> str:
-    raw = env.get("TAGURU_WORKER_START", "").strip().lower() or "fork"
+    raw = env.get("TAGURU_WORKER_START", "").strip().lower() or default_str("TAGURU_WORKER_START")
     if raw not in ("fork", "exec"):
         raise ConfigError("TAGURU_WORKER_START must be 'fork' or 'exec'")
     return raw
@@ -171,18 +176,18 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
     tokens = _parse_tokens(env)
     scopes = _parse_scopes(env.get("TAGURU_KEY_SCOPES", ""), set(tokens.values()))
     return Settings(
-        addr=env.get("TAGURU_ADDR", "").strip() or "127.0.0.1:8248",
-        data_dir=env.get("TAGURU_DATA_DIR", "").strip() or "data",
-        max_body_bytes=_int(env, "TAGURU_MAX_BODY_BYTES", 8 * 1024 * 1024, zero_means=8 * 1024 * 1024),
-        request_timeout_secs=_int(env, "TAGURU_REQUEST_TIMEOUT_SECS", 30, zero_means=1),
-        header_timeout_secs=_int(env, "TAGURU_HEADER_TIMEOUT_SECS", 10),
-        min_body_rate=_int(env, "TAGURU_MIN_BODY_RATE", 1024),
-        workers=_int(env, "TAGURU_WORKERS", 1, zero_means=1),
+        addr=env.get("TAGURU_ADDR", "").strip() or DEFAULT_ADDR,
+        data_dir=env.get("TAGURU_DATA_DIR", "").strip() or DEFAULT_DATA_DIR,
+        max_body_bytes=_int(env, "TAGURU_MAX_BODY_BYTES", zero_means=DEFAULT_MAX_BODY_BYTES),
+        request_timeout_secs=_int(env, "TAGURU_REQUEST_TIMEOUT_SECS", zero_means=1),
+        header_timeout_secs=_int(env, "TAGURU_HEADER_TIMEOUT_SECS"),
+        min_body_rate=_int(env, "TAGURU_MIN_BODY_RATE"),
+        workers=_int(env, "TAGURU_WORKERS", zero_means=1),
         database_url=_database_url(env),
         read_consistency=_consistency(env),
-        max_concurrent_requests=_int(env, "TAGURU_MAX_CONCURRENT_REQUESTS", 256),
-        auth_fail_limit_per_min=_int(env, "TAGURU_AUTH_FAIL_LIMIT_PER_MIN", 10),
-        rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN", 0),
+        max_concurrent_requests=_int(env, "TAGURU_MAX_CONCURRENT_REQUESTS"),
+        auth_fail_limit_per_min=_int(env, "TAGURU_AUTH_FAIL_LIMIT_PER_MIN"),
+        rate_limit_per_min=_int(env, "TAGURU_RATE_LIMIT_PER_MIN"),
         tokens=tokens,
         scopes=scopes,
         preload=_preload(env),

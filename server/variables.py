@@ -182,3 +182,24 @@ def export(name: str, value: str) -> None:
 def check_contracts_requested(env: dict[str, str]) -> bool:
     """TAGURU_CHECK_CONTRACTS=1 (anything else is off)."""
     return env.get("TAGURU_CHECK_CONTRACTS") == "1"
+
+
+def default_int(name: str) -> int:
+    """A registered integer variable's default."""
+    value = BY_NAME[name].default
+    assert isinstance(value, int) and not isinstance(value, bool), name
+    return value
+
+
+def default_float(name: str) -> float:
+    """A registered number variable's default."""
+    value = BY_NAME[name].default
+    assert isinstance(value, int | float) and not isinstance(value, bool), name
+    return float(value)
+
+
+def default_str(name: str) -> str:
+    """A registered text variable's default (one that has one)."""
+    value = BY_NAME[name].default
+    assert isinstance(value, str), name
+    return value

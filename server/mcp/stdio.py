@@ -36,7 +36,7 @@ from taguru_server.server.mcp.jsonrpc import (
     error_frame,
     shape_problem,
 )
-from taguru_server.server.variables import process_environment
+from taguru_server.server.variables import default_float, default_int, default_str, process_environment
 from taguru_server.store.json_depth import parse_bounded
 
 # The CLI imports this module to register `taguru mcp`, so the MCP SDK, aiohttp and the tool
@@ -51,10 +51,10 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("taguru.mcp_stdio")
 
-DEFAULT_URL = "http://127.0.0.1:8248"
-DEFAULT_TIMEOUT_SECS = 75.0
-DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_CONCURRENT_TOOLS = 8
+DEFAULT_URL = default_str("TAGURU_URL")
+DEFAULT_TIMEOUT_SECS = default_float("TAGURU_MCP_TIMEOUT_SECS")
+DEFAULT_MAX_LINE_BYTES = default_int("TAGURU_MCP_MAX_LINE_BYTES")
+DEFAULT_MAX_CONCURRENT_TOOLS = default_int("TAGURU_MCP_MAX_CONCURRENT_TOOLS")
 QUEUE_FACTOR = 4
 INSTRUCTIONS_TIMEOUT_CAP = 5.0
 UNREACHABLE = "failed to reach the taguru server"

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 import aiohttp
 
 from taguru_server.server.providers.retry import AttemptFailed, RetryPolicy, with_retries
+from taguru_server.server.variables import default_int
 from taguru_server.store.summaries import chat_answer, chat_body
 
-DEFAULT_EXTRACT_TIMEOUT_SECS = 60
+DEFAULT_EXTRACT_TIMEOUT_SECS = default_int("TAGURU_EXTRACT_TIMEOUT_SECS")
 PROVIDER_ATTEMPTS = 3
 BACKOFF_SECS = 0.5
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})  # and every 5xx

@@ -22,6 +22,7 @@ from taguru_server.server.providers.retry import (
     RetryPolicy,
     with_retries,
 )
+from taguru_server.server.variables import default_int
 from taguru_server.stages.model import RerankVerdict
 
 log = structlog.get_logger("taguru.rerank")
@@ -62,7 +63,7 @@ def rerank_settings(env: Mapping[str, str]) -> RerankSettings | None:
             )
         return None
     raw = env.get("TAGURU_RERANK_TIMEOUT_SECS", "").strip()
-    timeout = 5
+    timeout = default_int("TAGURU_RERANK_TIMEOUT_SECS")
     if raw:
         try:
             timeout = max(1, int(raw))

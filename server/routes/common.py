@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from taguru_server.server.call import Call
 from taguru_server.server.errors import malformed
 from taguru_server.server.state import HEAVY_OPS_KEY, AppState
-from taguru_server.server.variables import current
+from taguru_server.server.variables import current, default_int
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, budget_spent_before
 from taguru_server.store.text import utf8_len
@@ -76,7 +76,7 @@ def keyset_page(names: list[str], call: Call) -> tuple[int, list[str]]:
     return len(matching), page
 
 
-DEFAULT_HEAVY_OPS = 2
+DEFAULT_HEAVY_OPS = default_int("TAGURU_MAX_CONCURRENT_HEAVY_OPS")
 
 
 def heavy_limit() -> int:
