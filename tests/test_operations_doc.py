@@ -106,6 +106,25 @@ def test_the_registry_defaults_are_the_settings_defaults() -> None:
     assert abs(built.semantic_floor - float(by_name["TAGURU_SEMANTIC_FLOOR"].default)) < 1e-7  # held as an f32
 
 
+def test_the_defaults_other_modules_state_are_the_registrys() -> None:
+    from taguru_server.client.http import DEFAULT_ADDR  # client/ imports nothing of the project: its own copy
+    from taguru_server.server.mcp.stdio import bridge_settings
+    from taguru_server.server.providers.chat import DEFAULT_EXTRACT_TIMEOUT_SECS
+    from taguru_server.server.routes.common import DEFAULT_HEAVY_OPS
+
+    by_name = {v.name: v.default for v in REGISTRY}
+    assert DEFAULT_ADDR == by_name["TAGURU_ADDR"]
+    assert DEFAULT_EXTRACT_TIMEOUT_SECS == by_name["TAGURU_EXTRACT_TIMEOUT_SECS"]
+    assert DEFAULT_HEAVY_OPS == by_name["TAGURU_MAX_CONCURRENT_HEAVY_OPS"]
+    bridge = bridge_settings({})
+    assert (bridge.url, bridge.timeout, bridge.max_line_bytes, bridge.max_concurrent) == (
+        by_name["TAGURU_URL"],
+        by_name["TAGURU_MCP_TIMEOUT_SECS"],
+        by_name["TAGURU_MCP_MAX_LINE_BYTES"],
+        by_name["TAGURU_MCP_MAX_CONCURRENT_TOOLS"],
+    )
+
+
 def test_the_doc_lists_each_variable_under_its_policy() -> None:
     text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     section = text.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
