@@ -19,7 +19,7 @@ from taguru_server.server.errors import malformed
 from taguru_server.server.positions import PREFIX as PREFIX  # re-exported: the 422 prefix
 from taguru_server.server.positions import Path, Refusal, report
 from taguru_server.stages import model as M
-from taguru_server.store.errors import ApiError, Issue, too_many_items
+from taguru_server.store.errors import ApiError, Code, Issue, too_many_items
 from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import describe_value, has_lone_surrogate
@@ -559,7 +559,7 @@ def name_issue(path: str, value: Any, optional: bool = False) -> Issue | None:
 def check_name(value: str, what: str, cap: int = MAX_NAME_BYTES) -> None:
     """The standard empty-then-size 400s for a name-like field."""
     if not value:
-        raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
+        raise ApiError(Code.INVALID_ARGUMENT, f"{what} must not be empty; nothing was applied")
     size = len(value.encode("utf-8"))
     if size > cap:
-        raise ApiError("invalid_argument", f"{what} is {size} bytes, over the {cap}-byte cap; nothing was applied")
+        raise ApiError(Code.INVALID_ARGUMENT, f"{what} is {size} bytes, over the {cap}-byte cap; nothing was applied")

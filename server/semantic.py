@@ -20,7 +20,7 @@ import structlog
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.store import semantic
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.vector_lane import VectorQuery
 
 log = structlog.get_logger("taguru.semantic")
@@ -140,6 +140,6 @@ async def semantic_tier(
             log.warning("resolve.semantic_failed", kind=exc.kind)
             return []
         late = time.monotonic() > deadline - DEADLINE_RESERVE_SECS
-        code = "timeout" if late or exc.kind == "deadline" else "embeddings_failed"
+        code = Code.TIMEOUT if late or exc.kind == "deadline" else Code.EMBEDDINGS_FAILED
         raise ApiError(code, f"semantic entry failed: {exc.message}") from None
     return semantic.candidates(ctx, kind, q, clamp_floor(*floors))

@@ -21,7 +21,7 @@ from taguru_server.server.routes.common import before_start, count_read, permit
 from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.store import audits
 from taguru_server.store.context import CONCEPT, LABEL, Context
-from taguru_server.store.errors import ApiError, budget_spent
+from taguru_server.store.errors import ApiError, Code, budget_spent
 from taguru_server.store.writer import collector_paused
 
 MAX_CHECKS = 1000
@@ -179,13 +179,13 @@ def checked_sections(checks: list[str]) -> set[str]:
     deduped = [c for i, c in enumerate(checks) if i == 0 or checks[i - 1] != c]
     if not deduped:
         raise ApiError(
-            "invalid_argument",
+            Code.INVALID_ARGUMENT,
             "'checks' must name at least one of merge, contradiction, staleness — every section is a full-graph "
             "pass, so the caller names what it pays for",
         )
     for c in deduped:
         if c not in audits.CHECKS:
-            raise ApiError("invalid_argument", f"unknown check '{c}' — merge, contradiction, and staleness exist")
+            raise ApiError(Code.INVALID_ARGUMENT, f"unknown check '{c}' — merge, contradiction, and staleness exist")
     return set(deduped)
 
 

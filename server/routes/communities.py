@@ -19,7 +19,7 @@ from taguru_server.store.communities import (
     load_manifest,
     recorded_graph_revision,
 )
-from taguru_server.store.errors import ApiError, budget_spent, no_context
+from taguru_server.store.errors import ApiError, Code, budget_spent, no_context
 from taguru_server.store.lanes import search_lanes
 from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
 from taguru_server.store.text import query_terms
@@ -37,7 +37,7 @@ async def search_communities(call: Call) -> Any:
     check_name(derived, "derived")
     if not call.principal.may_access(derived):
         raise ApiError(
-            "forbidden",
+            Code.FORBIDDEN,
             f"this key's scope does not extend to the artifact context '{derived}' — grant it alongside '{name}'",
         )
     ctx = call.registry.get(name)
@@ -46,7 +46,7 @@ async def search_communities(call: Call) -> Any:
     try:
         derived_ctx, manifest = load_manifest(call.registry, name, derived)
     except NoArtifact as exc:
-        raise ApiError("no_context", str(exc)) from None
+        raise ApiError(Code.NO_CONTEXT, str(exc)) from None
     recorded = recorded_graph_revision(manifest)
     vector = None
     if query_terms(query):  # §7 on the artifact, with its own vectors and floor (limit + 1 is never 0)

@@ -27,7 +27,7 @@ from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_e
 from taguru_server.server.tenancy import scope_refusal, seen_groups
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError, no_context, too_many_items
+from taguru_server.store.errors import ApiError, Code, no_context, too_many_items
 from taguru_server.store.groups import closure
 from taguru_server.store.text import query_terms
 
@@ -42,7 +42,7 @@ def cross_targets(call: Call, contexts: list[str] | None, groups: list[str] | No
     """
     contexts, groups = contexts or [], groups or []
     if not contexts and not groups:
-        raise ApiError("invalid_argument", "'contexts' or 'groups' must name at least one target")
+        raise ApiError(Code.INVALID_ARGUMENT, "'contexts' or 'groups' must name at least one target")
     for field, values in (("contexts", contexts), ("groups", groups)):
         if len(values) > MAX_INPUT_ITEMS:
             raise too_many_items(field, len(values))
@@ -103,7 +103,7 @@ async def cross_recall(call: Call) -> Any:
     args = await call.decode(S.CROSS_RECALL)
     before_start(call)
     if args["since"] is not None or args["until"] is not None:
-        raise ApiError("invalid_argument", NO_WINDOW)
+        raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
     targets = cross_targets(call, args["contexts"], args["groups"])
     before_start(call)
     found = []
@@ -118,13 +118,13 @@ async def cross_recall(call: Call) -> Any:
 async def cross_query(call: Call) -> Any:
     args = await call.decode(S.CROSS_QUERY)
     if args["since"] is not None or args["until"] is not None:
-        raise ApiError("invalid_argument", NO_WINDOW)
+        raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
     positions = {key: args[key] for key in ("subject", "label", "object")}
     for key, values in positions.items():
         if values is not None and len(values) > MAX_INPUT_ITEMS:
             raise too_many_items(key, len(values))
     if all(not v for v in positions.values()):
-        raise ApiError("invalid_argument", "'subject', 'label', or 'object' must pin at least one value")
+        raise ApiError(Code.INVALID_ARGUMENT, "'subject', 'label', or 'object' must pin at least one value")
     typed = False
     for key in ("subject_types", "object_types"):
         values = args[key]
