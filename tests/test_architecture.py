@@ -130,3 +130,17 @@ def test_server_modules_have_one_job_each() -> None:
         if layer(module) == "server" and (n := len(path.read_text().splitlines())) > 600
     }
     assert oversized == {}
+
+
+def test_no_one_letter_import_aliases() -> None:
+    """`import … as S` hides what a name is at every use; a module is named, or aliased meaningfully."""
+    sources = [*modules().values(), *sorted((ROOT / "tests").glob("*.py"))]
+    short = [
+        f"{path.relative_to(ROOT)}:{node.lineno} as {alias.asname}"
+        for path in sources
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+        if alias.asname is not None and len(alias.asname) == 1
+    ]
+    assert short == []

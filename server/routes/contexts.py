@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server import decode as S
+from taguru_server.server import decode
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
@@ -32,7 +32,7 @@ async def put_context(call: Call) -> Any:
                 "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1],
                 status=400,
             ) from None
-        fields = S.CONTEXT_CONFIG.decode(value, call.body)
+        fields = decode.CONTEXT_CONFIG.decode(value, call.body)
     size = utf8_len(name)
     if size > MAX_CONTEXT_NAME_BYTES:
         raise ApiError(
@@ -64,7 +64,7 @@ async def put_context(call: Call) -> Any:
 
 
 async def patch_context(call: Call) -> Any:
-    args = await call.decode(S.CONTEXT_PATCH)
+    args = await call.decode(decode.CONTEXT_PATCH)
     description, pinned, dice, semantic = (args[k] for k in ("description", "pinned", "dice_floor", "semantic_floor"))
     if description is not None and utf8_len(description) > MAX_DESCRIPTION_BYTES:
         raise ApiError(

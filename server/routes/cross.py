@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from taguru_server.server import group_shapes as S
+from taguru_server.server import group_shapes
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
@@ -100,7 +100,7 @@ def merged_page(
 
 
 async def cross_recall(call: Call) -> Any:
-    args = await call.decode(S.CROSS_RECALL)
+    args = await call.decode(group_shapes.CROSS_RECALL)
     before_start(call)
     if args["since"] is not None or args["until"] is not None:
         raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
@@ -116,7 +116,7 @@ async def cross_recall(call: Call) -> Any:
 
 
 async def cross_query(call: Call) -> Any:
-    args = await call.decode(S.CROSS_QUERY)
+    args = await call.decode(group_shapes.CROSS_QUERY)
     if args["since"] is not None or args["until"] is not None:
         raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
     positions = {key: args[key] for key in ("subject", "label", "object")}
@@ -145,7 +145,7 @@ async def cross_query(call: Call) -> Any:
 
 
 async def cross_search(call: Call) -> Any:
-    args = await call.decode(S.CROSS_SEARCH)
+    args = await call.decode(group_shapes.CROSS_SEARCH)
     targets = cross_targets(call, args["contexts"], args["groups"])
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)

@@ -6,7 +6,7 @@ from typing import Any
 
 import structlog
 
-from taguru_server.server import decode as S
+from taguru_server.server import decode
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
 from taguru_server.server.routes.common import (
@@ -90,7 +90,7 @@ async def post_associations(call: Call) -> Any:
 
 
 async def _triple(call: Call) -> tuple[str, str, str]:
-    args = await call.decode(S.TRIPLE)
+    args = await call.decode(decode.TRIPLE)
     for key in ("subject", "label", "object"):
         check_name(args[key], key)
     return args["subject"], args["label"], args["object"]
@@ -107,7 +107,7 @@ async def retract_association(call: Call) -> Any:
 
 
 async def post_aliases(call: Call) -> Any:
-    args = await call.decode(S.ALIASES)
+    args = await call.decode(decode.ALIASES)
     maps: list[tuple[int, dict[str, str]]] = [(CONCEPT, args["concepts"] or {}), (LABEL, args["labels"] or {})]
     n = sum(len(m) for _k, m in maps)
     if n > MAX_ASSOCIATIONS:
@@ -151,7 +151,7 @@ async def post_aliases(call: Call) -> Any:
 
 
 async def delete_aliases(call: Call) -> Any:
-    args = await call.decode(S.ALIAS_REMOVAL)
+    args = await call.decode(decode.ALIAS_REMOVAL)
     concepts = args["concepts"] or []
     label_list = args["labels"] or []
     if not concepts and not label_list:
@@ -222,7 +222,7 @@ async def list_labels(call: Call) -> Any:
 
 def _resolve(kind: int) -> Handler:
     async def handler(call: Call) -> Any:
-        args = await call.decode(S.RESOLVE)
+        args = await call.decode(decode.RESOLVE)
         cue, dice = args["cue"], args["dice_floor"]
         limit = clamp_limit(args["limit"], MAX_MATCH_LIMIT)
         ctx = call.context()
@@ -242,7 +242,7 @@ def _resolve(kind: int) -> Handler:
 
 
 async def describe(call: Call) -> Any:
-    concept = (await call.decode(S.DESCRIBE))["concept"]
+    concept = (await call.decode(decode.DESCRIBE))["concept"]
     ctx = call.context()
     result = lanes.describe(ctx, concept)
     count_read(ctx, result is None)
@@ -250,7 +250,7 @@ async def describe(call: Call) -> Any:
 
 
 async def query(call: Call) -> Any:
-    args = await call.decode(S.QUERY)
+    args = await call.decode(decode.QUERY)
     positions = {key: args[key] for key in ("subject", "label", "object")}
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
@@ -268,7 +268,7 @@ async def query(call: Call) -> Any:
 
 
 async def recall(call: Call) -> Any:
-    args = await call.decode(S.RECALL)
+    args = await call.decode(decode.RECALL)
     cue = args["cue"]
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
@@ -279,7 +279,7 @@ async def recall(call: Call) -> Any:
 
 
 async def activate(call: Call) -> Any:
-    args = await call.decode(S.ACTIVATE)
+    args = await call.decode(decode.ACTIVATE)
     origins, decay = args["origins"], args["decay"]
     limit = clamp_limit(args["limit"], 20)
     if len(origins) > MAX_INPUT_ITEMS:

@@ -13,7 +13,7 @@ import time
 import weakref
 from typing import Any
 
-from taguru_server.server import decode as S
+from taguru_server.server import decode
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, heavy_op
 from taguru_server.stages.model import gate
@@ -90,7 +90,7 @@ async def rename(call: Call) -> Any:
     """POST /contexts/{name}/rename {"to"}: checks in the reference's order, then one re-keying transaction."""
     assert call.name is not None
     name = call.name
-    args = await call.decode(S.RENAME)
+    args = await call.decode(decode.RENAME)
     to: str = args["to"]
     size = utf8_len(to)
     if size > MAX_CONTEXT_NAME_BYTES:

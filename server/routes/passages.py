@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from taguru_server.server import decode as S
+from taguru_server.server import decode
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
 from taguru_server.server.passage_store import read_passage_store
@@ -69,7 +69,7 @@ async def post_sources(call: Call) -> Any:
 
 
 async def lookup_sources(call: Call) -> Any:
-    sources = (await call.decode(S.LOOKUP))["sources"]
+    sources = (await call.decode(decode.LOOKUP))["sources"]
     if len(sources) > MAX_INPUT_ITEMS:
         raise too_many_items("sources", len(sources))
     for s in sources:
@@ -108,7 +108,7 @@ async def list_sources(call: Call) -> Any:
 
 
 async def retract_source(call: Call) -> Any:
-    source = (await call.decode(S.RETRACT_SOURCE))["source"]
+    source = (await call.decode(decode.RETRACT_SOURCE))["source"]
     check_name(source, "source")
     dry_run = call.query.get("dry_run") == "true"
     ctx = call.context()
@@ -120,7 +120,7 @@ async def retract_source(call: Call) -> Any:
 
 
 async def citations(call: Call) -> Any:
-    args = await call.decode(S.CITATION)
+    args = await call.decode(decode.CITATION)
     source, paragraph = args["source"], args["paragraph"]
     check_name(source, "source")
     ctx = call.context()
@@ -153,7 +153,7 @@ def check_source_filter(tags: list[str] | None, since: int | None, until: int | 
 
 
 async def search_sources(call: Call) -> Any:
-    args = await call.decode(S.SEARCH)
+    args = await call.decode(decode.SEARCH)
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)
     check_source_filter(tags, since, until)
