@@ -58,7 +58,7 @@ def hidden_group(call: Call, seen: Groups, name: str) -> bool:
 
 
 def check_group_records(call: Call, lines: list[GroupLine]) -> None:
-    """The scope check of `taguru_group` import records (groups-audits §2.12), before anything applies.
+    """The scope check of `taguru_group` import records (docs/operations.md, "Tenancy"), before anything applies.
 
     Under strict tenancy a record may not replace a group the key cannot see (that group is someone
     else's), the involved contexts are taken over the key's view, so a child it cannot see is left

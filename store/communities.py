@@ -1,4 +1,4 @@
-"""Reading the derived communities artifact: manifest checks and community search (§10.5-10.6)."""
+"""Reading the derived communities artifact: manifest checks and community search (docs/communities.md)."""
 
 from __future__ import annotations
 

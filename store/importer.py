@@ -1,4 +1,4 @@
-"""JSONL batch import: parse a whole stream first, then apply batch by batch (§6)."""
+"""JSONL batch import: parse a whole stream first, then apply batch by batch (docs/operations.md, "Backup")."""
 
 from __future__ import annotations
 

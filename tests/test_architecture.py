@@ -144,3 +144,9 @@ def test_no_one_letter_import_aliases() -> None:
         if alias.asname is not None and len(alias.asname) == 1
     ]
     assert short == []
+
+
+def test_no_module_cites_sections_of_a_spec_a_clone_lacks() -> None:
+    """A reference names a docs/ page of this project; a bare `§` points into a spec a clone has not got."""
+    citing = [str(path.relative_to(ROOT)) for path in modules().values() if "§" in path.read_text()]
+    assert citing == []

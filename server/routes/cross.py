@@ -158,7 +158,7 @@ async def cross_search(call: Call) -> Any:
     for index, name in enumerate(targets):
         ctx = _target(call, name)
         vector = None
-        if searchable:  # only then is the query embedded (spec embeddings §7.1)
+        if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
             vector = await passage_vector_query(
                 embedder,
                 passage_lane_enabled(call.app_state),

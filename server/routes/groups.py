@@ -63,7 +63,7 @@ def group_entry(call: Call, groups: Groups, name: str) -> dict[str, Any]:
 
 
 def nesting_refusal(err: NestingError, group: str | None) -> ApiError:
-    """The §2.2 refusal naming `group`; None (a group outside a strict-tenancy key's view) names none."""
+    """The nesting refusal naming `group`; None (a group outside a strict-tenancy key's view) names none."""
     if err.kind == "cycle":
         where = "" if group is None else f" into group '{group}'"
         return ApiError(Code.INVALID_ARGUMENT, f"the nesting would loop back{where}; nothing was applied")
@@ -73,7 +73,7 @@ def nesting_refusal(err: NestingError, group: str | None) -> ApiError:
 
 def _validated(call: Call, seen: Groups, name: str, record: GroupRecord, written: GroupRecord | None = None) -> None:
     """Strict tenancy's one rule more over `record` (the group as the key sees it), then the nesting of the
-    whole store with `written` (the group as stored, default `record`) as group `name` (§2.2)."""
+    whole store with `written` (the group as stored, default `record`) as group `name`."""
     if strict(call) and not closure({**seen, name: record}, [name]):
         raise ApiError(Code.INVALID_ARGUMENT, MEMBERLESS)
     try:

@@ -159,7 +159,7 @@ async def search_sources(call: Call) -> Any:
     check_source_filter(tags, since, until)
     ctx = call.context()
     vector = None
-    if limit > 0 and query_terms(query_text):  # only then is the query embedded (spec embeddings §7.1)
+    if limit > 0 and query_terms(query_text):  # only then is the query embedded (docs/embeddings.md)
         vector = await passage_vector_query(
             call.app_state.get(EMBEDDER_KEY),
             passage_lane_enabled(call.app_state),

@@ -1,6 +1,6 @@
 """POST /contexts/{name}/promote[?dry_run=true]: named sources of {name} applied to an existing context.
 
-Checks run in the contract's order (groups-audits §5.2); the batches come from `store/promote.py`
+Checks run in the reference's order (docs/audits.md, "Promote"); the batches come from `store/promote.py`
 and are applied, or previewed, with the import machinery. After a real apply the destination
 gets the consolidation audit with its defaults, unless `audit` is false; the batches are
 durable by then, so an audit that cannot run is reported in `audit_skipped`, never as a failure.
@@ -117,7 +117,7 @@ async def _epilogue(call: Call, into: str) -> dict[str, Any]:
 
 
 async def promote(call: Call) -> Any:
-    """§5: checks in order, render, apply (or preview), then the audit epilogue."""
+    """Promote: checks in order, render, apply (or preview), then the audit epilogue."""
     dry_run = dry_run_flag(call)
     args = await call.decode(PROMOTE)
     assert call.name is not None
