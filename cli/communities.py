@@ -1,4 +1,6 @@
-"""`taguru communities`: derive the `{name}::communities` artifact from a running server, over HTTP only (§10.4).
+"""`taguru communities`: derive the `{name}::communities` artifact from a running server, over HTTP only.
+
+docs/communities.md describes the artifact and the build.
 
 Flow: fetch the analysis (GET …/communities), read the old manifest, reuse the stored summary of
 every community whose fingerprint the old manifest already lists, summarize the rest (leaves

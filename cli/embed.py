@@ -1,4 +1,4 @@
-"""The embedding refresh an offline `taguru import` runs for the contexts it touched (spec embeddings §4.3).
+"""The embedding refresh an offline `taguru import` runs for the contexts it touched (docs/embeddings.md).
 
 With a provider configured (TAGURU_EMBED_URL …) and no `--no-embed`: glosses, then paragraph rows
 when TAGURU_EMBED_PASSAGES is on, committed like the refresh route's (with the change-log row and

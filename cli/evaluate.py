@@ -1,4 +1,4 @@
-"""`taguru evaluate` / `taguru evaluate compare`: the hand-rolled command line (spec §2)."""
+"""`taguru evaluate` / `taguru evaluate compare`: the hand-rolled command line (docs/evaluate.md)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 
 from taguru_server.server.errors import error_body
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.wire import dumps_bytes
 
 log = structlog.get_logger("taguru.workers")
@@ -77,7 +77,7 @@ class _Answer(BaseHTTPRequestHandler):
             return
         progress = self.server.progress
         message = f"loading contexts into memory: {progress.loaded} loaded, {progress.expected} to preload"
-        body = dumps_bytes(error_body(ApiError("unhealthy", message), time.perf_counter() - started))
+        body = dumps_bytes(error_body(ApiError(Code.UNHEALTHY, message), time.perf_counter() - started))
         self._send(503, body, "application/json; charset=utf-8", {"Retry-After": "1"})  # as a loading worker says
 
     def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:

@@ -1,4 +1,7 @@
-"""`taguru evaluate compare BASE.json HEAD.json` (§12): tolerant loading, classification, changes.jsonl."""
+"""`taguru evaluate compare BASE.json HEAD.json`: tolerant loading, classification, changes.jsonl.
+
+docs/evaluate.md ("Comparison") shows its output.
+"""
 
 from __future__ import annotations
 

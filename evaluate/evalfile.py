@@ -1,4 +1,4 @@
-"""Strict loading of `eval.jsonl` (spec §5) and the shared `normalize_entry`."""
+"""Strict loading of `eval.jsonl` (docs/evaluate.md) and the shared `normalize_entry`."""
 
 from __future__ import annotations
 

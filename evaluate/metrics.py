@@ -1,4 +1,4 @@
-"""Per-case scores (§7), aggregate metrics (§8) and their definitions (§9)."""
+"""Per-case scores, aggregate metrics and their definitions (docs/evaluate.md)."""
 
 from __future__ import annotations
 

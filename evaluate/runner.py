@@ -1,4 +1,7 @@
-"""Run mode (§4, §6): preflight, per-case lanes, metrics, thresholds, the artifact and the summary."""
+"""Run mode: preflight, per-case lanes, metrics, thresholds, the artifact and the summary.
+
+docs/evaluate.md ("How it works") describes a run.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_THRESHOLDS = 0, 1, 2, 3
 DEFAULT_LIMIT = 10
 RESOLVE_LIMIT = 5
 SOURCES_PAGE = 1000
-CONCURRENCY = 1  # §4 step 11: cases run sequentially, in file order
+CONCURRENCY = 1  # cases run sequentially, in file order
 REPORT_ONLY = "no --thresholds given — this run is report-only and always exits 0"
 
 

@@ -1,4 +1,4 @@
-"""The thresholds file (§10): strict loading, the gate and its report."""
+"""The thresholds file (docs/evaluate.md, "Thresholds file"): strict loading, the gate and its report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Baseline truncation under a budget (§6.2): each hit is measured as the server measures an
+"""Baseline truncation under a budget (docs/evaluate.md, "How it works"): each hit is measured as the server measures an
 evidence item, with the server's own accounting functions (stages.accounting)."""
 
 from __future__ import annotations

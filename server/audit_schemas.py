@@ -1,4 +1,4 @@
-"""Response (and request) schemas of the audit and promote routes (groups-audits §4-§5), merged into the document."""
+"""Response (and request) schemas of the audit and promote routes (docs/audits.md), merged into the document."""
 
 from __future__ import annotations
 

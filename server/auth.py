@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable
 
 from taguru_server.server.config import ROLES, Settings
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 
 UNAUTHORIZED = "missing or invalid bearer token (send Authorization: Bearer <token>)"
 
@@ -29,12 +29,12 @@ class Principal:
 
     def require_grant(self, name: str) -> None:
         if not self.may_access(name):
-            raise ApiError("forbidden", f"key '{self.key}' has no grant on context '{name}'")
+            raise ApiError(Code.FORBIDDEN, f"key '{self.key}' has no grant on context '{name}'")
 
     def require_role(self, method: str, template: str, needed: str) -> None:
         if ROLES.index(self.role) < ROLES.index(needed):
             raise ApiError(
-                "forbidden", f"key '{self.key}' has role '{self.role}', but {method} {template} needs '{needed}'"
+                Code.FORBIDDEN, f"key '{self.key}' has role '{self.role}', but {method} {template} needs '{needed}'"
             )
 
 
@@ -64,7 +64,7 @@ def authenticate(settings: Settings, headers: list[str]) -> Principal:
 
 
 def unauthorized() -> ApiError:
-    return ApiError("unauthorized", UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+    return ApiError(Code.UNAUTHORIZED, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
 
 class SlidingWindow:
@@ -99,7 +99,7 @@ class FailedAuthLimiter(SlidingWindow):
         if len(times) >= self.limit:
             wait = self.wait_secs(times)
             raise ApiError(
-                "rate_limited",
+                Code.RATE_LIMITED,
                 f"too many failed authentication attempts — retry in {wait}s",
                 headers={"Retry-After": str(wait)},
             )
@@ -123,7 +123,7 @@ class KeyRateLimiter(SlidingWindow):
         if len(times) >= self.limit:
             wait = self.wait_secs(times)
             raise ApiError(
-                "rate_limited",
+                Code.RATE_LIMITED,
                 f"key '{key}' is over its request budget ({self.limit} per minute) — retry in {wait}s",
                 headers={"Retry-After": str(wait)},
             )

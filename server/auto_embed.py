@@ -1,4 +1,4 @@
-"""The auto-embed ticker (`TAGURU_EMBED_AUTO`, spec embeddings §4.2): refresh what writes made stale.
+"""The auto-embed ticker (`TAGURU_EMBED_AUTO`, docs/embeddings.md): refresh what writes made stale.
 
 Every `TAGURU_FLUSH_SECS` (default 5) the ticker refreshes the gloss vectors of every loaded
 context whose graph changed since its last gloss refresh, and (with the passage lane on) the

@@ -17,7 +17,7 @@ from taguru_server.server.offload import decode_body
 from taguru_server.server.state import AppState
 from taguru_server.server.store_health import commit_refused, write_landed
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError, no_context, timed_out
+from taguru_server.store.errors import ApiError, Code, no_context, timed_out
 from taguru_server.store.registry import CommitFailed, Registry
 
 _WRITES: ContextVar[list[int] | None] = ContextVar("taguru_writes", default=None)
@@ -110,7 +110,7 @@ def not_durable(exc: CommitFailed, message: str) -> ApiError:
 
     Logged as `store.write_refused` (its cause's kind and reason phrase, rate-limited per cause)."""
     commit_refused(exc)
-    return ApiError("storage_full" if exc.kind == "storage_full" else "unhealthy", message)
+    return ApiError(Code.STORAGE_FULL if exc.kind == "storage_full" else Code.UNHEALTHY, message)
 
 
 Handler = Callable[[Call], Awaitable[Any]]

@@ -60,7 +60,7 @@ class Settings:
     rate_limit_per_min: int = default_int("TAGURU_RATE_LIMIT_PER_MIN")
     tokens: dict[str, str] = attrs.field(factory=dict)  # token -> key name
     scopes: dict[str, KeyScope] = attrs.field(factory=dict)
-    # the optional embedding provider (spec embeddings.md §1); none of these can fail the boot
+    # the optional embedding provider (docs/embeddings.md); none of these can fail the boot
     embed_url: str | None = None  # the full endpoint; "local" (any case) selects the in-process model
     embed_model: str | None = None  # the vector identity; the HTTP provider needs it
     embed_api_key: str | None = None  # sent verbatim as `Bearer {key}` when set, even to ""

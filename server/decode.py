@@ -18,8 +18,8 @@ import attrs
 from taguru_server.server.errors import malformed
 from taguru_server.server.positions import PREFIX as PREFIX  # re-exported: the 422 prefix
 from taguru_server.server.positions import Path, Refusal, report
-from taguru_server.stages import model as M
-from taguru_server.store.errors import ApiError, Issue, too_many_items
+from taguru_server.stages import model
+from taguru_server.store.errors import ApiError, Code, Issue, too_many_items
 from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import describe_value, has_lone_surrogate
@@ -480,23 +480,25 @@ COMMUNITY_SEARCH = _body(
 )
 BUDGET = _body(
     "BudgetRequest",
-    Field("max_items", "usize", default=M.DEFAULT_MAX_ITEMS, ceiling=M.MAX_ITEMS_CEILING),
-    Field("max_bytes", "usize", default=M.DEFAULT_MAX_BYTES, ceiling=M.MAX_BYTES_CEILING),
-    Field("max_tokens", "usize", default=M.DEFAULT_MAX_TOKENS),
+    Field("max_items", "usize", default=model.DEFAULT_MAX_ITEMS, ceiling=model.MAX_ITEMS_CEILING),
+    Field("max_bytes", "usize", default=model.DEFAULT_MAX_BYTES, ceiling=model.MAX_BYTES_CEILING),
+    Field("max_tokens", "usize", default=model.DEFAULT_MAX_TOKENS),
     publish=False,
 )
 RERANK = _body("RerankRequest", Field("model", "string", "pins the configured reranker model"), publish=False)
 EVIDENCE = _body(
     "EvidenceRequest",
-    Field("origins", "one_or_many", "cue(s) to resolve into anchors", True, max_items=M.MAX_CUES, null_is_absent=False),
-    Field("labels", "one_or_many", "relation labels for the query lane", default=(), max_items=M.MAX_CUES),
+    Field(
+        "origins", "one_or_many", "cue(s) to resolve into anchors", True, max_items=model.MAX_CUES, null_is_absent=False
+    ),
+    Field("labels", "one_or_many", "relation labels for the query lane", default=(), max_items=model.MAX_CUES),
     Field("dice_floor", "f64", "resolve fuzzy floor override"),
     Field("semantic_floor", "f32", "semantic floor override"),
-    Field("resolve_limit", "usize", default=M.DEFAULT_RESOLVE_LIMIT, ceiling=M.MATCH_LIMIT_CEILING),
-    Field("activate_decay", "f64", default=M.DEFAULT_ACTIVATE_DECAY),
-    Field("activate_limit", "usize", default=M.DEFAULT_ACTIVATE_LIMIT, ceiling=M.MATCH_LIMIT_CEILING),
+    Field("resolve_limit", "usize", default=model.DEFAULT_RESOLVE_LIMIT, ceiling=model.MATCH_LIMIT_CEILING),
+    Field("activate_decay", "f64", default=model.DEFAULT_ACTIVATE_DECAY),
+    Field("activate_limit", "usize", default=model.DEFAULT_ACTIVATE_LIMIT, ceiling=model.MATCH_LIMIT_CEILING),
     Field("text_fallback_query", "string", "passage/community search text; default origins joined with '; '"),
-    Field("search_limit", "usize", default=M.DEFAULT_SEARCH_LIMIT, ceiling=M.SEARCH_LIMIT_CEILING),
+    Field("search_limit", "usize", default=model.DEFAULT_SEARCH_LIMIT, ceiling=model.SEARCH_LIMIT_CEILING),
     Field(
         "include_communities",
         "bool",
@@ -559,7 +561,7 @@ def name_issue(path: str, value: Any, optional: bool = False) -> Issue | None:
 def check_name(value: str, what: str, cap: int = MAX_NAME_BYTES) -> None:
     """The standard empty-then-size 400s for a name-like field."""
     if not value:
-        raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
+        raise ApiError(Code.INVALID_ARGUMENT, f"{what} must not be empty; nothing was applied")
     size = len(value.encode("utf-8"))
     if size > cap:
-        raise ApiError("invalid_argument", f"{what} is {size} bytes, over the {cap}-byte cap; nothing was applied")
+        raise ApiError(Code.INVALID_ARGUMENT, f"{what} is {size} bytes, over the {cap}-byte cap; nothing was applied")

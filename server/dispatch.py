@@ -26,7 +26,7 @@ from taguru_server.server.state import (
     Dispatch,
 )
 from taguru_server.server.store_health import write_refused
-from taguru_server.store.errors import ApiError, StorageFailed
+from taguru_server.store.errors import ApiError, Code, StorageFailed
 from taguru_server.store.wire import dumps_bytes
 
 
@@ -77,7 +77,7 @@ async def run_routed(call: Call, role: str, handler: Handler) -> Any:
     except StorageFailed as exc:
         if role != "read":
             write_refused(exc)
-        raise ApiError("unhealthy", f"the store could not be read: {exc.args[-1]}") from None
+        raise ApiError(Code.UNHEALTHY, f"the store could not be read: {exc.args[-1]}") from None
 
 
 def in_process(app: web.Application) -> Dispatch:

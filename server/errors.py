@@ -1,4 +1,4 @@
-"""HTTP side of the error vocabulary: the status of each code and the error envelope."""
+"""HTTP side of the error vocabulary: the status an error answers with and the error envelope."""
 
 from __future__ import annotations
 
@@ -7,61 +7,34 @@ from typing import Any
 
 from aiohttp import web
 
-from taguru_server.store.errors import MAX_LISTED_ISSUES, ApiError
+from taguru_server.store.errors import MAX_LISTED_ISSUES, ApiError, Code
 from taguru_server.store.wire import dumps_bytes
 
-STATUS_OF_CODE: dict[str, int] = {
-    "malformed_request": 400,
-    "invalid_argument": 400,
-    "over_limit": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "read_only_replica": 403,
-    "no_context": 404,
-    "no_source": 404,
-    "no_paragraph": 404,
-    "no_group": 404,
-    "no_schema": 404,
-    "unknown_path": 404,
-    "method_not_allowed": 405,
-    "timeout": 408,
-    "already_exists": 409,
-    "conflict": 409,
-    "stale_cursor": 410,
-    "payload_too_large": 413,
-    "rate_limited": 429,
-    "internal": 500,
-    "embeddings_unconfigured": 501,
-    "embeddings_failed": 502,
-    "shard_unreachable": 502,
-    "overloaded": 503,
-    "unhealthy": 503,
-    "maintenance": 503,
-    "storage_full": 507,
-}
+# the status of each code, from its one table (`store/errors.py: Code`), by wire spelling
+STATUS_OF_CODE: dict[str, int] = {code.value: code.status for code in Code}
 
 
 class HttpError(ApiError):
     """A request refusal whose HTTP status is not its code's usual one (e.g. 415, or 422 for a typed body)."""
 
-    def __init__(self, code: str, message: str, *, status: int, **fields: Any) -> None:
+    def __init__(self, code: Code, message: str, *, status: int, **fields: Any) -> None:
         super().__init__(code, message, **fields)
         self.status = status
 
 
 def status_of(err: ApiError) -> int:
     """The HTTP status an error answers with."""
-    return err.status if isinstance(err, HttpError) else STATUS_OF_CODE[err.code]
+    return err.status if isinstance(err, HttpError) else err.code.status
 
 
 def malformed(message: str, status: int = 422) -> HttpError:
     """A typed-body rejection: keeps the framework status, code malformed_request."""
-    return HttpError("malformed_request", message, status=status)
+    return HttpError(Code.MALFORMED_REQUEST, message, status=status)
 
 
 def error_body(err: ApiError, elapsed: float) -> dict[str, Any]:
     """The error envelope, in wire order."""
-    out: dict[str, Any] = {"status": "error", "code": err.code, "error": err.message, "time": elapsed}
+    out: dict[str, Any] = {"status": "error", "code": err.code.value, "error": err.message, "time": elapsed}
     if err.issues is not None:
         out["issues"] = [i.to_wire() for i in err.issues[:MAX_LISTED_ISSUES]]
         out["issues_total"] = len(err.issues)

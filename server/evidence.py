@@ -36,7 +36,7 @@ from taguru_server.stages.model import (
 from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
 from taguru_server.store.context import CONCEPT
-from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.errors import ApiError, Code, no_context
 
 if TYPE_CHECKING:
     from taguru_server.server.otel import Tracing
@@ -146,7 +146,7 @@ async def assemble(
             raise run.failure
         log.error("evidence.stage_failed", stage=run.failed_stage, error_type=type(run.failure).__name__)
         raise ApiError(
-            "internal", f"evidence assembly failed in stage '{run.failed_stage}'; the server log has details"
+            Code.INTERNAL, f"evidence assembly failed in stage '{run.failed_stage}'; the server log has details"
         )
     package = render_package(run, explain, serialized=True)
     ctx.meta.record_read(not package["items"])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.store import importer as I
+from taguru_server.store import importer
 from taguru_server.store.groups import MAX_GROUP_NAME_BYTES
 
 
@@ -29,19 +29,19 @@ def _uint(top: int, optional: bool) -> dict[str, Any]:
     return {"type": ["integer", "null"] if optional else "integer", "minimum": 0, "maximum": top}
 
 
-NAME = _text(I.MAX_NAME_BYTES)
-PARAGRAPH = _uint(I.MAX_U32, False)
+NAME = _text(importer.MAX_NAME_BYTES)
+PARAGRAPH = _uint(importer.MAX_U32, False)
 FLOOR = {"type": ["number", "null"]}
 LINES: dict[str, dict[str, Any]] = {
     "header": _line(
         {
             "taguru_batch": {"const": 1},
-            "context": _text(I.MAX_CONTEXT_NAME_BYTES),
+            "context": _text(importer.MAX_CONTEXT_NAME_BYTES),
             "source": NAME,
             "create": {
                 "type": ["object", "null"],
                 "properties": {
-                    "description": _text(I.MAX_DESCRIPTION_BYTES, empty=True),
+                    "description": _text(importer.MAX_DESCRIPTION_BYTES, empty=True),
                     "pinned": {"type": "boolean"},
                     "dice_floor": FLOOR,
                     "semantic_floor": FLOOR,
@@ -58,8 +58,8 @@ LINES: dict[str, dict[str, Any]] = {
             "subject": NAME,
             "label": NAME,
             "object": NAME,
-            "weight": {"type": "number", "minimum": -I.MAX_WEIGHT, "maximum": I.MAX_WEIGHT},
-            "paragraph": _uint(I.MAX_U32, True),
+            "weight": {"type": "number", "minimum": -importer.MAX_WEIGHT, "maximum": importer.MAX_WEIGHT},
+            "paragraph": _uint(importer.MAX_U32, True),
         },
         "subject",
         "label",
@@ -71,20 +71,24 @@ LINES: dict[str, dict[str, Any]] = {
     ),
     "passage": _line(
         {
-            "passage": _text(I.MAX_PASSAGE_BYTES, empty=True),
-            "stored_at": _uint(I.MAX_U64, True),
-            "date": _uint(I.MAX_U64, True),
-            "tags": {"type": ["array", "null"], "maxItems": I.MAX_TAGS, "items": _text(I.MAX_TAG_BYTES)},
+            "passage": _text(importer.MAX_PASSAGE_BYTES, empty=True),
+            "stored_at": _uint(importer.MAX_U64, True),
+            "date": _uint(importer.MAX_U64, True),
+            "tags": {"type": ["array", "null"], "maxItems": importer.MAX_TAGS, "items": _text(importer.MAX_TAG_BYTES)},
         },
         "passage",
     ),
-    "question": _line({"paragraph": PARAGRAPH, "question": _text(I.MAX_QUESTION_BYTES)}, "paragraph", "question"),
-    "section": _line({"paragraph": PARAGRAPH, "section": _text(I.MAX_SECTION_BYTES)}, "paragraph", "section"),
+    "question": _line(
+        {"paragraph": PARAGRAPH, "question": _text(importer.MAX_QUESTION_BYTES)}, "paragraph", "question"
+    ),
+    "section": _line({"paragraph": PARAGRAPH, "section": _text(importer.MAX_SECTION_BYTES)}, "paragraph", "section"),
     "locator": _line(
         {
             "paragraph": PARAGRAPH,
             "locator": _line(
-                {"kind": _text(I.MAX_LOCATOR_KIND_BYTES), "value": _text(I.MAX_LOCATOR_VALUE_BYTES)}, "kind", "value"
+                {"kind": _text(importer.MAX_LOCATOR_KIND_BYTES), "value": _text(importer.MAX_LOCATOR_VALUE_BYTES)},
+                "kind",
+                "value",
             ),
         },
         "paragraph",
@@ -94,7 +98,7 @@ LINES: dict[str, dict[str, Any]] = {
         {
             "taguru_group": {"const": 1},
             "name": _text(MAX_GROUP_NAME_BYTES),
-            "description": _text(I.MAX_DESCRIPTION_BYTES, empty=True),
+            "description": _text(importer.MAX_DESCRIPTION_BYTES, empty=True),
             "contexts": {"type": "array", "items": _text(MAX_GROUP_NAME_BYTES)},
             "groups": {"type": "array", "items": _text(MAX_GROUP_NAME_BYTES)},
         },

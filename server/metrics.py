@@ -20,7 +20,7 @@ from prometheus_client import (
 
 from taguru_server.server.version import VERSION
 
-# The reference's bounds (surfaces.md §7.1) for the families it specifies.
+# The reference's bounds for the families it specifies (docs/operations.md, "Metrics").
 SPEC_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
 # Evidence stages mostly take 0.02-0.35 ms: their own family starts at 10 µs, then the reference's bounds.
 STAGE_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, *SPEC_BUCKETS)

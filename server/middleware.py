@@ -43,7 +43,7 @@ from taguru_server.server.state import (
     TRACE_IDS_KEY,
     AppState,
 )
-from taguru_server.store.errors import ApiError, timed_out
+from taguru_server.store.errors import ApiError, Code, timed_out
 
 if TYPE_CHECKING:
     from taguru_server.server.otel import Tracing
@@ -121,12 +121,14 @@ async def errors(request: web.Request, handler: NextHandler) -> web.StreamRespon
             error_type=type(exc).__name__,
             frames=frames[-8:],
         )
-        return error_response(ApiError("internal", "internal error; the server log has details"), request[STARTED_KEY])
+        return error_response(
+            ApiError(Code.INTERNAL, "internal error; the server log has details"), request[STARTED_KEY]
+        )
 
 
 def _refuse_overload(ceiling: int) -> ApiError:
     return ApiError(
-        "overloaded",
+        Code.OVERLOADED,
         f"server is at its in-flight ceiling ({ceiling} requests) — retry shortly "
         "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)",
         headers={"Retry-After": "1"},
@@ -172,7 +174,7 @@ async def probes(request: web.Request, handler: NextHandler) -> web.StreamRespon
     request[ROUTE_KEY] = path
     if routed_method(request.method) != "GET":
         raise ApiError(
-            "method_not_allowed",
+            Code.METHOD_NOT_ALLOWED,
             f"{request.method} is not supported on {request.raw_path}; GET /protocol lists the API",
             headers=allow_header(("GET",)),
         )
@@ -188,11 +190,11 @@ async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse
         exempt = compat.unsupported(method, uri)
         if exempt is not None and exempt[1] == "exempt":
             request[ROUTE_KEY] = exempt[0]
-            raise ApiError("unknown_path", compat.unsupported_text(method, exempt[0]))
+            raise ApiError(Code.UNKNOWN_PATH, compat.unsupported_text(method, exempt[0]))
     try:
         principal = authenticate(app[SETTINGS_KEY], request.headers.getall("Authorization", []))
     except ApiError as err:
-        if err.code == "unauthorized":
+        if err.code is Code.UNAUTHORIZED:
             address = request.remote or "-"
             app[AUTH_LIMITER_KEY].check(address)
             app[AUTH_LIMITER_KEY].failed(address)
@@ -223,7 +225,7 @@ BODY_GRACE_SECS = 5.0
 
 def _too_slow(rate: int) -> ApiError:
     return ApiError(
-        "timeout",
+        Code.TIMEOUT,
         f"the request body arrived slower than {rate} bytes/s; the connection is closed "
         "(TAGURU_MIN_BODY_RATE tunes this)",
     )
@@ -251,7 +253,7 @@ async def _read_body(request: web.Request, cap: int, too_large: str, rate: int) 
             return b"".join(chunks)
         size += len(chunk)
         if size > cap:
-            raise ApiError("payload_too_large", too_large)
+            raise ApiError(Code.PAYLOAD_TOO_LARGE, too_large)
         chunks.append(chunk)
         if time.monotonic() > deadline:
             raise _timed_out(request)
@@ -264,7 +266,7 @@ async def body_cap(request: web.Request, handler: NextHandler) -> web.StreamResp
     too_large = f"the request body exceeds the {cap}-byte limit (TAGURU_MAX_BODY_BYTES)"
     length = request.content_length
     if length is not None and length > cap:
-        raise ApiError("payload_too_large", too_large)
+        raise ApiError(Code.PAYLOAD_TOO_LARGE, too_large)
     if not request.body_exists:
         request[BODY_KEY] = b""
         return await handler(request)

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (surfaces §8): the provider from the standard OTEL_* variables, and the span helpers.
+"""OpenTelemetry spans (docs/operations.md, "Tracing"): the provider from the OTEL_* variables, and the span helpers.
 
 Imported only when tracing is on (server/tracing.py decides), so a server without an OTLP
 endpoint never loads the SDK. Attribute values are counts, closed tokens and route templates:
@@ -27,7 +27,7 @@ from taguru_server.stages.model import RerankVerdict
 TRACER_NAME = "taguru"
 DEFAULT_SERVICE = "taguru"
 
-# The reference's phase spans (§8.2), by the evidence stage that does the phase's work; every
+# The reference's phase spans, by the evidence stage that does the phase's work; every
 # other stage is `taguru.stage.<name>`. Each stage span also carries `taguru.stage` = its name.
 PHASE_SPANS: Mapping[str, str] = {
     "resolve": "taguru.resolve",

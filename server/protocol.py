@@ -18,6 +18,7 @@ from aiohttp.web_request import BaseRequest
 from taguru_server.server.errors import HttpError, error_response
 from taguru_server.server.routing import UNMATCHED
 from taguru_server.server.state import METRICS_KEY, SETTINGS_KEY
+from taguru_server.store.errors import Code
 
 log = structlog.get_logger("taguru.http")
 
@@ -81,10 +82,10 @@ class EnvelopeRequestHandler(RequestHandler):
         if request.writer.output_size > 0:
             raise ConnectionError("the response was already being sent")
         if status >= 500:
-            err = HttpError("internal", INTERNAL, status=status)
+            err = HttpError(Code.INTERNAL, INTERNAL, status=status)
         else:
             err = HttpError(
-                "malformed_request", TOO_LONG if isinstance(exc, LineTooLong) else UNPARSABLE, status=status
+                Code.MALFORMED_REQUEST, TOO_LONG if isinstance(exc, LineTooLong) else UNPARSABLE, status=status
             )
         response = error_response(err, started)
         response.headers["X-Request-Id"] = uuid.uuid4().hex

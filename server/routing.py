@@ -31,7 +31,7 @@ from taguru_server.server.routes import (
     promote,
     walks,
 )
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 
 UNMATCHED = "<unmatched>"
 
@@ -130,7 +130,7 @@ class Router:
         try:
             parts = segments(uri)
         except UnicodeDecodeError:
-            raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API") from None
+            raise ApiError(Code.UNKNOWN_PATH, f"no route for {method} {uri}; GET /protocol lists the API") from None
         found = Match(*self.match(method, parts))
         if found.handler is None and found.path_matched:
             return attrs.evolve(found, allowed=self.allowed(parts))
@@ -167,14 +167,14 @@ def authorize(principal: Principal, method: str, match: Match, uri: str) -> Hand
     principal.require_role(method, match.template, match.role)
     if match.handler is None:
         if match.unsupported:
-            raise ApiError("unknown_path", compat.unsupported_text(method, match.template))
+            raise ApiError(Code.UNKNOWN_PATH, compat.unsupported_text(method, match.template))
         if match.path_matched:
             raise ApiError(
-                "method_not_allowed",
+                Code.METHOD_NOT_ALLOWED,
                 f"{method} is not supported on {uri}; GET /protocol lists the API",
                 headers=allow_header(match.allowed),
             )
-        raise ApiError("unknown_path", f"no route for {method} {uri}; GET /protocol lists the API")
+        raise ApiError(Code.UNKNOWN_PATH, f"no route for {method} {uri}; GET /protocol lists the API")
     if match.name is not None and match.template not in groups.GROUP_TEMPLATES:  # `{name}` is a group there
         principal.require_grant(match.name)
     return match.handler

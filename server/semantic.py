@@ -20,7 +20,7 @@ import structlog
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.store import semantic
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.vector_lane import VectorQuery
 
 log = structlog.get_logger("taguru.semantic")
@@ -69,7 +69,7 @@ async def query_vector(embedder: Embedder, cache: CueCache, text: str, deadline:
         return got
     try:
         [vector] = await embedder.embed([text], "query", deadline)
-    except Exception as exc:  # EmbedFailed carries the §2.5 text and its class
+    except Exception as exc:  # EmbedFailed carries its fixed failure text and its class
         raise QueryFailed(getattr(exc, "message", None) or type(exc).__name__, getattr(exc, "kind", "status")) from None
     if len(vector) > 0:  # the provider refuses a zero-length query vector itself; never cache one
         cache.put(text, vector)
@@ -127,7 +127,7 @@ async def semantic_tier(
     floors: tuple[Any, ...],
     deadline: float,
 ) -> list[tuple[str, float]]:
-    """Resolve's semantic candidates (spec embeddings §8): [] unless the lexical tier is weak and vectors serve.
+    """Resolve's semantic candidates (docs/embeddings.md): [] unless the lexical tier is weak and vectors serve.
 
     A failed cue embedding is only logged while lexical candidates are served; with none it ends
     the call: 408 once the budget is spent, else 502 `embeddings_failed`."""
@@ -140,6 +140,6 @@ async def semantic_tier(
             log.warning("resolve.semantic_failed", kind=exc.kind)
             return []
         late = time.monotonic() > deadline - DEADLINE_RESERVE_SECS
-        code = "timeout" if late or exc.kind == "deadline" else "embeddings_failed"
+        code = Code.TIMEOUT if late or exc.kind == "deadline" else Code.EMBEDDINGS_FAILED
         raise ApiError(code, f"semantic entry failed: {exc.message}") from None
     return semantic.candidates(ctx, kind, q, clamp_floor(*floors))

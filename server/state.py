@@ -81,7 +81,8 @@ class _Services(Protocol):
     def get(self, key: web.AppKey[Any], default: Any = None) -> Any: ...
 
 
-# The derived switches of embeddings.md §1.3, over the app (or a handler's AppState).
+# The derived switches of the embedding provider (docs/embeddings.md, "Configuration"), over the
+# app (or a handler's AppState).
 def provider_configured(services: _Services) -> bool:
     """An embedding provider was selected at boot (and, for `local`, could load)."""
     return services.get(EMBEDDER_KEY) is not None

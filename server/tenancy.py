@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from taguru_server.server.call import Call
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.group_import import GroupLine, involved_contexts
 from taguru_server.store.groups import Groups, NestingError, closure, visible_groups
 
@@ -39,7 +39,7 @@ def scope_refusal(call: Call, context: str) -> ApiError:
     """403: the reference names the context; strict tenancy names none (the name may come from a group)."""
     key = call.principal.key
     named = "a context this request involves" if strict(call) else f"context '{context}'"
-    return ApiError("forbidden", f"key '{key}' has no grant on {named}; nothing was applied")
+    return ApiError(Code.FORBIDDEN, f"key '{key}' has no grant on {named}; nothing was applied")
 
 
 def check_scope(call: Call, involved: Iterable[str]) -> None:
@@ -58,7 +58,7 @@ def hidden_group(call: Call, seen: Groups, name: str) -> bool:
 
 
 def check_group_records(call: Call, lines: list[GroupLine]) -> None:
-    """The scope check of `taguru_group` import records (groups-audits §2.12), before anything applies.
+    """The scope check of `taguru_group` import records (docs/operations.md, "Tenancy"), before anything applies.
 
     Under strict tenancy a record may not replace a group the key cannot see (that group is someone
     else's), the involved contexts are taken over the key's view, so a child it cannot see is left
@@ -75,7 +75,7 @@ def check_group_records(call: Call, lines: list[GroupLine]) -> None:
         prospective = {**seen, **{line.name: line.record for line in lines}}
         for line in lines:
             if not closure(prospective, [line.name]):
-                raise ApiError("invalid_argument", f"group '{line.name}': {MEMBERLESS}", integrity="nothing_written")
+                raise ApiError(Code.INVALID_ARGUMENT, f"group '{line.name}': {MEMBERLESS}", integrity="nothing_written")
 
 
 def nesting_group(call: Call, seen: Groups, err: NestingError, own: Iterable[str] = ()) -> str | None:

@@ -1,4 +1,4 @@
-"""Byte and token accounting of items and citations (§7.5), on the wire serializer itself."""
+"""Byte and token accounting of items and citations (docs/evidence.md, "Budgets"), on the wire serializer itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The budget stage: item accounting and greedy skip-not-stop admission (§7.5-7.7)."""
+"""The budget stage: item accounting and greedy skip-not-stop admission (docs/evidence.md, "Budgets")."""
 
 from __future__ import annotations
 

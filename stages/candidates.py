@@ -1,4 +1,4 @@
-"""Turning lane results into candidates (§5)."""
+"""Turning lane results into candidates (docs/stages.md, "Lanes")."""
 
 from __future__ import annotations
 

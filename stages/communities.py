@@ -11,7 +11,7 @@ from taguru_server.stages.candidates import community_candidate
 from taguru_server.stages.lanes import COMMUNITY_HITS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, LaneResult, gate
 from taguru_server.store.communities import NoArtifact, artifact_name, community_hits, load_manifest
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.text import query_terms
 
 
@@ -34,7 +34,7 @@ class Communities:
         services = ctx[SERVICES]
         if not services.may_access(derived):
             raise ApiError(
-                "forbidden",
+                Code.FORBIDDEN,
                 f"this key's scope does not extend to the artifact context '{derived}' — grant it alongside '{name}'",
             )
         gate(ctx.remaining())

@@ -1,4 +1,4 @@
-"""The contradict stage: group associations sharing (subject, label) into admission units (§7.3)."""
+"""The contradict stage: group associations sharing (subject, label) into admission units."""
 
 from __future__ import annotations
 

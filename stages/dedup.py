@@ -1,4 +1,4 @@
-"""The dedup stage: merge candidates with the same candidate_id (exact-key dedup, §6.1)."""
+"""The dedup stage: merge candidates with the same candidate_id (exact-key dedup)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The diversify stage: within each tier, novel sources before repeats (§7.4)."""
+"""The diversify stage: within each tier, novel sources before repeats."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The fuse stage: reciprocal-rank-fusion score and order over the merged candidates (§6.2-6.4)."""
+"""The fuse stage: reciprocal-rank-fusion score and order over the merged candidates (docs/stages.md)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import attrs
 
 from taguru_server.pipeline import Key
 from taguru_server.store.context import Context
-from taguru_server.store.errors import BEFORE_START, ApiError
+from taguru_server.store.errors import BEFORE_START, ApiError, Code
 from taguru_server.store.registry import Registry
 
 T = TypeVar("T")
@@ -230,4 +230,4 @@ INPUTS = (REQUEST, CONTEXT, SERVICES)
 def gate(remaining: float | None) -> None:
     """A handler deadline gate: refuse to start an operation once the budget is spent."""
     if remaining is not None and remaining <= 0:
-        raise ApiError("timeout", GATE_MESSAGE)
+        raise ApiError(Code.TIMEOUT, GATE_MESSAGE)

@@ -1,4 +1,4 @@
-"""The near-dup stage: drop passages whose text nearly repeats a better-ranked kept passage (§7.1)."""
+"""The near-dup stage: drop passages whose text nearly repeats a better-ranked kept passage."""
 
 from __future__ import annotations
 

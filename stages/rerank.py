@@ -1,4 +1,4 @@
-"""The rerank stage: an optional provider may only permute the survivors (§7.2, §9.2)."""
+"""The rerank stage: an optional provider may only permute the survivors (docs/evidence.md, "Using a reranker")."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from taguru_server.stages.query import Query
 from taguru_server.stages.rerank import Rerank
 from taguru_server.stages.resolve import Resolve
 
-# Declaration order is the order of error precedence (§14.6): when several stages fail,
+# Declaration order is the order of error precedence (docs/stages.md): when several stages fail,
 # the client gets the error of the first one listed here. Lane stages come first, in the
 # order of the lane registry (stages/lanes.py).
 STAGES: tuple[Stage, ...] = (

@@ -80,7 +80,7 @@ def hex16(d: int) -> str:
     return f"{d:016x}"
 
 
-# ----- the lexical twin sweep (§4.1.1) -------------------------------------------------------
+# ----- the lexical twin sweep (docs/audits.md, "Twin sweep") -------------------------------
 
 
 PAIR_CHUNK = 4_000_000  # spelling pairs counted at once (bounds the sweep's memory)
@@ -190,11 +190,11 @@ def _pairs_from(p: np.ndarray, a: int, b: int, n: int) -> np.ndarray:
 
 
 def lexical_twins(lex: Lexicon, dice_floor: float, deadline: float | None = None) -> list[tuple[int, int, float]]:
-    """§4.1.1 over one namespace, in place."""
+    """The lexical twin sweep over one namespace, in place."""
     return SpellingIndex.of(lex).twins(dice_floor, deadline)
 
 
-# ----- the semantic half (§4.1.2, §4.1.3) --------------------------------------------------
+# ----- the semantic half (docs/audits.md, "Twin sweep") ------------------------------------
 
 
 @attrs.frozen
@@ -326,7 +326,7 @@ def sweep(
 
 
 def vocabulary(ctx: Context, found: Twins) -> dict[str, Any]:
-    """The §4.2 result from a sweep of both namespaces."""
+    """The vocabulary audit's result from a sweep of both namespaces."""
     return {
         "lexical_concepts": _pairs_out(ctx.concepts, found.lexical[CONCEPT]),
         "lexical_labels": _pairs_out(ctx.labels, found.lexical[LABEL]),
@@ -340,7 +340,7 @@ def _pairs_out(names: list[str], pairs: list[tuple[int, int, float]]) -> list[di
     return [{"a": names[a], "b": names[b], "score": d} for a, b, d in pairs]
 
 
-# ----- drift (§4.3) ----------------------------------------------------------------------------
+# ----- drift -------------------------------------------------------------------------------
 
 
 def _sort_key(ctx: Context, weight: float, e: int) -> tuple[float, str, str, str]:
@@ -407,7 +407,7 @@ def dead_aliases(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
     return out[0], out[1]
 
 
-# ----- consolidation (§4.4) --------------------------------------------------------------------
+# ----- consolidation (docs/audits.md, "Consolidation") -------------------------------------
 
 
 def effective_times(ctx: Context) -> dict[int, int]:
@@ -661,7 +661,7 @@ def consolidation(
     vectors: bool = False,
     twins: Twins | None = None,
 ) -> dict[str, Any]:
-    """The §4.4 result with the requested sections; raises Expired past the budget.
+    """The consolidation audit's result with the requested sections; raises Expired past the budget.
 
     `twins` is the concept sweep when the caller ran it already (off the event loop)."""
     out: dict[str, Any] = {"detector": DETECTOR}

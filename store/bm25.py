@@ -6,7 +6,7 @@ segments: one large main segment plus one small delta segment that is rebuilt fr
 documents added since the last full build. Removed documents are tombstoned; the
 statistics N, n_t and the total length stay exact at every read.
 
-Scoring keeps the §9.2 arithmetic: per-term contributions are computed with numpy f32 in
+Scoring keeps the reference's arithmetic: per-term contributions are computed with numpy f32 in
 the specified grouping (and cached until the next change), and a document's score is the
 f32 sum of its contributions in query-term order. Top-k selection is exact: candidates are
 grown from the terms with the largest maximum contribution until the sum of the remaining
@@ -277,7 +277,7 @@ class Bm25Index:
         return entry
 
     def _idf(self, n_t: int) -> np.float32:
-        """§9.2's idf of a term held by `n_t` live paragraphs (f32 operations, the platform log)."""
+        """The idf of a term held by `n_t` live paragraphs (f32 operations, the platform log)."""
         big_n = F(self.n_live)
         nt = F(n_t)
         return F(math.log(float(ONE + (big_n - nt + HALF) / (nt + HALF))))

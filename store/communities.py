@@ -1,4 +1,4 @@
-"""Reading the derived communities artifact: manifest checks and community search (§10.5-10.6)."""
+"""Reading the derived communities artifact: manifest checks and community search (docs/communities.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import attrs
 
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.registry import Registry
 from taguru_server.store.vector_lane import LaneState, VectorQuery
 
@@ -47,13 +47,13 @@ def load_manifest(registry: Registry, name: str, derived: str) -> tuple[Context,
             raise ValueError("the manifest is not a JSON object")
     except ValueError as exc:
         raise ApiError(
-            "conflict",
+            Code.CONFLICT,
             f"the 'communities:manifest' record in '{derived}' does not parse ({exc}) — rebuild the artifact with "
             "`taguru communities`",
         ) from None
     source = manifest.get("source_context")
     if source != name:
-        raise ApiError("conflict", f"artifact '{derived}' was derived from '{source}', not '{name}'")
+        raise ApiError(Code.CONFLICT, f"artifact '{derived}' was derived from '{source}', not '{name}'")
     return ctx, manifest
 
 

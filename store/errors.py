@@ -1,12 +1,71 @@
-"""The error vocabulary: codes and the domain error carried to the envelope (server/ maps codes to HTTP)."""
+"""The error vocabulary: the codes with their statuses, and the domain error carried to the envelope."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import attrs
 
 MAX_LISTED_ISSUES = 20
+
+
+class Code(enum.StrEnum):
+    """Every error code of the envelope, with its HTTP status and what it means: the one table.
+
+    A member is its wire spelling (`Code.NO_CONTEXT == "no_context"`); `.status` is the status the
+    code answers with unless the refusal carries its own (`server/errors.py: HttpError`), `.doc`
+    one line on when it is answered."""
+
+    status: int
+    doc: str
+
+    def __new__(cls, wire: str, status: int, doc: str) -> Code:
+        member = str.__new__(cls, wire)
+        member._value_ = wire
+        member.status = status
+        member.doc = doc
+        return member
+
+    MALFORMED_REQUEST = "malformed_request", 400, "the body is not JSON, or not the shape the route decodes"
+    INVALID_ARGUMENT = (
+        "invalid_argument",
+        400,
+        "the request decoded but a value is refused (empty, too long, out of range)",
+    )
+    OVER_LIMIT = "over_limit", 400, "the request asks for more than a per-request ceiling allows"
+    UNAUTHORIZED = "unauthorized", 401, "no bearer token, or one no key matches"
+    FORBIDDEN = "forbidden", 403, "the key lacks the route's role or a grant on the context"
+    READ_ONLY_REPLICA = (
+        "read_only_replica",
+        403,
+        "a write reached a read-only replica (a reference deployment's; every replica here writes)",
+    )
+    NO_CONTEXT = "no_context", 404, "the named context does not exist"
+    NO_SOURCE = "no_source", 404, "the named source is not in the context"
+    NO_PARAGRAPH = "no_paragraph", 404, "the named paragraph is not in the context"
+    NO_GROUP = "no_group", 404, "the named group does not exist"
+    NO_SCHEMA = "no_schema", 404, "the context has no schema"
+    UNKNOWN_PATH = "unknown_path", 404, "no route matches the path"
+    METHOD_NOT_ALLOWED = "method_not_allowed", 405, "the path exists but not with that method"
+    TIMEOUT = "timeout", 408, "the request's time budget (TAGURU_REQUEST_TIMEOUT_SECS) is spent"
+    ALREADY_EXISTS = "already_exists", 409, "a create names something that already exists"
+    CONFLICT = "conflict", 409, "the write contradicts the standing state (or an earlier batch of its stream)"
+    STALE_CURSOR = "stale_cursor", 410, "a change-feed cursor points before what the log still holds"
+    PAYLOAD_TOO_LARGE = "payload_too_large", 413, "the body is over the body cap"
+    RATE_LIMITED = "rate_limited", 429, "the key, or failed authentication from the peer, is over its rate"
+    INTERNAL = "internal", 500, "an unexpected failure; logged by type and frames only"
+    EMBEDDINGS_UNCONFIGURED = "embeddings_unconfigured", 501, "an embedding operation with no embedding provider set"
+    EMBEDDINGS_FAILED = "embeddings_failed", 502, "the embedding provider failed or answered badly"
+    SHARD_UNREACHABLE = (
+        "shard_unreachable",
+        502,
+        "a shard a routed request needs did not answer (a sharded reference deployment's)",
+    )
+    OVERLOADED = "overloaded", 503, "the in-flight ceiling is reached (answered with Retry-After)"
+    UNHEALTHY = "unhealthy", 503, "the store cannot make writes durable (read-only or failing disk)"
+    MAINTENANCE = "maintenance", 503, "a maintenance compaction sweep is running (answered with Retry-After)"
+    STORAGE_FULL = "storage_full", 507, "the disk is full; the write was not made durable"
 
 
 @attrs.frozen
@@ -27,7 +86,7 @@ class ApiError(Exception):
 
     def __init__(
         self,
-        code: str,
+        code: Code,
         message: str,
         *,
         issues: list[Issue] | None = None,
@@ -36,6 +95,8 @@ class ApiError(Exception):
         retryable: bool | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        if not isinstance(code, Code):
+            raise TypeError(f"an error code is a Code member, not {code!r}")
         super().__init__(message)
         self.code = code
         self.message = message
@@ -61,7 +122,7 @@ class StorageFailed(Exception):
 def timed_out(timeout_secs: int) -> ApiError:
     """408: the request's TAGURU_REQUEST_TIMEOUT_SECS budget is spent."""
     return ApiError(
-        "timeout",
+        Code.TIMEOUT,
         f"request exceeded the {timeout_secs}s budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)",
     )
 
@@ -76,16 +137,16 @@ MID_SCAN = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOU
 
 def budget_spent_before() -> ApiError:
     """408: the request's budget was spent before this operation could start."""
-    return ApiError("timeout", BEFORE_START)
+    return ApiError(Code.TIMEOUT, BEFORE_START)
 
 
 def budget_spent() -> ApiError:
     """408: the request's budget ran out inside a scan that checks it."""
-    return ApiError("timeout", MID_SCAN)
+    return ApiError(Code.TIMEOUT, MID_SCAN)
 
 
 def no_context(name: str) -> ApiError:
-    return ApiError("no_context", f"context '{name}' not found")
+    return ApiError(Code.NO_CONTEXT, f"context '{name}' not found")
 
 
 def collected(what: str, issues: list[Issue]) -> ApiError:
@@ -97,7 +158,7 @@ def collected(what: str, issues: list[Issue]) -> ApiError:
         lines.append(f"\n… and {len(issues) - MAX_LISTED_ISSUES} more issue(s)")
     lines.append("; nothing was applied")
     return ApiError(
-        "invalid_argument",
+        Code.INVALID_ARGUMENT,
         "".join(lines),
         issues=issues,
         integrity="nothing_written",
@@ -106,4 +167,6 @@ def collected(what: str, issues: list[Issue]) -> ApiError:
 
 
 def too_many_items(field: str, n: int) -> ApiError:
-    return ApiError("over_limit", f"{field} carries {n} items, past the per-request limit of 1000; split the request")
+    return ApiError(
+        Code.OVER_LIMIT, f"{field} carries {n} items, past the per-request limit of 1000; split the request"
+    )

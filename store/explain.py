@@ -1,4 +1,4 @@
-"""The explain diagnostics (spec graph-reads §6): why a name did or did not resolve for a cue, and why a
+"""The explain diagnostics (docs/explain.md): why a name did or did not resolve for a cue, and why a
 source did or did not appear for a query.
 
 Both rerun the real lanes (`lanes.resolve_matches`, `semantic.lexical`, `lanes.searched`) with nothing

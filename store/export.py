@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import quote
 
 from taguru_server.store.context import CONCEPT, LABEL
-from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.wire import format_f32, format_f64
 
 UNSOURCED = "export:unsourced"
@@ -118,11 +118,11 @@ LIMIT 1
 
 def reserved(source: str) -> ApiError:
     """409: a source id the stream format keeps for itself."""
-    return ApiError("conflict", f"source id '{source}' is reserved by export — rename the source and re-export")
+    return ApiError(Code.CONFLICT, f"source id '{source}' is reserved by export — rename the source and re-export")
 
 
 def unreadable(reason: str) -> ApiError:
-    return ApiError("internal", f"the store could not be read for export: {reason}")
+    return ApiError(Code.INTERNAL, f"the store could not be read for export: {reason}")
 
 
 def _s(text: str) -> str:

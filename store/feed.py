@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -51,7 +51,7 @@ def parse_cursor(since: str) -> tuple[int, int]:
 
 
 def stale() -> ApiError:
-    return ApiError("stale_cursor", STALE)
+    return ApiError(Code.STALE_CURSOR, STALE)
 
 
 def page_result(page: FeedPage, since: tuple[int, int] | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.groups import (
     MAX_GROUP_MEMBERS,
     MAX_GROUP_NAME_BYTES,
@@ -118,7 +118,7 @@ def involved_contexts(standing: Groups, lines: Iterable[GroupLine]) -> set[str]:
     return closure(standing, names) | closure(prospective, names)
 
 
-def _refusal(code: str, reason: str, batches: int) -> ApiError:
+def _refusal(code: Code, reason: str, batches: int) -> ApiError:
     err = ApiError(
         code,
         f"group records refused with every batch landed ({batches} durable); fixing the stream and re-POSTing it "
@@ -149,7 +149,7 @@ def _check(
     for g in lines:  # a line holds at most 1000 children; the unseen ones it keeps may take the set past that
         if len(written[g.name].groups) > MAX_GROUP_MEMBERS:
             raise _refusal(
-                "over_limit",
+                Code.OVER_LIMIT,
                 f"group '{g.name}' would bundle more than {MAX_GROUP_MEMBERS} child groups; no group was applied "
                 "— split into nested child groups",
                 batches,
@@ -158,7 +158,7 @@ def _check(
         for c in g.record.contexts:
             if not registry.exists(c):
                 raise _refusal(
-                    "no_context",
+                    Code.NO_CONTEXT,
                     f"group '{g.name}' names member context '{c}', which does not exist; no group was applied "
                     "(batches of the same stream apply first — import the contexts, then the groups)",
                     batches,
@@ -167,7 +167,7 @@ def _check(
         for child in g.record.groups:
             if child not in seen and child not in riding:
                 raise _refusal(
-                    "no_group",
+                    Code.NO_GROUP,
                     f"group '{g.name}' names child group '{child}', which neither exists nor rides this stream; "
                     "no group was applied",
                     batches,
@@ -179,11 +179,13 @@ def _check(
         if err.kind == "cycle":
             where = f" through group '{err.group}'" if named else ""
             raise _refusal(
-                "invalid_argument", f"the restored nesting would close a cycle{where}; no group was applied", batches
+                Code.INVALID_ARGUMENT, f"the restored nesting would close a cycle{where}; no group was applied", batches
             ) from None
         where = f" under group '{err.group}'" if named else ""
         raise _refusal(
-            "over_limit", f"the restored nesting would stack more than 3 groups{where}; no group was applied", batches
+            Code.OVER_LIMIT,
+            f"the restored nesting would stack more than 3 groups{where}; no group was applied",
+            batches,
         ) from None
 
 
@@ -226,7 +228,7 @@ def restore_groups(
         )
     if deadline is not None and time.monotonic() > deadline:
         err = ApiError(
-            "timeout",
+            Code.TIMEOUT,
             f"group restore exceeded its budget with {batches} batch(es) durable (TAGURU_REQUEST_TIMEOUT_SECS "
             "tunes this); the request budget ran out after 0 group record(s) landed; re-importing the stream is "
             "exact",

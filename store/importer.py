@@ -1,4 +1,4 @@
-"""JSONL batch import: parse a whole stream first, then apply batch by batch (§6)."""
+"""JSONL batch import: parse a whole stream first, then apply batch by batch (docs/operations.md, "Backup")."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import attrs
 import numpy as np
 
 from taguru_server.store.context import CONCEPT, LABEL, Context, Meta
-from taguru_server.store.errors import ApiError, Issue, timed_out
+from taguru_server.store.errors import ApiError, Code, Issue, timed_out
 from taguru_server.store.group_import import GroupLine, GroupParseError, parse_group_line
 from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.registry import Registry
@@ -498,7 +498,7 @@ def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | 
             )
             if not target_known:
                 return ApiError(
-                    "conflict",
+                    Code.CONFLICT,
                     f"{word} alias '{alias}' → '{canonical}': the canonical spelling is not interned; "
                     "nothing was applied",
                     issues=[
@@ -521,7 +521,7 @@ def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | 
                 clash = alias != root
             if clash:
                 return ApiError(
-                    "conflict",
+                    Code.CONFLICT,
                     f"{word} alias '{alias}' → '{canonical}': the alias already resolves to a different record; "
                     "nothing was applied",
                     issues=[
@@ -709,7 +709,7 @@ def _run_import(
         refusal = _alias_refusal(ctx, batch, i)
         if refusal is None and not exists and batch.create is None:
             refusal = ApiError(
-                "no_context",
+                Code.NO_CONTEXT,
                 f"context '{batch.context}' does not exist and the batch brought no create block",
                 issues=[
                     Issue(

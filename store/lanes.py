@@ -405,7 +405,7 @@ def render_activation(ctx: Context, found: Activation) -> dict[str, Any]:
 
 
 def activation_plain(ctx: Context, origins: list[str], decay: float, limit: int) -> Activation:
-    """§8.3 as written: a max-heap walk over every reachable concept."""
+    """Spreading activation as the reference defines it: a max-heap walk over every reachable concept."""
     strength, source, parent, scored_total = spread(ctx, origins, decay)
     ranked = heapq.nsmallest(limit, strength, key=lambda e: (-strength[e], e))
     matches = tuple(Activated(e, float(strength[e]), tuple(_path(parent, source[e]))) for e in ranked)
@@ -466,7 +466,7 @@ class _ActivationGraph:
     """Per graph version: each concept's live, non-zero edges, its total, and search keys.
 
     A concept's entries are kept in |sum| descending order (propagation and scoring do not
-    depend on the visit order); only its total is summed in visit order, as §8.3 says.
+    depend on the visit order); only its total is summed in visit order, as the reference does.
     """
 
     __slots__ = (
@@ -799,7 +799,7 @@ def _strongest_matches(
 
 
 def _activate_banded(ctx: Context, origins: list[str], decay: float, limit: int, total: bool = True) -> Activation:
-    """§8.3 with identical results, settling a whole band of final activations at a time.
+    """The heap walk's results, settling a whole band of final activations at a time.
 
     A node's activation is final once it exceeds every flow the unsettled nodes can still
     send (at most max-unsettled·decay, plus rounding slack), so all such nodes are settled

@@ -1,4 +1,4 @@
-"""The spelling index behind resolve: exact, containment and bigram-Dice fuzzy matches (§7).
+"""The spelling index behind resolve: exact, containment and bigram-Dice fuzzy matches.
 
 Spellings (canonical and alias) are entries with dense ids in insertion order. Each entry's
 distinct bigrams are interned as gram ids; postings (entry ids, ascending) are kept per gram

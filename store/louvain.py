@@ -1,4 +1,4 @@
-"""Deterministic community detection over a context's concept graph (`louvain-cc/1`, substrate §10.1).
+"""Deterministic community detection over a context's concept graph (`louvain-cc/1`, docs/communities.md).
 
 Concepts with at least one live, non-self-loop, non-netted association are the nodes; parallel
 labels and both directions collapse into one undirected pair weighted by the summed |sum|.

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from taguru_server.store.context import CONCEPT, LABEL, Context
-from taguru_server.store.errors import ApiError, Issue
+from taguru_server.store.errors import ApiError, Code, Issue
 from taguru_server.store.importer import Batch, _alias_refusal, apply_batch, predict
 from taguru_server.store.registry import Registry
 
@@ -152,7 +152,7 @@ def _noted(err: ApiError, stop: _Stop, batches: list[Batch], i: int, dry_run: bo
 
 def _gone(into: str, i: int) -> ApiError:
     return ApiError(
-        "no_context",
+        Code.NO_CONTEXT,
         f"context '{into}' does not exist and the batch brought no create block",
         issues=[
             Issue(
@@ -188,7 +188,7 @@ def apply(
 
     for i, batch in enumerate(batches):
         if deadline is not None and time.monotonic() > deadline:
-            raise stop(ApiError("timeout", BUDGET_TEXT), _unfinished(dry_run), i)
+            raise stop(ApiError(Code.TIMEOUT, BUDGET_TEXT), _unfinished(dry_run), i)
         if ctx is None:
             raise stop(_gone(into, i), _refused(dry_run), i)
         # a preview seeds each batch with what the earlier ones would intern

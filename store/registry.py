@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import attrs
 
 from taguru_server.store.context import Context, Dirty, Meta
-from taguru_server.store.errors import ApiError, StorageFailed
+from taguru_server.store.errors import ApiError, Code, StorageFailed
 from taguru_server.store.feed import FeedPage
 from taguru_server.store.groups import GroupRecord, context_renamed, without_context
 from taguru_server.store.sync import DurableRows, apply_rows
@@ -436,7 +436,7 @@ class Registry:
                 timer.cancel()
                 done.remove_done_callback(wake)
             if not done.done():
-                raise ApiError("timeout", OUTCOME_UNKNOWN)
+                raise ApiError(Code.TIMEOUT, OUTCOME_UNKNOWN)
         exc = done.result()
         if exc is not None:
             raise exc if isinstance(exc, CommitFailed) else CommitFailed(str(exc), _kind(exc)) from exc
@@ -473,7 +473,7 @@ class Registry:
                 loop.run_in_executor(None, interrupt)
             if isinstance(stopped, asyncio.CancelledError):
                 raise
-            raise ApiError("timeout", OUTCOME_UNKNOWN) from None
+            raise ApiError(Code.TIMEOUT, OUTCOME_UNKNOWN) from None
         if exc is not None:
             raise CommitFailed(str(exc), _kind(exc)) from exc
 
@@ -720,7 +720,7 @@ def _wanted(ctx: Context, whats: list[dict[str, Any]]) -> Dirty:
 
 
 def timed_out_waiting() -> ApiError:
-    return ApiError("timeout", "request exceeded its budget waiting for another worker's write; retry shortly")
+    return ApiError(Code.TIMEOUT, "request exceeded its budget waiting for another worker's write; retry shortly")
 
 
 def _kind(exc: BaseException) -> str:

@@ -1,4 +1,4 @@
-"""Community summaries: the deterministic extractive default and the chat-provider prompts (substrate §10.4).
+"""Community summaries: the deterministic extractive default and the chat-provider prompts (docs/communities.md).
 
 The extractive summary of a community is a pure function of the content its fingerprint covers
 (members, induced associations, and for a parent its children), so reusing a stored summary for

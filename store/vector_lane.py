@@ -48,7 +48,7 @@ class VectorQuery:
     provider_model: str | None = None  # None: no provider configured
     passages_enabled: bool = False
     vector: np.ndarray | None = None
-    failure: str | None = None  # a §2.5 message when embedding the query failed
+    failure: str | None = None  # the provider's fixed failure message when embedding the query failed
     floor: float = 0.35  # the f32 floor after the request / context / server default
 
 

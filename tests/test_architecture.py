@@ -157,3 +157,23 @@ def test_the_environment_is_read_in_at_most_two_modules() -> None:
         f"read settings through taguru_server.server.variables (its registry), not os.environ: "
         f"{sorted(readers - ENVIRONMENT_READERS)}"
     )
+
+
+def test_no_one_letter_import_aliases() -> None:
+    """`import … as S` hides what a name is at every use; a module is named, or aliased meaningfully."""
+    sources = [*modules().values(), *sorted((ROOT / "tests").glob("*.py"))]
+    short = [
+        f"{path.relative_to(ROOT)}:{node.lineno} as {alias.asname}"
+        for path in sources
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+        if alias.asname is not None and len(alias.asname) == 1
+    ]
+    assert short == []
+
+
+def test_no_module_cites_sections_of_a_spec_a_clone_lacks() -> None:
+    """A reference names a docs/ page of this project; a bare `§` points into a spec a clone has not got."""
+    citing = [str(path.relative_to(ROOT)) for path in modules().values() if "§" in path.read_text()]
+    assert citing == []

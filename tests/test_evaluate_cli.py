@@ -532,10 +532,11 @@ def test_truncation_vectors() -> None:
 
 
 def test_truncation_reuses_the_servers_accounting() -> None:
-    import taguru_server.evaluate.truncate as t
-    import taguru_server.stages.accounting as acc
+    import taguru_server.evaluate.truncate as truncation
+    import taguru_server.stages.accounting as accounting
 
-    assert t.cost is acc.cost and t.tokens is acc.tokens and t.overhead is acc.overhead
+    assert truncation.cost is accounting.cost
+    assert truncation.tokens is accounting.tokens and truncation.overhead is accounting.overhead
 
 
 def test_progress_only_on_a_tty() -> None:

@@ -1,4 +1,4 @@
-"""The MCP tools of the audits and promote (groups-audits §6): one routed call each, under the caller's key.
+"""The MCP tools of the audits and promote (docs/audits.md): one routed call each, under the caller's key.
 
 `audit_consolidation` is the reference's definition verbatim (`mcp/audit_consolidation_tool_schema.json`).
 The tool class is passed in by `tools.py`, which owns it.

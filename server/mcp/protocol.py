@@ -29,7 +29,8 @@ def protocol_text() -> str:
         + "\n---\n\n## This server\n\n"
         + f"taguru-server {VERSION} (Python), speaking the Taguru HTTP and MCP wire contracts.\n\n"
         + routes_section()
-        + "Contract versions (also `GET /version`, ADR 0005 §6) — discovery only, not negotiation:\n\n"
+        # the section sign is written as an escape: the text is wire bytes, kept as served
+        + "Contract versions (also `GET /version`, ADR 0005 \u00a76) — discovery only, not negotiation:\n\n"
         + "```json\n"
         + json.dumps(version_body(), indent=2)
         + "\n```\n"

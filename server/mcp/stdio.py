@@ -1,4 +1,4 @@
-"""`taguru mcp`: the stdio MCP bridge (surfaces §6.7), built on the official `mcp` SDK's server side.
+"""`taguru mcp`: the stdio MCP bridge (docs/operations.md, "MCP"), built on the official `mcp` SDK's server side.
 
 It is an HTTP client of a running server: each `tools/call` is forwarded as one JSON-RPC
 `tools/call` to `POST {TAGURU_URL}/mcp`, where the server routes it in process exactly as it does

@@ -66,7 +66,8 @@ ASSEMBLE_EVIDENCE: dict[str, Any] = {
             "labels": {"description": "relation labels to query on, alongside the always-run activate", **_ONE_OR_MANY},
             "origins": {"description": "cue(s) to resolve into anchors", **_ONE_OR_MANY},
             "rerank": {
-                "description": "opts into reordering the pool through a configured reranker (ADR 0006 §12); when "
+                # the reference's text; its section sign is written as an escape
+                "description": "opts into reordering the pool through a configured reranker (ADR 0006 \u00a712); when "
                 "absent, when no provider is configured, or on any failure, selection stays fully "
                 "deterministic and plan.reranker.reason names why",
                 "type": "object",

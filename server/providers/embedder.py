@@ -1,8 +1,8 @@
 """The optional embedding provider: the OpenAI-compatible HTTP client and the in-process local model.
 
-Spec: embeddings.md §1.2 (selection), §2 (wire protocol, retries, breaker, failure messages,
-chunking and the process-wide permit), §3.4 (normalization), §12 (metrics).
-The cue cache in front of query embeddings (§11.1) is server/semantic.py.
+docs/embeddings.md describes the selection, the wire protocol, retries and the breaker, the
+chunking, the normalization and the metrics. The cue cache in front of query embeddings is
+server/semantic.py.
 Input texts go to the provider and nowhere else: failures carry a fixed message, an HTTP status
 or a failure class, never the text, the URL or the key.
 """
@@ -41,7 +41,7 @@ LOCAL_DEFAULT_MODEL = "multilingual-e5-small"
 KINDS = (
     "status",  # the provider answered HTTP >= 400 (`status` holds the code)
     "transport",  # unreachable, reset, timed out within the attempt ceiling, truncated body
-    "decode",  # a 2xx answer that breaks §2.2
+    "decode",  # a 2xx answer that is not a well-formed embeddings body
     "deadline",  # the request deadline passed (408 territory)
     "shutdown",  # the server is shutting down
     "circuit_open",  # the breaker refused without network I/O
@@ -58,7 +58,7 @@ PROBING_MESSAGE = (
 
 
 class EmbedFailed(Exception):
-    """An embedding call failed; `message` is the §2.5 text (never input text), `kind` one of KINDS.
+    """An embedding call failed; `message` is a fixed failure text (never input text), `kind` one of KINDS.
 
     `landed` maps input positions to the vectors of the chunks that did succeed before the
     failure (a refresh keeps them).
@@ -106,7 +106,7 @@ def debug_quoted(text: str) -> str:
 
 
 class EmbedMetrics:
-    """The provider families of §12 (the breaker ones only with an HTTP provider)."""
+    """The provider metric families (the breaker ones only with an HTTP provider)."""
 
     def __init__(self, registry: CollectorRegistry, configured: bool) -> None:
         self.requests = Counter(
@@ -143,7 +143,7 @@ class EmbedMetrics:
 
 
 class _Attempt(AttemptFailed):
-    """One failed attempt with its §2.5 message and failure class."""
+    """One failed attempt with its fixed failure message and failure class."""
 
     def __init__(self, message: str, kind: str, retryable: bool, status: int | None = None) -> None:
         super().__init__(message, retryable)
@@ -392,7 +392,7 @@ def _vector(entry: Any, i: int) -> np.ndarray:
 
 
 def decode_response(raw: bytes, n: int) -> list[np.ndarray]:
-    """The §2.2 decoding of a 2xx body for `n` inputs: vectors placed by `index`, unit-normalized."""
+    """The decoding of a 2xx body for `n` inputs: vectors placed by `index`, unit-normalized."""
     try:
         doc = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -473,7 +473,9 @@ def load_local_engine() -> Any:
 
 
 def provider_kind(settings: Settings) -> str | None:
-    """§1.2: "http", "local" or None (no provider), from the settings alone."""
+    """The provider selection: "http", "local" or None (no provider), from the settings alone.
+
+    docs/embeddings.md ("Configuration") lists the settings."""
     url = settings.embed_url
     if url is None:
         return None

@@ -19,7 +19,7 @@ from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
 from taguru_server.server.store_health import probe_for
 from taguru_server.server.tenancy import check_group_records, seen_groups
 from taguru_server.server.version import VERSION, version_body
-from taguru_server.store.errors import ApiError
+from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.group_import import restore_groups
 from taguru_server.store.importer import ParseError, parse_stream, run_import
 from taguru_server.store.registry import CommitFailed
@@ -34,13 +34,13 @@ async def import_stream(call: Call) -> Any:
         batches = await decode_body(call.body, lambda: parse_stream(call.body))
     except (ParseError, UnicodeDecodeError) as exc:
         raise HttpError(
-            "malformed_request", str(exc), status=400, integrity="nothing_written", retryable=True
+            Code.MALFORMED_REQUEST, str(exc), status=400, integrity="nothing_written", retryable=True
         ) from None
     except (ArithmeticError, ValueError, RecursionError):
         # a stream the parser could not classify (e.g. a number past the f64 range): still a parse
         # refusal, never a 500; the text names no request content
         raise HttpError(
-            "malformed_request",
+            Code.MALFORMED_REQUEST,
             "the stream could not be parsed: a line holds a value outside the JSON the "
             "importer accepts (for example a number past the f64 range)",
             status=400,
@@ -50,7 +50,7 @@ async def import_stream(call: Call) -> Any:
     for batch in batches:
         if not call.principal.may_access(batch.context):
             raise ApiError(
-                "forbidden",
+                Code.FORBIDDEN,
                 f"key '{call.principal.key}' has no grant on context '{batch.context}' (batch source "
                 f"'{batch.source}'); nothing was applied",
                 integrity="nothing_written",
@@ -105,7 +105,7 @@ async def health(request: web.Request) -> web.StreamResponse:
             cannot = await probe_for(registry).problem()
             problem = None if cannot is None else f"the store cannot take writes: {cannot}"
         if problem is not None:
-            raise ApiError("unhealthy", problem)
+            raise ApiError(Code.UNHEALTHY, problem)
     return json_response({"status": "ok", "version": VERSION})
 
 
@@ -120,20 +120,20 @@ async def ready(request: web.Request) -> web.StreamResponse:
     disk) leaves it 200: reads are served."""
     registry = request.app.get(REGISTRY_KEY)
     if registry is None:
-        raise ApiError("unhealthy", "the store is not open yet")
+        raise ApiError(Code.UNHEALTHY, "the store is not open yet")
     preload = request.app.get(PRELOAD_KEY)
     if preload is not None and not preload.done.is_set():
         raise ApiError(
-            "unhealthy",
+            Code.UNHEALTHY,
             f"loading contexts into memory: {len(registry.loaded_names())} loaded, {preload.expected} to preload",
             headers={"Retry-After": "1"},
         )
     try:
         registry.catch_up()
     except Exception:
-        raise ApiError("unhealthy", "the store cannot be read; the server log has details") from None
+        raise ApiError(Code.UNHEALTHY, "the store cannot be read; the server log has details") from None
     if registry.load_failed:  # a store refusing writes still serves reads: that is `/health`'s to say, not this
-        raise ApiError("unhealthy", registry.problem() or "a context could not be read from the store")
+        raise ApiError(Code.UNHEALTHY, registry.problem() or "a context could not be read from the store")
     return json_response({"status": "ready", "version": VERSION})
 
 

@@ -21,7 +21,7 @@ from taguru_server.server.routes.common import before_start, count_read, permit
 from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.store import audits
 from taguru_server.store.context import CONCEPT, LABEL, Context
-from taguru_server.store.errors import ApiError, budget_spent
+from taguru_server.store.errors import ApiError, Code, budget_spent
 from taguru_server.store.writer import collector_paused
 
 MAX_CHECKS = 1000
@@ -139,7 +139,7 @@ async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any
 
 
 async def vocabulary_audit(call: Call) -> Any:
-    """§4.2: permit (taken before the body), body, budget, context, sweep."""
+    """The vocabulary audit: permit (taken before the body), body, budget, context, sweep."""
     with permit(call.app_state):
         args = optional_body(VOCABULARY_AUDIT, call.body)
         before_start(call)
@@ -149,7 +149,7 @@ async def vocabulary_audit(call: Call) -> Any:
 
 
 async def drift_audit(call: Call) -> Any:
-    """§4.3: body, budget, context, the unsourced and dead-alias sweeps, then (permit) the twins."""
+    """The drift audit: body, budget, context, the unsourced and dead-alias sweeps, then (permit) the twins."""
     args = optional_body(DRIFT_AUDIT, call.body)
     before_start(call)
     ctx = call.context()
@@ -175,22 +175,22 @@ async def drift_audit(call: Call) -> Any:
 
 
 def checked_sections(checks: list[str]) -> set[str]:
-    """Checks 4-5 of §4.4: consecutive duplicates dropped, not empty, every name known."""
+    """The consolidation body's own checks: consecutive duplicates dropped, not empty, every name known."""
     deduped = [c for i, c in enumerate(checks) if i == 0 or checks[i - 1] != c]
     if not deduped:
         raise ApiError(
-            "invalid_argument",
+            Code.INVALID_ARGUMENT,
             "'checks' must name at least one of merge, contradiction, staleness — every section is a full-graph "
             "pass, so the caller names what it pays for",
         )
     for c in deduped:
         if c not in audits.CHECKS:
-            raise ApiError("invalid_argument", f"unknown check '{c}' — merge, contradiction, and staleness exist")
+            raise ApiError(Code.INVALID_ARGUMENT, f"unknown check '{c}' — merge, contradiction, and staleness exist")
     return set(deduped)
 
 
 async def consolidation_audit(call: Call) -> Any:
-    """§4.4: permit (taken before the body), typed body, checks, budget, context, sections."""
+    """The consolidation audit: permit (taken before the body), typed body, checks, budget, context, sections."""
     with permit(call.app_state):
         args = await call.decode(CONSOLIDATION_AUDIT)
         sections = checked_sections(args["checks"])

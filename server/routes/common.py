@@ -12,7 +12,7 @@ from taguru_server.server.errors import malformed
 from taguru_server.server.state import HEAVY_OPS_KEY, AppState
 from taguru_server.server.variables import current, default_int
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError, budget_spent_before
+from taguru_server.store.errors import ApiError, Code, budget_spent_before
 from taguru_server.store.text import utf8_len
 
 MAX_CONTEXT_NAME_BYTES = 64
@@ -61,7 +61,7 @@ def check_cursor(after: str | None, prefix: str | None) -> None:
     for what, value in (("after", after), ("prefix", prefix)):
         if value is not None and utf8_len(value) > 1032:
             raise ApiError(
-                "invalid_argument", f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied"
+                Code.INVALID_ARGUMENT, f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied"
             )
 
 
@@ -97,7 +97,7 @@ def before_start(call: Call) -> None:
 
 def overloaded(limit: int) -> ApiError:
     return ApiError(
-        "overloaded",
+        Code.OVERLOADED,
         f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
         "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
         headers={"Retry-After": "1"},

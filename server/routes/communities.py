@@ -1,4 +1,4 @@
-"""The communities routes: GET …/communities, the analysis stream (§10.2), and POST …/communities/search (§10.5)."""
+"""The communities routes: GET …/communities, the analysis stream, POST …/communities/search (docs/communities.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from taguru_server.store.communities import (
     load_manifest,
     recorded_graph_revision,
 )
-from taguru_server.store.errors import ApiError, budget_spent, no_context
+from taguru_server.store.errors import ApiError, Code, budget_spent, no_context
 from taguru_server.store.lanes import search_lanes
 from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
 from taguru_server.store.text import query_terms
@@ -37,7 +37,7 @@ async def search_communities(call: Call) -> Any:
     check_name(derived, "derived")
     if not call.principal.may_access(derived):
         raise ApiError(
-            "forbidden",
+            Code.FORBIDDEN,
             f"this key's scope does not extend to the artifact context '{derived}' — grant it alongside '{name}'",
         )
     ctx = call.registry.get(name)
@@ -46,10 +46,10 @@ async def search_communities(call: Call) -> Any:
     try:
         derived_ctx, manifest = load_manifest(call.registry, name, derived)
     except NoArtifact as exc:
-        raise ApiError("no_context", str(exc)) from None
+        raise ApiError(Code.NO_CONTEXT, str(exc)) from None
     recorded = recorded_graph_revision(manifest)
     vector = None
-    if query_terms(query):  # §7 on the artifact, with its own vectors and floor (limit + 1 is never 0)
+    if query_terms(query):  # resolve's matching on the artifact, with its own vectors and floor (limit + 1 is never 0)
         vector = await passage_vector_query(
             call.app_state.get(EMBEDDER_KEY),
             passage_lane_enabled(call.app_state),
@@ -76,7 +76,7 @@ NDJSON = "application/x-ndjson; charset=utf-8"
 
 
 async def stream_communities(call: Call) -> Raw:
-    """GET /contexts/{name}/communities: the `louvain-cc/1` analysis as NDJSON, header line first (§10.2)."""
+    """GET /contexts/{name}/communities: the `louvain-cc/1` analysis as NDJSON, header line first."""
     ctx = call.context()
     with heavy_op(call):
         rev = revision(ctx)  # read before the analysis

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server import decode as S
+from taguru_server.server import decode
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, keyset_limit
 from taguru_server.store.context import Context, Meta
-from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.registry import CommitFailed
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import F32
@@ -28,24 +28,26 @@ async def put_context(call: Call) -> Any:
             value = parse_json(call.body)
         except ApiError as exc:
             raise HttpError(
-                "malformed_request", "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1], status=400
+                Code.MALFORMED_REQUEST,
+                "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1],
+                status=400,
             ) from None
-        fields = S.CONTEXT_CONFIG.decode(value, call.body)
+        fields = decode.CONTEXT_CONFIG.decode(value, call.body)
     size = utf8_len(name)
     if size > MAX_CONTEXT_NAME_BYTES:
         raise ApiError(
-            "invalid_argument", f"the context name is {size} bytes, over the 64-byte cap; nothing was applied"
+            Code.INVALID_ARGUMENT, f"the context name is {size} bytes, over the 64-byte cap; nothing was applied"
         )
     desc = fields.get("description") or ""
     if utf8_len(desc) > MAX_DESCRIPTION_BYTES:
         raise ApiError(
-            "invalid_argument",
+            Code.INVALID_ARGUMENT,
             f"the description is {utf8_len(desc)} bytes, over the 4096-byte cap; nothing was applied",
         )
     if call.registry.exists(name):
-        raise ApiError("already_exists", f"context '{name}' already exists")
+        raise ApiError(Code.ALREADY_EXISTS, f"context '{name}' already exists")
     if not name:
-        raise ApiError("invalid_argument", "the context name must not be empty")
+        raise ApiError(Code.INVALID_ARGUMENT, "the context name must not be empty")
     meta = Meta(
         description=desc,
         pinned=bool(fields.get("pinned") or False),
@@ -62,11 +64,11 @@ async def put_context(call: Call) -> Any:
 
 
 async def patch_context(call: Call) -> Any:
-    args = await call.decode(S.CONTEXT_PATCH)
+    args = await call.decode(decode.CONTEXT_PATCH)
     description, pinned, dice, semantic = (args[k] for k in ("description", "pinned", "dice_floor", "semantic_floor"))
     if description is not None and utf8_len(description) > MAX_DESCRIPTION_BYTES:
         raise ApiError(
-            "invalid_argument",
+            Code.INVALID_ARGUMENT,
             f"the description is {utf8_len(description)} bytes, over the 4096-byte cap; nothing was applied",
         )
     ctx = call.context()

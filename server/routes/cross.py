@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from taguru_server.server import group_shapes as S
+from taguru_server.server import group_shapes
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
@@ -27,7 +27,7 @@ from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_e
 from taguru_server.server.tenancy import scope_refusal, seen_groups
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError, no_context, too_many_items
+from taguru_server.store.errors import ApiError, Code, no_context, too_many_items
 from taguru_server.store.groups import closure
 from taguru_server.store.text import query_terms
 
@@ -42,7 +42,7 @@ def cross_targets(call: Call, contexts: list[str] | None, groups: list[str] | No
     """
     contexts, groups = contexts or [], groups or []
     if not contexts and not groups:
-        raise ApiError("invalid_argument", "'contexts' or 'groups' must name at least one target")
+        raise ApiError(Code.INVALID_ARGUMENT, "'contexts' or 'groups' must name at least one target")
     for field, values in (("contexts", contexts), ("groups", groups)):
         if len(values) > MAX_INPUT_ITEMS:
             raise too_many_items(field, len(values))
@@ -100,10 +100,10 @@ def merged_page(
 
 
 async def cross_recall(call: Call) -> Any:
-    args = await call.decode(S.CROSS_RECALL)
+    args = await call.decode(group_shapes.CROSS_RECALL)
     before_start(call)
     if args["since"] is not None or args["until"] is not None:
-        raise ApiError("invalid_argument", NO_WINDOW)
+        raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
     targets = cross_targets(call, args["contexts"], args["groups"])
     before_start(call)
     found = []
@@ -116,15 +116,15 @@ async def cross_recall(call: Call) -> Any:
 
 
 async def cross_query(call: Call) -> Any:
-    args = await call.decode(S.CROSS_QUERY)
+    args = await call.decode(group_shapes.CROSS_QUERY)
     if args["since"] is not None or args["until"] is not None:
-        raise ApiError("invalid_argument", NO_WINDOW)
+        raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
     positions = {key: args[key] for key in ("subject", "label", "object")}
     for key, values in positions.items():
         if values is not None and len(values) > MAX_INPUT_ITEMS:
             raise too_many_items(key, len(values))
     if all(not v for v in positions.values()):
-        raise ApiError("invalid_argument", "'subject', 'label', or 'object' must pin at least one value")
+        raise ApiError(Code.INVALID_ARGUMENT, "'subject', 'label', or 'object' must pin at least one value")
     typed = False
     for key in ("subject_types", "object_types"):
         values = args[key]
@@ -145,7 +145,7 @@ async def cross_query(call: Call) -> Any:
 
 
 async def cross_search(call: Call) -> Any:
-    args = await call.decode(S.CROSS_SEARCH)
+    args = await call.decode(group_shapes.CROSS_SEARCH)
     targets = cross_targets(call, args["contexts"], args["groups"])
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)
@@ -158,7 +158,7 @@ async def cross_search(call: Call) -> Any:
     for index, name in enumerate(targets):
         ctx = _target(call, name)
         vector = None
-        if searchable:  # only then is the query embedded (spec embeddings §7.1)
+        if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
             vector = await passage_vector_query(
                 embedder,
                 passage_lane_enabled(call.app_state),

@@ -19,7 +19,7 @@ from taguru_server.store.embed_refresh import (
     refresh_glosses,
     refresh_passages,
 )
-from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.registry import CommitFailed
 
 DEADLINE_RESERVE_SECS = 0.1
@@ -68,7 +68,7 @@ async def status(call: Call) -> Any:
 
 
 def _failed(call: Call, prefix: str, message: str) -> ApiError:
-    code = "timeout" if time.monotonic() > call.deadline - DEADLINE_RESERVE_SECS else "embeddings_failed"
+    code = Code.TIMEOUT if time.monotonic() > call.deadline - DEADLINE_RESERVE_SECS else Code.EMBEDDINGS_FAILED
     return ApiError(code, f"{prefix}{message}")
 
 
@@ -97,7 +97,7 @@ async def _persist(call: Call, ctx: Context, half: Half) -> None:
 async def refresh(call: Call) -> Any:
     embedder = _embedder(call)
     if embedder is None:
-        raise ApiError("embeddings_unconfigured", UNCONFIGURED)
+        raise ApiError(Code.EMBEDDINGS_UNCONFIGURED, UNCONFIGURED)
     before_start(call)
     ctx = call.context()
     # provider attempts end a little before the request's deadline, so a refresh cut short answers with its

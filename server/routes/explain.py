@@ -1,4 +1,4 @@
-"""The explain routes (spec graph-reads §6): why a name did (or didn't) resolve, why a source did (or didn't)
+"""The explain routes (docs/explain.md): why a name did (or didn't) resolve, why a source did (or didn't)
 appear. Every diagnosis is a 200; each counts as a read, never as a search (no resolve-tier or lane metric)."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from aiohttp.web_request import BaseRequest
 
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import before_start
-from taguru_server.store.errors import ApiError, budget_spent
+from taguru_server.store.errors import ApiError, Code, budget_spent
 from taguru_server.store.export import ContextExport
 from taguru_server.store.registry import Registry
 from taguru_server.store.sqlite import SqlitePersistence
@@ -52,7 +52,7 @@ def store_file(registry: Registry) -> Path | str:
         return persistence.file
     url = getattr(persistence, "url", None)
     if not isinstance(url, str):
-        raise ApiError("internal", "export cannot read this server's store")
+        raise ApiError(Code.INTERNAL, "export cannot read this server's store")
     return url
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import structlog
 
-from taguru_server.server import decode as S
+from taguru_server.server import decode
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
 from taguru_server.server.routes.common import (
@@ -25,7 +25,7 @@ from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
 from taguru_server.store import lanes, semantic
 from taguru_server.store.context import CONCEPT, LABEL, AliasRefused
-from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
+from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import format_number
 
@@ -36,7 +36,8 @@ async def post_associations(call: Call) -> Any:
     body = await call.json()
     if isinstance(body, list) and len(body) > MAX_ASSOCIATIONS:
         raise ApiError(
-            "over_limit", f"batch of {len(body)} associations exceeds the per-request limit of 10000; split the ingest"
+            Code.OVER_LIMIT,
+            f"batch of {len(body)} associations exceeds the per-request limit of 10000; split the ingest",
         )
     issues: list[Issue] = []
     items: list[tuple[str, str, str, float, str | None, int | None]] = []
@@ -89,7 +90,7 @@ async def post_associations(call: Call) -> Any:
 
 
 async def _triple(call: Call) -> tuple[str, str, str]:
-    args = await call.decode(S.TRIPLE)
+    args = await call.decode(decode.TRIPLE)
     for key in ("subject", "label", "object"):
         check_name(args[key], key)
     return args["subject"], args["label"], args["object"]
@@ -106,11 +107,13 @@ async def retract_association(call: Call) -> Any:
 
 
 async def post_aliases(call: Call) -> Any:
-    args = await call.decode(S.ALIASES)
+    args = await call.decode(decode.ALIASES)
     maps: list[tuple[int, dict[str, str]]] = [(CONCEPT, args["concepts"] or {}), (LABEL, args["labels"] or {})]
     n = sum(len(m) for _k, m in maps)
     if n > MAX_ASSOCIATIONS:
-        raise ApiError("over_limit", f"batch of {n} aliases exceeds the per-request limit of 10000; split the ingest")
+        raise ApiError(
+            Code.OVER_LIMIT, f"batch of {n} aliases exceeds the per-request limit of 10000; split the ingest"
+        )
     for kind, m in maps:
         word = "concepts" if kind == CONCEPT else "labels"
         for alias, canonical in m.items():
@@ -120,12 +123,12 @@ async def post_aliases(call: Call) -> Any:
                 size = utf8_len(value)
                 if size > MAX_NAME_BYTES:
                     raise ApiError(
-                        "invalid_argument",
+                        Code.INVALID_ARGUMENT,
                         f"{what} is {size} bytes, over the {MAX_NAME_BYTES}-byte cap; nothing was applied",
                     )
             for what, value in pair:
                 if not value:
-                    raise ApiError("invalid_argument", f"{what} must not be empty; nothing was applied")
+                    raise ApiError(Code.INVALID_ARGUMENT, f"{what} must not be empty; nothing was applied")
     ctx = call.context()
     applied = 0
     try:
@@ -136,7 +139,7 @@ async def post_aliases(call: Call) -> Any:
                     ctx.add_alias(kind, alias, m[alias])
                 except AliasRefused as exc:
                     raise ApiError(
-                        "conflict", f"applied {applied} aliases, then {word} alias '{alias}' → '{m[alias]}': {exc}"
+                        Code.CONFLICT, f"applied {applied} aliases, then {word} alias '{alias}' → '{m[alias]}': {exc}"
                     ) from None
                 applied += 1
     finally:
@@ -148,15 +151,15 @@ async def post_aliases(call: Call) -> Any:
 
 
 async def delete_aliases(call: Call) -> Any:
-    args = await call.decode(S.ALIAS_REMOVAL)
+    args = await call.decode(decode.ALIAS_REMOVAL)
     concepts = args["concepts"] or []
     label_list = args["labels"] or []
     if not concepts and not label_list:
-        raise ApiError("invalid_argument", "the request names no aliases to remove")
+        raise ApiError(Code.INVALID_ARGUMENT, "the request names no aliases to remove")
     n = len(concepts) + len(label_list)
     if n > MAX_ASSOCIATIONS:
         raise ApiError(
-            "over_limit", f"batch of {n} alias removals exceeds the per-request limit of 10000; split the request"
+            Code.OVER_LIMIT, f"batch of {n} alias removals exceeds the per-request limit of 10000; split the request"
         )
     ctx = call.context()
     removed = 0
@@ -166,7 +169,7 @@ async def delete_aliases(call: Call) -> Any:
             for alias in names:
                 if not ctx.remove_alias(kind, alias):
                     raise ApiError(
-                        "conflict",
+                        Code.CONFLICT,
                         f"removed {removed} aliases, then '{alias}' is not a {word} alias "
                         "(canonical names cannot be removed this way)",
                     )
@@ -189,7 +192,7 @@ async def list_aliases(call: Call) -> Any:
         kind_word, sep, alias = after.partition(":")
         if not sep or kind_word not in ("concept", "label"):
             raise ApiError(
-                "invalid_argument",
+                Code.INVALID_ARGUMENT,
                 "after must be 'concept:<alias>' or 'label:<alias>' — the last entry of the previous page",
             )
         start = (CONCEPT if kind_word == "concept" else LABEL, alias)
@@ -219,7 +222,7 @@ async def list_labels(call: Call) -> Any:
 
 def _resolve(kind: int) -> Handler:
     async def handler(call: Call) -> Any:
-        args = await call.decode(S.RESOLVE)
+        args = await call.decode(decode.RESOLVE)
         cue, dice = args["cue"], args["dice_floor"]
         limit = clamp_limit(args["limit"], MAX_MATCH_LIMIT)
         ctx = call.context()
@@ -239,7 +242,7 @@ def _resolve(kind: int) -> Handler:
 
 
 async def describe(call: Call) -> Any:
-    concept = (await call.decode(S.DESCRIBE))["concept"]
+    concept = (await call.decode(decode.DESCRIBE))["concept"]
     ctx = call.context()
     result = lanes.describe(ctx, concept)
     count_read(ctx, result is None)
@@ -247,7 +250,7 @@ async def describe(call: Call) -> Any:
 
 
 async def query(call: Call) -> Any:
-    args = await call.decode(S.QUERY)
+    args = await call.decode(decode.QUERY)
     positions = {key: args[key] for key in ("subject", "label", "object")}
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
@@ -256,7 +259,7 @@ async def query(call: Call) -> Any:
         if values is not None and len(values) > MAX_INPUT_ITEMS:
             raise too_many_items(key, len(values))
     if all(v is None for v in positions.values()):
-        raise ApiError("invalid_argument", "'subject', 'label', or 'object' must pin at least one value")
+        raise ApiError(Code.INVALID_ARGUMENT, "'subject', 'label', or 'object' must pin at least one value")
     ctx = call.context()
     edges = lanes.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
     result = lanes.page_matches(ctx, edges, limit, after)
@@ -265,7 +268,7 @@ async def query(call: Call) -> Any:
 
 
 async def recall(call: Call) -> Any:
-    args = await call.decode(S.RECALL)
+    args = await call.decode(decode.RECALL)
     cue = args["cue"]
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
@@ -276,7 +279,7 @@ async def recall(call: Call) -> Any:
 
 
 async def activate(call: Call) -> Any:
-    args = await call.decode(S.ACTIVATE)
+    args = await call.decode(decode.ACTIVATE)
     origins, decay = args["origins"], args["decay"]
     limit = clamp_limit(args["limit"], 20)
     if len(origins) > MAX_INPUT_ITEMS:

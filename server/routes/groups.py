@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from taguru_server.server import group_shapes as S
+from taguru_server.server import group_shapes
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError
 from taguru_server.server.reply import Raw
 from taguru_server.server.routes.common import MAX_DESCRIPTION_BYTES, MAX_INPUT_ITEMS, before_start, keyset_limit
 from taguru_server.server.tenancy import MEMBERLESS, check_scope, nesting_group, seen_groups, strict
-from taguru_server.store.errors import ApiError, too_many_items
+from taguru_server.store.errors import ApiError, Code, too_many_items
 from taguru_server.store.groups import (
     MAX_GROUP_MEMBERS,
     MAX_GROUP_NAME_BYTES,
@@ -40,7 +40,7 @@ MAX_CURSOR_BYTES = 1032
 
 
 def no_group(name: str, applied: bool = False) -> ApiError:
-    return ApiError("no_group", f"group '{name}' not found" + ("; nothing was applied" if applied else ""))
+    return ApiError(Code.NO_GROUP, f"group '{name}' not found" + ("; nothing was applied" if applied else ""))
 
 
 def revision_of(registry: Registry, name: str) -> tuple[int, int, int] | None:
@@ -63,19 +63,19 @@ def group_entry(call: Call, groups: Groups, name: str) -> dict[str, Any]:
 
 
 def nesting_refusal(err: NestingError, group: str | None) -> ApiError:
-    """The §2.2 refusal naming `group`; None (a group outside a strict-tenancy key's view) names none."""
+    """The nesting refusal naming `group`; None (a group outside a strict-tenancy key's view) names none."""
     if err.kind == "cycle":
         where = "" if group is None else f" into group '{group}'"
-        return ApiError("invalid_argument", f"the nesting would loop back{where}; nothing was applied")
+        return ApiError(Code.INVALID_ARGUMENT, f"the nesting would loop back{where}; nothing was applied")
     where = "" if group is None else f" (through group '{group}')"
-    return ApiError("over_limit", f"the nesting would stack more than 3 groups{where}; nothing was applied")
+    return ApiError(Code.OVER_LIMIT, f"the nesting would stack more than 3 groups{where}; nothing was applied")
 
 
 def _validated(call: Call, seen: Groups, name: str, record: GroupRecord, written: GroupRecord | None = None) -> None:
     """Strict tenancy's one rule more over `record` (the group as the key sees it), then the nesting of the
-    whole store with `written` (the group as stored, default `record`) as group `name` (§2.2)."""
+    whole store with `written` (the group as stored, default `record`) as group `name`."""
     if strict(call) and not closure({**seen, name: record}, [name]):
-        raise ApiError("invalid_argument", MEMBERLESS)
+        raise ApiError(Code.INVALID_ARGUMENT, MEMBERLESS)
     try:
         validate_nesting({**call.registry.groups, name: record if written is None else written})
     except NestingError as err:
@@ -84,7 +84,7 @@ def _validated(call: Call, seen: Groups, name: str, record: GroupRecord, written
 
 def _bundle_cap(what: str) -> ApiError:
     return ApiError(
-        "over_limit",
+        Code.OVER_LIMIT,
         f"the group would bundle more than {MAX_GROUP_MEMBERS} {what}; nothing was applied — split into nested "
         "child groups",
     )
@@ -94,7 +94,7 @@ def _description_cap(description: str) -> None:
     size = utf8_len(description)
     if size > MAX_DESCRIPTION_BYTES:
         raise ApiError(
-            "invalid_argument", f"the description is {size} bytes, over the 4096-byte cap; nothing was applied"
+            Code.INVALID_ARGUMENT, f"the description is {size} bytes, over the 4096-byte cap; nothing was applied"
         )
 
 
@@ -104,7 +104,7 @@ def _missing_members(
     """404 for the first unregistered context, then the first child group not among `seen`, in name order."""
     for c in sorted(set(contexts)):
         if not registry.exists(c):
-            raise ApiError("no_context", f"context '{c}' not found; nothing was applied")
+            raise ApiError(Code.NO_CONTEXT, f"context '{c}' not found; nothing was applied")
     for g in sorted(set(groups)):
         if g != skip and g not in seen:
             raise no_group(g, applied=True)
@@ -126,10 +126,10 @@ def _optional_body(call: Call) -> dict[str, Any]:
     try:
         if raw:  # whitespace alone is a body, and not JSON
             value = parse_json(raw)
-        return S.GROUP_CREATE.decode(value, raw)
+        return group_shapes.GROUP_CREATE.decode(value, raw)
     except ApiError as exc:
         detail = exc.message.split(": ", 1)[-1]
-        raise HttpError("malformed_request", "the request body is not valid JSON: " + detail, status=400) from None
+        raise HttpError(Code.MALFORMED_REQUEST, "the request body is not valid JSON: " + detail, status=400) from None
 
 
 # ----- routes --------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ async def list_groups(call: Call) -> Any:
     for what, value in (("prefix", prefix), ("after", after)):
         if value is not None and utf8_len(value) > MAX_CURSOR_BYTES:
             raise ApiError(
-                "invalid_argument", f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied"
+                Code.INVALID_ARGUMENT, f"{what} is {utf8_len(value)} bytes, over the 1032-byte cap; nothing was applied"
             )
     before_start(call)
     seen = seen_groups(call)
@@ -173,7 +173,9 @@ async def put_group(call: Call) -> Any:
     description, contexts, children = args["description"], list(args["contexts"]), list(args["groups"])
     size = utf8_len(name)
     if size > MAX_GROUP_NAME_BYTES:
-        raise ApiError("invalid_argument", f"the group name is {size} bytes, over the 64-byte cap; nothing was applied")
+        raise ApiError(
+            Code.INVALID_ARGUMENT, f"the group name is {size} bytes, over the 64-byte cap; nothing was applied"
+        )
     _description_cap(description)
     for field, values in (("contexts", contexts), ("groups", children)):
         if len(values) > MAX_INPUT_ITEMS:
@@ -183,9 +185,9 @@ async def put_group(call: Call) -> Any:
     check_scope(call, set(contexts) | closure(seen, children))
     before_start(call)
     if not name:
-        raise ApiError("invalid_argument", "the group name must not be empty")
+        raise ApiError(Code.INVALID_ARGUMENT, "the group name must not be empty")
     if name in registry.groups:  # one namespace: a name taken by a group outside the key's view is taken too
-        raise ApiError("already_exists", f"group '{name}' already exists")
+        raise ApiError(Code.ALREADY_EXISTS, f"group '{name}' already exists")
     record = GroupRecord.of(description, contexts, children)
     if len(record.contexts) > MAX_GROUP_MEMBERS:
         raise _bundle_cap("member contexts")
@@ -199,7 +201,7 @@ async def put_group(call: Call) -> Any:
 
 async def patch_group(call: Call) -> Any:
     name = call.name or ""
-    args = await call.decode(S.GROUP_PATCH)
+    args = await call.decode(group_shapes.GROUP_PATCH)
     description = args["description"]
     if description is not None:
         _description_cap(description)
@@ -244,24 +246,24 @@ async def delete_group(call: Call) -> Any:
 
 async def rename_group(call: Call) -> Any:
     name = call.name or ""
-    to = (await call.decode(S.GROUP_RENAME))["to"]
+    to = (await call.decode(group_shapes.GROUP_RENAME))["to"]
     size = utf8_len(to)
     if size > MAX_GROUP_NAME_BYTES:
         raise ApiError(
-            "invalid_argument", f"the destination name is {size} bytes, over the 64-byte cap; nothing was applied"
+            Code.INVALID_ARGUMENT, f"the destination name is {size} bytes, over the 64-byte cap; nothing was applied"
         )
     registry = call.registry
     seen = seen_groups(call)
     check_scope(call, closure(seen, [name]))
     before_start(call)
     if not to:
-        raise ApiError("invalid_argument", "the destination name must not be empty")
+        raise ApiError(Code.INVALID_ARGUMENT, "the destination name must not be empty")
     if name not in seen:
         raise no_group(name)
     if to == name:
         return True
     if to in registry.groups:  # one namespace, as for a create
-        raise ApiError("already_exists", f"group '{to}' already exists")
+        raise ApiError(Code.ALREADY_EXISTS, f"group '{to}' already exists")
     await _persist(call, {**child_renamed(registry.groups, name, to), to: registry.groups[name]}, [name])
     return True
 

@@ -13,12 +13,12 @@ import time
 import weakref
 from typing import Any
 
-from taguru_server.server import decode as S
+from taguru_server.server import decode
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, heavy_op
 from taguru_server.stages.model import gate
 from taguru_server.store.context import Context
-from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.maintenance import budget_spent, dead_edges, rebuild
 from taguru_server.store.registry import CommitFailed, Registry
 from taguru_server.store.text import utf8_len
@@ -31,7 +31,7 @@ _SWEEPING: weakref.WeakSet[Registry] = weakref.WeakSet()
 def _server_wide(call: Call, message: str) -> None:
     """A key with a context list (even an admin one) cannot call a server-wide verb."""
     if call.principal.contexts is not None:
-        raise ApiError("forbidden", message)
+        raise ApiError(Code.FORBIDDEN, message)
 
 
 def _remaining(call: Call) -> float:
@@ -90,24 +90,26 @@ async def rename(call: Call) -> Any:
     """POST /contexts/{name}/rename {"to"}: checks in the reference's order, then one re-keying transaction."""
     assert call.name is not None
     name = call.name
-    args = await call.decode(S.RENAME)
+    args = await call.decode(decode.RENAME)
     to: str = args["to"]
     size = utf8_len(to)
     if size > MAX_CONTEXT_NAME_BYTES:
         raise ApiError(
-            "invalid_argument", f"the destination name is {size} bytes, over the 64-byte cap; nothing was applied"
+            Code.INVALID_ARGUMENT, f"the destination name is {size} bytes, over the 64-byte cap; nothing was applied"
         )
     if not call.principal.may_access(to):
-        raise ApiError("forbidden", f"key '{call.principal.key}' has no grant on context '{to}'; nothing was applied")
+        raise ApiError(
+            Code.FORBIDDEN, f"key '{call.principal.key}' has no grant on context '{to}'; nothing was applied"
+        )
     gate(_remaining(call))
     if not to:
-        raise ApiError("invalid_argument", "the destination name must not be empty")
+        raise ApiError(Code.INVALID_ARGUMENT, "the destination name must not be empty")
     if not call.registry.exists(name):
         raise no_context(name)
     if to == name:
         return True
     if call.registry.exists(to):
-        raise ApiError("already_exists", f"context '{to}' already exists")
+        raise ApiError(Code.ALREADY_EXISTS, f"context '{to}' already exists")
     try:
         await call.registry.apply_off_loop({name, to}, lambda: call.registry.rename(name, to))
     except CommitFailed as exc:
@@ -126,7 +128,7 @@ def _min_dead_ratio(call: Call) -> float:
         value = float(raw)
     except ValueError:
         raise ApiError(
-            "malformed_request", "Failed to deserialize query string: min_dead_ratio: invalid float literal"
+            Code.MALFORMED_REQUEST, "Failed to deserialize query string: min_dead_ratio: invalid float literal"
         ) from None
     return value if value != value else min(max(value, 0.0), 1.0)  # NaN stays NaN: nothing is above it
 
@@ -157,7 +159,7 @@ async def maintenance_compact(call: Call) -> Any:
     gate(_remaining(call))
     registry = call.registry
     if registry in _SWEEPING:
-        raise ApiError("conflict", "a maintenance compaction sweep is already running")
+        raise ApiError(Code.CONFLICT, "a maintenance compaction sweep is already running")
     _SWEEPING.add(registry)
     try:
         return await _sweep(call, floor)
@@ -181,7 +183,7 @@ async def _sweep(call: Call, floor: float) -> dict[str, Any]:
                     continue
                 outcome = await _compact_one(call, ctx)
         except ApiError as err:
-            if err.code == "timeout":
+            if err.code is Code.TIMEOUT:
                 exceeded = True
                 break
             skipped.append({"name": name, "error": err.message})

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from taguru_server.server import decode as S
+from taguru_server.server import decode
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
 from taguru_server.server.passage_store import read_passage_store
@@ -23,7 +23,7 @@ from taguru_server.server.routes.common import (
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.store import lanes
-from taguru_server.store.errors import ApiError, Issue, collected, too_many_items
+from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.text import query_terms
 
 
@@ -31,7 +31,7 @@ async def post_sources(call: Call) -> Any:
     body = await call.json()
     if isinstance(body, dict) and isinstance(body.get("passages"), dict) and len(body["passages"]) > MAX_PASSAGES:
         raise ApiError(
-            "over_limit",
+            Code.OVER_LIMIT,
             f"batch of {len(body['passages'])} passages exceeds the per-request limit of 1000; split the store",
         )
     if not isinstance(body, dict):
@@ -69,7 +69,7 @@ async def post_sources(call: Call) -> Any:
 
 
 async def lookup_sources(call: Call) -> Any:
-    sources = (await call.decode(S.LOOKUP))["sources"]
+    sources = (await call.decode(decode.LOOKUP))["sources"]
     if len(sources) > MAX_INPUT_ITEMS:
         raise too_many_items("sources", len(sources))
     for s in sources:
@@ -108,7 +108,7 @@ async def list_sources(call: Call) -> Any:
 
 
 async def retract_source(call: Call) -> Any:
-    source = (await call.decode(S.RETRACT_SOURCE))["source"]
+    source = (await call.decode(decode.RETRACT_SOURCE))["source"]
     check_name(source, "source")
     dry_run = call.query.get("dry_run") == "true"
     ctx = call.context()
@@ -120,17 +120,17 @@ async def retract_source(call: Call) -> Any:
 
 
 async def citations(call: Call) -> Any:
-    args = await call.decode(S.CITATION)
+    args = await call.decode(decode.CITATION)
     source, paragraph = args["source"], args["paragraph"]
     check_name(source, "source")
     ctx = call.context()
     found = lanes.citation(ctx, source, paragraph)
     count_read(ctx, isinstance(found, str))
     if found == "no_source":
-        raise ApiError("no_source", f"source '{source}' not found in context '{ctx.name}'")
+        raise ApiError(Code.NO_SOURCE, f"source '{source}' not found in context '{ctx.name}'")
     if found == "no_paragraph":
         raise ApiError(
-            "no_paragraph", f"paragraph {paragraph} out of range for source '{source}' in context '{ctx.name}'"
+            Code.NO_PARAGRAPH, f"paragraph {paragraph} out of range for source '{source}' in context '{ctx.name}'"
         )
     return found
 
@@ -144,22 +144,22 @@ def check_source_filter(tags: list[str] | None, since: int | None, until: int | 
             check_name(tag, "a filter tag", 128)
     if since is not None and until is not None and since >= until:
         raise ApiError(
-            "invalid_argument",
+            Code.INVALID_ARGUMENT,
             f"since {since} is not before until {until} — the window is half-open [since, until) and this one "
             "selects nothing",
         )
     if tags is not None and len(set(tags)) > 32:
-        raise ApiError("over_limit", f"{len(set(tags))} distinct filter tags where at most 32 may be named")
+        raise ApiError(Code.OVER_LIMIT, f"{len(set(tags))} distinct filter tags where at most 32 may be named")
 
 
 async def search_sources(call: Call) -> Any:
-    args = await call.decode(S.SEARCH)
+    args = await call.decode(decode.SEARCH)
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)
     check_source_filter(tags, since, until)
     ctx = call.context()
     vector = None
-    if limit > 0 and query_terms(query_text):  # only then is the query embedded (spec embeddings §7.1)
+    if limit > 0 and query_terms(query_text):  # only then is the query embedded (docs/embeddings.md)
         vector = await passage_vector_query(
             call.app_state.get(EMBEDDER_KEY),
             passage_lane_enabled(call.app_state),

@@ -1,6 +1,6 @@
 """POST /contexts/{name}/promote[?dry_run=true]: named sources of {name} applied to an existing context.
 
-Checks run in the contract's order (groups-audits §5.2); the batches come from `store/promote.py`
+Checks run in the reference's order (docs/audits.md, "Promote"); the batches come from `store/promote.py`
 and are applied, or previewed, with the import machinery. After a real apply the destination
 gets the consolidation audit with its defaults, unless `audit` is false; the batches are
 durable by then, so an audit that cannot run is reported in `audit_skipped`, never as a failure.
@@ -18,7 +18,7 @@ from taguru_server.server.routes import common
 from taguru_server.store import audits
 from taguru_server.store import promote as moves
 from taguru_server.store.context import CONCEPT, Context
-from taguru_server.store.errors import ApiError, no_context
+from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.registry import CommitFailed
 from taguru_server.store.writer import COMMIT_ANSWER_MARGIN_SECS
 
@@ -56,26 +56,26 @@ def _check_request(call: Call, name: str, into: str, sources: list[str]) -> None
     """Checks 3-7: non-empty, (the cap is the decoder's), not itself, no reserved id, a grant on `into`."""
     if not sources:
         raise ApiError(
-            "invalid_argument",
+            Code.INVALID_ARGUMENT,
             "'sources' must name at least one source id to promote — choosing which sources are the keepers is "
             "the caller's judgment, never a default",
         )
     if into == name:
         raise ApiError(
-            "invalid_argument",
+            Code.INVALID_ARGUMENT,
             f"'into' names the promoting context '{name}' itself — promotion moves sources into a DIFFERENT, "
             "established context",
         )
     for reserved in moves.RESERVED:
         if reserved in sources:
             raise ApiError(
-                "invalid_argument",
+                Code.INVALID_ARGUMENT,
                 f"source id '{reserved}' is reserved by export — promotion moves named sources' own shares; "
                 "sourceless weight cannot travel",
             )
     if not call.principal.may_access(into):
         raise ApiError(
-            "forbidden",
+            Code.FORBIDDEN,
             f"key '{call.principal.key}' has no grant on context '{into}' ('into'); nothing was applied",
             integrity="nothing_written",
         )
@@ -86,7 +86,7 @@ def _contexts(call: Call, name: str, into: str) -> tuple[Context, Context]:
     target = call.registry.get(into)
     if target is None:
         raise ApiError(
-            "no_context",
+            Code.NO_CONTEXT,
             f"context '{into}' ('into') does not exist — promotion lands in an established context and never "
             "creates one; create it first",
             integrity="nothing_written",
@@ -117,7 +117,7 @@ async def _epilogue(call: Call, into: str) -> dict[str, Any]:
 
 
 async def promote(call: Call) -> Any:
-    """§5: checks in order, render, apply (or preview), then the audit epilogue."""
+    """Promote: checks in order, render, apply (or preview), then the audit epilogue."""
     dry_run = dry_run_flag(call)
     args = await call.decode(PROMOTE)
     assert call.name is not None
@@ -128,7 +128,7 @@ async def promote(call: Call) -> Any:
     missing = moves.missing_sources(scratch, sources)
     if missing:
         raise ApiError(
-            "no_source",
+            Code.NO_SOURCE,
             f"{len(missing)} of the named source id(s) exist(s) nowhere in context '{name}' — under "
             "retract-then-apply a mistyped id would no-op silently, so the whole request refuses instead; "
             "nothing was applied",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from taguru_server.server import walk_bodies as S
+from taguru_server.server import walk_bodies
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import before_start, count_read
 from taguru_server.server.state import METRICS_KEY
@@ -23,7 +23,7 @@ def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
 
 
 async def explore(call: Call) -> Any:
-    args = await call.decode(S.EXPLORE)
+    args = await call.decode(walk_bodies.EXPLORE)
     before_start(call)
     ctx = call.context()
     result = walks.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"])
@@ -32,7 +32,7 @@ async def explore(call: Call) -> Any:
 
 
 async def paths(call: Call) -> Any:
-    args = await call.decode(S.PATHS)
+    args = await call.decode(walk_bodies.PATHS)
     before_start(call)
     ctx = call.context()
     result = walks.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"])
@@ -41,7 +41,7 @@ async def paths(call: Call) -> Any:
 
 
 async def unreachable_from(call: Call) -> Any:
-    args = await call.decode(S.UNREACHABLE_FROM)
+    args = await call.decode(walk_bodies.UNREACHABLE_FROM)
     before_start(call)
     ctx = call.context()
     deadline = call.deadline
