@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
-from pg_support import Cluster, backend, database_url_for
+from pg_support import Cluster, backend, database_url_for, require_tool
 from process_support import Server
 
 from taguru_server.pipeline import check_contracts
@@ -180,6 +180,17 @@ def settings_factory(tmp_path: Path):
         return load_settings(base)
 
     return make
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster of the module's own (tests that start replicas or stop the database)."""
+    require_tool("initdb")
+    c = Cluster()
+    try:
+        yield c
+    finally:
+        c.stop()
 
 
 @pytest.fixture

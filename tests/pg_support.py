@@ -119,3 +119,13 @@ def database_url_for(data_dir: str | os.PathLike[str]) -> str | None:
             conn.execute(f"CREATE SCHEMA {name}")
         got = _by_data_dir[key] = f"{base}?options={quote(f'-csearch_path={name}')}"
     return got
+
+
+def require_tool(tool: str) -> None:
+    """Skip a test whose server program is missing, except in CI, where `.ci/run` installs it (then fail)."""
+    import pytest
+
+    if shutil.which(tool) is None and not Path("/usr/lib/postgresql/15/bin", tool).exists():
+        if os.environ.get("CI"):
+            raise AssertionError(f"{tool} is not installed; .ci/run installs it")
+        pytest.skip(f"{tool} is not installed")

@@ -8,8 +8,6 @@ test a real HAProxy with `deploy/haproxy.cfg`.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,29 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_support import Cluster
+from pg_support import Cluster, require_tool
 from process_support import ROOT, Server, base_env, cli, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.first_pass_only]
 
 BENCH = ROOT / "bench"
-
-
-def _require(tool: str) -> None:
-    if shutil.which(tool) is None and not Path("/usr/lib/postgresql/15/bin", tool).exists():
-        if os.environ.get("CI"):
-            raise AssertionError(f"{tool} is not installed; .ci/run installs it")
-        pytest.skip(f"{tool} is not installed")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    _require("initdb")
-    c = Cluster()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture
@@ -186,7 +167,7 @@ def test_sigkill_one_replica_while_writers_hit_the_others(
 
 
 def test_behind_haproxy_a_killed_replica_costs_at_most_one_percent(tmp_path: Path, replicas: list[Server]) -> None:
-    _require("haproxy")
+    require_tool("haproxy")
     port = free_port()
     config = (ROOT / "deploy" / "haproxy.cfg").read_text()
     config = config.replace("127.0.0.1:8248", f"127.0.0.1:{port}")

@@ -5,6 +5,7 @@ write logs one rate-limited line with its cause and nothing of the request."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -38,10 +39,9 @@ class Served:
         self.client = client
 
 
-@pytest.fixture
-async def served(settings_factory: Any) -> AsyncIterator[Served]:
+@contextlib.asynccontextmanager
+async def serving(settings: Any) -> AsyncIterator[Served]:
     """A server over a registry the test can reach into (to make its store refuse), with context `k` in it."""
-    settings = settings_factory()
     registry = open_registry(settings)
     server = TestServer(build_app(settings, registry))
     await server.start_server()
@@ -49,12 +49,19 @@ async def served(settings_factory: Any) -> AsyncIterator[Served]:
     client = Client(session, str(server.make_url("")).rstrip("/"))
     try:
         await client.ok("PUT", "/contexts/k", {"description": "health"})
-        await client.ok("POST", "/contexts/k/associations", [EDGE])
         yield Served(registry, client)
     finally:
         await session.close()
         await server.close()
         registry.close()
+
+
+@pytest.fixture
+async def served(settings_factory: Any) -> AsyncIterator[Served]:
+    """`serving` with the default settings, and one association in `k`."""
+    async with serving(settings_factory()) as world:
+        await world.client.ok("POST", "/contexts/k/associations", [EDGE])
+        yield world
 
 
 @pytest.fixture
@@ -114,13 +121,8 @@ async def test_a_write_the_store_cannot_even_begin_is_logged_as_refused(
 ) -> None:
     monkeypatch.setattr(store_health, "REFUSALS", store_health.RefusalLog())
     settings = settings_factory(TAGURU_WORKERS="2")  # a shared store: every write takes the store's write lock
-    registry = open_registry(settings)
-    server = TestServer(build_app(settings, registry))
-    await server.start_server()
-    session = ClientSession()
-    client = Client(session, str(server.make_url("")).rstrip("/"))
-    try:
-        await client.ok("PUT", "/contexts/k", {"description": "health"})
+    async with serving(settings) as world:
+        client, registry = world.client, world.registry
 
         def no_lock() -> bool:
             raise StorageFailed("unavailable", "the lock phrase")
@@ -133,10 +135,6 @@ async def test_a_write_the_store_cannot_even_begin_is_logged_as_refused(
             assert (await client.call("GET", "/contexts/k"))[0] == 200  # a read is no refused write
         assert refusals(logs) == [("unavailable", "the lock phrase", 0)]
         assert SECRET not in json.dumps(logs, ensure_ascii=False, default=str)
-    finally:
-        await session.close()
-        await server.close()
-        registry.close()
 
 
 @pytest.mark.anyio

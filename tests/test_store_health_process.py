@@ -12,29 +12,17 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pg_support import Cluster
 from process_support import Server
-from test_replicas import _require
 
 pytestmark = [pytest.mark.slow, pytest.mark.first_pass_only]
 
 SECRET = "秘密の主語-c41e"  # stored and requested text: it must never reach a log line
 WITHIN_SECS = 10.0
-
-
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    _require("initdb")
-    c = Cluster()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def _get(url: str) -> tuple[int, bytes]:
