@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import time
@@ -19,6 +18,7 @@ from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.registry import Registry
 from taguru_server.store.text import WHITE_SPACE, split_paragraphs, utf8_len
 from taguru_server.store.wire import format_number, has_lone_surrogate
+from taguru_server.store.writer import collector_paused
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_PASSAGE_BYTES = 8 * 1024 * 1024
@@ -645,9 +645,7 @@ def run_import(
     """Apply batches in order, committing in groups; a refusal keeps the landed prefix."""
     # A bulk load creates millions of long-lived objects and no reference cycles worth
     # collecting meanwhile; the cyclic collector would re-scan them over and over.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _run_import(
             registry,
             batches,
@@ -657,9 +655,6 @@ def run_import(
             timeout_secs=timeout_secs,
             on_commit=on_commit,
         )
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _run_import(

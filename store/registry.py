@@ -441,6 +441,27 @@ class Registry:
         if exc is not None:
             raise exc if isinstance(exc, CommitFailed) else CommitFailed(str(exc), _kind(exc)) from exc
 
+    def _exclusive(
+        self,
+        names: set[str],
+        work: Callable[[], T],
+        settle: Callable[[BaseException | None, T | None], None] | None = None,
+    ) -> tuple[asyncio.Future[T], asyncio.Future[BaseException | None]]:
+        """Submit `work` to the writer thread as an exclusive flight over `names`, in a copy of the caller's context
+        variables; `settle(exc, result)` runs on the loop when it ends, before the flight is finished."""
+        loop = asyncio.get_running_loop()
+        fid, done = self.flights.start(names, exclusive=True)
+
+        def finish(running: asyncio.Future[T]) -> None:
+            exc = None if running.cancelled() else running.exception()
+            if settle is not None:
+                settle(exc, None if exc is not None else running.result())
+            self.flights.finish(fid, exc)
+
+        running = loop.run_in_executor(WRITER, contextvars.copy_context().run, work)
+        running.add_done_callback(finish)
+        return running, done
+
     async def _in_writer(
         self,
         names: set[str],
@@ -449,61 +470,42 @@ class Registry:
         refused: Callable[[], None],
         deadline: float,
     ) -> None:
-        """Run a write transaction in the writer thread (exclusive); `landed`/`refused` run on the loop once settled."""
-        await self.settled(None)  # queued commits first (their rollback, if refused, runs on the loop)
-        loop = asyncio.get_running_loop()
-        fid, done = self.flights.start(names, exclusive=True)
+        """Run a write transaction in the writer thread (exclusive); `landed`/`refused` run on the loop once settled.
 
-        def settle(running: asyncio.Future[int | None]) -> None:
-            exc = running.exception()
+        Past its deadline (less the answer's margin) the running statement is interrupted and the write is
+        answered 408 with its outcome unknown, as `outcome` words it.
+        """
+        await self.settled(None)  # queued commits first (their rollback, if refused, runs on the loop)
+
+        def settle(exc: BaseException | None, seq: int | None) -> None:
             if exc is None:
-                landed(running.result())
+                landed(seq)
             else:
                 refused()
-            self.flights.finish(fid, exc)
 
-        loop.run_in_executor(WRITER, work).add_done_callback(settle)
+        _running, done = self._exclusive(names, work, settle)
         try:
-            # ends a little before the request's own deadline, so the answer says what happened to the write
-            budget = max(deadline - time.monotonic() - COMMIT_ANSWER_MARGIN_SECS, 0.0)
-            exc = await asyncio.wait_for(asyncio.shield(done), budget)
-        except (TimeoutError, asyncio.CancelledError) as stopped:
+            await self.outcome(done, deadline)
+        except (ApiError, asyncio.CancelledError):
             interrupt = getattr(self.persistence, "interrupt", None)
-            if interrupt is not None:  # PostgreSQL's cancel is a round trip of its own: not on the loop
-                loop.run_in_executor(None, interrupt)
-            if isinstance(stopped, asyncio.CancelledError):
-                raise
-            raise ApiError(Code.TIMEOUT, OUTCOME_UNKNOWN) from None
-        if exc is not None:
-            raise CommitFailed(str(exc), _kind(exc)) from exc
+            if interrupt is not None and not done.done():  # PostgreSQL's cancel is a round trip: not on the loop
+                asyncio.get_running_loop().run_in_executor(None, interrupt)
+            raise
 
     async def apply_off_loop(self, names: set[str], work: Callable[[], T]) -> T:
         """Run a whole write (an import's batches, with their commits) in the writer thread, inside the caller's
         write section (exclusive); reads of `names` (and reads naming no context) wait for it.
 
-        The work runs in a copy of the caller's context variables. If the caller is cancelled (its
-        deadline), the work runs on to its own end, and the next write section waits for it.
+        If the caller is cancelled (its deadline), the work runs on to its own end, and the next write
+        section waits for it.
         """
         await self.settled(None)  # queued commits first: a refused one's rollback must not meet this work
-        loop = asyncio.get_running_loop()
-        fid, _done = self.flights.start(names, exclusive=True)
-
-        def settle(running: asyncio.Future[T]) -> None:
-            self.flights.finish(fid, None if running.cancelled() else running.exception())
-
-        running = loop.run_in_executor(WRITER, contextvars.copy_context().run, work)
-        running.add_done_callback(settle)
+        running, _done = self._exclusive(names, work)
         return await asyncio.shield(running)
 
     def _unlock_in_writer(self) -> None:
         """Leave the write section in the writer thread, after what runs there (one thread per connection)."""
-        loop = asyncio.get_running_loop()
-        fid, _done = self.flights.start(set(), exclusive=True)
-
-        def settle(running: asyncio.Future[None]) -> None:
-            self.flights.finish(fid, running.exception())
-
-        loop.run_in_executor(WRITER, self.persistence.unlock_writes).add_done_callback(settle)
+        self._exclusive(set(), self.persistence.unlock_writes)
 
     async def settled(self, name: str | None) -> None:
         """Wait for the writes in flight on `name` (on any context when None), so a read sees only durable state."""

@@ -9,7 +9,6 @@ UPDATE`, `RETURNING`, no collations: every ordering is by integer id).
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import time
@@ -33,6 +32,7 @@ from taguru_server.store.vectors import (
     blob_of,
     vector_of,
 )
+from taguru_server.store.writer import collector_paused
 
 FEED_RETAINED = 1024  # change-feed events kept per context (the reference's ring size)
 CHANGES_RETAINED = 100_000  # change-log rows kept for other processes to catch up from
@@ -448,15 +448,10 @@ class RowStore:
         steps), so a load in a thread can run beside commits: it sees the store as of one moment,
         and the position is that moment's (`Registry.adopt` applies what came after).
         """
-        collecting = gc.isenabled()
-        gc.disable()  # millions of new long-lived objects and no cycles: skip the collector's re-scans
-        try:
-            with self._reader() as db:
-                seq = _latest(db)
-                return self._load(db, cid, name, meta), seq
-        finally:
-            if collecting:
-                gc.enable()
+        # millions of new long-lived objects and no cycles: skip the collector's re-scans
+        with collector_paused(), self._reader() as db:
+            seq = _latest(db)
+            return self._load(db, cid, name, meta), seq
 
     def position(self) -> int:
         """The change log's last sequence number read on a connection of its own (safe in any thread)."""

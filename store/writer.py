@@ -60,9 +60,10 @@ _PAUSE = _CollectorPause()
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while held (by any thread): for work off the loop that allocates hundreds
-    of thousands of cycle-free objects (an audit's result, a rebuilt context), whose collections would hold
-    the interpreter lock, and so the event loop, for hundreds of milliseconds."""
+    """No cyclic garbage collection while held (by any thread): for work that allocates hundreds of thousands
+    of cycle-free objects (a load, an import, an audit's result, a rebuilt context), whose collections would
+    hold the interpreter lock, and so the event loop, for hundreds of milliseconds. Holders may overlap: the
+    collector comes back on when the last one leaves (a plain disable/enable pair would end another's pause)."""
     with _PAUSE.lock:
         if _PAUSE.holders == 0:
             _PAUSE.was_enabled = gc.isenabled()
