@@ -94,6 +94,10 @@ class Registry:
         self._draining = False  # a group is being committed on the writer thread
         # `quiesced` holders (a thread reads loaded contexts): catch-ups wait; `_still` is set when there are none
         self._quiesced = 0
+        # this process holds the store's write lock (caught up when it took it): no other process can
+        # commit until it is released, so any change-log row newer than `_applied` is one of our own
+        # writes still running in the writer thread, which updates memory itself; catch-ups wait
+        self._holding_lock = False
         self._still = asyncio.Event()
         self._still.set()
         # called after a catch-up changed the directory (another process created or dropped a context),
@@ -299,7 +303,7 @@ class Registry:
         self.groups.update(context_renamed(self.groups, name, to))  # the store rewrote them in the same transaction
         known = self._known.pop(name, None)
         if ctx is not None:
-            del self._loaded[name]
+            self._loaded.pop(name, None)
             ctx.name = to
             ctx.read_cache.clear()
             self._loaded[to] = ctx
@@ -505,7 +509,11 @@ class Registry:
 
     def _unlock_in_writer(self) -> None:
         """Leave the write section in the writer thread, after what runs there (one thread per connection)."""
-        self._exclusive(set(), self.persistence.unlock_writes)
+
+        def released(_exc: BaseException | None, _result: None) -> None:
+            self._holding_lock = False
+
+        self._exclusive(set(), self.persistence.unlock_writes, released)
 
     async def settled(self, name: str | None) -> None:
         """Wait for the writes in flight on `name` (on any context when None), so a read sees only durable state."""
@@ -607,8 +615,10 @@ class Registry:
         change log before it was applied is evicted (the next request loads it whole, unless
         `on_directory` has it loaded in the background first).
         """
-        if not self.shared or self._quiesced or self.persistence.latest_change() == self._applied:
+        if not self.shared or self._quiesced or self._holding_lock:
             return  # (while quiesced, the next catch-up after it applies everything)
+        if self.persistence.latest_change() == self._applied:
+            return
         if self._catch_up() and self.on_directory is not None:
             self.on_directory()
 
@@ -674,11 +684,13 @@ class Registry:
                 await asyncio.sleep(0.002)
             try:
                 self.catch_up()
+                self._holding_lock = True
                 self._next_id = max(self._next_id, self.persistence.next_id())
                 yield
             finally:
                 if not self.flights:
                     self.persistence.unlock_writes()
+                    self._holding_lock = False
                 else:  # a write that outlived its deadline still holds the connection: unlock after it
                     self._unlock_in_writer()
 
