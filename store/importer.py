@@ -192,7 +192,7 @@ def _check_paragraph_references(batches: list[Batch], has_groups: bool = False) 
 # ----- apply -----------------------------------------------------------------------
 
 
-def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | None:
+def alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | None:
     """Step 1: refuse the batch before anything is written if an alias cannot land."""
     if not batch.aliases:
         return None
@@ -368,7 +368,7 @@ def _run_import(
             raise refuse_late()
         ctx = registry.get(batch.context)
         exists = ctx is not None or (dry_run and batch.context in will_exist)
-        refusal = _alias_refusal(ctx, batch, i)
+        refusal = alias_refusal(ctx, batch, i)
         if refusal is None and not exists and batch.create is None:
             refusal = no_create_block(batch.context, i)
         if refusal is not None:

@@ -86,10 +86,17 @@ def retract_association(ctx: Context, subject: str, label: str, obj: str) -> tup
 
 
 def add_aliases(ctx: Context, aliases: Iterable[Alias]) -> int:
-    """Register the aliases in (kind, alias) order; returns how many. A refused pair raises `Stopped`."""
-    applied = _add_aliases(ctx, aliases)
-    if applied:
-        ctx.meta.record_write()
+    """Register the aliases in (kind, alias) order; returns how many. A refused pair raises `Stopped`
+    (the pairs before it stay applied, with their event and usage mark)."""
+    applied = 0
+    try:
+        applied = _add_aliases(ctx, aliases)
+    except Stopped as stop:
+        applied = stop.done
+        raise
+    finally:
+        if applied:
+            ctx.meta.record_write()
     return applied
 
 

@@ -22,7 +22,7 @@ import attrs
 
 from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError, Code, Issue
-from taguru_server.store.importer import Batch, Stop, _alias_refusal, apply_batch, no_create_block, noted, predict
+from taguru_server.store.importer import Batch, Stop, alias_refusal, apply_batch, no_create_block, noted, predict
 from taguru_server.store.registry import Registry
 
 RESERVED = ("export:unsourced", "export:empty")
@@ -150,7 +150,7 @@ def apply(
             raise stop(no_create_block(into, i), _refused(dry_run), i)
         # a preview seeds each batch with what the earlier ones would intern
         checked = attrs.evolve(batch, associations=seen + batch.associations) if dry_run and seen else batch
-        refusal = _alias_refusal(ctx, checked, i)
+        refusal = alias_refusal(ctx, checked, i)
         if refusal is not None:
             raise stop(refusal, _refused(dry_run), i)
         if dry_run:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import Client, start_client
+from substrate_support import assert_error
 from test_architecture import modules
 
 from taguru_server.server.state import REGISTRY_KEY
@@ -184,3 +185,20 @@ def _attribute_chain(node: ast.expr) -> set[str]:
         names.add(node.attr)
         node = node.value
     return names
+
+
+@pytest.mark.anyio
+async def test_an_alias_batch_refused_partway_keeps_and_records_what_landed(client: Client) -> None:
+    await client.ok("PUT", "/contexts/k", {"description": ""})
+    tail = (await client.ok("GET", "/contexts/k/changes"))["result"]["next"]
+    await client.ok("POST", "/contexts/k/associations", [{"subject": "a", "label": "r", "object": "b", "weight": 1.0}])
+    added = await client.call("POST", "/contexts/k/aliases", {"concepts": {"A": "a", "B": "nowhere"}})
+    assert_error(added, 409, "conflict", prefix="applied 1 aliases, then concept alias 'B' → 'nowhere': ")
+    removed = await client.call("DELETE", "/contexts/k/aliases", {"concepts": ["A", "a"]})
+    assert_error(removed, 409, "conflict", prefix="removed 1 aliases, then 'a' is not a concept alias")
+    assert await _events(client, "k", tail) == [
+        {"kind": "associations_added", "count": 1},
+        {"kind": "aliases_added", "count": 1},
+        {"kind": "aliases_removed", "count": 1},
+    ]
+    assert (await client.ok("GET", "/contexts/k"))["result"]["usage"]["writes"] == 3
