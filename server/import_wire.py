@@ -1,5 +1,5 @@
 """The `POST /import` body as `/openapi.json` publishes it: one JSON record per line (JSONL), written as
-the array of its lines' records, each closed as `store/importer.py` and `store/group_import.py` read it.
+the array of its lines' records, each closed as `store/import_records.py` and `store/group_import.py` read it.
 
 JSON Schema states each line; the rules between lines are said in the description (the importer
 refuses them with a 400 naming the line): a batch header opens every batch (a group record closes
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.store import importer
+from taguru_server.store import import_records
 from taguru_server.store.groups import MAX_GROUP_NAME_BYTES
 
 
@@ -29,19 +29,19 @@ def _uint(top: int, optional: bool) -> dict[str, Any]:
     return {"type": ["integer", "null"] if optional else "integer", "minimum": 0, "maximum": top}
 
 
-NAME = _text(importer.MAX_NAME_BYTES)
-PARAGRAPH = _uint(importer.MAX_U32, False)
+NAME = _text(import_records.MAX_NAME_BYTES)
+PARAGRAPH = _uint(import_records.MAX_U32, False)
 FLOOR = {"type": ["number", "null"]}
 LINES: dict[str, dict[str, Any]] = {
     "header": _line(
         {
             "taguru_batch": {"const": 1},
-            "context": _text(importer.MAX_CONTEXT_NAME_BYTES),
+            "context": _text(import_records.MAX_CONTEXT_NAME_BYTES),
             "source": NAME,
             "create": {
                 "type": ["object", "null"],
                 "properties": {
-                    "description": _text(importer.MAX_DESCRIPTION_BYTES, empty=True),
+                    "description": _text(import_records.MAX_DESCRIPTION_BYTES, empty=True),
                     "pinned": {"type": "boolean"},
                     "dice_floor": FLOOR,
                     "semantic_floor": FLOOR,
@@ -58,8 +58,8 @@ LINES: dict[str, dict[str, Any]] = {
             "subject": NAME,
             "label": NAME,
             "object": NAME,
-            "weight": {"type": "number", "minimum": -importer.MAX_WEIGHT, "maximum": importer.MAX_WEIGHT},
-            "paragraph": _uint(importer.MAX_U32, True),
+            "weight": {"type": "number", "minimum": -import_records.MAX_WEIGHT, "maximum": import_records.MAX_WEIGHT},
+            "paragraph": _uint(import_records.MAX_U32, True),
         },
         "subject",
         "label",
@@ -71,22 +71,31 @@ LINES: dict[str, dict[str, Any]] = {
     ),
     "passage": _line(
         {
-            "passage": _text(importer.MAX_PASSAGE_BYTES, empty=True),
-            "stored_at": _uint(importer.MAX_U64, True),
-            "date": _uint(importer.MAX_U64, True),
-            "tags": {"type": ["array", "null"], "maxItems": importer.MAX_TAGS, "items": _text(importer.MAX_TAG_BYTES)},
+            "passage": _text(import_records.MAX_PASSAGE_BYTES, empty=True),
+            "stored_at": _uint(import_records.MAX_U64, True),
+            "date": _uint(import_records.MAX_U64, True),
+            "tags": {
+                "type": ["array", "null"],
+                "maxItems": import_records.MAX_TAGS,
+                "items": _text(import_records.MAX_TAG_BYTES),
+            },
         },
         "passage",
     ),
     "question": _line(
-        {"paragraph": PARAGRAPH, "question": _text(importer.MAX_QUESTION_BYTES)}, "paragraph", "question"
+        {"paragraph": PARAGRAPH, "question": _text(import_records.MAX_QUESTION_BYTES)}, "paragraph", "question"
     ),
-    "section": _line({"paragraph": PARAGRAPH, "section": _text(importer.MAX_SECTION_BYTES)}, "paragraph", "section"),
+    "section": _line(
+        {"paragraph": PARAGRAPH, "section": _text(import_records.MAX_SECTION_BYTES)}, "paragraph", "section"
+    ),
     "locator": _line(
         {
             "paragraph": PARAGRAPH,
             "locator": _line(
-                {"kind": _text(importer.MAX_LOCATOR_KIND_BYTES), "value": _text(importer.MAX_LOCATOR_VALUE_BYTES)},
+                {
+                    "kind": _text(import_records.MAX_LOCATOR_KIND_BYTES),
+                    "value": _text(import_records.MAX_LOCATOR_VALUE_BYTES),
+                },
                 "kind",
                 "value",
             ),
@@ -98,7 +107,7 @@ LINES: dict[str, dict[str, Any]] = {
         {
             "taguru_group": {"const": 1},
             "name": _text(MAX_GROUP_NAME_BYTES),
-            "description": _text(importer.MAX_DESCRIPTION_BYTES, empty=True),
+            "description": _text(import_records.MAX_DESCRIPTION_BYTES, empty=True),
             "contexts": {"type": "array", "items": _text(MAX_GROUP_NAME_BYTES)},
             "groups": {"type": "array", "items": _text(MAX_GROUP_NAME_BYTES)},
         },

@@ -9,6 +9,7 @@ import attrs
 
 from taguru_server.server.decode import MAX_NAME_BYTES, MAX_U64, NON_EMPTY, is_u32, json_type
 from taguru_server.store.errors import Issue, collected
+from taguru_server.store.operations import PassageIn
 from taguru_server.store.text import utf8_len
 
 PARAGRAPH_INDEX = "a non-negative integer paragraph index"
@@ -30,6 +31,22 @@ class PassageStore:
     locators: Markers
     tags: dict[str, list[str]]
     dates: dict[str, int]
+
+    def passages(self, stored_at: int) -> list[PassageIn]:
+        """The passages to store, in body order, each stamped `stored_at`."""
+        return [
+            PassageIn(
+                src,
+                text,
+                self.questions.get(src, []),
+                self.sections.get(src, []),
+                [(p, k, v) for p, (k, v) in self.locators.get(src, [])],
+                self.tags.get(src, []),
+                stored_at,
+                self.dates.get(src),
+            )
+            for src, text in self.texts.items()
+        ]
 
 
 def read_passage_store(body: dict[str, Any]) -> PassageStore:

@@ -356,7 +356,6 @@ class Context:
         self.dirty.edges.add(e)
         self.dirty.meta = True
         self.graph_version += 1
-        self.emit("association_retracted", subject=subject, label=label, object=obj)
         return True, removed
 
     def retract_source_graph(self, sid: int) -> int:
@@ -455,7 +454,6 @@ class Context:
         passage.locators = loc
         self.passages[sid] = passage
         self._index_passage(sid, passage)
-        self.emit("source_stored", source=source)
         self.dirty.passages.add(sid)
         self.meta.rev_passages += 1
         self.dirty.meta = True
@@ -507,17 +505,10 @@ class Context:
             return 0, False
         if dry_run:
             return len(self.source_edges.get(sid, ())), sid in self.passages
-        in_graph = sid in self.source_edges
         touched = self.retract_source_graph(sid)
         if touched:
             self.meta.rev_graph += 1
         removed = self.remove_passage(sid)
-        # the feed: one event from the graph side when the source was in the graph, one from the
-        # passage side when it removed a passage and the graph side touched nothing
-        if in_graph:
-            self.emit("source_retracted", source=source)
-        if removed and not touched:
-            self.emit("source_retracted", source=source)
         return touched, removed
 
     # ----- reads -----------------------------------------------------------------

@@ -145,48 +145,53 @@ def _check(
     `seen` is the map of standing groups a child is looked up in and a nesting refusal may name (the
     store's, or a strict-tenancy key's view of it); the nesting itself is judged over the whole store.
     """
+    problem = _membership_problem(registry, lines, seen, written) or _nesting_problem(registry, lines, seen, written)
+    if problem is not None:
+        raise _refusal(*problem, batches)
+
+
+def _membership_problem(
+    registry: Registry, lines: list[GroupLine], seen: Groups, written: dict[str, GroupRecord]
+) -> tuple[Code, str] | None:
+    """The first over-full, unknown-member or unknown-child refusal (code and reason), or None."""
     riding = {g.name for g in lines}
     for g in lines:  # a line holds at most 1000 children; the unseen ones it keeps may take the set past that
         if len(written[g.name].groups) > MAX_GROUP_MEMBERS:
-            raise _refusal(
-                Code.OVER_LIMIT,
+            return Code.OVER_LIMIT, (
                 f"group '{g.name}' would bundle more than {MAX_GROUP_MEMBERS} child groups; no group was applied "
-                "— split into nested child groups",
-                batches,
+                "— split into nested child groups"
             )
     for g in lines:
-        for c in g.record.contexts:
-            if not registry.exists(c):
-                raise _refusal(
-                    Code.NO_CONTEXT,
-                    f"group '{g.name}' names member context '{c}', which does not exist; no group was applied "
-                    "(batches of the same stream apply first — import the contexts, then the groups)",
-                    batches,
-                )
+        missing = next((c for c in g.record.contexts if not registry.exists(c)), None)
+        if missing is not None:
+            return Code.NO_CONTEXT, (
+                f"group '{g.name}' names member context '{missing}', which does not exist; no group was applied "
+                "(batches of the same stream apply first — import the contexts, then the groups)"
+            )
     for g in lines:
-        for child in g.record.groups:
-            if child not in seen and child not in riding:
-                raise _refusal(
-                    Code.NO_GROUP,
-                    f"group '{g.name}' names child group '{child}', which neither exists nor rides this stream; "
-                    "no group was applied",
-                    batches,
-                )
+        unknown = next((c for c in g.record.groups if c not in seen and c not in riding), None)
+        if unknown is not None:
+            return Code.NO_GROUP, (
+                f"group '{g.name}' names child group '{unknown}', which neither exists nor rides this stream; "
+                "no group was applied"
+            )
+    return None
+
+
+def _nesting_problem(
+    registry: Registry, lines: list[GroupLine], seen: Groups, written: dict[str, GroupRecord]
+) -> tuple[Code, str] | None:
+    """The cycle or depth refusal of the nesting the records would leave (code and reason), or None."""
     try:
         validate_nesting({**registry.groups, **written})
     except NestingError as err:
-        named = err.group in seen or err.group in riding
+        named = err.group in seen or err.group in {g.name for g in lines}
         if err.kind == "cycle":
             where = f" through group '{err.group}'" if named else ""
-            raise _refusal(
-                Code.INVALID_ARGUMENT, f"the restored nesting would close a cycle{where}; no group was applied", batches
-            ) from None
+            return Code.INVALID_ARGUMENT, f"the restored nesting would close a cycle{where}; no group was applied"
         where = f" under group '{err.group}'" if named else ""
-        raise _refusal(
-            Code.OVER_LIMIT,
-            f"the restored nesting would stack more than 3 groups{where}; no group was applied",
-            batches,
-        ) from None
+        return Code.OVER_LIMIT, f"the restored nesting would stack more than 3 groups{where}; no group was applied"
+    return None
 
 
 def _as_written(registry: Registry, seen: Groups, line: GroupLine) -> GroupRecord:

@@ -1,56 +1,44 @@
-"""JSONL batch import: parse a whole stream first, then apply batch by batch (docs/operations.md, "Backup")."""
+"""JSONL batch import: parse a whole stream first, then apply batch by batch (docs/operations.md, "Backup").
+
+Each line's own checks are `store/import_records.py`'s; here are the stream (its fast path for the
+common association line, batch boundaries, the whole-stream checks) and the application, one
+`store/operations.py: replace_source` per batch.
+"""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
-import numpy as np
 
-from taguru_server.store.context import CONCEPT, LABEL, Context, Meta
+from taguru_server.store import operations
+from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError, Code, Issue, timed_out
 from taguru_server.store.group_import import GroupLine, GroupParseError, parse_group_line
-from taguru_server.store.json_depth import parse_bounded
+from taguru_server.store.import_records import (
+    ASSOCIATION_KEYS,
+    DECODER,
+    MAX_NAME_BYTES,
+    MAX_U32,
+    MAX_WEIGHT,
+    Batch,
+    ParseError,
+    decode_line,
+    meta_from_create,
+    parse_op_line,
+    read_header,
+)
+from taguru_server.store.operations import PassageIn
 from taguru_server.store.registry import Registry
-from taguru_server.store.text import WHITE_SPACE, split_paragraphs, utf8_len
-from taguru_server.store.wire import format_number, has_lone_surrogate
+from taguru_server.store.text import WHITE_SPACE, split_paragraphs
 from taguru_server.store.writer import collector_paused
 
-MAX_LINE_BYTES = 16 * 1024 * 1024
-MAX_PASSAGE_BYTES = 8 * 1024 * 1024
-MAX_NAME_BYTES = 1024
-MAX_CONTEXT_NAME_BYTES = 64
-MAX_DESCRIPTION_BYTES = 4096
-MAX_QUESTION_BYTES = 512
-MAX_QUESTIONS_PER_PARAGRAPH = 8
-MAX_SECTION_BYTES = 512
-MAX_LOCATOR_KIND_BYTES = 64
-MAX_LOCATOR_VALUE_BYTES = 512
-MAX_TAG_BYTES = 128
-MAX_TAGS = 32
-MAX_WEIGHT = 1e6
-MAX_U32 = 2**32 - 1
-MAX_U64 = 2**64 - 1
-
-_KEYS = {
-    "header": {"taguru_batch", "context", "source", "create"},
-    "association": {"subject", "label", "object", "weight", "paragraph"},
-    "alias": {"alias", "canonical", "kind"},
-    "passage": {"passage", "stored_at", "date", "tags"},
-    "question": {"paragraph", "question"},
-    "section": {"paragraph", "section"},
-    "locator": {"paragraph", "locator"},
-}
-_CREATE_KEYS = {"description", "pinned", "dice_floor", "semantic_floor"}
-_CLASSIFY = ("subject", "alias", "passage", "question", "section", "locator")
 # The association-line shortcuts below only ever accept what the full checks accept, with
 # the same values; tests/test_scale_equivalence.py compares both ways (this switch off).
 FAST_PATHS = True
-_ASSOC_KEYS = frozenset(_KEYS["association"])
 # An association line in the common layout, with plain strings (no escapes, no control
 # characters) and a JSON number: when it matches, json.loads would return exactly these
 # values, so the line is taken without running the JSON decoder. Anything else is decoded.
@@ -71,66 +59,6 @@ _ASSOC_LINE = re.compile(
 )
 _FAST_RAW_CHARS = 4096
 _FAST_NAME_CHARS = MAX_NAME_BYTES // 4  # a name this short cannot exceed the byte cap
-_FAST_LINE_CHARS = MAX_LINE_BYTES // 4
-_CLASS_OF = {
-    "subject": "association",
-    "alias": "alias",
-    "passage": "passage",
-    "question": "question",
-    "section": "section",
-    "locator": "locator",
-}
-
-
-class ParseError(Exception):
-    """A stream that cannot be imported; the message is the wire text."""
-
-
-@attrs.define
-class Batch:
-    """One source's complete truth for one context."""
-
-    context: str
-    source: str
-    create: dict[str, Any] | None
-    first_line: int
-    last_line: int = 0
-    associations: list[tuple[str, str, str, float, int | None]] = attrs.field(factory=list)
-    aliases: list[tuple[int, str, str]] = attrs.field(factory=list)
-    passage: str | None = None
-    stored_at: int | None = None
-    date: int | None = None
-    tags: list[str] = attrs.field(factory=list)
-    questions: list[tuple[int, str]] = attrs.field(factory=list)
-    sections: list[tuple[int, str]] = attrs.field(factory=list)
-    locators: list[tuple[int, str, str]] = attrs.field(factory=list)
-    needs_passage_line: int | None = None
-
-
-def _name(n: int, rec: dict[str, Any], field: str, cap: int = MAX_NAME_BYTES, label: str | None = None) -> str:
-    label = label or field
-    v = rec.get(field)
-    if v is None:
-        raise ParseError(f"line {n}: missing field '{field}'")
-    if not isinstance(v, str):
-        raise ParseError(f"line {n}: {label} must be a string")
-    if not v:
-        raise ParseError(f"line {n}: {label} must not be empty")
-    size = utf8_len(v)
-    if size > cap:
-        raise ParseError(f"line {n}: {label} of {size} bytes exceeds the {cap}-byte cap")
-    return v
-
-
-def _uint(n: int, rec: dict[str, Any], field: str, top: int, required: bool) -> int | None:
-    v = rec.get(field)
-    if v is None:
-        if required:
-            raise ParseError(f"line {n}: missing field '{field}'")
-        return None
-    if type(v) is not int or v < 0 or v > top:
-        raise ParseError(f"line {n}: {field} must be a non-negative integer")
-    return v
 
 
 class Stream(list[Batch]):
@@ -159,7 +87,7 @@ def parse_lines(text: str, first_line: int, seen: set[tuple[str, str]], group_na
     batches.groups = []
     current: Batch | None = None
     alias_seen: set[tuple[int, str]] = set()
-    decode = _DECODER.decode
+    decode = DECODER.decode
     fast_line = _ASSOC_LINE.fullmatch
     fast = FAST_PATHS
     # The regex shortcut stays inline: it runs once per association line on the import hot path.
@@ -184,7 +112,7 @@ def parse_lines(text: str, first_line: int, seen: set[tuple[str, str]], group_na
         line = raw.strip(WHITE_SPACE)
         if not line:
             continue
-        rec = _decode_line(n, line, decode)
+        rec = decode_line(n, line, decode)
         if fast and current is not None and _took_plain_association(n, line, rec, current):
             continue
         if "taguru_batch" in rec:
@@ -199,35 +127,13 @@ def parse_lines(text: str, first_line: int, seen: set[tuple[str, str]], group_na
             except GroupParseError as exc:
                 raise ParseError(str(exc)) from None
             continue
-        _parse_op_line(n, rec, current, alias_seen)
+        parse_op_line(n, rec, current, alias_seen)
     return batches
-
-
-def _decode_line(n: int, line: str, decode: Callable[[str], Any]) -> dict[str, Any]:
-    """The JSON object on one stripped, non-empty line."""
-    if len(line) > _FAST_LINE_CHARS and utf8_len(line) > MAX_LINE_BYTES:
-        raise ParseError(f"line {n}: the line exceeds the {MAX_LINE_BYTES}-byte cap")
-    try:
-        # json.loads(line, parse_constant=...) without building a decoder per line; a
-        # leading BOM keeps json.loads' own refusal text
-        rec = parse_bounded(
-            decode
-            if line[0] != "\ufeff"
-            else lambda t: json.loads(t, parse_constant=_no_constant, parse_float=_finite_float),
-            line,
-        )
-        if "\\u" in line and has_lone_surrogate(line, rec):
-            raise ValueError("lone leading surrogate in hex escape")
-    except ValueError as exc:
-        raise ParseError(f"line {n}: not JSON: {exc}") from None
-    if not isinstance(rec, dict):
-        raise ParseError(f"line {n}: expected a JSON object")
-    return rec
 
 
 def _took_plain_association(n: int, line: str, rec: dict[str, Any], current: Batch) -> bool:
     """Append a common, plainly valid association line to the batch; False leaves it to the full checks."""
-    if "subject" not in rec or not rec.keys() <= _ASSOC_KEYS or "\\ud" in line or "\\uD" in line:
+    if "subject" not in rec or not rec.keys() <= ASSOCIATION_KEYS or "\\ud" in line or "\\uD" in line:
         return False  # surrogate escapes take the full checks, which also word any refusal
     s = rec.get("subject")
     lab = rec.get("label")
@@ -256,7 +162,7 @@ def _took_plain_association(n: int, line: str, rec: dict[str, Any], current: Bat
 
 def _open_batch(n: int, rec: dict[str, Any], seen: set[tuple[str, str]]) -> Batch:
     """A new batch from its header line, refusing a source stated twice in the stream."""
-    batch = _header(n, rec)
+    batch = read_header(n, rec)
     key = (batch.context, batch.source)
     if key in seen:
         raise ParseError(
@@ -265,120 +171,6 @@ def _open_batch(n: int, rec: dict[str, Any], seen: set[tuple[str, str]]) -> Batc
         )
     seen.add(key)
     return batch
-
-
-def _parse_op_line(n: int, rec: dict[str, Any], current: Batch | None, alias_seen: set[tuple[int, str]]) -> None:
-    """Classify one non-header line and add it to the current batch."""
-    if "taguru_schema" in rec:  # (group records are read by `parse_stream` before this)
-        raise ParseError(f"line {n}: schema records are not supported by this server")
-    kind = next((_CLASS_OF[k] for k in _CLASSIFY if k in rec), None)
-    if kind is None:
-        raise ParseError(f"line {n}: unrecognized record: expected a batch header or an op line")
-    if current is None:
-        raise ParseError(f"line {n}: an op line before any batch header")
-    if kind == "association" and "source" in rec:
-        raise ParseError(f"line {n}: an association line must not carry 'source' — the batch header names it")
-    unknown = sorted(set(rec) - _KEYS[kind])
-    if unknown:
-        raise ParseError(f"line {n}: unknown field '{unknown[0]}' in a {kind} line")
-    current.last_line = n
-    if kind == "association":
-        _add_association(n, rec, current)
-    elif kind == "alias":
-        _add_alias(n, rec, current, alias_seen)
-    elif kind == "passage":
-        _set_passage(n, rec, current)
-    else:
-        _add_paragraph_marker(n, rec, current, kind)
-
-
-def _add_association(n: int, rec: dict[str, Any], current: Batch) -> None:
-    """Validate an association line fully and append it."""
-    s = _name(n, rec, "subject")
-    lab = _name(n, rec, "label")
-    o = _name(n, rec, "object")
-    w = rec.get("weight")
-    if w is None:
-        raise ParseError(f"line {n}: missing field 'weight'")
-    if isinstance(w, bool) or not isinstance(w, (int, float)):
-        raise ParseError(f"line {n}: weight must be a number")
-    if not (abs(w) <= MAX_WEIGHT):
-        raise ParseError(f"line {n}: weight {_display(w)} is outside the accepted range (finite, |weight| <= 1000000)")
-    p = _uint(n, rec, "paragraph", MAX_U32, False)
-    if p is not None and current.needs_passage_line is None:
-        current.needs_passage_line = n
-    current.associations.append((s, lab, o, float(w), p))
-
-
-def _add_alias(n: int, rec: dict[str, Any], current: Batch, alias_seen: set[tuple[int, str]]) -> None:
-    """Validate an alias line and append it, refusing an alias stated twice in the batch."""
-    a = _name(n, rec, "alias")
-    c = _name(n, rec, "canonical")
-    k = rec.get("kind")
-    if k not in ("concept", "label"):
-        raise ParseError(f'line {n}: kind must be "concept" or "label"')
-    ki = CONCEPT if k == "concept" else LABEL
-    if (ki, a) in alias_seen:
-        raise ParseError(f"line {n}: {k} alias '{a}' appears twice in this batch")
-    alias_seen.add((ki, a))
-    current.aliases.append((ki, a, c))
-
-
-def _set_passage(n: int, rec: dict[str, Any], current: Batch) -> None:
-    """Validate the batch's one passage line and store it with its dates and tags."""
-    if current.passage is not None:
-        raise ParseError(f"line {n}: a batch carries at most one passage line")
-    t = rec.get("passage")
-    if not isinstance(t, str):
-        raise ParseError(f"line {n}: passage must be a string")
-    size = utf8_len(t)
-    if size > MAX_PASSAGE_BYTES:
-        raise ParseError(f"line {n}: passage of {size} bytes exceeds the {MAX_PASSAGE_BYTES}-byte cap")
-    current.passage = t
-    current.stored_at = _uint(n, rec, "stored_at", MAX_U64, False)
-    current.date = _uint(n, rec, "date", MAX_U64, False)
-    tags = rec.get("tags")
-    if tags is not None:
-        current.tags = _tags(n, tags)
-
-
-def _tags(n: int, tags: Any) -> list[str]:
-    """A passage line's tags, checked against the count and size caps."""
-    if not isinstance(tags, list):
-        raise ParseError(f"line {n}: tags must be an array of strings")
-    if len(tags) > MAX_TAGS:
-        raise ParseError(f"line {n}: {len(tags)} tags where at most {MAX_TAGS} may be given")
-    for tag in tags:
-        if not isinstance(tag, str):
-            raise ParseError(f"line {n}: tags must be an array of strings")
-        if not tag:
-            raise ParseError(f"line {n}: tag must not be empty")
-        if utf8_len(tag) > MAX_TAG_BYTES:
-            raise ParseError(f"line {n}: tag of {utf8_len(tag)} bytes exceeds the {MAX_TAG_BYTES}-byte cap")
-    return list(tags)
-
-
-def _add_paragraph_marker(n: int, rec: dict[str, Any], current: Batch, kind: str) -> None:
-    """Validate a question, section or locator line and append it to the batch."""
-    p = _uint(n, rec, "paragraph", MAX_U32, True)
-    assert p is not None
-    if current.needs_passage_line is None:
-        current.needs_passage_line = n
-    if kind == "question":
-        q = _name(n, rec, "question", MAX_QUESTION_BYTES)
-        if (p, q) not in current.questions:
-            if sum(1 for pp, _q in current.questions if pp == p) >= MAX_QUESTIONS_PER_PARAGRAPH:
-                raise ParseError(f"line {n}: paragraph {p} already has {MAX_QUESTIONS_PER_PARAGRAPH} questions")
-            current.questions.append((p, q))
-    elif kind == "section":
-        current.sections.append((p, _name(n, rec, "section", MAX_SECTION_BYTES)))
-    else:
-        loc = rec.get("locator")
-        if not isinstance(loc, dict) or set(loc) - {"kind", "value"}:
-            raise ParseError(f"line {n}: locator must be an object {{kind, value}}")
-        lk = _name(n, loc, "kind", MAX_LOCATOR_KIND_BYTES, "locator kind")
-        lv = _name(n, loc, "value", MAX_LOCATOR_VALUE_BYTES, "locator value")
-        current.locators.append((p, lk, lv))
 
 
 def check_batches(batches: list[Batch], has_groups: bool = False) -> None:
@@ -397,79 +189,10 @@ def _check_paragraph_references(batches: list[Batch], has_groups: bool = False) 
         raise ParseError("empty file: expected a batch header, schema record, or group record line")
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError("number out of range")
-    return value
-
-
-_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
-
-
-def _display(w: int | float) -> str:
-    if isinstance(w, int):
-        return str(w)
-    if w != w or w in (float("inf"), float("-inf")):
-        return "NaN" if w != w else ("inf" if w > 0 else "-inf")  # Rust's Display
-    if w == int(w):
-        # Rust's Display: shortest round-trip digits written positionally, no fraction
-        return str(int(w)) if abs(w) < 2**53 else np.format_float_positional(w, unique=True, trim="-")
-    return format_number(w)
-
-
-def _header(n: int, rec: dict[str, Any]) -> Batch:
-    unknown = sorted(set(rec) - _KEYS["header"])
-    if unknown:
-        raise ParseError(f"line {n}: unknown field '{unknown[0]}' in a batch header")
-    version = rec.get("taguru_batch")
-    if version != 1 or type(version) is not int:
-        raise ParseError(f"line {n}: taguru_batch must be 1 (the only batch format this server reads)")
-    context = _name(n, rec, "context", MAX_CONTEXT_NAME_BYTES)
-    source = _name(n, rec, "source")
-    create = rec.get("create")
-    if create is not None:
-        if not isinstance(create, dict):
-            raise ParseError(f"line {n}: create must be an object")
-        bad = sorted(set(create) - _CREATE_KEYS)
-        if bad:
-            raise ParseError(f"line {n}: unknown field '{bad[0]}' in create")
-        desc = create.get("description", "")
-        if not isinstance(desc, str):
-            raise ParseError(f"line {n}: description must be a string")
-        if utf8_len(desc) > MAX_DESCRIPTION_BYTES:
-            raise ParseError(
-                f"line {n}: description of {utf8_len(desc)} bytes exceeds the {MAX_DESCRIPTION_BYTES}-byte cap"
-            )
-        if "pinned" in create and not isinstance(create["pinned"], bool):
-            raise ParseError(f"line {n}: pinned must be a boolean")
-        for f in ("dice_floor", "semantic_floor"):
-            v = create.get(f)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise ParseError(f"line {n}: {f} must be a number")
-    return Batch(context=context, source=source, create=create, first_line=n, last_line=n)
-
-
-def meta_from_create(create: dict[str, Any]) -> Meta:
-    def floor(v: Any) -> float | None:
-        return None if v is None else min(max(float(v), 0.0), 1.0)
-
-    return Meta(
-        description=create.get("description", ""),
-        pinned=bool(create.get("pinned", False)),
-        dice_floor=floor(create.get("dice_floor")),
-        semantic_floor=floor(create.get("semantic_floor")),
-    )
-
-
 # ----- apply -----------------------------------------------------------------------
 
 
-def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | None:
+def alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | None:
     """Step 1: refuse the batch before anything is written if an alias cannot land."""
     if not batch.aliases:
         return None
@@ -534,24 +257,7 @@ def _alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | 
 
 
 def _outcome(batch: Batch, created: bool) -> dict[str, Any]:
-    return {
-        "context": batch.context,
-        "source": batch.source,
-        "created": created,
-        "retracted": 0,
-        "associations": 0,
-        "aliases": 0,
-        "passage_stored": False,
-        "passage_dropped": False,
-        "questions_stored": 0,
-        "questions_dropped": 0,
-        "sections_stored": 0,
-        "sections_dropped": 0,
-        "locators_stored": 0,
-        "locators_dropped": 0,
-        "association_paragraphs_dropped": 0,
-        "schema_violations": 0,
-    }
+    return {"context": batch.context, "source": batch.source, "created": created, **operations.unchanged()}
 
 
 def predict(ctx: Context | None, batch: Batch, created: bool) -> dict[str, Any]:
@@ -583,53 +289,15 @@ def predict(ctx: Context | None, batch: Batch, created: bool) -> dict[str, Any]:
     return out
 
 
-FEED_CHUNK = 10_000
-"""Associations per `associations_added` change-feed event of an import batch."""
-
-
 def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> dict[str, Any]:
-    """Steps 3-6 of one batch on a context that exists (or was just created)."""
-    out = _outcome(batch, created)
-    sid = ctx.find_source(batch.source)
-    if sid is not None:
-        had_passage = sid in ctx.passages
-        touched, _removed = ctx.retract_source(batch.source)
-        out["retracted"] = touched
-        out["passage_dropped"] = had_passage and batch.passage is None
+    """Steps 3-6 of one batch on a context that exists (or was just created): the source's truth replaced."""
+    passage = None
     if batch.passage is not None:
-        counts = ctx.store_passage(
-            batch.source,
-            batch.passage,
-            batch.questions,
-            batch.sections,
-            batch.locators,
-            batch.tags,
-            batch.stored_at if batch.stored_at is not None else now,
-            batch.date,
-        )
-        out["passage_stored"] = True
-        out["questions_stored"] = counts.questions_stored
-        out["questions_dropped"] = counts.questions_dropped
-        out["sections_stored"] = counts.sections_stored
-        out["sections_dropped"] = counts.sections_dropped
-        out["locators_stored"] = counts.locators_stored
-        out["locators_dropped"] = counts.locators_dropped
-    dropped = 0
-    for start in range(0, len(batch.associations), FEED_CHUNK):  # one feed event per chunk, as the reference
-        chunk = batch.associations[start : start + FEED_CHUNK]
-        dropped += ctx.assert_many(chunk, batch.source)
-        ctx.emit("associations_added", count=len(chunk))
-    out["associations"] = len(batch.associations)
-    out["association_paragraphs_dropped"] = dropped
-    for kind in (CONCEPT, LABEL):
-        for _k, alias, canonical in sorted(a for a in batch.aliases if a[0] == kind):
-            ctx.add_alias(kind, alias, canonical)
-    if batch.aliases:
-        ctx.emit("aliases_added", count=len(batch.aliases))
-    out["aliases"] = len(batch.aliases)
-    if batch.associations or batch.aliases or batch.passage is not None or out["retracted"] or out["passage_dropped"]:
-        ctx.meta.record_write()
-    return out
+        stored_at = batch.stored_at if batch.stored_at is not None else now
+        markers = (batch.questions, batch.sections, batch.locators)
+        passage = PassageIn(batch.source, batch.passage, *markers, batch.tags, stored_at, batch.date)
+    counts = operations.replace_source(ctx, batch.source, passage, batch.associations, batch.aliases)
+    return {**_outcome(batch, created), **counts}
 
 
 def run_import(
@@ -670,7 +338,6 @@ def _run_import(
     outcomes: list[dict[str, Any]] = []
     pending: list[Context] = []
     will_exist: set[str] = set()
-    total = len(batches)
     now = int(time.time())
     landed = 0
 
@@ -681,7 +348,7 @@ def _run_import(
         # past the budget nothing more is committed: what is not durable yet is undone, and the
         # refusal names the durable prefix (a write is never answered 200 after its deadline)
         registry.rollback(pending)
-        return _prefixed(timed_out(timeout_secs), landed, total, batches[landed], dry_run)
+        return noted(timed_out(timeout_secs), _stream_stop(dry_run), batches, landed, dry_run)
 
     def flush() -> None:
         nonlocal landed, pending
@@ -697,29 +364,17 @@ def _run_import(
     for i, batch in enumerate(batches):
         if late():
             if dry_run:
-                raise _prefixed(timed_out(timeout_secs), i, total, batch, dry_run)
+                raise noted(timed_out(timeout_secs), _stream_stop(dry_run), batches, i, dry_run)
             raise refuse_late()
         ctx = registry.get(batch.context)
         exists = ctx is not None or (dry_run and batch.context in will_exist)
-        refusal = _alias_refusal(ctx, batch, i)
+        refusal = alias_refusal(ctx, batch, i)
         if refusal is None and not exists and batch.create is None:
-            refusal = ApiError(
-                Code.NO_CONTEXT,
-                f"context '{batch.context}' does not exist and the batch brought no create block",
-                issues=[
-                    Issue(
-                        f"batches[{i}].create",
-                        "missing",
-                        "a create block, since the named context does not exist yet",
-                        "absent",
-                    )
-                ],
-                retryable=True,
-            )
+            refusal = no_create_block(batch.context, i)
         if refusal is not None:
             if not dry_run:
                 flush()
-            raise _prefixed(refusal, i, total, batch, dry_run)
+            raise noted(refusal, _stream_stop(dry_run), batches, i, dry_run)
         if dry_run:
             created = not exists
             will_exist.add(batch.context)
@@ -742,21 +397,38 @@ def _run_import(
     return outcomes
 
 
-def _prefixed(err: ApiError, i: int, total: int, batch: Batch, dry_run: bool) -> ApiError:
-    if total > 1:
-        if dry_run:
-            prefix = (
-                f"batch {i + 1} of {total} (context '{batch.context}', source '{batch.source}') would be refused — "
-                f"the {i} batch(es) before it previewed clean (dry_run=true; nothing is written); fixing the stream "
-                "and re-running the preview is exact: "
-            )
-        else:
-            prefix = (
-                f"batch {i + 1} of {total} (context '{batch.context}', source '{batch.source}') refused — the {i} "
-                "batch(es) before it landed durably; fixing the stream and re-POSTing it whole is exact (each batch "
-                "replaces its own source): "
-            )
-        err.message = prefix + err.message
+@attrs.frozen
+class Stop:
+    """How a refused or unfinished batch is described: what befell it, what the batches before it did, what next."""
+
+    verb: str
+    clause: str
+    next_step: str
+
+
+def _stream_stop(dry_run: bool) -> Stop:
+    if dry_run:
+        return Stop(
+            "would be refused",
+            "previewed clean (dry_run=true; nothing is written)",
+            "fixing the stream and re-running the preview is exact",
+        )
+    return Stop(
+        "refused",
+        "landed durably",
+        "fixing the stream and re-POSTing it whole is exact (each batch replaces its own source)",
+    )
+
+
+def noted(err: ApiError, stop: Stop, batches: list[Batch], i: int, dry_run: bool) -> ApiError:
+    """The batch note before the message (when there are several batches) and the integrity fields."""
+    n = len(batches)
+    if n > 1:
+        b = batches[i]
+        err.message = (
+            f"batch {i + 1} of {n} (context '{b.context}', source '{b.source}') {stop.verb} — the {i} batch(es) "
+            f"before it {stop.clause}; {stop.next_step}: {err.message}"
+        )
         err.args = (err.message,)
     if i >= 1 and not dry_run:
         err.integrity = "durable_prefix"
@@ -764,3 +436,20 @@ def _prefixed(err: ApiError, i: int, total: int, batch: Batch, dry_run: bool) ->
     else:
         err.integrity = "nothing_written"
     return err
+
+
+def no_create_block(context: str, i: int) -> ApiError:
+    """The refusal of batch i whose context does not exist and which brings no create block."""
+    return ApiError(
+        Code.NO_CONTEXT,
+        f"context '{context}' does not exist and the batch brought no create block",
+        issues=[
+            Issue(
+                f"batches[{i}].create",
+                "missing",
+                "a create block, since the named context does not exist yet",
+                "absent",
+            )
+        ],
+        retryable=True,
+    )

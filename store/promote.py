@@ -22,7 +22,7 @@ import attrs
 
 from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError, Code, Issue
-from taguru_server.store.importer import Batch, _alias_refusal, apply_batch, predict
+from taguru_server.store.importer import Batch, Stop, alias_refusal, apply_batch, no_create_block, noted, predict
 from taguru_server.store.registry import Registry
 
 RESERVED = ("export:unsourced", "export:empty")
@@ -95,74 +95,31 @@ def render(scratch: Context, into: str, sources: list[str]) -> tuple[list[Batch]
     return batches, dropped
 
 
-@attrs.frozen
-class _Stop:
-    """How a refused or unfinished batch is described."""
-
-    verb: str
-    clause: str
-    next_step: str
-
-
-def _refused(dry_run: bool) -> _Stop:
+def _refused(dry_run: bool) -> Stop:
     if dry_run:
-        return _Stop(
+        return Stop(
             "would be refused",
             "previewed clean (dry_run=true; nothing is written)",
             "fixing the scratch (or the destination) and re-running the preview is exact",
         )
-    return _Stop(
+    return Stop(
         "refused",
         "landed durably",
         "fixing the scratch (or the destination) and re-calling promote is exact (each batch replaces its own source)",
     )
 
 
-def _unfinished(dry_run: bool) -> _Stop:
+def _unfinished(dry_run: bool) -> Stop:
     if dry_run:
-        return _Stop(
+        return Stop(
             "not previewed",
             "previewed clean (dry_run=true; nothing is written)",
             "re-running the preview with more time or fewer sources is exact",
         )
-    return _Stop(
+    return Stop(
         "not attempted",
         "landed durably",
         "re-calling promote with the same sources is exact (each batch replaces its own source)",
-    )
-
-
-def _noted(err: ApiError, stop: _Stop, batches: list[Batch], i: int, dry_run: bool) -> ApiError:
-    """The batch note before the message (when there are several batches) and the integrity fields."""
-    n = len(batches)
-    if n > 1:
-        b = batches[i]
-        err.message = (
-            f"batch {i + 1} of {n} (context '{b.context}', source '{b.source}') {stop.verb} — the {i} batch(es) "
-            f"before it {stop.clause}; {stop.next_step}: {err.message}"
-        )
-        err.args = (err.message,)
-    if i >= 1 and not dry_run:
-        err.integrity = "durable_prefix"
-        err.durable_batches = i
-    else:
-        err.integrity = "nothing_written"
-    return err
-
-
-def _gone(into: str, i: int) -> ApiError:
-    return ApiError(
-        Code.NO_CONTEXT,
-        f"context '{into}' does not exist and the batch brought no create block",
-        issues=[
-            Issue(
-                f"batches[{i}].create",
-                "missing",
-                "a create block, since the named context does not exist yet",
-                "absent",
-            )
-        ],
-        retryable=True,
     )
 
 
@@ -181,19 +138,19 @@ def apply(
     now = int(time.time())
     seen: list[tuple[str, str, str, float, int | None]] = []
 
-    def stop(err: ApiError, how: _Stop, i: int) -> ApiError:
+    def stop(err: ApiError, how: Stop, i: int) -> ApiError:
         if not dry_run and i > 0 and ctx is not None:
             commit(ctx)
-        return _noted(err, how, batches, i, dry_run)
+        return noted(err, how, batches, i, dry_run)
 
     for i, batch in enumerate(batches):
         if deadline is not None and time.monotonic() > deadline:
             raise stop(ApiError(Code.TIMEOUT, BUDGET_TEXT), _unfinished(dry_run), i)
         if ctx is None:
-            raise stop(_gone(into, i), _refused(dry_run), i)
+            raise stop(no_create_block(into, i), _refused(dry_run), i)
         # a preview seeds each batch with what the earlier ones would intern
         checked = attrs.evolve(batch, associations=seen + batch.associations) if dry_run and seen else batch
-        refusal = _alias_refusal(ctx, checked, i)
+        refusal = alias_refusal(ctx, checked, i)
         if refusal is not None:
             raise stop(refusal, _refused(dry_run), i)
         if dry_run:

@@ -9,6 +9,7 @@ from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, keyset_limit
+from taguru_server.store import operations
 from taguru_server.store.context import Context, Meta
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.registry import CommitFailed
@@ -72,18 +73,11 @@ async def patch_context(call: Call) -> Any:
             f"the description is {utf8_len(description)} bytes, over the 4096-byte cap; nothing was applied",
         )
     ctx = call.context()
-    m = ctx.meta
-    if description is not None:
-        m.description = description
-    if pinned is not None:
-        m.pinned = pinned
-    if dice is not None:
-        m.dice_floor = _floor(dice)
-    if semantic is not None:
-        m.semantic_floor = _floor(semantic)
-    m.rev_config += 1
-    ctx.dirty.meta = True
+    operations.configure(
+        ctx, description=description, pinned=pinned, dice_floor=_floor(dice), semantic_floor=_floor(semantic)
+    )
     await call.commit(ctx)
+    m = ctx.meta
     return {
         "description": m.description,
         "pinned": m.pinned,

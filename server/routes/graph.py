@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -23,8 +24,8 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
-from taguru_server.store import lanes, semantic
-from taguru_server.store.context import CONCEPT, LABEL, AliasRefused
+from taguru_server.store import lanes, operations, semantic
+from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import format_number
@@ -80,13 +81,9 @@ async def post_associations(call: Call) -> Any:
     if issues:
         raise collected("the associations batch", issues)
     ctx = call.context()
-    for s, lab, o, w, src, p in items:
-        ctx.assert_association(s, lab, o, w, src, p if src is not None else None)
-    if items:
-        ctx.meta.record_write()
-        ctx.emit("associations_added", count=len(items))
+    added = operations.assert_associations(ctx, items)
     await call.commit(ctx)
-    return len(items)
+    return added
 
 
 async def _triple(call: Call) -> tuple[str, str, str]:
@@ -99,9 +96,8 @@ async def _triple(call: Call) -> tuple[str, str, str]:
 async def retract_association(call: Call) -> Any:
     s, lab, o = await _triple(call)
     ctx = call.context()
-    retracted, removed = ctx.retract_association(s, lab, o)
+    retracted, removed = operations.retract_association(ctx, s, lab, o)
     if retracted:
-        ctx.meta.record_write()
         await call.commit(ctx)
     return {"retracted": retracted, "attributions_removed": removed}
 
@@ -129,25 +125,15 @@ async def post_aliases(call: Call) -> Any:
             for what, value in pair:
                 if not value:
                     raise ApiError(Code.INVALID_ARGUMENT, f"{what} must not be empty; nothing was applied")
-    ctx = call.context()
-    applied = 0
-    try:
-        for kind, m in maps:
-            word = "concept" if kind == CONCEPT else "label"
-            for alias in sorted(m):
-                try:
-                    ctx.add_alias(kind, alias, m[alias])
-                except AliasRefused as exc:
-                    raise ApiError(
-                        Code.CONFLICT, f"applied {applied} aliases, then {word} alias '{alias}' → '{m[alias]}': {exc}"
-                    ) from None
-                applied += 1
-    finally:
-        if applied:
-            ctx.meta.record_write()
-            ctx.emit("aliases_added", count=applied)
-        await call.commit(ctx)
-    return applied
+    aliases = [(kind, alias, canonical) for kind, m in maps for alias, canonical in m.items()]
+    return await _alias_write(
+        call,
+        lambda ctx: operations.add_aliases(ctx, aliases),
+        lambda stop: (
+            f"applied {stop.done} aliases, then {_word(stop.kind)} alias '{stop.alias}' → "
+            f"'{stop.canonical}': {stop.reason}"
+        ),
+    )
 
 
 async def delete_aliases(call: Call) -> Any:
@@ -161,25 +147,32 @@ async def delete_aliases(call: Call) -> Any:
         raise ApiError(
             Code.OVER_LIMIT, f"batch of {n} alias removals exceeds the per-request limit of 10000; split the request"
         )
+    names = [(CONCEPT, alias) for alias in concepts] + [(LABEL, alias) for alias in label_list]
+    return await _alias_write(
+        call,
+        lambda ctx: operations.remove_aliases(ctx, names),
+        lambda stop: (
+            f"removed {stop.done} aliases, then '{stop.alias}' is not a {_word(stop.kind)} alias "
+            "(canonical names cannot be removed this way)"
+        ),
+    )
+
+
+def _word(kind: int) -> str:
+    return "concept" if kind == CONCEPT else "label"
+
+
+async def _alias_write(
+    call: Call, write: Callable[[Context], int], refusal: Callable[[operations.Stopped], str]
+) -> int:
+    """Run an alias write on the call's context and commit what landed, also when it stopped partway (409)."""
     ctx = call.context()
-    removed = 0
     try:
-        for kind, names in ((CONCEPT, concepts), (LABEL, label_list)):
-            word = "concept" if kind == CONCEPT else "label"
-            for alias in names:
-                if not ctx.remove_alias(kind, alias):
-                    raise ApiError(
-                        Code.CONFLICT,
-                        f"removed {removed} aliases, then '{alias}' is not a {word} alias "
-                        "(canonical names cannot be removed this way)",
-                    )
-                removed += 1
+        return write(ctx)
+    except operations.Stopped as stop:
+        raise ApiError(Code.CONFLICT, refusal(stop)) from None
     finally:
-        if removed:
-            ctx.meta.record_write()
-            ctx.emit("aliases_removed", count=removed)
         await call.commit(ctx)
-    return removed
 
 
 async def list_aliases(call: Call) -> Any:

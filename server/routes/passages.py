@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import attrs
-
 from taguru_server.server import decode
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
@@ -22,7 +20,7 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
-from taguru_server.store import lanes
+from taguru_server.store import lanes, operations
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.text import query_terms
 
@@ -38,32 +36,7 @@ async def post_sources(call: Call) -> Any:
         raise collected("the passage store", [Issue("", "type", "an object", json_type(body))])
     store = read_passage_store(body)
     ctx = call.context()
-    now = int(time.time())
-    totals = {
-        "stored": 0,
-        "questions_stored": 0,
-        "questions_dropped": 0,
-        "sections_stored": 0,
-        "sections_dropped": 0,
-        "locators_stored": 0,
-        "locators_dropped": 0,
-    }
-    for src, text in store.texts.items():
-        counts = ctx.store_passage(
-            src,
-            text,
-            store.questions.get(src, []),
-            store.sections.get(src, []),
-            [(p, k, v) for p, (k, v) in store.locators.get(src, [])],
-            store.tags.get(src, []),
-            now,
-            store.dates.get(src),
-        )
-        totals["stored"] += 1
-        for key, value in attrs.asdict(counts).items():
-            totals[key] += value
-    if store.texts:
-        ctx.meta.record_write()
+    totals = operations.store_passages(ctx, store.passages(int(time.time())))
     await call.commit(ctx)
     return totals
 
@@ -112,9 +85,8 @@ async def retract_source(call: Call) -> Any:
     check_name(source, "source")
     dry_run = call.query.get("dry_run") == "true"
     ctx = call.context()
-    touched, removed = ctx.retract_source(source, dry_run=dry_run)
+    touched, removed = operations.retract_source(ctx, source, dry_run=dry_run)
     if not dry_run and (touched or removed):
-        ctx.meta.record_write()
         await call.commit(ctx)
     return {"associations_touched": touched, "passage_removed": removed}
 
