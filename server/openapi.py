@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server.schemas import COMPONENTS, ROUTE_SHAPES, STR, ref, result_schema
+from taguru_server.server.wire.schemas import COMPONENTS, ROUTE_SHAPES, STR, ref, result_schema
 
 NOTES = (
     "Request bodies are published as the server decodes them. Two things JSON Schema cannot say: a `maxLength` "

@@ -32,7 +32,7 @@ def response_validator(schema: dict[str, Any]) -> Any:
     """A JSON Schema validator for one response schema, resolving the published components."""
     from jsonschema import Draft202012Validator
 
-    from taguru_server.server.schemas import COMPONENTS
+    from taguru_server.server.wire.schemas import COMPONENTS
 
     key = json.dumps(schema, sort_keys=True)
     if key not in _VALIDATORS:
@@ -44,7 +44,7 @@ def check_against_openapi(method: str, path: str, status: int, parsed: Any) -> N
     """Every JSON response the suite sees must match the schema `/openapi.json` publishes for it."""
     from taguru_server.server.routing import ROUTER
     from taguru_server.server.routing import segments as _segments
-    from taguru_server.server.schemas import ROUTE_SHAPES, ref, result_schema
+    from taguru_server.server.wire.schemas import ROUTE_SHAPES, ref, result_schema
 
     path = path.split("?", 1)[0]
     if path in PROBES:

@@ -8,7 +8,7 @@ from conftest import Client
 from substrate_support import assert_error, make_context
 
 from taguru_server.server.routing import ROUTES
-from taguru_server.server.schemas import ROUTE_SHAPES
+from taguru_server.server.wire.schemas import ROUTE_SHAPES
 from taguru_server.store.json_depth import MAX_JSON_DEPTH, TOO_DEEP
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from conftest import Client
 
 from taguru_server.server.decode import EVIDENCE
 from taguru_server.server.routing import ROUTES
-from taguru_server.server.schemas import ROUTE_SHAPES
+from taguru_server.server.wire.schemas import ROUTE_SHAPES
 
 
 @pytest.mark.anyio
@@ -28,7 +28,7 @@ def test_openapi_document_is_valid() -> None:
     from jsonschema import Draft202012Validator
 
     from taguru_server.server.openapi import openapi_document
-    from taguru_server.server.schemas import COMPONENTS
+    from taguru_server.server.wire.schemas import COMPONENTS
 
     doc = openapi_document(ROUTES, "0")
     for schema in COMPONENTS.values():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from taguru_server.server import group_shapes
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
@@ -25,6 +24,7 @@ from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.server.tenancy import scope_refusal, seen_groups
+from taguru_server.server.wire import groups as group_wire
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, Code, no_context, too_many_items
@@ -100,7 +100,7 @@ def merged_page(
 
 
 async def cross_recall(call: Call) -> Any:
-    args = await call.decode(group_shapes.CROSS_RECALL)
+    args = await call.decode(group_wire.CROSS_RECALL)
     before_start(call)
     if args["since"] is not None or args["until"] is not None:
         raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
@@ -116,7 +116,7 @@ async def cross_recall(call: Call) -> Any:
 
 
 async def cross_query(call: Call) -> Any:
-    args = await call.decode(group_shapes.CROSS_QUERY)
+    args = await call.decode(group_wire.CROSS_QUERY)
     if args["since"] is not None or args["until"] is not None:
         raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
     positions = {key: args[key] for key in ("subject", "label", "object")}
@@ -145,7 +145,7 @@ async def cross_query(call: Call) -> Any:
 
 
 async def cross_search(call: Call) -> Any:
-    args = await call.decode(group_shapes.CROSS_SEARCH)
+    args = await call.decode(group_wire.CROSS_SEARCH)
     targets = cross_targets(call, args["contexts"], args["groups"])
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)

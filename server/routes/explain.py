@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 from taguru_server.server.call import Call, Handler, Route
-from taguru_server.server.explain_wire import RESOLVE_EXPLAIN, SEARCH_EXPLAIN
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.routes.common import MAX_MATCH_LIMIT, before_start, clamp_limit, count_read
 from taguru_server.server.routes.passages import check_source_filter
@@ -21,6 +20,7 @@ from taguru_server.server.semantic import (
     semantic_tier,
 )
 from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
+from taguru_server.server.wire.explain import RESOLVE_EXPLAIN, SEARCH_EXPLAIN
 from taguru_server.store import explain, semantic
 from taguru_server.store.context import Context
 from taguru_server.store.text import query_terms

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from taguru_server.server import walk_bodies
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import before_start, count_read
 from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.wire import walks as walk_wire
 from taguru_server.store import walks
 from taguru_server.store.context import Context
 from taguru_server.store.errors import budget_spent
@@ -23,7 +23,7 @@ def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
 
 
 async def explore(call: Call) -> Any:
-    args = await call.decode(walk_bodies.EXPLORE)
+    args = await call.decode(walk_wire.EXPLORE)
     before_start(call)
     ctx = call.context()
     result = walks.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"])
@@ -32,7 +32,7 @@ async def explore(call: Call) -> Any:
 
 
 async def paths(call: Call) -> Any:
-    args = await call.decode(walk_bodies.PATHS)
+    args = await call.decode(walk_wire.PATHS)
     before_start(call)
     ctx = call.context()
     result = walks.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"])
@@ -41,7 +41,7 @@ async def paths(call: Call) -> Any:
 
 
 async def unreachable_from(call: Call) -> Any:
-    args = await call.decode(walk_bodies.UNREACHABLE_FROM)
+    args = await call.decode(walk_wire.UNREACHABLE_FROM)
     before_start(call)
     ctx = call.context()
     deadline = call.deadline

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server import (
-    audit_schemas,
-    explain_wire,
-    group_shapes,  # its request specs join PUBLISHED on import
-    import_wire,
-    maintenance_wire,
-    walk_bodies,  # publishes the walks' request bodies; their result schemas join COMPONENTS
-)
 from taguru_server.server.decode import ALIASES, MAX_U32, MAX_U64, PUBLISHED
+from taguru_server.server.wire import (
+    audits,
+    explain,
+    groups,  # its request specs join PUBLISHED on import
+    imports,
+    maintenance,
+    walks,  # publishes the walks' request bodies; their result schemas join COMPONENTS
+)
 from taguru_server.stages.lanes import PLAN_NAMES
 
 # ----- response schemas --------------------------------------------------------------
@@ -458,7 +458,7 @@ COMPONENTS["PassageStore"] = _obj(
     "passages; at most 8 questions per paragraph"
 }
 COMPONENTS[ALIASES.component_name] = ALIASES.json_schema()
-COMPONENTS.update(group_shapes.COMPONENTS)
+COMPONENTS.update(groups.COMPONENTS)
 COMPONENTS["EmbeddingStatus"] = _obj(
     {
         "provider_model": NULL_STR,
@@ -476,9 +476,9 @@ COMPONENTS["EmbeddingRefresh"] = _obj(
     },
     ["embedded", "total"],
 )
-COMPONENTS.update(explain_wire.COMPONENTS | audit_schemas.COMPONENTS | import_wire.COMPONENTS)
-COMPONENTS.update(walk_bodies.result_components(_obj, ref))
-COMPONENTS.update(maintenance_wire.result_components(_obj))
+COMPONENTS.update(explain.COMPONENTS | audits.COMPONENTS | imports.COMPONENTS)
+COMPONENTS.update(walks.result_components(_obj, ref))
+COMPONENTS.update(maintenance.result_components(_obj))
 COMPONENTS["JsonRpcRequest"] = {
     "type": "object",
     "required": ["jsonrpc", "method"],
@@ -538,9 +538,9 @@ ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
     ("GET", "/live"): (None, "text"),
     ("GET", "/metrics"): (None, "metrics"),
     ("GET", "/openapi.json"): (None, "openapi"),
-    **group_shapes.ROUTE_SHAPES,
+    **groups.ROUTE_SHAPES,
 }
-ROUTE_SHAPES.update(explain_wire.ROUTE_SHAPES | audit_schemas.ROUTE_SHAPES)
+ROUTE_SHAPES.update(explain.ROUTE_SHAPES | audits.ROUTE_SHAPES)
 
 
 def result_schema(shape: str) -> dict[str, Any]:
