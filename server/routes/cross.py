@@ -18,11 +18,11 @@ from taguru_server.server.routes.common import (
     before_start,
     clamp_limit,
     count_read,
+    search_vector,
 )
 from taguru_server.server.routes.groups import no_group
 from taguru_server.server.routes.passages import check_source_filter
-from taguru_server.server.semantic import passage_vector_query
-from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.tenancy import scope_refusal, seen_groups
 from taguru_server.server.wire import groups as group_wire
 from taguru_server.store import lanes
@@ -153,19 +153,12 @@ async def cross_search(call: Call) -> Any:
     before_start(call)
     plans: list[dict[str, Any]] = []
     ranked: list[tuple[int, int, dict[str, Any]]] = []
-    embedder = call.app_state.get(EMBEDDER_KEY)
     searchable = limit > 0 and bool(query_terms(query_text))
     for index, name in enumerate(targets):
         ctx = _target(call, name)
         vector = None
         if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
-            vector = await passage_vector_query(
-                embedder,
-                passage_lane_enabled(call.app_state),
-                query_text,
-                (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor),
-                call.deadline,
-            )
+            vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
         result = lanes.search_passages(ctx, query_text, limit, tags, since, until, vector)
         count_read(ctx, not result["hits"])
         plans.extend(result["plan"]["contexts"])
@@ -179,7 +172,9 @@ async def cross_search(call: Call) -> Any:
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/recall", cross_recall, "read"),
-    Route("POST", "/query", cross_query, "read"),
-    Route("POST", "/sources/search", cross_search, "read"),
+    Route("POST", "/recall", cross_recall, "read", request=group_wire.CROSS_RECALL, response="CrossMatches"),
+    Route("POST", "/query", cross_query, "read", request=group_wire.CROSS_QUERY, response="CrossMatches"),
+    Route(
+        "POST", "/sources/search", cross_search, "read", request=group_wire.CROSS_SEARCH, response="CrossSearchResult"
+    ),
 ]

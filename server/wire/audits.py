@@ -1,37 +1,89 @@
-"""Response (and request) schemas of the audit and promote routes (docs/audits.md), merged into the document."""
+"""The wire shapes of the audit and promote routes (docs/audits.md): their request bodies and results."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server.routes.audits import SPECS as AUDIT_SPECS
-from taguru_server.server.routes.promote import PROMOTE
+from taguru_server.server.decode import Field, Spec
+from taguru_server.server.wire.json_schema import INT, NULL_STR, NUM, STR, STRS, obj, ref
+from taguru_server.server.wire.specs import CURSOR
+from taguru_server.store import audits
+from taguru_server.store import promote as moves
 
-INT = {"type": "integer", "minimum": 0}
-NUM = {"type": "number"}
-STR = {"type": "string"}
-STRS = {"type": "array", "items": STR}
-NULL_STR = {"type": ["string", "null"]}
+MAX_CHECKS = 1000
+MAX_LIMIT = 1000
 
+VOCABULARY_AUDIT = Spec(
+    "VocabularyAuditRequest",
+    (
+        # not optional on the wire: a null is refused like a wrong type
+        Field("dice_floor", "f64", "lexical twin floor, default 0.6, clamped to [0, 1]", null_is_absent=False),
+        Field("cosine_floor", "f32", "semantic twin floor, default 0.6, clamped to [0, 1]", null_is_absent=False),
+    ),
+    description="optional body: an empty body means every default",
+)
+DRIFT_AUDIT = Spec(
+    "DriftAuditRequest",
+    (
+        Field("unsourced_floor", "f64", "keep edges whose |unsourced weight| reaches |floor| (default 0)"),
+        Field("limit", "usize", "unsourced page size", default=100, ceiling=MAX_LIMIT),
+        Field("after", "struct", "keyset cursor (the last entry's unsourced_weight and names)", nested=CURSOR),
+        Field("include_twins", "bool", "also run the vocabulary audit", default=False, null_is_absent=False),
+        Field("dice_floor", "f64", "lexical twin floor, default 0.6"),
+        Field("cosine_floor", "f32", "semantic twin floor, default 0.6"),
+    ),
+    description="optional body: an empty body means every default",
+)
+CONSOLIDATION_AUDIT = Spec(
+    "ConsolidationAuditRequest",
+    (
+        Field(
+            "checks",
+            "strings",
+            "any of merge, contradiction, staleness",
+            True,
+            max_items=MAX_CHECKS,
+            rules={"minItems": 1, "items": {"enum": list(audits.CHECKS)}},
+        ),
+        Field("limit", "usize", "per-section candidate ceiling", default=100, ceiling=MAX_LIMIT),
+        Field("evidence_cap", "usize", "per-list merge evidence ceiling", default=20, ceiling=MAX_LIMIT),
+        Field("dice_floor", "f64", "merge: lexical floor, default 0.6"),
+        Field("cosine_floor", "f32", "merge: semantic floor, default 0.6"),
+        Field("floor_secs", "u64", "staleness: minimum gap in seconds", default=0),
+    ),
+)
+MAX_SOURCES = 1000
 
-def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props) if required is None else required,
-        "additionalProperties": False,
-    }
+PROMOTE = Spec(
+    "PromoteRequest",
+    (
+        Field("into", "string", "the established context the sources move into", True),
+        Field(
+            "sources",
+            "strings",
+            "source ids to promote (never one of export's reserved ids)",
+            True,
+            max_items=MAX_SOURCES,
+            rules={"minItems": 1, "items": {"type": "string", "not": {"enum": list(moves.RESERVED)}}},
+        ),
+        Field("audit", "bool", "run the consolidation audit on the destination afterwards (null means true)"),
+    ),
+)
 
-
-def ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
+# the query parameter of promote
+DRY_RUN: dict[str, Any] = {
+    "name": "dry_run",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "boolean", "default": False},
+    "description": "report what would be promoted and write nothing (`true` or `false`)",
+}
 
 COMPONENTS: dict[str, Any] = {}
-_TWIN = _obj({"a": STR, "b": STR, "score": NUM})
+_TWIN = obj({"a": STR, "b": STR, "score": NUM})
 _TWINS = {"type": "array", "items": _TWIN}
-_FACTS = {"type": "array", "items": _obj({"direction": {"enum": ["out", "in"]}, "label": STR, "other": STR})}
-_MERGE = _obj(
+_FACTS = {"type": "array", "items": obj({"direction": {"enum": ["out", "in"]}, "label": STR, "other": STR})}
+_MERGE = obj(
     {
         "a": STR,
         "b": STR,
@@ -47,13 +99,13 @@ _MERGE = _obj(
         "fingerprint": STR,
     }
 )
-_OBJECT_ROW = _obj(
+_OBJECT_ROW = obj(
     {"object": STR, "weight": NUM, "count": INT, "sources": STRS, "latest": INT},
     ["object", "weight", "count", "sources"],
 )
 _CONTRADICTION = {
     "oneOf": [
-        _obj(
+        obj(
             {
                 "kind": {"const": "objects"},
                 "subject": STR,
@@ -63,7 +115,7 @@ _CONTRADICTION = {
                 "fingerprint": STR,
             }
         ),
-        _obj(
+        obj(
             {
                 "kind": {"const": "contested"},
                 "subject": STR,
@@ -78,7 +130,7 @@ _CONTRADICTION = {
         ),
     ]
 }
-_STALE = _obj(
+_STALE = obj(
     {
         "subject": STR,
         "label": STR,
@@ -90,7 +142,7 @@ _STALE = _obj(
         "fingerprint": STR,
     }
 )
-COMPONENTS["VocabularyAudit"] = _obj(
+COMPONENTS["VocabularyAudit"] = obj(
     {
         "lexical_concepts": _TWINS,
         "lexical_labels": _TWINS,
@@ -99,31 +151,31 @@ COMPONENTS["VocabularyAudit"] = _obj(
         "semantic_note": NULL_STR,
     }
 )
-COMPONENTS["DriftAudit"] = _obj(
+COMPONENTS["DriftAudit"] = obj(
     {
         "total": INT,
         "unsourced": {
             "type": "array",
-            "items": _obj({"unsourced_weight": NUM, "unsourced_count": INT, "association": ref("AssociationOut")}),
+            "items": obj({"unsourced_weight": NUM, "unsourced_count": INT, "association": ref("AssociationOut")}),
         },
         "dead_concept_aliases": {"type": "object", "additionalProperties": STR},
         "dead_label_aliases": {"type": "object", "additionalProperties": STR},
         "twins": {"oneOf": [ref("VocabularyAudit"), {"type": "null"}]},
     }
 )
-COMPONENTS["ConsolidationAudit"] = _obj(
+COMPONENTS["ConsolidationAudit"] = obj(
     {
         "detector": {"const": "consolidation/1"},
-        "merge": _obj(
+        "merge": obj(
             {"total": INT, "candidates": {"type": "array", "items": _MERGE}, "semantic_note": STR},
             ["total", "candidates"],
         ),
-        "contradiction": _obj({"total": INT, "candidates": {"type": "array", "items": _CONTRADICTION}}),
-        "staleness": _obj({"total": INT, "undatable": INT, "candidates": {"type": "array", "items": _STALE}}),
+        "contradiction": obj({"total": INT, "candidates": {"type": "array", "items": _CONTRADICTION}}),
+        "staleness": obj({"total": INT, "undatable": INT, "candidates": {"type": "array", "items": _STALE}}),
     },
     ["detector"],
 )
-COMPONENTS["Promotion"] = _obj(
+COMPONENTS["Promotion"] = obj(
     {
         "batches": {"type": "array", "items": ref("ImportOutcome")},
         "aliases_dropped": INT,
@@ -134,12 +186,3 @@ COMPONENTS["Promotion"] = _obj(
     },
     ["batches", "aliases_dropped"],
 )
-for _spec in (*AUDIT_SPECS, PROMOTE):
-    COMPONENTS[_spec.component_name] = _spec.json_schema()
-
-ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
-    ("POST", "/contexts/{name}/vocabulary/audit"): ("VocabularyAuditRequest", "VocabularyAudit"),
-    ("POST", "/contexts/{name}/drift/audit"): ("DriftAuditRequest", "DriftAudit"),
-    ("POST", "/contexts/{name}/consolidation/audit"): ("ConsolidationAuditRequest", "ConsolidationAudit"),
-    ("POST", "/contexts/{name}/promote"): ("PromoteRequest", "Promotion"),
-}
