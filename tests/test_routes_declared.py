@@ -4,15 +4,19 @@ Pinned here: no handler carries attributes that the server reads back (`getattr`
 an attribute assigned to a function); no server module outside the route table keeps its own
 per-route set or map (`(method, "/path")` keys); every record names its request body and result
 shape, and each name resolves in the document; the typed request bodies are published in
-route-table order; the MCP tools call routes of the table.
+route-table order, and each handler can reach the spec its record names; the MCP tools call
+routes of the table.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from types import CodeType, FunctionType, ModuleType
+from typing import Any
 
 from taguru_server.server.call import Route
+from taguru_server.server.decode import Spec
 from taguru_server.server.mcp.tools import TOOLS
 from taguru_server.server.openapi import openapi_document, published_specs
 from taguru_server.server.routing import PROBE_ROUTES, ROUTER, ROUTES, response_shape, segments
@@ -154,3 +158,34 @@ def test_every_mcp_tool_calls_a_route_of_the_table() -> None:
             path = template.replace("{context}", "x").replace("{name}", "x")
             found = ROUTER.match(method, segments(path))
             assert found[2] is not None, (tool.name, method, template)
+
+
+def _reachable_specs(code: CodeType, names: dict[str, Any], cells: tuple[Any, ...], seen: set[int]) -> set[int]:
+    """The ids of the specs a handler's code can name: its globals (a module's attributes too), its closure,
+    its nested functions and the functions of its own module that it calls."""
+    if id(code) in seen:
+        return set()
+    seen.add(id(code))
+    found: set[int] = set()
+    values = [names.get(name) for name in code.co_names] + [cell.cell_contents for cell in cells]
+    for value in values:
+        if isinstance(value, Spec):
+            found.add(id(value))
+        elif isinstance(value, ModuleType):
+            found |= {id(v) for n in code.co_names if isinstance(v := getattr(value, n, None), Spec)}
+        elif isinstance(value, FunctionType):
+            found |= _reachable_specs(value.__code__, value.__globals__, value.__closure__ or (), seen)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            found |= _reachable_specs(const, names, (), seen)
+    return found
+
+
+def test_each_handler_decodes_with_the_spec_its_record_names() -> None:
+    for route in ROUTES:
+        if route.spec is None:
+            continue
+        handler = route.handler
+        assert isinstance(handler, FunctionType)
+        reachable = _reachable_specs(handler.__code__, handler.__globals__, handler.__closure__ or (), set())
+        assert id(route.spec) in reachable, (route.method, route.template, route.spec.component_name)
