@@ -162,11 +162,13 @@ ProbeHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @attrs.frozen
 class Probe:
     """One probe (GET and HEAD, answered before auth and the in-flight ceiling): its exact path, its
-    aiohttp handler and the shape of its answer (as `Route.response`)."""
+    aiohttp handler, the shape of its answer (as `Route.response`) and whether it can answer the
+    error envelope instead."""
 
     template: str
     handler: ProbeHandler
     response: str
+    refuses: bool = True
 
 
 def parse_query_string(raw: str) -> dict[str, str]:

@@ -70,7 +70,7 @@ def _operation(route: Route) -> dict[str, Any]:
         }
     if route.query:
         op["parameters"] = [*op.get("parameters", []), *route.query]
-    op["responses"] = _responses(route.response, template)
+    op["responses"] = _responses(route.response, refuses=True)
     return op
 
 
@@ -78,15 +78,15 @@ def _probe_operation(probe: Probe) -> dict[str, Any]:
     """One probe's operation: no role, no parameters, no body."""
     return {
         "operationId": _operation_id("GET", probe.template),
-        "responses": _responses(probe.response, probe.template),
+        "responses": _responses(probe.response, probe.refuses),
     }
 
 
 MEDIA = {"text": "text/plain", "metrics": "text/plain", "ndjson": "application/x-ndjson", "markdown": "text/markdown"}
 
 
-def _responses(response: str, template: str) -> dict[str, Any]:
-    """The responses of an operation whose success has this shape."""
+def _responses(response: str, refuses: bool) -> dict[str, Any]:
+    """The responses of an operation whose success has this shape (and, if it `refuses`, the error envelope)."""
     out: dict[str, Any] = {}
     if response in MEDIA:
         out["200"] = {"description": "OK", "content": {MEDIA[response]: {"schema": STR}}}
@@ -110,7 +110,7 @@ def _responses(response: str, template: str) -> dict[str, Any]:
             "description": "OK",
             "content": {"application/json": {"schema": result_schema(response)}},
         }
-    if response != "openapi" and template not in ("/version", "/live", "/metrics"):
+    if refuses:
         out["default"] = {
             "description": "the error envelope",
             "content": {"application/json": {"schema": ref("Error")}},

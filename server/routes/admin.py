@@ -152,11 +152,11 @@ def probes(routes: list[Route]) -> list[Probe]:
         return json_response(openapi_document(routes, VERSION, table))
 
     table = [
-        Probe("/version", version, "bare:Version"),
+        Probe("/version", version, "bare:Version", refuses=False),
         Probe("/health", health, "bare:Health"),
         Probe("/ready", ready, "bare:Ready"),
-        Probe("/live", live, "text"),
-        Probe("/metrics", metrics, "metrics"),
-        Probe("/openapi.json", openapi, "openapi"),
+        Probe("/live", live, "text", refuses=False),
+        Probe("/metrics", metrics, "metrics", refuses=False),
+        Probe("/openapi.json", openapi, "openapi", refuses=False),
     ]
     return table
