@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import parse_qsl
 
 import attrs
+from aiohttp import web
 
 from taguru_server.server.auth import Principal
 from taguru_server.server.config import Settings
@@ -116,13 +117,58 @@ def not_durable(exc: CommitFailed, message: str) -> ApiError:
 Handler = Callable[[Call], Awaitable[Any]]
 
 
-class Route(NamedTuple):
-    """One route-table entry: method, path template (`{name}` is one segment), handler, role needed."""
+@attrs.frozen
+class Route:
+    """One route, declared once in its resource module's table: everything the server reads about it.
+
+    `request` is the body: the `Spec` the handler decodes with (published under its component name),
+    the component name of a body the handler validates itself, `"jsonl"` for the import stream, or
+    None for no body. `response` is the shape of a success (`wire.schemas.result_schema`, or a media
+    type). The flags say what the middlewares and the dispatch do for it: `optional_body` (an empty
+    body means every default), `query` (the published query parameters), `heavy_before_body` (a
+    heavy-operation permit is held from before the body is read), `own_write_section` (a write that
+    waits on something slow takes the write section itself, around its commit only) and `group_name`
+    (`{name}` names a group, so the path grant is not checked).
+    """
 
     method: str
     template: str
     handler: Handler
     role: str
+    request: Spec | str | None = attrs.field(default=None, kw_only=True)
+    response: str = attrs.field(kw_only=True)
+    optional_body: bool = attrs.field(default=False, kw_only=True)
+    query: tuple[dict[str, Any], ...] = attrs.field(default=(), kw_only=True)
+    heavy_before_body: bool = attrs.field(default=False, kw_only=True)
+    own_write_section: bool = attrs.field(default=False, kw_only=True)
+    group_name: bool = attrs.field(default=False, kw_only=True)
+
+    @property
+    def spec(self) -> Spec | None:
+        """The typed body the handler decodes with, if it has one."""
+        return self.request if isinstance(self.request, Spec) else None
+
+    @property
+    def request_component(self) -> str | None:
+        """The component `/openapi.json` publishes the body under (None without a JSON body)."""
+        if isinstance(self.request, Spec):
+            return self.request.component_name
+        return self.request
+
+
+ProbeHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@attrs.frozen
+class Probe:
+    """One probe (GET and HEAD, answered before auth and the in-flight ceiling): its exact path, its
+    aiohttp handler, the shape of its answer (as `Route.response`) and whether it can answer the
+    error envelope instead."""
+
+    template: str
+    handler: ProbeHandler
+    response: str
+    refuses: bool = True
 
 
 def parse_query_string(raw: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Request decoding: the typed-body specs `/openapi.json` publishes and the one engine that reads them.
+"""Request decoding: the engine that reads a typed body against its `Spec` (the specs are in `wire/`).
 
 A typed body keeps the reference's statuses: 415 for a non-JSON content type, 400 for a body that
 is not JSON, 422 (serde's wording, with a line/column position) for a wrong shape. Positions are
@@ -18,7 +18,6 @@ import attrs
 from taguru_server.server.errors import malformed
 from taguru_server.server.positions import PREFIX as PREFIX  # re-exported: the 422 prefix
 from taguru_server.server.positions import Path, Refusal, report
-from taguru_server.stages import model
 from taguru_server.store.errors import ApiError, Code, Issue, too_many_items
 from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.text import utf8_len
@@ -28,14 +27,6 @@ MAX_U32 = 2**32 - 1
 MAX_U64 = 2**64 - 1
 MAX_NAME_BYTES = 1024
 NON_EMPTY = "a non-empty string"
-# The handlers' refusals as published keywords. A `maxLength` is the handler's byte cap: the server
-# counts UTF-8 bytes, so a string of that many characters can still be over it.
-NAME = {"minLength": 1, "maxLength": MAX_NAME_BYTES}  # a name refused empty or over 1024 bytes
-NAMES = {"items": {"type": "string", **NAME}}
-SHORT_NAME = {"minLength": 1, "maxLength": 64}  # a context or group name
-DESCRIPTION = {"maxLength": 4096}
-TAGS = {"items": {"type": "string", "minLength": 1, "maxLength": 128}}
-MAX_INPUT = {"maxItems": 1000}  # a list input the handler refuses past 1000 names (400 over_limit)
 
 # ----- content type and JSON parse (415, 400) ----------------------------------------
 
@@ -372,154 +363,6 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
         kinds = [kind] if isinstance(kind, str) else list(kind)
         return {**schema, "type": [*kinds, "null"]} if "null" not in kinds else schema
     return {"anyOf": [schema, {"type": "null"}]}
-
-
-# ----- the typed bodies the server reads -------------------------------------------------
-
-PUBLISHED: list[Spec] = []  # under `#/components/schemas/<component_name>`, in this order
-
-
-def _body(struct: str, *fields: Field, publish: bool = True, **rules: Any) -> Spec:
-    spec = Spec(struct, fields, **rules)
-    if publish:
-        PUBLISHED.append(spec)
-    return spec
-
-
-CONTEXT_CONFIG = _body(
-    "ContextConfig",
-    Field("description", "string", "free text", rules=DESCRIPTION),
-    Field("pinned", "bool", "advisory"),
-    Field("dice_floor", "f64", "resolve's fuzzy floor, clamped to [0, 1]; null means 0.3"),
-    Field("semantic_floor", "f32", "semantic floor, clamped to [0, 1]; null means 0.35"),
-)
-CONTEXT_PATCH = _body("ContextPatch", *CONTEXT_CONFIG.fields, publish=False, component="ContextConfig")
-TRIPLE = _body(
-    "TripleRequest",
-    Field("subject", "string", "exact spelling", True, rules=NAME),
-    Field("label", "string", "exact spelling", True, rules=NAME),
-    Field("object", "string", "exact spelling", True, rules=NAME),
-)
-ALIAS_REMOVAL = _body(
-    "AliasRemoval",
-    Field("concepts", "strings", "concept alias spellings to remove"),
-    Field("labels", "strings", "label alias spellings to remove"),
-    description="names at least one alias (at most 10000 in all)",
-    rules=({"anyOf": [given("concepts", concepts={"minItems": 1}), given("labels", labels={"minItems": 1})]},),
-)
-LOOKUP = _body(
-    "LookupRequest",
-    Field("sources", "strings", "source ids", True, rules={**NAMES, **MAX_INPUT}),
-)
-RETRACT_SOURCE = _body("RetractSource", Field("source", "string", "the source id", True, rules=NAME))
-CITATION = _body(
-    "CitationRequest",
-    Field("source", "string", "the source id", True, rules=NAME),
-    Field("paragraph", "u32", "paragraph index (0-based)", True),
-    Field("index", "u32", "deprecated alias of paragraph", alias_of="paragraph"),
-)
-RESOLVE = _body(
-    "ResolveRequest",
-    Field("cue", "string", "the wording to resolve", True),
-    Field("dice_floor", "f64", "fuzzy floor override"),
-    Field("semantic_floor", "f32", "semantic floor override"),
-    Field("limit", "usize", "default and ceiling 1000"),
-)
-DESCRIBE = _body("DescribeRequest", Field("concept", "string", "exact spelling", True))
-CURSOR = _body(
-    "Cursor",
-    Field("weight", "f64", "the last match's weight", True),
-    Field("subject", "string", "", True),
-    Field("label", "string", "", True),
-    Field("object", "string", "", True),
-    publish=False,
-    closed=True,
-)
-QUERY = _body(
-    "QueryRequest",
-    Field("subject", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
-    Field("label", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
-    Field("object", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
-    Field("limit", "usize", "default 100, ceiling 1000"),
-    Field("after", "struct", "keyset cursor", nested=CURSOR),
-    description="pins at least one of subject, label, object (each at most 1000 names)",
-    rules=({"anyOf": [given("subject"), given("label"), given("object")]},),
-)
-RECALL = _body(
-    "RecallRequest",
-    Field("cue", "string", "exact spelling of a subject, object or label", True),
-    Field("limit", "usize", "default 100, ceiling 1000"),
-    Field("after", "struct", "keyset cursor", nested=CURSOR),
-)
-ACTIVATE = _body(
-    "ActivateRequest",
-    Field("origins", "strings", "origin concepts", True, rules=MAX_INPUT),
-    Field("decay", "f64", "default 0.5, clamped to [0, 1]"),
-    Field("limit", "usize", "default 20, ceiling 1000"),
-)
-SOURCE_FILTER = (
-    Field("tags", "strings", "eligible sources carry any of these tags", rules={**TAGS, **MAX_INPUT}),
-    Field("since", "u64", "epoch seconds, inclusive"),
-    Field("until", "u64", "epoch seconds, exclusive"),
-)
-SOURCE_FILTER_RULES = "at most 32 distinct tags; since, when both are given, is before until"
-SEARCH = _body(
-    "SearchRequest",
-    Field("query", "string", "search text", True),
-    Field("limit", "usize", "default 5, ceiling 1000"),
-    Field("semantic_floor", "f32", "vector-lane floor (no provider here)"),
-    *SOURCE_FILTER,
-    description=SOURCE_FILTER_RULES,
-)
-COMMUNITY_SEARCH = _body(
-    "CommunitySearchRequest",
-    Field("query", "string", "search text", True),
-    Field("limit", "usize", "default 5, ceiling 1000"),
-    Field("semantic_floor", "f32", "vector-lane floor"),
-    Field("derived", "string", "artifact context (default {name}::communities)", rules={"maxLength": MAX_NAME_BYTES}),
-)
-BUDGET = _body(
-    "BudgetRequest",
-    Field("max_items", "usize", default=model.DEFAULT_MAX_ITEMS, ceiling=model.MAX_ITEMS_CEILING),
-    Field("max_bytes", "usize", default=model.DEFAULT_MAX_BYTES, ceiling=model.MAX_BYTES_CEILING),
-    Field("max_tokens", "usize", default=model.DEFAULT_MAX_TOKENS),
-    publish=False,
-)
-RERANK = _body("RerankRequest", Field("model", "string", "pins the configured reranker model"), publish=False)
-EVIDENCE = _body(
-    "EvidenceRequest",
-    Field(
-        "origins", "one_or_many", "cue(s) to resolve into anchors", True, max_items=model.MAX_CUES, null_is_absent=False
-    ),
-    Field("labels", "one_or_many", "relation labels for the query lane", default=(), max_items=model.MAX_CUES),
-    Field("dice_floor", "f64", "resolve fuzzy floor override"),
-    Field("semantic_floor", "f32", "semantic floor override"),
-    Field("resolve_limit", "usize", default=model.DEFAULT_RESOLVE_LIMIT, ceiling=model.MATCH_LIMIT_CEILING),
-    Field("activate_decay", "f64", default=model.DEFAULT_ACTIVATE_DECAY),
-    Field("activate_limit", "usize", default=model.DEFAULT_ACTIVATE_LIMIT, ceiling=model.MATCH_LIMIT_CEILING),
-    Field("text_fallback_query", "string", "passage/community search text; default origins joined with '; '"),
-    Field("search_limit", "usize", default=model.DEFAULT_SEARCH_LIMIT, ceiling=model.SEARCH_LIMIT_CEILING),
-    Field(
-        "include_communities",
-        "bool",
-        "search the {name}::communities artifact (null is a 422)",
-        default=False,
-        null_is_absent=False,
-    ),
-    Field("budget", "struct", "three independent hard ceilings", nested=BUDGET),
-    Field("rerank", "struct", "ask the configured reranker to reorder the survivors", nested=RERANK),
-    Field("explain", "bool", "add plan.stages (one entry per stage)", default=False),
-    refuse_duplicates=True,
-)
-RENAME = _body("RenameRequest", Field("to", "string", "the new context name", True, rules=SHORT_NAME))
-ALIAS_MAP = {"propertyNames": NAME, "additionalProperties": {"type": "string", **NAME}}
-ALIASES = _body(  # published by schemas.py among the any-JSON bodies, where it has always been listed
-    "AliasRequest",
-    Field("concepts", "string_map", "alias → canonical", rules=ALIAS_MAP),
-    Field("labels", "string_map", "alias → canonical", rules=ALIAS_MAP),
-    publish=False,
-    component="AliasRegistration",
-)
 
 
 # ----- collected validation (400 issue lists) ----------------------------------------------

@@ -10,7 +10,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from taguru_server.server.auth import Principal
-from taguru_server.server.call import Call, Handler, parse_query_string
+from taguru_server.server.call import Call, Route, parse_query_string
 from taguru_server.server.errors import error_body, status_of
 from taguru_server.server.reply import Raw, Reply, ok_body, render
 from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize, routed_method
@@ -33,7 +33,7 @@ from taguru_server.store.wire import dumps_bytes
 async def endpoint(request: web.Request) -> web.StreamResponse:
     """The matched route's handler on the request the middlewares admitted, read and timed."""
     match = request[MATCH_KEY]
-    assert match.handler is not None
+    assert match.route is not None
     app = request.app
     preload = app.get(PRELOAD_KEY)
     if preload is not None:  # contexts are loaded off the request path; a call waits for that (within its deadline)
@@ -51,10 +51,10 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
         deadline=request[DEADLINE_KEY],
         app_state=AppState(app),
     )
-    return render(await run_routed(call, match.role, match.handler), request[STARTED_KEY])
+    return render(await run_routed(call, match.route), request[STARTED_KEY])
 
 
-async def run_routed(call: Call, role: str, handler: Handler) -> Any:
+async def run_routed(call: Call, route: Route) -> Any:
     """Run a handler on a store that other worker processes may write to.
 
     A read first applies what other processes committed (so it sees every write acknowledged
@@ -62,8 +62,9 @@ async def run_routed(call: Call, role: str, handler: Handler) -> Any:
     process both are no-ops.
     """
     registry = call.registry
+    role, handler = route.role, route.handler
     try:
-        if role == "read" or getattr(handler, "takes_own_write_section", False):
+        if role == "read" or route.own_write_section:
             # a write that waits on something slow (an embedding provider) takes the section itself,
             # only around its commit, so other processes' writes do not wait for it
             await registry.before_read()
@@ -89,7 +90,7 @@ def in_process(app: web.Application) -> Dispatch:
         started = time.perf_counter()
         try:
             match = ROUTER.resolve(method, path)
-            handler = authorize(principal, method, match, path)
+            route = authorize(principal, method, match, path)
             call = Call(
                 method=method,
                 path=path,
@@ -103,7 +104,7 @@ def in_process(app: web.Application) -> Dispatch:
                 deadline=deadline,
                 app_state=AppState(app),
             )
-            result = await run_routed(call, match.role, handler)
+            result = await run_routed(call, route)
             if isinstance(result, Raw):  # a body that is not enveloped (a group's export line)
                 return result.status, result.body
             if isinstance(result, Reply):

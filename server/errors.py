@@ -22,6 +22,16 @@ class HttpError(ApiError):
         self.status = status
 
 
+def at_ceiling(ceiling: str, reached: str, variable: str) -> ApiError:
+    """503 `overloaded` at a concurrency ceiling (`reached` says how much is running), naming the variable
+    that tunes it; the client may retry after a second."""
+    return ApiError(
+        Code.OVERLOADED,
+        f"server is at its {ceiling} ceiling ({reached}) — retry shortly ({variable} tunes this)",
+        headers={"Retry-After": "1"},
+    )
+
+
 def status_of(err: ApiError) -> int:
     """The HTTP status an error answers with."""
     return err.status if isinstance(err, HttpError) else err.code.status

@@ -9,7 +9,6 @@ import structlog
 
 from taguru_server.pipeline import Graph, RunResult, run_graph
 from taguru_server.server.call import Call
-from taguru_server.server.decode import BUDGET, EVIDENCE
 from taguru_server.server.logging import note_request
 from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Reply
@@ -22,6 +21,7 @@ from taguru_server.server.state import (
     passage_lane_enabled,
 )
 from taguru_server.server.tracing import TRACING_KEY
+from taguru_server.server.wire.specs import BUDGET, EVIDENCE
 from taguru_server.stages.lanes import ANCHORS, QUERY_HITS
 from taguru_server.stages.model import (
     CONTEXT,

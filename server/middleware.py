@@ -16,9 +16,8 @@ from aiohttp.typedefs import Middleware
 from taguru_server.server import compat
 from taguru_server.server.auth import authenticate
 from taguru_server.server.call import track_writes
-from taguru_server.server.errors import error_response
+from taguru_server.server.errors import at_ceiling, error_response
 from taguru_server.server.logging import start_request_notes
-from taguru_server.server.routes.audits import HEAVY_BEFORE_BODY
 from taguru_server.server.routes.common import permit
 from taguru_server.server.routing import (
     MATCH_KEY,
@@ -127,12 +126,8 @@ async def errors(request: web.Request, handler: NextHandler) -> web.StreamRespon
 
 
 def _refuse_overload(ceiling: int) -> ApiError:
-    return ApiError(
-        Code.OVERLOADED,
-        f"server is at its in-flight ceiling ({ceiling} requests) — retry shortly "
-        "(TAGURU_MAX_CONCURRENT_REQUESTS tunes this)",
-        headers={"Retry-After": "1"},
-    )
+    """503 `overloaded`: the in-flight ceiling is reached."""
+    return at_ceiling("in-flight", f"{ceiling} requests", "TAGURU_MAX_CONCURRENT_REQUESTS")
 
 
 async def _holding_slot(request: web.Request, handler: NextHandler) -> web.StreamResponse:
@@ -295,9 +290,9 @@ async def deadline(request: web.Request, handler: NextHandler) -> web.StreamResp
 
 @web.middleware
 async def heavy_before_body(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """The routes that hold a heavy-operation permit from before their body is read (the two audits)."""
+    """The routes that hold a heavy-operation permit from before their body is read (`Route.heavy_before_body`)."""
     match = request.get(MATCH_KEY)
-    if match is None or (request.method, match.template) not in HEAVY_BEFORE_BODY:
+    if match is None or match.route is None or not match.route.heavy_before_body:
         return await handler(request)
     with permit(AppState(request.app)):
         return await handler(request)

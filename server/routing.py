@@ -31,12 +31,13 @@ from taguru_server.server.routes import (
     promote,
     walks,
 )
+from taguru_server.server.wire.specs import EVIDENCE
 from taguru_server.store.errors import ApiError, Code
 
 UNMATCHED = "<unmatched>"
 
-# The published order (`/openapi.json` lists paths in it). A new route goes into its resource module's
-# table; its request and result shapes into `schemas.ROUTE_SHAPES`, which the document is built from.
+# The published order (`/openapi.json` lists paths, and publishes the typed request bodies, in it). A new
+# route is one record in its resource module's table: handler, role, request body, result shape and flags.
 ROUTES: list[Route] = [
     *contexts.ROUTES,
     *groups.ROUTES,
@@ -48,7 +49,7 @@ ROUTES: list[Route] = [
     *walks.ROUTES,
     *feed.ROUTES,
     *embeddings.ROUTES,
-    Route("POST", "/contexts/{name}/evidence", ev.evidence, "read"),
+    Route("POST", "/contexts/{name}/evidence", ev.evidence, "read", request=EVIDENCE, response="EvidencePackage"),
     *communities.ROUTES,
     *export.ROUTES,
     *admin.IMPORT_ROUTES,
@@ -59,21 +60,27 @@ ROUTES: list[Route] = [
     *admin.PROTOCOL_ROUTES,
 ]
 
-PROBES = {**admin.probes(ROUTES), **PAGES}  # the inspector page (GET /ui) needs no auth either
+PROBE_ROUTES = admin.probes(ROUTES)
+PROBES = {probe.template: probe.handler for probe in PROBE_ROUTES} | PAGES  # GET /ui needs no auth either
 compat.SERVED[:] = [(r.method, r.template, r.role) for r in ROUTES]
 
 
 @attrs.frozen
 class Match:
-    """Where a request landed: the template (its metrics label), the role it needs, its handler and `{name}`."""
+    """Where a request landed: the template (its metrics label), the role it needs, its route record and `{name}`."""
 
     template: str
     role: str
-    handler: Handler | None
+    route: Route | None
     name: str | None
     path_matched: bool
     unsupported: bool = False  # a reference route this server does not serve (`compat.UNSUPPORTED`)
     allowed: tuple[str, ...] = ()  # the methods the path does route (a 405's `Allow`)
+
+    @property
+    def handler(self) -> Handler | None:
+        """The matched route's handler (None when no route answers the method)."""
+        return None if self.route is None else self.route.handler
 
 
 ALLOW_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -89,29 +96,28 @@ class Router:
     """Matches decoded path segments against templates; `{name}` is one percent-decoded segment."""
 
     def __init__(self, routes: list[Route]) -> None:
-        self.routes: list[tuple[str, str, tuple[str, ...], Handler, str]] = [
-            (method, template, tuple(template.strip("/").split("/")), handler, role)
-            for method, template, handler, role in routes
+        self.routes: list[tuple[tuple[str, ...], Route]] = [
+            (tuple(route.template.strip("/").split("/")), route) for route in routes
         ]
 
-    def match(self, method: str, segments: list[str]) -> tuple[str, str, Handler | None, str | None, bool]:
-        """Return (template, role, handler, name, path_matched)."""
+    def match(self, method: str, segments: list[str]) -> tuple[str, str, Route | None, str | None, bool]:
+        """Return (template, role, route, name, path_matched)."""
         path_matched = None
-        for r_method, template, handler, role, name in self._matching(segments):
-            if r_method == method:
-                return template, role, handler, name, True
-            path_matched = (template, name)
+        for route, name in self._matching(segments):
+            if route.method == method:
+                return route.template, route.role, route, name, True
+            path_matched = (route.template, name)
         if path_matched is not None:
             return path_matched[0], "admin", None, path_matched[1], True
         return UNMATCHED, "admin", None, None, False
 
     def allowed(self, segments: list[str]) -> tuple[str, ...]:
         """The methods some route answers on these segments, in table order."""
-        return tuple(dict.fromkeys(r_method for r_method, *_rest in self._matching(segments)))
+        return tuple(dict.fromkeys(route.method for route, _name in self._matching(segments)))
 
-    def _matching(self, segments: list[str]) -> Iterator[tuple[str, str, Handler, str, str | None]]:
-        """(method, template, handler, role, name) of every route whose template matches the segments."""
-        for r_method, template, parts, handler, role in self.routes:
+    def _matching(self, segments: list[str]) -> Iterator[tuple[Route, str | None]]:
+        """(route, name) of every route whose template matches the segments."""
+        for parts, route in self.routes:
             if len(parts) != len(segments):
                 continue
             name = None
@@ -123,7 +129,7 @@ class Router:
                     ok = False
                     break
             if ok:
-                yield r_method, template, handler, role, name
+                yield route, name
 
     def resolve(self, method: str, uri: str) -> Match:
         """Match a raw request target (its query string is ignored); an undecodable path is an unknown path."""
@@ -144,6 +150,16 @@ class Router:
 
 
 ROUTER = Router(ROUTES)
+
+
+def response_shape(method: str, template: str) -> str | None:
+    """The success shape the route (or probe) at this method and template declares; None for no route."""
+    for route in ROUTES:
+        if (route.method, route.template) == (method, template):
+            return route.response
+    return next((p.response for p in PROBE_ROUTES if method == "GET" and p.template == template), None)
+
+
 MATCH_KEY: web.RequestKey[Match] = web.RequestKey("match", Match)
 
 
@@ -162,10 +178,10 @@ def segments(raw_path: str) -> list[str]:
     return [unquote(p, errors="strict") for p in parts]
 
 
-def authorize(principal: Principal, method: str, match: Match, uri: str) -> Handler:
-    """The matched route's handler if this key may call it: role first, then the route exists, then the grant."""
+def authorize(principal: Principal, method: str, match: Match, uri: str) -> Route:
+    """The matched route if this key may call it: role first, then the route exists, then the grant."""
     principal.require_role(method, match.template, match.role)
-    if match.handler is None:
+    if match.route is None:
         if match.unsupported:
             raise ApiError(Code.UNKNOWN_PATH, compat.unsupported_text(method, match.template))
         if match.path_matched:
@@ -175,6 +191,6 @@ def authorize(principal: Principal, method: str, match: Match, uri: str) -> Hand
                 headers=allow_header(match.allowed),
             )
         raise ApiError(Code.UNKNOWN_PATH, f"no route for {method} {uri}; GET /protocol lists the API")
-    if match.name is not None and match.template not in groups.GROUP_TEMPLATES:  # `{name}` is a group there
+    if match.name is not None and not match.route.group_name:  # `{name}` is a group there
         principal.require_grant(match.name)
-    return match.handler
+    return match.route

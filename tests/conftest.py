@@ -32,7 +32,7 @@ def response_validator(schema: dict[str, Any]) -> Any:
     """A JSON Schema validator for one response schema, resolving the published components."""
     from jsonschema import Draft202012Validator
 
-    from taguru_server.server.schemas import COMPONENTS
+    from taguru_server.server.wire.schemas import COMPONENTS
 
     key = json.dumps(schema, sort_keys=True)
     if key not in _VALIDATORS:
@@ -42,9 +42,10 @@ def response_validator(schema: dict[str, Any]) -> Any:
 
 def check_against_openapi(method: str, path: str, status: int, parsed: Any) -> None:
     """Every JSON response the suite sees must match the schema `/openapi.json` publishes for it."""
-    from taguru_server.server.routing import ROUTER
+    from taguru_server.server.routing import ROUTER, response_shape
     from taguru_server.server.routing import segments as _segments
-    from taguru_server.server.schemas import ROUTE_SHAPES, ref, result_schema
+    from taguru_server.server.wire.json_schema import ref
+    from taguru_server.server.wire.schemas import result_schema
 
     path = path.split("?", 1)[0]
     if path in PROBES:
@@ -54,7 +55,7 @@ def check_against_openapi(method: str, path: str, status: int, parsed: Any) -> N
             template = ROUTER.match(method, _segments(path))[0]
         except UnicodeDecodeError:
             template = "<unmatched>"
-    shape = ROUTE_SHAPES.get((method, template), (None, None))[1]
+    shape = response_shape(method, template)
     if status == 202 or not isinstance(parsed, (dict, list)) and parsed is not None:
         return
     if template == "/mcp" and status in (200, 400):

@@ -8,7 +8,6 @@ from conftest import Client
 from substrate_support import assert_error, make_context
 
 from taguru_server.server.routing import ROUTES
-from taguru_server.server.schemas import ROUTE_SHAPES
 from taguru_server.store.json_depth import MAX_JSON_DEPTH, TOO_DEEP
 
 pytestmark = pytest.mark.anyio
@@ -34,14 +33,17 @@ def nested(depth: int, kind: str) -> bytes:
 
 
 def body_routes() -> list[tuple[str, str]]:
-    return [(m, t) for m, t, _h, _r in ROUTES if m in BODY_METHODS and (m, t) not in BODYLESS]
+    return [
+        (r.method, r.template) for r in ROUTES if r.method in BODY_METHODS and (r.method, r.template) not in BODYLESS
+    ]
 
 
 def test_every_body_route_is_covered() -> None:
     """A route whose document publishes no request body is one of the body-less ones named here, and back."""
-    for method, template, _h, _r in ROUTES:
+    for route in ROUTES:
+        method, template = route.method, route.template
         if method in BODY_METHODS:
-            published = ROUTE_SHAPES[(method, template)][0] is not None
+            published = route.request is not None
             assert published == ((method, template) not in BODYLESS), (method, template)
     assert ("POST", "/mcp") in body_routes() and ("POST", "/import") in body_routes()
     assert len(body_routes()) >= 35
@@ -105,14 +107,14 @@ def _code(body: object) -> object:
 
 
 def _allowed(template: str) -> set[str]:
-    methods = {m for m, t, _h, _r in ROUTES if t == template}
+    methods = {r.method for r in ROUTES if r.template == template}
     return methods | ({"HEAD"} if "GET" in methods else set())
 
 
 async def test_405_names_the_methods_the_path_supports(client: Client) -> None:
     """Every routed path and every probe: a method it does not serve answers 405 with `Allow`."""
     await make_context(client, "demo")
-    templates = dict.fromkeys(t for _m, t, _h, _r in ROUTES)
+    templates = dict.fromkeys(r.template for r in ROUTES)
     probes = ["/health", "/live", "/ready", "/version", "/metrics", "/openapi.json", "/ui"]
     for template in [*templates, *probes]:
         allowed = _allowed(template) if template in templates else {"GET", "HEAD"}

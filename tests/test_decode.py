@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from taguru_server.server import decode, positions
-from taguru_server.server.decode import BUDGET, CITATION, EVIDENCE, PUBLISHED
+from taguru_server.server.openapi import published_specs
+from taguru_server.server.routing import ROUTES
+from taguru_server.server.wire.specs import BUDGET, CITATION, EVIDENCE
 from taguru_server.stages.model import EvidenceRequest
 from taguru_server.store.errors import ApiError
 
@@ -94,4 +96,4 @@ def test_evidence_defaults_and_ceilings_live_in_the_model() -> None:
     assert published["origins"] == "cue(s) to resolve into anchors (at most 1000)"
     assert published["max_bytes"] == "default 65536, ceiling 1048576"
     assert published["max_tokens"] == "default 4000"
-    assert EVIDENCE in PUBLISHED
+    assert EVIDENCE in published_specs(ROUTES)

@@ -36,7 +36,8 @@ async def test_head_answers_every_get_route_like_get(client: Client) -> None:
     await client.ok("PUT", "/contexts/kura", {})
     await client.ok("PUT", "/groups/cellar", {"contexts": ["kura"]})
     statuses = {}
-    for method, template, _handler, _role in ROUTES:
+    for route in ROUTES:
+        method, template = route.method, route.template
         if method == "GET":
             path = template.replace("{name}", "cellar" if template.startswith("/groups/") else "kura")
             statuses[template] = (await get_and_head(client, path))[0]

@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 from conftest import Client
 
-from taguru_server.server.decode import EVIDENCE
 from taguru_server.server.routing import ROUTES
-from taguru_server.server.schemas import ROUTE_SHAPES
+from taguru_server.server.wire.specs import EVIDENCE
 
 
 @pytest.mark.anyio
 async def test_document_covers_every_route(client: Client) -> None:
     status, doc, _h = await client.call("GET", "/openapi.json")
     assert status == 200 and doc["openapi"] == "3.1.0"
-    for method, template, _handler, _role in ROUTES:
-        assert method.lower() in doc["paths"][template], (method, template)
-    assert set(ROUTE_SHAPES) >= {(m, t) for m, t, _h, _r in ROUTES}
+    for route in ROUTES:
+        assert route.method.lower() in doc["paths"][route.template], (route.method, route.template)
+    assert all(route.response for route in ROUTES)
     evidence = doc["paths"]["/contexts/{name}/evidence"]["post"]
     assert evidence["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/EvidenceRequest"
@@ -28,10 +27,9 @@ def test_openapi_document_is_valid() -> None:
     from jsonschema import Draft202012Validator
 
     from taguru_server.server.openapi import openapi_document
-    from taguru_server.server.schemas import COMPONENTS
 
     doc = openapi_document(ROUTES, "0")
-    for schema in COMPONENTS.values():
+    for schema in doc["components"]["schemas"].values():
         Draft202012Validator.check_schema(schema)
     assert len(doc["paths"]) >= 20
 

@@ -158,4 +158,4 @@ async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return _tool_ok(text)
 
 
-ROUTES: list[Route] = [Route("POST", "/mcp", mcp_endpoint, "read")]
+ROUTES: list[Route] = [Route("POST", "/mcp", mcp_endpoint, "read", request="JsonRpcRequest", response="jsonrpc")]

@@ -25,7 +25,15 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from taguru_server.server.config import Settings
-from taguru_server.server.providers.retry import AttemptFailed, Breaker, Refusal, RetryPolicy, Sleep, with_retries
+from taguru_server.server.providers.retry import (
+    AttemptFailed,
+    Breaker,
+    Refusal,
+    RetryPolicy,
+    Sleep,
+    breaker_families,
+    with_retries,
+)
 from taguru_server.store.vectors import VectorError, normalize
 
 log = structlog.get_logger("taguru.embed")
@@ -131,15 +139,9 @@ class EmbedMetrics:
             "taguru_embed_slot_timeouts", "Calls whose deadline passed waiting for a permit", registry=registry
         )
         self.configured = configured
-        if configured:
-            self.state = Gauge("taguru_embedding_breaker_state", "0 closed, 1 open, 2 half-open", registry=registry)
-            self.failures = Gauge(
-                "taguru_embedding_breaker_consecutive_failures", "Failures toward opening", registry=registry
-            )
-            self.opened = Counter("taguru_embedding_breaker_opened", "Breaker openings", registry=registry)
-            self.short_circuits = Counter(
-                "taguru_embedding_breaker_short_circuits", "Calls refused by the breaker", registry=registry
-            )
+        self.breaker = (
+            breaker_families("taguru_embedding", "Calls refused by the breaker", registry) if configured else None
+        )
 
 
 class _Attempt(AttemptFailed):

@@ -14,12 +14,13 @@ from typing import Any
 import aiohttp
 import attrs
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from taguru_server.server.providers.retry import (
     AttemptFailed,
     Breaker,
     RetryPolicy,
+    breaker_families,
     with_retries,
 )
 from taguru_server.server.variables import default_int
@@ -90,15 +91,7 @@ class RerankMetrics:
         for outcome in OUTCOMES:
             self.outcomes.labels(outcome)
         self.configured = configured
-        if configured:
-            self.state = Gauge("taguru_rerank_breaker_state", "0 closed, 1 open, 2 half-open", registry=registry)
-            self.failures = Gauge(
-                "taguru_rerank_breaker_consecutive_failures", "Failures toward opening", registry=registry
-            )
-            self.opened = Counter("taguru_rerank_breaker_opened", "Breaker openings", registry=registry)
-            self.short_circuits = Counter(
-                "taguru_rerank_breaker_short_circuits", "Calls refused while open", registry=registry
-            )
+        self.breaker = breaker_families("taguru_rerank", "Calls refused while open", registry) if configured else None
 
     def observe(self, outcome: str, seconds: float) -> None:
         self.duration.observe(seconds)

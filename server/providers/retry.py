@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import attrs
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 T = TypeVar("T")
 
@@ -75,14 +76,30 @@ COOLDOWN_SECS = 30.0
 CLOSED, OPEN, HALF_OPEN = 0, 1, 2
 
 
-class BreakerMetrics(Protocol):
-    """The breaker families of one provider (present only when that provider is configured)."""
+@attrs.frozen
+class BreakerFamilies:
+    """The breaker's metric families of one configured provider (`<prefix>_breaker_*`)."""
 
-    configured: bool
-    state: Any
-    failures: Any
-    opened: Any
-    short_circuits: Any
+    state: Gauge
+    failures: Gauge
+    opened: Counter
+    short_circuits: Counter
+
+
+def breaker_families(prefix: str, short_circuit_help: str, registry: CollectorRegistry) -> BreakerFamilies:
+    """Register a provider's breaker families: its state, failures toward opening, openings and short circuits."""
+    return BreakerFamilies(
+        Gauge(f"{prefix}_breaker_state", "0 closed, 1 open, 2 half-open", registry=registry),
+        Gauge(f"{prefix}_breaker_consecutive_failures", "Failures toward opening", registry=registry),
+        Counter(f"{prefix}_breaker_opened", "Breaker openings", registry=registry),
+        Counter(f"{prefix}_breaker_short_circuits", short_circuit_help, registry=registry),
+    )
+
+
+class BreakerMetrics(Protocol):
+    """A provider's metrics: the breaker families are there only when that provider is configured."""
+
+    breaker: BreakerFamilies | None
 
 
 @attrs.frozen
@@ -140,8 +157,8 @@ class Breaker:
                 self.probe_started = now
                 self._publish()
             return None
-        if self.metrics is not None and self.metrics.configured:
-            self.metrics.short_circuits.inc()
+        if self.metrics is not None and self.metrics.breaker is not None:
+            self.metrics.breaker.short_circuits.inc()
         self._publish()
         if self.state == OPEN:
             left = self.cooldown - (now - self.opened_at)
@@ -168,11 +185,11 @@ class Breaker:
         self.failures = self.threshold
         self.opened_at = self.clock()
         self.probe_started = None
-        if self.metrics is not None and self.metrics.configured:
-            self.metrics.opened.inc()
+        if self.metrics is not None and self.metrics.breaker is not None:
+            self.metrics.breaker.opened.inc()
         self._publish()
 
     def _publish(self) -> None:
-        if self.metrics is not None and self.metrics.configured:
-            self.metrics.state.set(self.state)
-            self.metrics.failures.set(self.failures)
+        if self.metrics is not None and self.metrics.breaker is not None:
+            self.metrics.breaker.state.set(self.state)
+            self.metrics.breaker.failures.set(self.failures)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from taguru_server.server.call import Call, Route, not_durable, note_write
+from taguru_server.server.call import Call, Probe, Route, not_durable, note_write
 from taguru_server.server.errors import HttpError
 from taguru_server.server.mcp.protocol import protocol_text
 from taguru_server.server.metrics import render_metrics
@@ -24,8 +23,6 @@ from taguru_server.store.group_import import restore_groups
 from taguru_server.store.importer import ParseError, parse_stream, run_import
 from taguru_server.store.registry import CommitFailed
 from taguru_server.store.writer import COMMIT_ANSWER_MARGIN_SECS
-
-Probe = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 async def import_stream(call: Call) -> Any:
@@ -88,8 +85,10 @@ async def protocol(call: Call) -> Raw:
     return Raw(200, protocol_text().encode("utf-8"), "text/markdown; charset=utf-8")
 
 
-IMPORT_ROUTES: list[Route] = [Route("POST", "/import", import_stream, "admin")]
-PROTOCOL_ROUTES: list[Route] = [Route("GET", "/protocol", protocol, "read")]
+IMPORT_ROUTES: list[Route] = [
+    Route("POST", "/import", import_stream, "admin", request="jsonl", response="ImportResult")
+]
+PROTOCOL_ROUTES: list[Route] = [Route("GET", "/protocol", protocol, "read", response="markdown")]
 
 
 # ----- probes: GET (and HEAD) only, exempt from auth, no body and no deadline ----------------
@@ -146,18 +145,18 @@ async def metrics(request: web.Request) -> web.StreamResponse:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def probes(routes: list[Route]) -> dict[str, Probe]:
-    """The probes by exact raw path; `/openapi.json` describes `routes`."""
+def probes(routes: list[Route]) -> list[Probe]:
+    """The probes, in the order `/openapi.json` lists them after `routes`, which it describes."""
 
     async def openapi(request: web.Request) -> web.StreamResponse:
-        table: list[tuple[str, str, Any, str]] = [*routes]
-        return json_response(openapi_document(table, VERSION))
+        return json_response(openapi_document(routes, VERSION, table))
 
-    return {
-        "/health": health,
-        "/live": live,
-        "/ready": ready,
-        "/version": version,
-        "/openapi.json": openapi,
-        "/metrics": metrics,
-    }
+    table = [
+        Probe("/version", version, "bare:Version", refuses=False),
+        Probe("/health", health, "bare:Health"),
+        Probe("/ready", ready, "bare:Ready"),
+        Probe("/live", live, "text", refuses=False),
+        Probe("/metrics", metrics, "metrics", refuses=False),
+        Probe("/openapi.json", openapi, "openapi", refuses=False),
+    ]
+    return table

@@ -15,65 +15,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from taguru_server.server.call import Call, Route
-from taguru_server.server.decode import CURSOR, PREFIX, Field, Spec, parse_json
+from taguru_server.server.decode import PREFIX, Spec, parse_json
 from taguru_server.server.errors import malformed
 from taguru_server.server.routes.common import before_start, count_read, permit
 from taguru_server.server.state import EMBEDDER_KEY
+from taguru_server.server.wire.audits import CONSOLIDATION_AUDIT, DRIFT_AUDIT, VOCABULARY_AUDIT
 from taguru_server.store import audits
 from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError, Code, budget_spent
 from taguru_server.store.writer import collector_paused
-
-MAX_CHECKS = 1000
-MAX_LIMIT = 1000
-
-VOCABULARY_AUDIT = Spec(
-    "VocabularyAuditRequest",
-    (
-        # not optional on the wire: a null is refused like a wrong type
-        Field("dice_floor", "f64", "lexical twin floor, default 0.6, clamped to [0, 1]", null_is_absent=False),
-        Field("cosine_floor", "f32", "semantic twin floor, default 0.6, clamped to [0, 1]", null_is_absent=False),
-    ),
-    description="optional body: an empty body means every default",
-)
-DRIFT_AUDIT = Spec(
-    "DriftAuditRequest",
-    (
-        Field("unsourced_floor", "f64", "keep edges whose |unsourced weight| reaches |floor| (default 0)"),
-        Field("limit", "usize", "unsourced page size", default=100, ceiling=MAX_LIMIT),
-        Field("after", "struct", "keyset cursor (the last entry's unsourced_weight and names)", nested=CURSOR),
-        Field("include_twins", "bool", "also run the vocabulary audit", default=False, null_is_absent=False),
-        Field("dice_floor", "f64", "lexical twin floor, default 0.6"),
-        Field("cosine_floor", "f32", "semantic twin floor, default 0.6"),
-    ),
-    description="optional body: an empty body means every default",
-)
-CONSOLIDATION_AUDIT = Spec(
-    "ConsolidationAuditRequest",
-    (
-        Field(
-            "checks",
-            "strings",
-            "any of merge, contradiction, staleness",
-            True,
-            max_items=MAX_CHECKS,
-            rules={"minItems": 1, "items": {"enum": list(audits.CHECKS)}},
-        ),
-        Field("limit", "usize", "per-section candidate ceiling", default=100, ceiling=MAX_LIMIT),
-        Field("evidence_cap", "usize", "per-list merge evidence ceiling", default=20, ceiling=MAX_LIMIT),
-        Field("dice_floor", "f64", "merge: lexical floor, default 0.6"),
-        Field("cosine_floor", "f32", "merge: semantic floor, default 0.6"),
-        Field("floor_secs", "u64", "staleness: minimum gap in seconds", default=0),
-    ),
-)
-SPECS = (VOCABULARY_AUDIT, DRIFT_AUDIT, CONSOLIDATION_AUDIT)
-
-
-# the routes that hold a heavy-operation permit from before their body is read (`middleware.heavy_before_body`)
-HEAVY_BEFORE_BODY = frozenset(
-    {("POST", "/contexts/{name}/vocabulary/audit"), ("POST", "/contexts/{name}/consolidation/audit")}
-)
-
 
 # ----- shared pieces ------------------------------------------------------------------------
 
@@ -212,7 +162,32 @@ async def consolidation_audit(call: Call) -> Any:
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/vocabulary/audit", vocabulary_audit, "read"),
-    Route("POST", "/contexts/{name}/drift/audit", drift_audit, "read"),
-    Route("POST", "/contexts/{name}/consolidation/audit", consolidation_audit, "read"),
+    Route(
+        "POST",
+        "/contexts/{name}/vocabulary/audit",
+        vocabulary_audit,
+        "read",
+        request=VOCABULARY_AUDIT,
+        response="VocabularyAudit",
+        optional_body=True,
+        heavy_before_body=True,
+    ),
+    Route(
+        "POST",
+        "/contexts/{name}/drift/audit",
+        drift_audit,
+        "read",
+        request=DRIFT_AUDIT,
+        response="DriftAudit",
+        optional_body=True,
+    ),
+    Route(
+        "POST",
+        "/contexts/{name}/consolidation/audit",
+        consolidation_audit,
+        "read",
+        request=CONSOLIDATION_AUDIT,
+        response="ConsolidationAudit",
+        heavy_before_body=True,
+    ),
 ]

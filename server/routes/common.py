@@ -8,12 +8,14 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 
 from taguru_server.server.call import Call
-from taguru_server.server.errors import malformed
-from taguru_server.server.state import HEAVY_OPS_KEY, AppState
+from taguru_server.server.errors import at_ceiling, malformed
+from taguru_server.server.semantic import passage_vector_query
+from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, AppState, passage_lane_enabled
 from taguru_server.server.variables import current, default_int
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, Code, budget_spent_before
 from taguru_server.store.text import utf8_len
+from taguru_server.store.vector_lane import VectorQuery
 
 MAX_CONTEXT_NAME_BYTES = 64
 MAX_DESCRIPTION_BYTES = 4096
@@ -33,6 +35,18 @@ def clamp_limit(value: int | None, default: int, ceiling: int = MAX_MATCH_LIMIT)
 def count_read(ctx: Context, empty: bool) -> None:
     """Record one read of the context (and whether it found nothing) in its usage counters."""
     ctx.meta.record_read(empty)
+
+
+async def search_vector(call: Call, ctx: Context, query: str, floor: float | None) -> VectorQuery:
+    """A passage search's vector-lane inputs over one context: the request's floor, else the context's,
+    else the server's (the query is embedded only when the passage lane is on)."""
+    return await passage_vector_query(
+        call.app_state.get(EMBEDDER_KEY),
+        passage_lane_enabled(call.app_state),
+        query,
+        (floor, ctx.meta.semantic_floor, call.settings.semantic_floor),
+        call.deadline,
+    )
 
 
 def query_int(call: Call, key: str) -> int | None:
@@ -96,12 +110,8 @@ def before_start(call: Call) -> None:
 
 
 def overloaded(limit: int) -> ApiError:
-    return ApiError(
-        Code.OVERLOADED,
-        f"server is at its heavy-operation ceiling ({limit} concurrent calls) — retry shortly "
-        "(TAGURU_MAX_CONCURRENT_HEAVY_OPS tunes this)",
-        headers={"Retry-After": "1"},
-    )
+    """503 `overloaded`: every heavy-operation permit is taken."""
+    return at_ceiling("heavy-operation", f"{limit} concurrent calls", "TAGURU_MAX_CONCURRENT_HEAVY_OPS")
 
 
 # whether this request holds a permit already (an audit's epilogue inside a permitted call takes none)

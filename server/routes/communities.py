@@ -6,12 +6,12 @@ import asyncio
 from typing import Any
 
 from taguru_server.server.call import Call, Route
-from taguru_server.server.decode import COMMUNITY_SEARCH, check_name
+from taguru_server.server.decode import check_name
 from taguru_server.server.reply import Raw
-from taguru_server.server.routes.common import count_read, heavy_op
+from taguru_server.server.routes.common import count_read, heavy_op, search_vector
 from taguru_server.server.routes.contexts import revision
-from taguru_server.server.semantic import passage_vector_query
-from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.wire.specs import COMMUNITY_SEARCH
 from taguru_server.store.communities import (
     NoArtifact,
     artifact_name,
@@ -50,13 +50,7 @@ async def search_communities(call: Call) -> Any:
     recorded = recorded_graph_revision(manifest)
     vector = None
     if query_terms(query):  # resolve's matching on the artifact, with its own vectors and floor (limit + 1 is never 0)
-        vector = await passage_vector_query(
-            call.app_state.get(EMBEDDER_KEY),
-            passage_lane_enabled(call.app_state),
-            query,
-            (args["semantic_floor"], derived_ctx.meta.semantic_floor, call.settings.semantic_floor),
-            call.deadline,
-        )
+        vector = await search_vector(call, derived_ctx, query, args["semantic_floor"])
     found, state, hits = community_hits(derived_ctx, manifest, query, limit, vector)
     ctx.meta.record_read(not hits)
     metrics = call.app_state.get(METRICS_KEY)
@@ -101,6 +95,13 @@ async def stream_communities(call: Call) -> Raw:
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/communities/search", search_communities, "read"),
-    Route("GET", "/contexts/{name}/communities", stream_communities, "read"),
+    Route(
+        "POST",
+        "/contexts/{name}/communities/search",
+        search_communities,
+        "read",
+        request=COMMUNITY_SEARCH,
+        response="CommunitySearch",
+    ),
+    Route("GET", "/contexts/{name}/communities", stream_communities, "read", response="ndjson"),
 ]

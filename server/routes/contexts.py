@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server import decode
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, keyset_limit
+from taguru_server.server.wire import specs
 from taguru_server.store import operations
 from taguru_server.store.context import Context, Meta
 from taguru_server.store.errors import ApiError, Code, no_context
@@ -33,7 +33,7 @@ async def put_context(call: Call) -> Any:
                 "the request body is not valid JSON: " + exc.message.split(": ", 1)[-1],
                 status=400,
             ) from None
-        fields = decode.CONTEXT_CONFIG.decode(value, call.body)
+        fields = specs.CONTEXT_CONFIG.decode(value, call.body)
     size = utf8_len(name)
     if size > MAX_CONTEXT_NAME_BYTES:
         raise ApiError(
@@ -65,7 +65,7 @@ async def put_context(call: Call) -> Any:
 
 
 async def patch_context(call: Call) -> Any:
-    args = await call.decode(decode.CONTEXT_PATCH)
+    args = await call.decode(specs.CONTEXT_PATCH)
     description, pinned, dice, semantic = (args[k] for k in ("description", "pinned", "dice_floor", "semantic_floor"))
     if description is not None and utf8_len(description) > MAX_DESCRIPTION_BYTES:
         raise ApiError(
@@ -162,9 +162,17 @@ async def list_contexts(call: Call) -> Any:
 
 
 ROUTES: list[Route] = [
-    Route("GET", "/contexts", list_contexts, "read"),
-    Route("PUT", "/contexts/{name}", put_context, "write"),
-    Route("PATCH", "/contexts/{name}", patch_context, "write"),
-    Route("GET", "/contexts/{name}", get_context, "read"),
-    Route("DELETE", "/contexts/{name}", delete_context, "admin"),
+    Route("GET", "/contexts", list_contexts, "read", response="ContextList"),
+    Route(
+        "PUT",
+        "/contexts/{name}",
+        put_context,
+        "write",
+        request=specs.CONTEXT_CONFIG,
+        response="bool",
+        optional_body=True,
+    ),
+    Route("PATCH", "/contexts/{name}", patch_context, "write", request=specs.CONTEXT_PATCH, response="ContextPatch"),
+    Route("GET", "/contexts/{name}", get_context, "read", response="DirectoryEntry"),
+    Route("DELETE", "/contexts/{name}", delete_context, "admin", response="bool"),
 ]

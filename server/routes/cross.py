@@ -11,7 +11,6 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from taguru_server.server import group_shapes
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
@@ -19,12 +18,13 @@ from taguru_server.server.routes.common import (
     before_start,
     clamp_limit,
     count_read,
+    search_vector,
 )
 from taguru_server.server.routes.groups import no_group
 from taguru_server.server.routes.passages import check_source_filter
-from taguru_server.server.semantic import passage_vector_query
-from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.tenancy import scope_refusal, seen_groups
+from taguru_server.server.wire import groups as group_wire
 from taguru_server.store import lanes
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, Code, no_context, too_many_items
@@ -100,7 +100,7 @@ def merged_page(
 
 
 async def cross_recall(call: Call) -> Any:
-    args = await call.decode(group_shapes.CROSS_RECALL)
+    args = await call.decode(group_wire.CROSS_RECALL)
     before_start(call)
     if args["since"] is not None or args["until"] is not None:
         raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
@@ -116,7 +116,7 @@ async def cross_recall(call: Call) -> Any:
 
 
 async def cross_query(call: Call) -> Any:
-    args = await call.decode(group_shapes.CROSS_QUERY)
+    args = await call.decode(group_wire.CROSS_QUERY)
     if args["since"] is not None or args["until"] is not None:
         raise ApiError(Code.INVALID_ARGUMENT, NO_WINDOW)
     positions = {key: args[key] for key in ("subject", "label", "object")}
@@ -145,7 +145,7 @@ async def cross_query(call: Call) -> Any:
 
 
 async def cross_search(call: Call) -> Any:
-    args = await call.decode(group_shapes.CROSS_SEARCH)
+    args = await call.decode(group_wire.CROSS_SEARCH)
     targets = cross_targets(call, args["contexts"], args["groups"])
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)
@@ -153,19 +153,12 @@ async def cross_search(call: Call) -> Any:
     before_start(call)
     plans: list[dict[str, Any]] = []
     ranked: list[tuple[int, int, dict[str, Any]]] = []
-    embedder = call.app_state.get(EMBEDDER_KEY)
     searchable = limit > 0 and bool(query_terms(query_text))
     for index, name in enumerate(targets):
         ctx = _target(call, name)
         vector = None
         if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
-            vector = await passage_vector_query(
-                embedder,
-                passage_lane_enabled(call.app_state),
-                query_text,
-                (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor),
-                call.deadline,
-            )
+            vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
         result = lanes.search_passages(ctx, query_text, limit, tags, since, until, vector)
         count_read(ctx, not result["hits"])
         plans.extend(result["plan"]["contexts"])
@@ -179,7 +172,9 @@ async def cross_search(call: Call) -> Any:
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/recall", cross_recall, "read"),
-    Route("POST", "/query", cross_query, "read"),
-    Route("POST", "/sources/search", cross_search, "read"),
+    Route("POST", "/recall", cross_recall, "read", request=group_wire.CROSS_RECALL, response="CrossMatches"),
+    Route("POST", "/query", cross_query, "read", request=group_wire.CROSS_QUERY, response="CrossMatches"),
+    Route(
+        "POST", "/sources/search", cross_search, "read", request=group_wire.CROSS_SEARCH, response="CrossSearchResult"
+    ),
 ]

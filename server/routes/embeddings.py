@@ -130,9 +130,14 @@ async def refresh(call: Call) -> Any:
     }
 
 
-refresh.takes_own_write_section = True  # type: ignore[attr-defined]
-
 ROUTES: list[Route] = [
-    Route("GET", "/contexts/{name}/embeddings", status, "read"),
-    Route("POST", "/contexts/{name}/embeddings/refresh", refresh, "write"),
+    Route("GET", "/contexts/{name}/embeddings", status, "read", response="EmbeddingStatus"),
+    Route(
+        "POST",
+        "/contexts/{name}/embeddings/refresh",
+        refresh,
+        "write",
+        response="EmbeddingRefresh",
+        own_write_section=True,  # waits on the embedding provider: takes the section around its commit only
+    ),
 ]

@@ -7,20 +7,19 @@ import time
 from typing import Any
 
 from taguru_server.server.call import Call, Handler, Route
-from taguru_server.server.explain_wire import RESOLVE_EXPLAIN, SEARCH_EXPLAIN
 from taguru_server.server.providers.embedder import Embedder
-from taguru_server.server.routes.common import MAX_MATCH_LIMIT, before_start, clamp_limit, count_read
+from taguru_server.server.routes.common import MAX_MATCH_LIMIT, before_start, clamp_limit, count_read, search_vector
 from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.semantic import (
     DEADLINE_RESERVE_SECS,
     QueryFailed,
     clamp_floor,
     cue_cache,
-    passage_vector_query,
     query_vector,
     semantic_tier,
 )
-from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
+from taguru_server.server.state import EMBEDDER_KEY
+from taguru_server.server.wire.explain import RESOLVE_EXPLAIN, SEARCH_EXPLAIN
 from taguru_server.store import explain, semantic
 from taguru_server.store.context import Context
 from taguru_server.store.text import query_terms
@@ -93,11 +92,7 @@ async def explain_search(call: Call) -> Any:
         return target
     vector = VectorQuery()
     if query_terms(query):  # the query is embedded as the search would (whatever the limit)
-        floors = (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor)
-        embedder = call.app_state.get(EMBEDDER_KEY)
-        vector = await passage_vector_query(
-            embedder, passage_lane_enabled(call.app_state), query, floors, call.deadline
-        )
+        vector = await search_vector(call, ctx, query, args["semantic_floor"])
     run = explain.full_ranking(ctx, query, filtered, vector)
     deadline = call.deadline
     result = explain.search_explanation(run, source, target, limit, lambda: time.monotonic() > deadline)
@@ -106,7 +101,28 @@ async def explain_search(call: Call) -> Any:
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/resolve/explain", _explain_resolve(0), "read"),
-    Route("POST", "/contexts/{name}/resolve_label/explain", _explain_resolve(1), "read"),
-    Route("POST", "/contexts/{name}/sources/search/explain", explain_search, "read"),
+    Route(
+        "POST",
+        "/contexts/{name}/resolve/explain",
+        _explain_resolve(0),
+        "read",
+        request=RESOLVE_EXPLAIN,
+        response="ResolveExplanation",
+    ),
+    Route(
+        "POST",
+        "/contexts/{name}/resolve_label/explain",
+        _explain_resolve(1),
+        "read",
+        request=RESOLVE_EXPLAIN,
+        response="ResolveExplanation",
+    ),
+    Route(
+        "POST",
+        "/contexts/{name}/sources/search/explain",
+        explain_search,
+        "read",
+        request=SEARCH_EXPLAIN,
+        response="SearchExplanation",
+    ),
 ]

@@ -136,5 +136,5 @@ async def export_context(call: Call) -> web.StreamResponse:
 
 
 ROUTES: list[Route] = [
-    Route("GET", "/contexts/{name}/export", export_context, "read"),
+    Route("GET", "/contexts/{name}/export", export_context, "read", response="ndjson"),
 ]

@@ -33,4 +33,4 @@ async def changes(call: Call) -> Any:
     return result
 
 
-ROUTES: list[Route] = [Route("GET", "/contexts/{name}/changes", changes, "read")]
+ROUTES: list[Route] = [Route("GET", "/contexts/{name}/changes", changes, "read", response="ChangePage")]

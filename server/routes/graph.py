@@ -7,7 +7,6 @@ from typing import Any
 
 import structlog
 
-from taguru_server.server import decode
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
 from taguru_server.server.routes.common import (
@@ -24,6 +23,7 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
+from taguru_server.server.wire import specs
 from taguru_server.store import lanes, operations, semantic
 from taguru_server.store.context import CONCEPT, LABEL, Context
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
@@ -87,7 +87,7 @@ async def post_associations(call: Call) -> Any:
 
 
 async def _triple(call: Call) -> tuple[str, str, str]:
-    args = await call.decode(decode.TRIPLE)
+    args = await call.decode(specs.TRIPLE)
     for key in ("subject", "label", "object"):
         check_name(args[key], key)
     return args["subject"], args["label"], args["object"]
@@ -103,7 +103,7 @@ async def retract_association(call: Call) -> Any:
 
 
 async def post_aliases(call: Call) -> Any:
-    args = await call.decode(decode.ALIASES)
+    args = await call.decode(specs.ALIASES)
     maps: list[tuple[int, dict[str, str]]] = [(CONCEPT, args["concepts"] or {}), (LABEL, args["labels"] or {})]
     n = sum(len(m) for _k, m in maps)
     if n > MAX_ASSOCIATIONS:
@@ -137,7 +137,7 @@ async def post_aliases(call: Call) -> Any:
 
 
 async def delete_aliases(call: Call) -> Any:
-    args = await call.decode(decode.ALIAS_REMOVAL)
+    args = await call.decode(specs.ALIAS_REMOVAL)
     concepts = args["concepts"] or []
     label_list = args["labels"] or []
     if not concepts and not label_list:
@@ -215,7 +215,7 @@ async def list_labels(call: Call) -> Any:
 
 def _resolve(kind: int) -> Handler:
     async def handler(call: Call) -> Any:
-        args = await call.decode(decode.RESOLVE)
+        args = await call.decode(specs.RESOLVE)
         cue, dice = args["cue"], args["dice_floor"]
         limit = clamp_limit(args["limit"], MAX_MATCH_LIMIT)
         ctx = call.context()
@@ -235,7 +235,7 @@ def _resolve(kind: int) -> Handler:
 
 
 async def describe(call: Call) -> Any:
-    concept = (await call.decode(decode.DESCRIBE))["concept"]
+    concept = (await call.decode(specs.DESCRIBE))["concept"]
     ctx = call.context()
     result = lanes.describe(ctx, concept)
     count_read(ctx, result is None)
@@ -243,7 +243,7 @@ async def describe(call: Call) -> Any:
 
 
 async def query(call: Call) -> Any:
-    args = await call.decode(decode.QUERY)
+    args = await call.decode(specs.QUERY)
     positions = {key: args[key] for key in ("subject", "label", "object")}
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
@@ -261,7 +261,7 @@ async def query(call: Call) -> Any:
 
 
 async def recall(call: Call) -> Any:
-    args = await call.decode(decode.RECALL)
+    args = await call.decode(specs.RECALL)
     cue = args["cue"]
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
@@ -272,7 +272,7 @@ async def recall(call: Call) -> Any:
 
 
 async def activate(call: Call) -> Any:
-    args = await call.decode(decode.ACTIVATE)
+    args = await call.decode(specs.ACTIVATE)
     origins, decay = args["origins"], args["decay"]
     limit = clamp_limit(args["limit"], 20)
     if len(origins) > MAX_INPUT_ITEMS:
@@ -285,18 +285,27 @@ async def activate(call: Call) -> Any:
 
 # the table keeps the published order: these routes, the passage routes, then the read lanes
 ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/associations", post_associations, "write"),
-    Route("POST", "/contexts/{name}/associations/retract", retract_association, "write"),
-    Route("POST", "/contexts/{name}/aliases", post_aliases, "write"),
-    Route("DELETE", "/contexts/{name}/aliases", delete_aliases, "write"),
-    Route("GET", "/contexts/{name}/aliases", list_aliases, "read"),
-    Route("GET", "/contexts/{name}/labels", list_labels, "read"),
+    Route(
+        "POST", "/contexts/{name}/associations", post_associations, "write", request="AssociationBatch", response="int"
+    ),
+    Route(
+        "POST",
+        "/contexts/{name}/associations/retract",
+        retract_association,
+        "write",
+        request=specs.TRIPLE,
+        response="AssociationRetraction",
+    ),
+    Route("POST", "/contexts/{name}/aliases", post_aliases, "write", request=specs.ALIASES, response="int"),
+    Route("DELETE", "/contexts/{name}/aliases", delete_aliases, "write", request=specs.ALIAS_REMOVAL, response="int"),
+    Route("GET", "/contexts/{name}/aliases", list_aliases, "read", response="AliasList"),
+    Route("GET", "/contexts/{name}/labels", list_labels, "read", response="LabelList"),
 ]
 LANE_ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/resolve", _resolve(0), "read"),
-    Route("POST", "/contexts/{name}/resolve_label", _resolve(1), "read"),
-    Route("POST", "/contexts/{name}/describe", describe, "read"),
-    Route("POST", "/contexts/{name}/query", query, "read"),
-    Route("POST", "/contexts/{name}/recall", recall, "read"),
-    Route("POST", "/contexts/{name}/activate", activate, "read"),
+    Route("POST", "/contexts/{name}/resolve", _resolve(0), "read", request=specs.RESOLVE, response="candidates"),
+    Route("POST", "/contexts/{name}/resolve_label", _resolve(1), "read", request=specs.RESOLVE, response="candidates"),
+    Route("POST", "/contexts/{name}/describe", describe, "read", request=specs.DESCRIBE, response="Description"),
+    Route("POST", "/contexts/{name}/query", query, "read", request=specs.QUERY, response="Matches"),
+    Route("POST", "/contexts/{name}/recall", recall, "read", request=specs.RECALL, response="Matches"),
+    Route("POST", "/contexts/{name}/activate", activate, "read", request=specs.ACTIVATE, response="Activation"),
 ]

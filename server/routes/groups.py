@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from taguru_server.server import group_shapes
-from taguru_server.server.call import Call, Route, not_durable, note_write
-from taguru_server.server.decode import parse_json
+from taguru_server.server.call import Call, Handler, Route, not_durable, note_write
+from taguru_server.server.decode import Spec, parse_json
 from taguru_server.server.errors import HttpError
 from taguru_server.server.reply import Raw
 from taguru_server.server.routes.common import MAX_DESCRIPTION_BYTES, MAX_INPUT_ITEMS, before_start, keyset_limit
 from taguru_server.server.tenancy import MEMBERLESS, check_scope, nesting_group, seen_groups, strict
+from taguru_server.server.wire.groups import GROUP_CREATE, GROUP_PATCH, GROUP_RENAME
 from taguru_server.store.errors import ApiError, Code, too_many_items
 from taguru_server.store.groups import (
     MAX_GROUP_MEMBERS,
@@ -126,7 +126,7 @@ def _optional_body(call: Call) -> dict[str, Any]:
     try:
         if raw:  # whitespace alone is a body, and not JSON
             value = parse_json(raw)
-        return group_shapes.GROUP_CREATE.decode(value, raw)
+        return GROUP_CREATE.decode(value, raw)
     except ApiError as exc:
         detail = exc.message.split(": ", 1)[-1]
         raise HttpError(Code.MALFORMED_REQUEST, "the request body is not valid JSON: " + detail, status=400) from None
@@ -201,7 +201,7 @@ async def put_group(call: Call) -> Any:
 
 async def patch_group(call: Call) -> Any:
     name = call.name or ""
-    args = await call.decode(group_shapes.GROUP_PATCH)
+    args = await call.decode(GROUP_PATCH)
     description = args["description"]
     if description is not None:
         _description_cap(description)
@@ -246,7 +246,7 @@ async def delete_group(call: Call) -> Any:
 
 async def rename_group(call: Call) -> Any:
     name = call.name or ""
-    to = (await call.decode(group_shapes.GROUP_RENAME))["to"]
+    to = (await call.decode(GROUP_RENAME))["to"]
     size = utf8_len(to)
     if size > MAX_GROUP_NAME_BYTES:
         raise ApiError(
@@ -277,13 +277,35 @@ async def export_group(call: Call) -> Raw:
     return Raw(200, export_line(name, record, visible), "application/x-ndjson; charset=utf-8")
 
 
+def on_group(
+    method: str,
+    template: str,
+    handler: Handler,
+    role: str,
+    *,
+    response: str,
+    request: Spec | None = None,
+    optional_body: bool = False,
+) -> Route:
+    """A route whose `{name}` is a group: the path grant is not checked (the handler checks the members)."""
+    return Route(
+        method,
+        template,
+        handler,
+        role,
+        request=request,
+        response=response,
+        optional_body=optional_body,
+        group_name=True,
+    )
+
+
 ROUTES: list[Route] = [
-    Route("GET", "/groups", list_groups, "read"),
-    Route("PUT", "/groups/{name}", put_group, "write"),
-    Route("GET", "/groups/{name}", get_group, "read"),
-    Route("PATCH", "/groups/{name}", patch_group, "write"),
-    Route("DELETE", "/groups/{name}", delete_group, "admin"),
-    Route("POST", "/groups/{name}/rename", rename_group, "admin"),
-    Route("GET", "/groups/{name}/export", export_group, "read"),
+    Route("GET", "/groups", list_groups, "read", response="GroupList"),
+    on_group("PUT", "/groups/{name}", put_group, "write", request=GROUP_CREATE, response="bool", optional_body=True),
+    on_group("GET", "/groups/{name}", get_group, "read", response="GroupEntry"),
+    on_group("PATCH", "/groups/{name}", patch_group, "write", request=GROUP_PATCH, response="GroupEntry"),
+    on_group("DELETE", "/groups/{name}", delete_group, "admin", response="bool"),
+    on_group("POST", "/groups/{name}/rename", rename_group, "admin", request=GROUP_RENAME, response="bool"),
+    on_group("GET", "/groups/{name}/export", export_group, "read", response="ndjson"),
 ]
-GROUP_TEMPLATES = frozenset(r.template for r in ROUTES if "{name}" in r.template)

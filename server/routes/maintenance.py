@@ -13,9 +13,9 @@ import time
 import weakref
 from typing import Any
 
-from taguru_server.server import decode
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, heavy_op
+from taguru_server.server.wire import specs
 from taguru_server.stages.model import gate
 from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, Code, no_context
@@ -90,7 +90,7 @@ async def rename(call: Call) -> Any:
     """POST /contexts/{name}/rename {"to"}: checks in the reference's order, then one re-keying transaction."""
     assert call.name is not None
     name = call.name
-    args = await call.decode(decode.RENAME)
+    args = await call.decode(specs.RENAME)
     to: str = args["to"]
     size = utf8_len(to)
     if size > MAX_CONTEXT_NAME_BYTES:
@@ -193,11 +193,16 @@ async def _sweep(call: Call, floor: float) -> dict[str, Any]:
     return {"contexts": compacted, "deadline_exceeded": exceeded, "skipped": skipped}
 
 
-maintenance_compact.takes_own_write_section = True  # type: ignore[attr-defined]
-
 ROUTES: list[Route] = [
-    Route("POST", "/flush", flush, "admin"),
-    Route("POST", "/maintenance/compact", maintenance_compact, "admin"),
-    Route("POST", "/contexts/{name}/rename", rename, "admin"),
-    Route("POST", "/contexts/{name}/compact", compact, "admin"),
+    Route("POST", "/flush", flush, "admin", response="names"),
+    Route(
+        "POST",
+        "/maintenance/compact",
+        maintenance_compact,
+        "admin",
+        response="MaintenanceSweep",
+        own_write_section=True,  # compacts one context at a time, each under its own write section
+    ),
+    Route("POST", "/contexts/{name}/rename", rename, "admin", request=specs.RENAME, response="bool"),
+    Route("POST", "/contexts/{name}/compact", compact, "admin", response="CompactOutcome"),
 ]

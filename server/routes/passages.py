@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from taguru_server.server import decode
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
 from taguru_server.server.passage_store import read_passage_store
@@ -17,9 +16,10 @@ from taguru_server.server.routes.common import (
     count_read,
     keyset_limit,
     keyset_page,
+    search_vector,
 )
-from taguru_server.server.semantic import passage_vector_query
-from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.wire import specs
 from taguru_server.store import lanes, operations
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.text import query_terms
@@ -42,7 +42,7 @@ async def post_sources(call: Call) -> Any:
 
 
 async def lookup_sources(call: Call) -> Any:
-    sources = (await call.decode(decode.LOOKUP))["sources"]
+    sources = (await call.decode(specs.LOOKUP))["sources"]
     if len(sources) > MAX_INPUT_ITEMS:
         raise too_many_items("sources", len(sources))
     for s in sources:
@@ -81,7 +81,7 @@ async def list_sources(call: Call) -> Any:
 
 
 async def retract_source(call: Call) -> Any:
-    source = (await call.decode(decode.RETRACT_SOURCE))["source"]
+    source = (await call.decode(specs.RETRACT_SOURCE))["source"]
     check_name(source, "source")
     dry_run = call.query.get("dry_run") == "true"
     ctx = call.context()
@@ -92,7 +92,7 @@ async def retract_source(call: Call) -> Any:
 
 
 async def citations(call: Call) -> Any:
-    args = await call.decode(decode.CITATION)
+    args = await call.decode(specs.CITATION)
     source, paragraph = args["source"], args["paragraph"]
     check_name(source, "source")
     ctx = call.context()
@@ -125,20 +125,14 @@ def check_source_filter(tags: list[str] | None, since: int | None, until: int | 
 
 
 async def search_sources(call: Call) -> Any:
-    args = await call.decode(decode.SEARCH)
+    args = await call.decode(specs.SEARCH)
     query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)
     check_source_filter(tags, since, until)
     ctx = call.context()
     vector = None
     if limit > 0 and query_terms(query_text):  # only then is the query embedded (docs/embeddings.md)
-        vector = await passage_vector_query(
-            call.app_state.get(EMBEDDER_KEY),
-            passage_lane_enabled(call.app_state),
-            query_text,
-            (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor),
-            call.deadline,
-        )
+        vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
     result = lanes.search_passages(ctx, query_text, limit, tags, since, until, vector)
     count_read(ctx, not result["hits"])
     call.app_state.get(METRICS_KEY).hits_served(result["hits"])  # type: ignore[union-attr]
@@ -146,10 +140,19 @@ async def search_sources(call: Call) -> Any:
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/sources", post_sources, "write"),
-    Route("GET", "/contexts/{name}/sources", list_sources, "read"),
-    Route("POST", "/contexts/{name}/sources/lookup", lookup_sources, "read"),
-    Route("POST", "/contexts/{name}/sources/search", search_sources, "read"),
-    Route("POST", "/contexts/{name}/sources/retract", retract_source, "write"),
-    Route("POST", "/contexts/{name}/citations", citations, "read"),
+    Route("POST", "/contexts/{name}/sources", post_sources, "write", request="PassageStore", response="StoreResult"),
+    Route("GET", "/contexts/{name}/sources", list_sources, "read", response="SourceList"),
+    Route("POST", "/contexts/{name}/sources/lookup", lookup_sources, "read", request=specs.LOOKUP, response="Lookup"),
+    Route(
+        "POST", "/contexts/{name}/sources/search", search_sources, "read", request=specs.SEARCH, response="SearchResult"
+    ),
+    Route(
+        "POST",
+        "/contexts/{name}/sources/retract",
+        retract_source,
+        "write",
+        request=specs.RETRACT_SOURCE,
+        response="SourceRetraction",
+    ),
+    Route("POST", "/contexts/{name}/citations", citations, "read", request=specs.CITATION, response="Citation"),
 ]

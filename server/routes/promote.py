@@ -11,34 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.server.call import Call, Route, not_durable, note_write
-from taguru_server.server.decode import Field, Spec
 from taguru_server.server.errors import malformed
 from taguru_server.server.routes import audits as audit_routes
 from taguru_server.server.routes import common
+from taguru_server.server.wire.audits import DRY_RUN, PROMOTE
 from taguru_server.store import audits
 from taguru_server.store import promote as moves
 from taguru_server.store.context import CONCEPT, Context
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.registry import CommitFailed
 from taguru_server.store.writer import COMMIT_ANSWER_MARGIN_SECS
-
-MAX_SOURCES = 1000
-
-PROMOTE = Spec(
-    "PromoteRequest",
-    (
-        Field("into", "string", "the established context the sources move into", True),
-        Field(
-            "sources",
-            "strings",
-            "source ids to promote (never one of export's reserved ids)",
-            True,
-            max_items=MAX_SOURCES,
-            rules={"minItems": 1, "items": {"type": "string", "not": {"enum": list(moves.RESERVED)}}},
-        ),
-        Field("audit", "bool", "run the consolidation audit on the destination afterwards (null means true)"),
-    ),
-)
 
 
 def dry_run_flag(call: Call) -> bool:
@@ -163,4 +145,6 @@ async def promote(call: Call) -> Any:
     return result
 
 
-ROUTES: list[Route] = [Route("POST", "/contexts/{name}/promote", promote, "write")]
+ROUTES: list[Route] = [
+    Route("POST", "/contexts/{name}/promote", promote, "write", request=PROMOTE, response="Promotion", query=(DRY_RUN,))
+]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
-from taguru_server.server import walk_bodies
-from taguru_server.server.call import Call, Route
+from taguru_server.server.call import Call, Handler, Route
+from taguru_server.server.decode import Spec
 from taguru_server.server.routes.common import before_start, count_read
 from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.wire import walks as walk_wire
 from taguru_server.store import walks
 from taguru_server.store.context import Context
 from taguru_server.store.errors import budget_spent
@@ -22,26 +24,35 @@ def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
         metrics.searched(op, empty)
 
 
-async def explore(call: Call) -> Any:
-    args = await call.decode(walk_bodies.EXPLORE)
-    before_start(call)
-    ctx = call.context()
-    result = walks.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"])
-    _searched(call, ctx, "explore", result["total"] == 0)
-    return result
+def _walker(spec: Spec, op: str, walk: Callable[[Context, dict[str, Any]], dict[str, Any]]) -> Handler:
+    """A search walk's handler: decode, check the budget, walk the context, count the read (empty when
+    nothing matched)."""
+
+    async def handler(call: Call) -> Any:
+        args = await call.decode(spec)
+        before_start(call)
+        ctx = call.context()
+        result = walk(ctx, args)
+        _searched(call, ctx, op, result["total"] == 0)
+        return result
+
+    return handler
 
 
-async def paths(call: Call) -> Any:
-    args = await call.decode(walk_bodies.PATHS)
-    before_start(call)
-    ctx = call.context()
-    result = walks.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"])
-    _searched(call, ctx, "paths", result["total"] == 0)
-    return result
+explore = _walker(
+    walk_wire.EXPLORE,
+    "explore",
+    lambda ctx, args: walks.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"]),
+)
+paths = _walker(
+    walk_wire.PATHS,
+    "paths",
+    lambda ctx, args: walks.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"]),
+)
 
 
 async def unreachable_from(call: Call) -> Any:
-    args = await call.decode(walk_bodies.UNREACHABLE_FROM)
+    args = await call.decode(walk_wire.UNREACHABLE_FROM)
     before_start(call)
     ctx = call.context()
     deadline = call.deadline
@@ -56,7 +67,14 @@ async def unreachable_from(call: Call) -> Any:
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/explore", explore, "read"),
-    Route("POST", "/contexts/{name}/paths", paths, "read"),
-    Route("POST", "/contexts/{name}/unreachable_from", unreachable_from, "read"),
+    Route("POST", "/contexts/{name}/explore", explore, "read", request=walk_wire.EXPLORE, response="ExplorePage"),
+    Route("POST", "/contexts/{name}/paths", paths, "read", request=walk_wire.PATHS, response="PathsPage"),
+    Route(
+        "POST",
+        "/contexts/{name}/unreachable_from",
+        unreachable_from,
+        "read",
+        request=walk_wire.UNREACHABLE_FROM,
+        response="Orphans",
+    ),
 ]

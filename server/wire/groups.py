@@ -1,29 +1,23 @@
 """The wire shapes of the group and cross-context routes: their typed request bodies and result schemas.
 
-`schemas.py` publishes both in `/openapi.json` with every other route's shapes.
+The routes name them in their records; `/openapi.json` publishes them with every other route's shapes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server.decode import DESCRIPTION, MAX_INPUT, PUBLISHED, SEARCH, SHORT_NAME, Field, Spec, given
+from taguru_server.server.decode import Field, given
+from taguru_server.server.wire.json_schema import ASSOCIATION, INT, PASSAGE_HIT, STR, STRS, obj, ref
+from taguru_server.server.wire.specs import DESCRIPTION, MAX_INPUT, SEARCH, SHORT_NAME, body, cursor
 
-
-def _spec(struct: str, *fields: Field, publish: bool = True, **rules: Any) -> Spec:
-    spec = Spec(struct, fields, **rules)
-    if publish:
-        PUBLISHED.append(spec)
-    return spec
-
-
-GROUP_CREATE = _spec(
+GROUP_CREATE = body(
     "GroupCreate",
     Field("description", "string", "free text", default="", null_is_absent=False, rules=DESCRIPTION),
     Field("contexts", "strings", "member contexts (registered)", default=(), null_is_absent=False, rules=MAX_INPUT),
     Field("groups", "strings", "child groups (registered)", default=(), null_is_absent=False, rules=MAX_INPUT),
 )
-GROUP_PATCH = _spec(
+GROUP_PATCH = body(
     "GroupPatch",
     Field("description", "string", "the new description; absent or null leaves it", rules=DESCRIPTION),
     Field("add_contexts", "strings", "member contexts to add", default=(), null_is_absent=False, rules=MAX_INPUT),
@@ -31,16 +25,9 @@ GROUP_PATCH = _spec(
     Field("add_groups", "strings", "child groups to add", default=(), null_is_absent=False, rules=MAX_INPUT),
     Field("remove_groups", "strings", "child groups to remove", default=(), null_is_absent=False, rules=MAX_INPUT),
 )
-GROUP_RENAME = _spec("GroupRename", Field("to", "string", "the new group name", True, rules=SHORT_NAME))
-CROSS_CURSOR = _spec(
-    "CrossCursor",
-    Field("weight", "f64", "the last match's weight", True),
-    Field("context", "string", "", True),
-    Field("subject", "string", "", True),
-    Field("label", "string", "", True),
-    Field("object", "string", "", True),
-    publish=False,
-    closed=True,
+GROUP_RENAME = body("GroupRename", Field("to", "string", "the new group name", True, rules=SHORT_NAME))
+CROSS_CURSOR = cursor(
+    "CrossCursor", Field("weight", "f64", "the last match's weight", True), Field("context", "string", "", True)
 )
 _TARGETS = (
     Field("contexts", "strings", "contexts to search, in this order", rules=MAX_INPUT),
@@ -50,7 +37,7 @@ _TARGETS = (
 _SOME_TARGET = {"anyOf": [given("contexts", contexts={"minItems": 1}), given("groups", groups={"minItems": 1})]}
 # recall and query refuse any window across contexts (400)
 _NO_WINDOW = {"type": "null"}
-CROSS_RECALL = _spec(
+CROSS_RECALL = body(
     "CrossRecallRequest",
     *_TARGETS,
     Field("cue", "string", "exact spelling of a subject, object or label", True),
@@ -61,7 +48,7 @@ CROSS_RECALL = _spec(
     description="names at least one target",
     rules=(_SOME_TARGET,),
 )
-CROSS_QUERY = _spec(
+CROSS_QUERY = body(
     "CrossQueryRequest",
     *_TARGETS,
     Field("subject", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
@@ -79,7 +66,7 @@ CROSS_QUERY = _spec(
         {"anyOf": [given(k, **{k: {"minItems": 1}}) for k in ("subject", "label", "object")]},
     ),
 )
-CROSS_SEARCH = _spec(
+CROSS_SEARCH = body(
     "CrossSearchRequest",
     *_TARGETS,
     *SEARCH.fields,
@@ -87,77 +74,26 @@ CROSS_SEARCH = _spec(
     rules=(_SOME_TARGET,),
 )
 
-STR = {"type": "string"}
-INT = {"type": "integer", "minimum": 0}
-NUM = {"type": "number"}
-STRS = {"type": "array", "items": STR}
-
-
-def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props) if required is None else required,
-        "additionalProperties": False,
-    }
-
-
-def ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
 COMPONENTS: dict[str, Any] = {
-    "GroupEntry": _obj({"name": STR, "description": STR, "contexts": STRS, "groups": STRS, "fingerprint": STR}),
-    "GroupList": _obj({"total": INT, "groups": {"type": "array", "items": ref("GroupEntry")}}),
-    "CrossMatches": _obj(
+    "GroupEntry": obj({"name": STR, "description": STR, "contexts": STRS, "groups": STRS, "fingerprint": STR}),
+    "GroupList": obj({"total": INT, "groups": {"type": "array", "items": ref("GroupEntry")}}),
+    "CrossMatches": obj(
         {
             "total": INT,
             "matches": {
                 "type": "array",
-                "items": _obj(
-                    {
-                        "context": STR,
-                        "subject": STR,
-                        "label": STR,
-                        "object": STR,
-                        "weight": NUM,
-                        "count": INT,
-                        "attributions": {"type": "array", "items": ref("Attribution")},
-                    }
-                ),
+                "items": obj({"context": STR, **ASSOCIATION}),
             },
-            "plan": _obj({"contexts": STRS}),
+            "plan": obj({"contexts": STRS}),
         }
     ),
-    "CrossSearchResult": _obj(
+    "CrossSearchResult": obj(
         {
             "plan": ref("SearchPlan"),
             "hits": {
                 "type": "array",
-                "items": _obj(
-                    {
-                        "context": STR,
-                        "source": STR,
-                        "paragraph": INT,
-                        "score": NUM,
-                        "text": STR,
-                        "lanes": _obj({"bm25": ref("LaneEvidence"), "vector": ref("LaneEvidence")}, []),
-                    }
-                ),
+                "items": obj({"context": STR, **PASSAGE_HIT}),
             },
         }
     ),
-}
-
-ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
-    ("GET", "/groups"): (None, "GroupList"),
-    ("PUT", "/groups/{name}"): ("GroupCreate", "bool"),
-    ("GET", "/groups/{name}"): (None, "GroupEntry"),
-    ("PATCH", "/groups/{name}"): ("GroupPatch", "GroupEntry"),
-    ("DELETE", "/groups/{name}"): (None, "bool"),
-    ("POST", "/groups/{name}/rename"): ("GroupRename", "bool"),
-    ("GET", "/groups/{name}/export"): (None, "ndjson"),
-    ("POST", "/recall"): ("CrossRecallRequest", "CrossMatches"),
-    ("POST", "/query"): ("CrossQueryRequest", "CrossMatches"),
-    ("POST", "/sources/search"): ("CrossSearchRequest", "CrossSearchResult"),
 }

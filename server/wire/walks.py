@@ -1,30 +1,21 @@
-"""The typed request bodies of the graph walks (explore, paths, unreachable_from).
+"""The wire shapes of the graph walks (explore, paths, unreachable_from): request bodies and results.
 
-They are published beside decode.py's own bodies (`/openapi.json` components) and decoded by the
-same engine: 422 for a wrong shape or an unknown key in a closed cursor, then 400 over_limit for
-more than 1000 origins or targets.
+The bodies are decoded by the same engine as every other: 422 for a wrong shape or an unknown key
+in a closed cursor, then 400 over_limit for more than 1000 origins or targets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from taguru_server.server.decode import CURSOR, Field
-from taguru_server.server.decode import _body as body
+from taguru_server.server.decode import Field
+from taguru_server.server.wire.json_schema import BOOL, INT, NUM, STRS, obj, ref
+from taguru_server.server.wire.specs import CURSOR, body, cursor
 from taguru_server.store.walks import MAX_DEPTH
 
 MAX_NAMES = 1000
 
-EXPLORE_CURSOR = body(
-    "ExploreCursor",
-    Field("distance", "usize", "the last match's distance", True),
-    Field("subject", "string", "", True),
-    Field("label", "string", "", True),
-    Field("object", "string", "", True),
-    publish=False,
-    closed=True,
-)
+EXPLORE_CURSOR = cursor("ExploreCursor", Field("distance", "usize", "the last match's distance", True))
 EXPLORE = body(
     "ExploreRequest",
     Field("origins", "strings", "origin concepts", True, max_items=MAX_NAMES),
@@ -46,31 +37,23 @@ UNREACHABLE_FROM = body(
     Field("after", "struct", "keyset cursor", nested=CURSOR),
 )
 
-
-def result_components(obj: Callable[..., dict[str, Any]], ref: Callable[[str], dict[str, str]]) -> dict[str, Any]:
-    """The walks' result schemas (`schemas.py` passes its object and reference builders)."""
-    _obj = obj
-    INT = {"type": "integer", "minimum": 0}
-    NUM = {"type": "number"}
-    BOOL = {"type": "boolean"}
-    STRS = {"type": "array", "items": {"type": "string"}}
-    out: dict[str, Any] = {}
-    out["ExplorePage"] = _obj(
+COMPONENTS: dict[str, Any] = {
+    "ExplorePage": obj(
         {
             "total": INT,
             "matches": {
                 "type": "array",
-                "items": _obj({"distance": INT, "path": STRS, "association": ref("AssociationOut")}),
+                "items": obj({"distance": INT, "path": STRS, "association": ref("AssociationOut")}),
             },
         }
-    )
-    out["PathsPage"] = _obj(
+    ),
+    "PathsPage": obj(
         {
             "total": INT,
             "capped": BOOL,
             "matches": {
                 "type": "array",
-                "items": _obj(
+                "items": obj(
                     {
                         "distance": INT,
                         "path": STRS,
@@ -80,6 +63,6 @@ def result_components(obj: Callable[..., dict[str, Any]], ref: Callable[[str], d
                 ),
             },
         }
-    )
-    out["Orphans"] = _obj({"total": INT, "matches": {"type": "array", "items": ref("AssociationOut")}})
-    return out
+    ),
+    "Orphans": obj({"total": INT, "matches": {"type": "array", "items": ref("AssociationOut")}}),
+}

@@ -1,11 +1,13 @@
 """The explain routes' wire shapes: their typed request bodies (decoded and published like every other)
-and the JSON Schemas of their results, which `schemas.py` adds to `/openapi.json`."""
+and the JSON Schemas of their results."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.server.decode import SOURCE_FILTER, SOURCE_FILTER_RULES, Field, Spec
+from taguru_server.server.decode import Field, Spec
+from taguru_server.server.wire.json_schema import BOOL, INT, NUM, STR, STRS, obj
+from taguru_server.server.wire.specs import SOURCE_FILTER, SOURCE_FILTER_RULES
 
 RESOLVE_EXPLAIN = Spec(
     "ExplainResolveRequest",
@@ -31,24 +33,8 @@ SEARCH_EXPLAIN = Spec(
     description=SOURCE_FILTER_RULES,
 )
 
-INT = {"type": "integer", "minimum": 0}
-NUM = {"type": "number"}
-STR = {"type": "string"}
-BOOL = {"type": "boolean"}
-STRS = {"type": "array", "items": STR}
-
-
-def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props) if required is None else required,
-        "additionalProperties": False,
-    }
-
-
-_NEAREST = _obj({"name": STR, "score": NUM, "kind": STR})
-RESOLVE_EXPLANATION = _obj(
+_NEAREST = obj({"name": STR, "score": NUM, "kind": STR})
+RESOLVE_EXPLANATION = obj(
     {
         "verdict": STR,
         "summary": STR,
@@ -57,18 +43,18 @@ RESOLVE_EXPLANATION = _obj(
         "in_vocabulary": BOOL,
         "canonical": STR,
         "expected_kind": STR,
-        "lexical": _obj({"score": NUM, "kind": STR, "floor": NUM, "confident": BOOL}, ["floor", "confident"]),
-        "semantic": _obj(
+        "lexical": obj({"score": NUM, "kind": STR, "floor": NUM, "confident": BOOL}, ["floor", "confident"]),
+        "semantic": obj(
             {"entered": BOOL, "reason": STR, "floor": NUM, "cosine": NUM, "rank": INT, "cap": INT}, ["entered"]
         ),
-        "ranking": _obj(
+        "ranking": obj(
             {"rank": INT, "tier": STR, "score": NUM, "limit": INT, "served": BOOL, "limit_to_reach": INT},
             ["limit", "served"],
         ),
-        "nearest": _obj(
+        "nearest": obj(
             {
                 "lexical": {"type": "array", "items": _NEAREST},
-                "semantic": {"type": "array", "items": _obj({"name": STR, "cosine": NUM})},
+                "semantic": {"type": "array", "items": obj({"name": STR, "cosine": NUM})},
                 "semantic_note": STR,
             },
             ["lexical", "semantic"],
@@ -76,8 +62,8 @@ RESOLVE_EXPLANATION = _obj(
     },
     ["verdict", "summary", "cue", "expected", "in_vocabulary"],
 )
-_TERM = _obj({"term": STR, "tf": NUM, "df": INT, "idf": NUM, "contribution": NUM})
-SEARCH_EXPLANATION = _obj(
+_TERM = obj({"term": STR, "tf": NUM, "df": INT, "idf": NUM, "contribution": NUM})
+SEARCH_EXPLANATION = obj(
     {
         "verdict": STR,
         "summary": STR,
@@ -87,9 +73,9 @@ SEARCH_EXPLANATION = _obj(
         "paragraph_named": BOOL,
         "query_terms": STRS,
         "paragraph_terms": STRS,
-        "bm25": _obj({"rank": INT, "score": NUM, "terms": {"type": "array", "items": _TERM}}, ["score", "terms"]),
-        "vector": _obj({"ran": BOOL, "reason": STR, "floor": NUM, "cosine": NUM, "rank": INT}, ["ran"]),
-        "ranking": _obj(
+        "bm25": obj({"rank": INT, "score": NUM, "terms": {"type": "array", "items": _TERM}}, ["score", "terms"]),
+        "vector": obj({"ran": BOOL, "reason": STR, "floor": NUM, "cosine": NUM, "rank": INT}, ["ran"]),
+        "ranking": obj(
             {
                 "fused": BOOL,
                 "ranked": INT,
@@ -108,13 +94,6 @@ SEARCH_EXPLANATION = _obj(
 )
 
 COMPONENTS: dict[str, Any] = {
-    RESOLVE_EXPLAIN.component_name: RESOLVE_EXPLAIN.json_schema(),
-    SEARCH_EXPLAIN.component_name: SEARCH_EXPLAIN.json_schema(),
     "ResolveExplanation": RESOLVE_EXPLANATION,
     "SearchExplanation": SEARCH_EXPLANATION,
-}
-ROUTE_SHAPES: dict[tuple[str, str], tuple[str | None, str]] = {
-    ("POST", "/contexts/{name}/resolve/explain"): ("ExplainResolveRequest", "ResolveExplanation"),
-    ("POST", "/contexts/{name}/resolve_label/explain"): ("ExplainResolveRequest", "ResolveExplanation"),
-    ("POST", "/contexts/{name}/sources/search/explain"): ("ExplainSearchRequest", "SearchExplanation"),
 }
