@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from taguru_server.cli.environ import add_config_option, client_configuration
+from taguru_server.cli.environ import UnreadableConfig, add_config_option, client_configuration
 from taguru_server.client.http import (
     NotEnvelope,
     Reply,
@@ -510,6 +510,8 @@ def cmd_communities(args: argparse.Namespace) -> int:
         env = dict(configuration.values)
         base = _base_url(args.url or args.url_arg, env)
         provider = _provider_config(configuration)
+    except UnreadableConfig as exc:
+        return _usage(f"cannot read the config file: {exc.reason}")
     except (UsageError, SetupError) as exc:
         return _usage(str(exc))
     if args.group is not None:

@@ -19,6 +19,15 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CONFIG_HELP = "KEY=VALUE settings file (default TAGURU_CONFIG); the environment wins"
 
 
+class UnreadableConfig(SetupError):
+    """The `--config` file (or TAGURU_CONFIG's) of a client command cannot be read."""
+
+    def __init__(self, path: str, cause: OSError | ValueError) -> None:
+        self.path = path
+        self.reason = str(getattr(cause, "strerror", None) or cause)
+        super().__init__(f"cannot read the config file {path}: {self.reason}")
+
+
 def say(message: str) -> None:
     """One line on stderr, `taguru: …`."""
     print(f"taguru: {message}", file=sys.stderr)
@@ -70,8 +79,8 @@ def add_server_options(parser: argparse.ArgumentParser, url_help: str) -> None:
 
 
 def client_environment(args: argparse.Namespace) -> dict[str, str]:
-    """The command's environment over its `--config` file (a real variable wins); SetupError naming the
-    file and the reason when it cannot be read."""
+    """The command's environment over its `--config` file (a real variable wins); UnreadableConfig when the
+    file cannot be read."""
     return dict(client_configuration(args).values)
 
 
@@ -83,8 +92,7 @@ def client_configuration(args: argparse.Namespace) -> Configuration:
     try:
         return load_configuration(env, args.config)
     except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise SetupError(f"cannot read the config file {config_file_path(args.config, env)}: {reason}") from None
+        raise UnreadableConfig(config_file_path(args.config, env) or "", exc) from None
 
 
 def server_url(flag: str | None, env: Mapping[str, str]) -> str:

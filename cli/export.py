@@ -21,13 +21,14 @@ from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from taguru_server.cli.datadir import DataDirBusy, DataDirLock
-from taguru_server.cli.environ import add_server_options, client_environment, command_environment
+from taguru_server.cli.environ import add_server_options, command_environment
 from taguru_server.client.http import (
     SetupError,
     TaguruClient,
     TransportError,
     bearer_token,
     check_url,
+    environment,
     server_error,
 )
 
@@ -134,7 +135,7 @@ class _Counting:
 
 def _remote(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     try:
-        env = client_environment(args)
+        env = environment(args.config, command_environment(args))
         check_url(args.url)
     except SetupError as exc:
         raise ExportFailed(str(exc)) from None

@@ -36,14 +36,14 @@ def _warn_unknown_settings(args: argparse.Namespace, env: dict[str, str]) -> Non
 def _log_unknown_settings(names: set[str], env: dict[str, str]) -> None:
     """The did-you-mean warnings as `config.unknown_variable` events (the json log format)."""
     from taguru_server.cli.envcheck import unknown
-    from taguru_server.server.logging import configure_logging
+    from taguru_server.server.logging import configure_logging, lenient_log_settings
 
     found = unknown(names)
     if not found:
         return
     import structlog
 
-    configure_logging(fmt="json", env=env, final=False)
+    configure_logging(fmt="json", logs=lenient_log_settings(env), final=False)
     log = structlog.get_logger("taguru.serve")
     for name, close in found:
         hint = f" (did you mean {close}?)" if close else ""

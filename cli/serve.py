@@ -47,10 +47,10 @@ def _serve_refusal(config: str | None, worker: bool, env: dict[str, str]) -> Cal
     `error`) under the json log format, the plain line `taguru: …` under console."""
 
     def refuse(message: str) -> None:
-        from taguru_server.server.logging import configure_logging
+        from taguru_server.server.logging import configure_logging, lenient_log_settings
 
         fmt = log_format_before_settings(config, env)
-        configure_logging(worker=worker, fmt=fmt, env=env, final=False)
+        configure_logging(worker=worker, fmt=fmt, logs=lenient_log_settings(env), final=False)
         _refused("config.refused", message, fmt)
 
     return refuse
@@ -69,16 +69,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from taguru_server.server.app import build_app, open_registry
-    from taguru_server.server.logging import configure_logging
+    from taguru_server.server.logging import configure_logging, lenient_log_settings
     from taguru_server.server.protocol import AppRunner, accept_error_handler
     from taguru_server.store.errors import StoreRefused
     from taguru_server.store.registry import Registry
 
     env = command_environment(args)
-    configure_logging(worker=args.worker, env=env, final=False)  # the settings' own warnings, in the same form
+    # the settings' own warnings, in the same form
+    configure_logging(worker=args.worker, logs=lenient_log_settings(env), final=False)
     refuse = _serve_refusal(args.config, args.worker, env)
     configuration, settings = configuration_or_exit(args, refuse)
-    configure_logging(worker=args.worker, fmt=settings.log_format, level=settings.log_level, env=env)
+    configure_logging(worker=args.worker, logs=settings.logging)
     log = structlog.get_logger("taguru.serve")
     host, port = _listen_address(settings.addr, refuse)
 

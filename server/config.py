@@ -15,7 +15,7 @@ import numpy as np
 import structlog
 
 from taguru_server.client.config import with_config_file
-from taguru_server.server.logging import parse_log_format, parse_log_level
+from taguru_server.server.logging import LogSettings, parse_log_format, parse_log_level
 from taguru_server.server.variables import default_float, default_int, default_str, process_environment
 
 if TYPE_CHECKING:
@@ -93,6 +93,11 @@ class Settings:
     # TAGURU_STRICT_TENANCY: keys with a context list see only the groups wholly inside their grant, and
     # refusals never name a context outside it (a departure from the reference, opt-in; docs/operations.md)
     strict_tenancy: bool = False
+
+    @property
+    def logging(self) -> LogSettings:
+        """The logging part: TAGURU_LOG_FORMAT and TAGURU_LOG_LEVEL as the boot checked them."""
+        return LogSettings(self.log_format, self.log_level)
 
     @property
     def auth_enabled(self) -> bool:

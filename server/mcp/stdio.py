@@ -378,10 +378,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     import anyio
 
     from taguru_server.server.config import Configuration
-    from taguru_server.server.logging import configure_logging
+    from taguru_server.server.logging import configure_logging, lenient_log_settings
 
     env = dict(args.environment) if getattr(args, "environment", None) is not None else process_environment()
-    configure_logging(logging.INFO, env=env)
+    configure_logging(logging.INFO, logs=lenient_log_settings(env))
     if getattr(args, "url", None):
         env["TAGURU_URL"] = args.url
     settings = Configuration.without_file(env).bridge()  # the bridge reads no settings file
