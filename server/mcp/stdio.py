@@ -27,7 +27,6 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from taguru_server.server.config import BridgeSettings
 from taguru_server.server.mcp.jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
 
     from taguru_server.client.http import TaguruClient
+    from taguru_server.server.config import BridgeSettings
     from taguru_server.server.otel import Tracing
 
 log = structlog.get_logger("taguru.mcp_stdio")
