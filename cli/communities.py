@@ -24,9 +24,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from taguru_server.cli.environ import command_environment
+from taguru_server.cli.environ import UnreadableConfig, add_config_option, client_configuration
 from taguru_server.client.http import (
-    ConfigFileError,
     NotEnvelope,
     Reply,
     ServerError,
@@ -35,7 +34,6 @@ from taguru_server.client.http import (
     TransportError,
     base_url,
     bearer_token,
-    environment,
     new_session,
     server_error,
 )
@@ -54,6 +52,8 @@ from taguru_server.store.summaries import (
 
 if TYPE_CHECKING:
     from aiohttp import ClientSession
+
+    from taguru_server.server.config import Configuration
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CHUNK_BUDGET = 4 * 1024 * 1024
@@ -75,15 +75,6 @@ class UsageError(Exception):
 # ----- configuration -------------------------------------------------------------------
 
 
-def _environment(args: argparse.Namespace) -> dict[str, str]:
-    """TAGURU_* settings: the config file's KEY=VALUE lines, overridden by the real environment."""
-    try:
-        return environment(args.config, command_environment(args))
-    except ConfigFileError as exc:
-        reason = getattr(exc.cause, "strerror", None) or exc.cause
-        raise UsageError(f"cannot read the config file: {reason}") from None
-
-
 def _base_url(explicit: str | None, env: dict[str, str]) -> str:
     try:
         url = base_url(explicit or None, env)
@@ -94,9 +85,11 @@ def _base_url(explicit: str | None, env: dict[str, str]) -> str:
     return url
 
 
-def _provider_config(env: dict[str, str]) -> ProviderConfig | None:
+def _provider_config(configuration: Configuration) -> ProviderConfig | None:
+    """The chat provider of the summaries (TAGURU_EXTRACT_*), None for the extractive ones; UsageError when
+    its settings are refused."""
     try:
-        return ProviderConfig.from_env(env)
+        return configuration.chat()
     except ChatConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -496,9 +489,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--into", metavar="NAME", help="the artifact context (default: NAME::communities)")
     p.add_argument("--dry-run", action="store_true", help="report what would change; write nothing, call no LLM")
     p.add_argument("--json", action="store_true", help="print a JSON report")
-    p.add_argument(
-        "--config", metavar="FILE", help="KEY=VALUE settings file (default TAGURU_CONFIG); the environment wins"
-    )
+    add_config_option(p)
     p.add_argument(
         "--url",
         metavar="URL",
@@ -515,10 +506,13 @@ def cmd_communities(args: argparse.Namespace) -> int:
     if args.group is not None and args.into:
         return _usage("--into cannot be combined with --group (each member gets its own NAME::communities)")
     try:
-        env = _environment(args)
+        configuration = client_configuration(args)
+        env = dict(configuration.values)
         base = _base_url(args.url or args.url_arg, env)
-        provider = _provider_config(env)
-    except UsageError as exc:
+        provider = _provider_config(configuration)
+    except UnreadableConfig as exc:
+        return _usage(f"cannot read the config file: {exc.reason}")
+    except (UsageError, SetupError) as exc:
         return _usage(str(exc))
     if args.group is not None:
         return _finish(args, [], "context groups are not supported by this server; run --context for each context")

@@ -18,19 +18,8 @@ from contextlib import contextmanager
 from typing import IO, Any
 from urllib.parse import quote
 
-from taguru_server.cli.environ import command_environment
-from taguru_server.client.http import (
-    CallError,
-    ConfigFileError,
-    NotEnvelope,
-    ServerError,
-    SetupError,
-    TaguruClient,
-    TransportError,
-    base_url,
-    bearer_token,
-    environment,
-)
+from taguru_server.cli.environ import add_server_options, client_environment, connect, server_url
+from taguru_server.client.http import CallError, NotEnvelope, ServerError, SetupError, TransportError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 EVIDENCE_TIMEOUT_SECS = 60
@@ -44,15 +33,6 @@ class EvidenceFailed(Exception):
     def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
         super().__init__(message)
         self.code = code
-
-
-def server_url(flag: str | None, env: Mapping[str, str]) -> str:
-    """--url, else TAGURU_URL, else http://$TAGURU_ADDR (127.0.0.1:8248): the client commands' one rule."""
-    chosen = flag or env.get("TAGURU_URL", "").strip() or None
-    url = base_url(chosen, env)
-    if not url.lower().startswith(("http://", "https://")):
-        raise SetupError(f"the server URL must start with http:// or https:// (got '{chosen or url}')")
-    return url
 
 
 def request_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -78,15 +58,11 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
 def fetch(args: argparse.Namespace) -> tuple[Any, str]:
     """(the package, the Server-Timing header) or EvidenceFailed with the one line to print."""
     try:
-        env = environment(args.config, command_environment(args))
+        env = client_environment(args)
         url = server_url(args.url, env)
-    except ConfigFileError as exc:
-        raise EvidenceFailed(
-            f"cannot read the config file {exc.path}: {getattr(exc.cause, 'strerror', None) or exc.cause}", EXIT_USAGE
-        ) from None
     except SetupError as exc:
         raise EvidenceFailed(str(exc), EXIT_USAGE) from None
-    client = TaguruClient(url, bearer_token(env), timeout=EVIDENCE_TIMEOUT_SECS)
+    client = connect(url, env, EVIDENCE_TIMEOUT_SECS)
     path = "/contexts/" + quote(args.context, safe="") + "/evidence"
     try:
         reply = client.send_sync("POST", path, request_body(args))
@@ -280,14 +256,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, metavar="N", help="budget: at most N estimated tokens")
     p.add_argument("--rerank", action="store_true", help="ask the server's reranker (TAGURU_RERANK_URL) to reorder")
     p.add_argument("--json", action="store_true", help="print the package as JSON instead of a table")
-    p.add_argument(
-        "--url",
-        metavar="URL",
-        help="the server (default: TAGURU_URL, else http://TAGURU_ADDR, else http://127.0.0.1:8248); "
+    add_server_options(
+        p,
+        "the server (default: TAGURU_URL, else http://TAGURU_ADDR, else http://127.0.0.1:8248); "
         "the token comes from TAGURU_API_TOKEN or TAGURU_API_TOKENS",
-    )
-    p.add_argument(
-        "--config", metavar="FILE", help="KEY=VALUE settings file (default TAGURU_CONFIG); the environment wins"
     )
     p.set_defaults(func=cmd_evidence)
     return p

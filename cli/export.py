@@ -17,11 +17,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from taguru_server.cli.datadir import DataDirBusy, DataDirLock
-from taguru_server.cli.environ import command_environment
+from taguru_server.cli.environ import add_server_options, command_environment
 from taguru_server.client.http import (
     SetupError,
     TaguruClient,
@@ -31,6 +31,9 @@ from taguru_server.client.http import (
     environment,
     server_error,
 )
+
+if TYPE_CHECKING:
+    from taguru_server.server.config import Settings
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 EXPORT_TIMEOUT_SECS = 600
@@ -69,14 +72,15 @@ def _offline(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     from taguru_server.store.export import ContextExport
     from taguru_server.store.sqlite import DB_NAME
 
-    database_url = None if args.data_dir else _database_url(args.config)
+    settings = None if args.data_dir else _store_settings(args)
+    database_url = settings.database_url if settings is not None else None
     if database_url:  # the shared PostgreSQL store: a read-only snapshot, no data-dir lock to take
         try:
             export = ContextExport.open(database_url, args.name)
         except ApiError as exc:
             raise ExportFailed(exc.message) from None
         return _write_out(export, sink)
-    data_dir = args.data_dir or _data_dir(args.config)
+    data_dir = args.data_dir if settings is None else settings.data_dir
     db_file = Path(data_dir) / DB_NAME
     if not db_file.is_file():
         raise ExportFailed(f"the data dir {data_dir} holds no store")
@@ -104,23 +108,12 @@ def _write_out(export: Any, sink: Callable[[], Any]) -> str:
     return counts + f", {export.passages} passage(s)"
 
 
-def _database_url(config: str | None) -> str | None:
-    from taguru_server.server.config import ConfigError, load_settings
+def _store_settings(args: argparse.Namespace) -> Settings:
+    """The server's settings of the command (which store to read), or ExportFailed with the one line."""
+    from taguru_server.server.config import ConfigError, load_configuration
 
     try:
-        return load_settings(config_file=config).database_url
-    except ConfigError as exc:
-        raise ExportFailed(f"configuration refused: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
-        raise ExportFailed(f"cannot read the config file: {reason}") from None
-
-
-def _data_dir(config: str | None) -> str:
-    from taguru_server.server.config import ConfigError, load_settings
-
-    try:
-        return str(load_settings(config_file=config).data_dir)
+        return load_configuration(command_environment(args), args.config).server()
     except ConfigError as exc:
         raise ExportFailed(f"configuration refused: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -199,14 +192,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="DIR",
         help="read this data dir (default: TAGURU_DATA_DIR, else ./data; with TAGURU_DATABASE_URL, that store)",
     )
-    p.add_argument(
-        "--url",
-        metavar="URL",
-        help="export from the running server at URL (GET /contexts/NAME/export; token from TAGURU_API_TOKEN) "
+    add_server_options(
+        p,
+        "export from the running server at URL (GET /contexts/NAME/export; token from TAGURU_API_TOKEN) "
         "instead of the data dir, which a running server holds",
-    )
-    p.add_argument(
-        "--config", metavar="FILE", help="KEY=VALUE settings file (default TAGURU_CONFIG); the environment wins"
     )
     p.set_defaults(func=cmd_export)
     return p

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypedDict, Unpack
 from urllib.parse import quote, urlsplit
 
 import aiohttp
@@ -17,7 +17,7 @@ import attrs
 from multidict import CIMultiDict
 from yarl import URL
 
-from taguru_server.client.config import read_config_file
+from taguru_server.client.config import config_file_path, with_config_file
 
 TIMEOUT_SECS = 35
 RESPONSE_CAP = 256 * 1024 * 1024
@@ -103,16 +103,10 @@ def cut(message: str, cap: int = MESSAGE_CAP) -> str:
 def environment(config: str | None, env: Mapping[str, str]) -> dict[str, str]:
     """The process environment (the caller's, as it read it) over the KEY=VALUE config file (a real
     variable wins)."""
-    real = dict(env)
-    path = config or real.get("TAGURU_CONFIG")
-    if not path:
-        return real
     try:
-        merged = read_config_file(path)
+        return with_config_file(env, config)
     except (OSError, ValueError) as exc:
-        raise ConfigFileError(path, exc) from None
-    merged.update(real)
-    return merged
+        raise ConfigFileError(config_file_path(config, env) or "", exc) from None
 
 
 def base_url(flag: str | None, env: Mapping[str, str]) -> str:
@@ -202,6 +196,17 @@ def _trimmed(body: bytes) -> str:
     return body.decode("utf-8", errors="replace").strip()
 
 
+class SendOptions(TypedDict, total=False):
+    """The keyword options of one request (`send`, `send_sync`): a raw body and its content type
+    (application/json unless given), an Accept header, extra headers, this call's timeout."""
+
+    data: bytes | None
+    content_type: str
+    accept: str | None
+    headers: Mapping[str, str] | None
+    timeout: float | None
+
+
 def _envelope_fields(raw: bytes) -> tuple[str | None, str | None]:
     """The `error` and `code` strings of an error envelope, when the body is one."""
     try:
@@ -266,39 +271,40 @@ class TaguruClient:
     def _absolute(self, target: str) -> str:
         return self.base + target if target.startswith("/") else target
 
-    def _prepare(
-        self, body: Any, data: bytes | None, content_type: str, accept: str | None, extra: Mapping[str, str] | None
-    ) -> tuple[bytes | None, dict[str, str]]:
+    def _prepare(self, body: Any, options: SendOptions) -> tuple[bytes | None, dict[str, str]]:
+        """The bytes to send (`body` as compact JSON, else the raw `data`) and the request's headers."""
         headers: dict[str, str] = {}
+        accept = options.get("accept")
         if accept:
             headers["Accept"] = accept
+        data = options.get("data")
         if body is not None:
             data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if data is not None:
-            headers["Content-Type"] = content_type
+            headers["Content-Type"] = options.get("content_type", JSON)
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        headers.update(extra or {})
+        headers.update(options.get("headers") or {})
         return data, headers
+
+    def _timeout(self, options: SendOptions) -> float:
+        """This call's timeout: the option, else the client's."""
+        timeout = options.get("timeout")
+        return self.timeout if timeout is None else timeout
 
     async def send(
         self,
         method: str,
         target: str,
         body: Any = None,
-        *,
-        data: bytes | None = None,
-        content_type: str = JSON,
-        accept: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: float | None = None,
+        **options: Unpack[SendOptions],
     ) -> Reply:
         """One request (`target`: an absolute URL or a path under the base); any status comes back as a Reply."""
         if self.session is None:
             raise RuntimeError("TaguruClient needs a session: pass one or use `async with`")
         url = self._absolute(target)
-        payload, sent = self._prepare(body, data, content_type, accept, headers)
-        secs = self.timeout if timeout is None else timeout
+        payload, sent = self._prepare(body, options)
+        secs = self._timeout(options)
         try:
             async with self.session.request(
                 method, URL(url, encoded=True), data=payload, headers=sent, timeout=aiohttp.ClientTimeout(total=secs)
@@ -335,19 +341,14 @@ class TaguruClient:
         method: str,
         target: str,
         body: Any = None,
-        *,
-        data: bytes | None = None,
-        content_type: str = JSON,
-        accept: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: float | None = None,
+        **options: Unpack[SendOptions],
     ) -> Reply:
         """`send` for a synchronous caller (no event loop); any status comes back as a Reply."""
         url = self._absolute(target)
-        payload, sent = self._prepare(body, data, content_type, accept, headers)
+        payload, sent = self._prepare(body, options)
         request = urllib.request.Request(url, data=payload, method=method, headers=sent)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as resp:
+            with urllib.request.urlopen(request, timeout=self._timeout(options)) as resp:
                 return Reply(resp.status, resp.read(), CIMultiDict(resp.headers.items()))
         except urllib.error.HTTPError as exc:
             return Reply(exc.code, exc.read(), CIMultiDict(exc.headers.items() if exc.headers else ()))
@@ -372,7 +373,7 @@ class TaguruClient:
         TransportError, so a truncated stream is never taken for a whole one.
         """
         url = self._absolute(target)
-        _payload, sent = self._prepare(None, None, JSON, None, None)
+        _payload, sent = self._prepare(None, {})
         request = urllib.request.Request(url, method="GET", headers=sent)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as resp:

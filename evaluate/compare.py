@@ -14,7 +14,8 @@ from typing import Any, TextIO
 
 from taguru_server.evaluate import html as html_report
 from taguru_server.evaluate.metrics import CLASSIFICATION, case_value
-from taguru_server.evaluate.runner import EXIT_FAIL, EXIT_OK, EXIT_USAGE, _budget_text, warn, write_atomic
+from taguru_server.evaluate.report import budget_text, write_atomic
+from taguru_server.evaluate.run_args import EXIT_FAIL, EXIT_OK, EXIT_USAGE, warn
 
 EPS = 1e-9
 KNOWN_STATISTICS = ("distribution", "ratio", "count")
@@ -293,8 +294,8 @@ def _metric_deltas(base: Side, head: Side) -> list[dict[str, Any]]:
 
 def _budget_desc(b: Any) -> str:
     if not isinstance(b, dict):
-        return _budget_text(None)
-    return _budget_text({k: b.get(k) for k in ("max_items", "max_bytes", "max_tokens")})
+        return budget_text(None)
+    return budget_text({k: b.get(k) for k in ("max_items", "max_bytes", "max_tokens")})
 
 
 def html_path(out: str) -> str:

@@ -91,12 +91,20 @@ class _Bad(Exception):
     """A type/shape error inside one record (mapped to a line error by the caller)."""
 
 
+def unknown_field(obj: dict[str, Any], allowed: tuple[str, ...]) -> str | None:
+    """The refusal of the first key of `obj` that is not in `allowed` (serde's wording), or None."""
+    for k in obj:
+        if k not in allowed:
+            return f"unknown field `{k}`, expected one of {', '.join('`' + a + '`' for a in allowed)}"
+    return None
+
+
 def _obj(v: Any, what: str, allowed: tuple[str, ...], where: str = "") -> dict[str, Any]:
     if not isinstance(v, dict):
         raise _Bad(f"{where}invalid type: {describe_value(v)}, expected {what}")
-    for k in v:
-        if k not in allowed:
-            raise _Bad(f"{where}unknown field `{k}`, expected one of {', '.join('`' + a + '`' for a in allowed)}")
+    refusal = unknown_field(v, allowed)
+    if refusal is not None:
+        raise _Bad(where + refusal)
     return v
 
 

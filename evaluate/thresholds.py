@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from taguru_server.evaluate.evalfile import EvalError
+from taguru_server.evaluate.evalfile import EvalError, unknown_field
 from taguru_server.evaluate.metrics import CASE_SCOPED, METRIC_NAMES, case_value, scalar
 
 UNSTABLE_REASON = (
@@ -52,9 +52,9 @@ def rust_f64(v: float) -> str:
 def _only(obj: Any, what: str, allowed: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise _Parse(f"invalid type: expected {what}")
-    for k in obj:
-        if k not in allowed:
-            raise _Parse(f"unknown field `{k}`, expected one of {', '.join('`' + a + '`' for a in allowed)}")
+    refusal = unknown_field(obj, allowed)
+    if refusal is not None:
+        raise _Parse(refusal)
     return obj
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import attrs
 
@@ -87,7 +87,7 @@ class StageContext:
     def __getitem__(self, key: Key[T]) -> T:
         if key not in self._allowed:
             raise KeyError(f"stage '{self.stage}' read {key.name!r} without declaring it in `requires`")
-        return self._values[key]
+        return cast(T, self._values[key])  # the key's type: what the providing stage declared
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None when there is no deadline)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 import structlog
@@ -58,7 +58,7 @@ class RunResult:
         """The value of a declared output; an undeclared key is refused even if a stage provided it."""
         if key not in self.outputs:
             raise KeyError(f"{key.name!r} is not a declared output of the graph")
-        return self.values[key]
+        return cast(T, self.values[key])  # the key's type: what the providing stage declared
 
 
 class ContractViolation(RuntimeError):

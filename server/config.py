@@ -1,4 +1,5 @@
-"""Settings from TAGURU_* variables (and an optional KEY=VALUE config file)."""
+"""The settings tree: every command's settings from the TAGURU_* variables and the optional KEY=VALUE
+config file (`load_configuration`), the server's own part (`Settings`) and how each is parsed."""
 
 from __future__ import annotations
 
@@ -7,19 +8,24 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 import structlog
 
-from taguru_server.client.config import read_config_file
-from taguru_server.server.logging import parse_log_format, parse_log_level
+from taguru_server.client.config import with_config_file
+from taguru_server.server.logging import LogSettings, parse_log_format, parse_log_level
 from taguru_server.server.variables import default_float, default_int, default_str, process_environment
+
+if TYPE_CHECKING:
+    from taguru_server.server.providers.chat import ProviderConfig
+    from taguru_server.server.providers.reranker import RerankSettings
 
 ROLES = ("read", "write", "admin")
 
 log = structlog.get_logger("taguru.config")
+bridge_log = structlog.get_logger("taguru.mcp_stdio")  # the bridge's own warnings, under its name
 
 # the defaults are the registry's (server/variables.py)
 DEFAULT_ADDR = default_str("TAGURU_ADDR")
@@ -32,6 +38,13 @@ DEFAULT_SEMANTIC_FLOOR = float(np.float32(default_float("TAGURU_SEMANTIC_FLOOR")
 _UNSIGNED = re.compile(r"\+?[0-9]+")
 _U64_MAX = 2**64 - 1
 _F32 = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+
+
+# the stdio bridge's (taguru mcp: server/mcp/stdio.py)
+DEFAULT_URL = default_str("TAGURU_URL")
+DEFAULT_TIMEOUT_SECS = default_float("TAGURU_MCP_TIMEOUT_SECS")
+DEFAULT_MAX_LINE_BYTES = default_int("TAGURU_MCP_MAX_LINE_BYTES")
+DEFAULT_MAX_CONCURRENT_TOOLS = default_int("TAGURU_MCP_MAX_CONCURRENT_TOOLS")
 
 
 class ConfigError(Exception):
@@ -80,6 +93,11 @@ class Settings:
     # TAGURU_STRICT_TENANCY: keys with a context list see only the groups wholly inside their grant, and
     # refusals never name a context outside it (a departure from the reference, opt-in; docs/operations.md)
     strict_tenancy: bool = False
+
+    @property
+    def logging(self) -> LogSettings:
+        """The logging part: TAGURU_LOG_FORMAT and TAGURU_LOG_LEVEL as the boot checked them."""
+        return LogSettings(self.log_format, self.log_level)
 
     @property
     def auth_enabled(self) -> bool:
@@ -165,14 +183,99 @@ def index_dir_for(settings: Settings) -> Path | None:
     return None if settings.database_url else Path(settings.data_dir) / "indexes"
 
 
+@attrs.frozen
+class BridgeSettings:
+    """The bridge's configuration, read once from the environment the command passes."""
+
+    url: str = DEFAULT_URL
+    token: str | None = None
+    timeout: float = DEFAULT_TIMEOUT_SECS
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT_TOOLS
+
+
+def _positive(env: Mapping[str, str], key: str, default: float, kind: type = int) -> Any:
+    """A positive number variable of `kind`; unset, unparseable or not positive: `default` (the latter two warn)."""
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        bridge_log.warning("bridge.config_ignored", variable=key, reason="not a number; using the default")
+        return default
+    if not 0 < value < float("inf"):
+        bridge_log.warning("bridge.config_ignored", variable=key, reason="must be positive; using the default")
+        return default
+    return value
+
+
+def bridge_settings(env: Mapping[str, str]) -> BridgeSettings:
+    """The bridge's settings; a TAGURU_MCP_* value that is not a positive number warns and keeps its default."""
+    token = env.get("TAGURU_API_TOKEN", "").strip() or None
+    return BridgeSettings(
+        url=(env.get("TAGURU_URL", "").strip() or DEFAULT_URL).rstrip("/"),
+        token=token,
+        timeout=float(_positive(env, "TAGURU_MCP_TIMEOUT_SECS", DEFAULT_TIMEOUT_SECS, float)),
+        max_line_bytes=int(_positive(env, "TAGURU_MCP_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES)),
+        max_concurrent=int(_positive(env, "TAGURU_MCP_MAX_CONCURRENT_TOOLS", DEFAULT_MAX_CONCURRENT_TOOLS)),
+    )
+
+
+@attrs.frozen
+class Configuration:
+    """Every command's settings, from one environment mapping and the settings file merged once.
+
+    `environ` is the process environment as the command read it (the tracing switches and child
+    processes take it as it is); `values` is `environ` over the `--config` file (a variable set in
+    the environment wins). Each part is built when a command takes it, so a command checks (and
+    warns about, or refuses) only the variables it uses: `server()` (the server's `Settings`),
+    `rerank()`, `chat()` (the summary provider of `taguru communities`), `bridge()` (`taguru mcp`)."""
+
+    environ: Mapping[str, str]
+    values: Mapping[str, str]
+
+    @classmethod
+    def without_file(cls, environ: Mapping[str, str]) -> Configuration:
+        """The settings of a command that reads no settings file (`taguru mcp`)."""
+        return cls(dict(environ), dict(environ))
+
+    def server(self) -> Settings:
+        """The server's settings; ConfigError for a value that refuses the boot."""
+        return _server_settings(self.values)
+
+    def rerank(self) -> RerankSettings | None:
+        """The evidence reranker (TAGURU_RERANK_*), None when it is off."""
+        from taguru_server.server.providers.reranker import rerank_settings
+
+        return rerank_settings(self.values)
+
+    def chat(self) -> ProviderConfig | None:
+        """The chat provider of community summaries (TAGURU_EXTRACT_*), None when unset; ChatConfigError
+        when half set or its timeout does not parse."""
+        from taguru_server.server.providers.chat import ProviderConfig
+
+        return ProviderConfig.from_env(self.values)
+
+    def bridge(self) -> BridgeSettings:
+        """The stdio bridge's settings (TAGURU_URL, TAGURU_API_TOKEN, TAGURU_MCP_*)."""
+        return bridge_settings(self.values)
+
+
+def load_configuration(environ: Mapping[str, str] | None = None, config_file: str | None = None) -> Configuration:
+    """The settings tree of a command: `environ` (the process environment when None) over the settings
+    file (`config_file`, else TAGURU_CONFIG). OSError or UnicodeDecodeError when the file cannot be read."""
+    env = dict(process_environment() if environ is None else environ)
+    return Configuration(env, with_config_file(env, config_file))
+
+
 def load_settings(env: Mapping[str, str] | None = None, config_file: str | None = None) -> Settings:
-    """Build settings; the real environment wins over the config file."""
-    env = dict(process_environment() if env is None else env)
-    file = config_file or env.get("TAGURU_CONFIG")
-    if file:
-        merged = read_config_file(file)
-        merged.update(env)
-        env = merged
+    """The server's settings; the real environment wins over the config file."""
+    return load_configuration(env, config_file).server()
+
+
+def _server_settings(env: Mapping[str, str]) -> Settings:
+    """The server's settings from the merged variables."""
     tokens = _parse_tokens(env)
     scopes = _parse_scopes(env.get("TAGURU_KEY_SCOPES", ""), set(tokens.values()))
     return Settings(

@@ -19,6 +19,7 @@ from collections.abc import Mapping, MutableMapping
 from types import TracebackType
 from typing import Any
 
+import attrs
 import structlog
 
 LOG_FORMATS = ("json", "console")
@@ -72,7 +73,16 @@ def parse_log_level(raw: str | None) -> str | None:
     return text
 
 
-def _lenient(env: Mapping[str, str]) -> tuple[str | None, str | None]:
+@attrs.frozen
+class LogSettings:
+    """The log form and level (TAGURU_LOG_FORMAT, TAGURU_LOG_LEVEL); None: the default (json unless stderr
+    is a terminal; info)."""
+
+    format: str | None = None
+    level: str | None = None
+
+
+def lenient_log_settings(env: Mapping[str, str]) -> LogSettings:
     """The variables as far as they parse (before the settings are read; a bad value is refused there)."""
     try:
         fmt = parse_log_format(env.get("TAGURU_LOG_FORMAT"))
@@ -82,7 +92,7 @@ def _lenient(env: Mapping[str, str]) -> tuple[str | None, str | None]:
         level = parse_log_level(env.get("TAGURU_LOG_LEVEL"))
     except ValueError:
         level = None
-    return fmt, level
+    return LogSettings(fmt, level)
 
 
 def _add_worker_pid(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -164,22 +174,22 @@ def configure_logging(
     level: int | str | None = None,
     worker: bool = False,
     fmt: str | None = None,
-    env: Mapping[str, str] | None = None,
+    logs: LogSettings | None = None,
     final: bool = True,
 ) -> None:
     """Configure structlog (and the standard library's logging) for the process.
 
-    `fmt`/`level` come from the settings; left None they are read leniently from `env` (the
-    process environment the command read; none given: no variables), then default to
+    `fmt`/`level`, when given, win; left None they come from `logs` (the settings' logging part, or
+    before the settings are read `lenient_log_settings` of the environment), then default to
     json-unless-a-TTY and info. Call with `final=False` to log the settings' own warnings before
     they are parsed, then once more with them.
     """
-    env_fmt, env_level = _lenient({} if env is None else env)
-    fmt = fmt or env_fmt or default_format()
+    logs = logs or LogSettings()
+    fmt = fmt or logs.format or default_format()
     if isinstance(level, str):
         level = LOG_LEVELS[level]
     if level is None:
-        level = LOG_LEVELS[env_level] if env_level else logging.INFO
+        level = LOG_LEVELS[logs.level] if logs.level else logging.INFO
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,

@@ -5,9 +5,9 @@ does (`Policy`). `docs/operations.md` lists the same variables with the same def
 (`tests/test_operations_doc.py` holds the two together) and `taguru` warns about a `TAGURU_*` name that is
 not registered here (`cli/envcheck.py`).
 
-The rest of the code never reads `os.environ`: the commands take the environment from
-`process_environment()` (once, merged with the `--config` file where a command has one) and pass the
-mapping, or the settings built from it, down.
+The rest of the code never reads `os.environ`: `taguru` takes the environment from `process_environment()`
+once, and each command builds its settings tree from it (server/config.py: `load_configuration`, the one
+merge with the `--config` file where a command has one) and passes its parts down.
 """
 
 from __future__ import annotations
@@ -54,16 +54,22 @@ class Variable:
 
 
 def _v(name: str, kind: type, default: object, doc: str, policy: Policy, **extra: str) -> Variable:
+    """One registered variable."""
     return Variable(name, kind, default, doc, policy, **extra)
+
+
+def _unset(name: str, doc: str, policy: Policy, note: str) -> Variable:
+    """A text variable with no default; `note` says what leaving it unset means."""
+    return Variable(name, str, None, doc, policy, note=note)
 
 
 R, W, IG, A = Policy.REFUSE, Policy.WARN, Policy.IGNORE, Policy.ANY
 
 REGISTRY: tuple[Variable, ...] = (
-    # the server (server/config.py: load_settings)
+    # the server (server/config.py: Configuration.server)
     _v("TAGURU_ADDR", str, "127.0.0.1:8248", "address to listen on (HOST:PORT)", R),
     _v("TAGURU_DATA_DIR", str, "data", "the SQLite store's directory", A),
-    _v("TAGURU_DATABASE_URL", str, None, "postgresql://…: the shared PostgreSQL store", R, note="SQLite"),
+    _unset("TAGURU_DATABASE_URL", "postgresql://…: the shared PostgreSQL store", R, "SQLite"),
     _v("TAGURU_READ_CONSISTENCY", str, "strong", "strong or eventual", R),
     _v("TAGURU_WORKERS", int, 1, "worker processes of taguru serve; 0 means 1", R),
     _v("TAGURU_WORKER_START", str, "fork", "fork or exec: how workers start", R),
@@ -86,15 +92,10 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_MAX_CONCURRENT_HEAVY_OPS", int, 2, "concurrent heavy operations; 0 disables", IG),
     _v("TAGURU_RATE_LIMIT_PER_MIN", int, 0, "requests per named key per minute", R, note="off"),
     _v("TAGURU_AUTH_FAIL_LIMIT_PER_MIN", int, 10, "failed authentications per address per minute", R),
-    _v("TAGURU_API_TOKEN", str, None, "Bearer token of the key default", R, note="auth off"),
+    _unset("TAGURU_API_TOKEN", "Bearer token of the key default", R, "auth off"),
     _v("TAGURU_API_TOKENS", str, None, "name:token,…: named keys", R),
-    _v(
-        "TAGURU_KEY_SCOPES",
-        str,
-        None,
-        "JSON object: key name → role or {role, contexts}",
-        R,
-        note="every key admin on every context",
+    _unset(
+        "TAGURU_KEY_SCOPES", "JSON object: key name → role or {role, contexts}", R, "every key admin on every context"
     ),
     _v(
         "TAGURU_STRICT_TENANCY",
@@ -106,14 +107,7 @@ REGISTRY: tuple[Variable, ...] = (
     ),
     _v("TAGURU_CONFIG", str, None, "a KEY=VALUE file of these variables; the environment wins", R),
     # the embedding provider (server/config.py: embedding_settings)
-    _v(
-        "TAGURU_EMBED_URL",
-        str,
-        None,
-        "the embedding endpoint; local: the in-process model",
-        A,
-        note="no embedding provider",
-    ),
+    _unset("TAGURU_EMBED_URL", "the embedding endpoint; local: the in-process model", A, "no embedding provider"),
     _v("TAGURU_EMBED_MODEL", str, None, "the embedding model name", A),
     _v("TAGURU_EMBED_API_KEY", str, None, "the embedding provider's Bearer token", A),
     _v("TAGURU_EMBED_TIMEOUT_SECS", int, 60, "one provider attempt's ceiling", W),
@@ -125,22 +119,15 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_SEMANTIC_FLOOR", float, 0.35, "cosine floor of semantic resolve and the vector lanes", W),
     _v("TAGURU_SEMANTIC_CACHE_THRESHOLD", float, None, "read and ignored", W, note="off"),
     # the providers (server/providers/reranker.py, chat.py)
-    _v("TAGURU_RERANK_URL", str, None, "the reranker endpoint", W, note="no reranker"),
+    _unset("TAGURU_RERANK_URL", "the reranker endpoint", W, "no reranker"),
     _v("TAGURU_RERANK_MODEL", str, None, "the reranker's model name", W),
     _v("TAGURU_RERANK_API_KEY", str, None, "the reranker's Bearer token", A),
     _v("TAGURU_RERANK_TIMEOUT_SECS", int, 5, "one rerank attempt's ceiling", W),
-    _v(
-        "TAGURU_EXTRACT_URL",
-        str,
-        None,
-        "a chat-completions endpoint for community summaries",
-        R,
-        note="extractive summaries",
-    ),
+    _unset("TAGURU_EXTRACT_URL", "a chat-completions endpoint for community summaries", R, "extractive summaries"),
     _v("TAGURU_EXTRACT_MODEL", str, None, "the chat model name", R),
     _v("TAGURU_EXTRACT_API_KEY", str, None, "the chat provider's Bearer token", A),
     _v("TAGURU_EXTRACT_TIMEOUT_SECS", float, 60, "one chat attempt's ceiling", R),
-    # the stdio bridge (server/mcp/stdio.py: bridge_settings)
+    # the stdio bridge (server/config.py: Configuration.bridge)
     _v("TAGURU_URL", str, "http://127.0.0.1:8248", "taguru mcp: the server to forward to", R),
     _v("TAGURU_MCP_TIMEOUT_SECS", float, 75, "taguru mcp: per forwarded call", W),
     _v("TAGURU_MCP_MAX_LINE_BYTES", int, 64 * 1024 * 1024, "taguru mcp: the longest stdin line", W),

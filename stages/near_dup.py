@@ -6,7 +6,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import attrs
 
@@ -51,73 +51,87 @@ def suppress_near_duplicates(
     """
     grams = {i: bigram_set(f.candidate.text) for i, f in enumerate(ranked) if f.candidate.kind == "passage"}
     if len(grams) >= INDEXED_FROM and 0 < threshold <= 1:
-        return _indexed(ranked, grams, threshold)
+        return _walk(ranked, grams, _IndexedPassages(grams.values(), threshold))
+    return _walk(ranked, grams, _BitsetPassages(threshold))
+
+
+class _KeptPassages(Protocol):
+    """The passages kept so far, and the test of a new one against them."""
+
+    def offer(self, fused: Fused, grams: frozenset[str]) -> Fused | None:
+        """The first kept passage (in order) that `fused` nearly repeats; None after keeping it."""
+        ...
+
+
+def _walk(
+    ranked: tuple[Fused, ...], grams: dict[int, frozenset[str]], passages: _KeptPassages
+) -> tuple[tuple[Fused, ...], tuple[Omission, ...]]:
+    """Every candidate in fused order: a passage offered to `passages` is dropped when it repeats a kept one,
+    everything else is kept."""
     kept: list[Fused] = []
-    kept_passages: list[tuple[Fused, int, int]] = []  # (candidate, bitset, set size)
-    vocabulary: dict[str, int] = {}
     dropped: list[Omission] = []
     for i, fused in enumerate(ranked):
-        if fused.candidate.kind != "passage":
-            kept.append(fused)
-            continue
-        mine = grams[i]
+        if fused.candidate.kind == "passage":
+            match = passages.offer(fused, grams[i])
+            if match is not None:
+                dropped.append(Omission(fused.candidate_id, "passage", "duplicate_passage", match.candidate_id))
+                continue
+        kept.append(fused)
+    return tuple(kept), tuple(dropped)
+
+
+class _BitsetPassages:
+    """Every kept passage compared, its bigram set an integer bitset over this request's bigram vocabulary."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.kept: list[tuple[Fused, int, int]] = []  # (candidate, bitset, set size)
+        self.vocabulary: dict[str, int] = {}
+
+    def offer(self, fused: Fused, grams: frozenset[str]) -> Fused | None:
+        """The first kept passage `fused` nearly repeats; None after keeping it."""
+        threshold, vocabulary = self.threshold, self.vocabulary
         bits = 0
-        for g in mine:
+        for g in grams:
             bits |= 1 << vocabulary.setdefault(g, len(vocabulary))
-        size = len(mine)
-        match = None
-        for other, other_bits, other_size in kept_passages:
+        size = len(grams)
+        for other, other_bits, other_size in self.kept:
             total = size + other_size
             if total == 0:
-                match = other
-                break
+                return other
             if 2 * min(size, other_size) / total < threshold:
                 continue  # Dice is at most 2·min/(|a|+|b|): the sizes alone rule a match out
             if 2 * (bits & other_bits).bit_count() / total >= threshold:
-                match = other
-                break
-        if match is None:
-            kept.append(fused)
-            kept_passages.append((fused, bits, size))
-        else:
-            dropped.append(Omission(fused.candidate_id, "passage", "duplicate_passage", match.candidate_id))
-    return tuple(kept), tuple(dropped)
+                return other
+        self.kept.append((fused, bits, size))
+        return None
 
 
-def _indexed(
-    ranked: tuple[Fused, ...], grams: dict[int, frozenset[str]], threshold: float
-) -> tuple[tuple[Fused, ...], tuple[Omission, ...]]:
-    """`suppress_near_duplicates` comparing each passage only with the kept ones the index proposes."""
-    index = _PrefixIndex(grams.values(), threshold)
-    kept: list[Fused] = []
-    kept_passages: list[tuple[Fused, frozenset[str]]] = []
-    dropped: list[Omission] = []
-    for i, fused in enumerate(ranked):
-        if fused.candidate.kind != "passage":
-            kept.append(fused)
-            continue
-        mine = grams[i]
-        size = len(mine)
-        prefix = index.prefix(mine)
-        match = None
-        for k in index.candidates(mine, prefix):
-            other, other_grams = kept_passages[k]
+class _IndexedPassages:
+    """Each passage compared only with the kept ones the prefix index proposes, |A∩B| from the sets."""
+
+    def __init__(self, sets: Iterable[frozenset[str]], threshold: float) -> None:
+        self.threshold = threshold
+        self.index = _PrefixIndex(sets, threshold)
+        self.kept: list[tuple[Fused, frozenset[str]]] = []
+
+    def offer(self, fused: Fused, grams: frozenset[str]) -> Fused | None:
+        """The first kept passage `fused` nearly repeats; None after keeping it."""
+        threshold, index = self.threshold, self.index
+        size = len(grams)
+        prefix = index.prefix(grams)
+        for k in index.candidates(grams, prefix):
+            other, other_grams = self.kept[k]
             total = size + len(other_grams)
             if total == 0:
-                match = other
-                break
+                return other
             if 2 * min(size, len(other_grams)) / total < threshold:
                 continue
-            if 2 * len(mine & other_grams) / total >= threshold:
-                match = other
-                break
-        if match is None:
-            kept.append(fused)
-            index.add(mine, prefix, len(kept_passages))
-            kept_passages.append((fused, mine))
-        else:
-            dropped.append(Omission(fused.candidate_id, "passage", "duplicate_passage", match.candidate_id))
-    return tuple(kept), tuple(dropped)
+            if 2 * len(grams & other_grams) / total >= threshold:
+                return other
+        index.add(grams, prefix, len(self.kept))
+        self.kept.append((fused, grams))
+        return None
 
 
 class _PrefixIndex:

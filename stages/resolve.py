@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import attrs
@@ -12,23 +13,32 @@ from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceReque
 from taguru_server.store import lanes, semantic
 from taguru_server.store.context import CONCEPT, Context
 
+Remaining = Callable[[], float | None]  # seconds left before the deadline (StageContext.remaining)
+
 
 def dice_floor(ctx: Context, request: EvidenceRequest) -> float:
+    """The Dice floor of lexical resolve: the request's, else the context's, else 0.3; clamped to [0, 1]."""
     floor = request.dice_floor
     if floor is None:
         floor = ctx.meta.dice_floor if ctx.meta.dice_floor is not None else 0.3
     return min(max(floor, 0.0), 1.0)
 
 
-def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Any = None) -> tuple[str, ...]:
-    """First served lexical candidate of each origin, first-seen order, no repeats."""
-    floor = dice_floor(ctx, request)
-    anchors: dict[str, None] = {}
+def _origins(request: EvidenceRequest, remaining: Remaining | None) -> Iterator[str]:
+    """The origins to resolve, in order, each after the deadline gate (none with a resolve limit of 0,
+    though every gate still runs)."""
     for origin in request.origins:
         if remaining is not None:
             gate(remaining())
-        if request.resolve_limit == 0:
-            continue
+        if request.resolve_limit != 0:
+            yield origin
+
+
+def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Remaining | None = None) -> tuple[str, ...]:
+    """First served lexical candidate of each origin, first-seen order, no repeats."""
+    floor = dice_floor(ctx, request)
+    anchors: dict[str, None] = {}
+    for origin in _origins(request, remaining):
         found = lanes.resolve_matches(ctx, CONCEPT, origin, floor, min(request.resolve_limit, 1))
         if found:
             anchors.setdefault(found[0].name, None)
@@ -36,17 +46,13 @@ def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Any = Non
 
 
 async def resolve_anchors_semantic(
-    ctx: Context, request: EvidenceRequest, tier: SemanticTier, remaining: Any = None
+    ctx: Context, request: EvidenceRequest, tier: SemanticTier, remaining: Remaining | None = None
 ) -> tuple[str, ...]:
     """Each origin through the whole resolve ladder (lexical, then the semantic tier when it is weak):
     the first served candidate is its anchor. A failed semantic entry ends the call (raised)."""
     floor = dice_floor(ctx, request)
     anchors: dict[str, None] = {}
-    for origin in request.origins:
-        if remaining is not None:
-            gate(remaining())
-        if request.resolve_limit == 0:
-            continue
+    for origin in _origins(request, remaining):
         found = semantic.lexical(ctx, CONCEPT, origin, floor)
         extra = await tier(ctx, origin, found[: request.resolve_limit], found, request.semantic_floor)
         served = semantic.ladder(ctx, CONCEPT, found, extra, request.resolve_limit)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from taguru_server.cli import main as cli_main
+from taguru_server.cli import import_command as cli_main
 from taguru_server.cli.stream_import import Budget, stretches, validate
 from taguru_server.store.importer import ParseError, parse_stream
 

@@ -108,7 +108,7 @@ def test_the_registry_defaults_are_the_settings_defaults() -> None:
 
 def test_the_defaults_other_modules_state_are_the_registrys() -> None:
     from taguru_server.client.http import DEFAULT_ADDR  # client/ imports nothing of the project: its own copy
-    from taguru_server.server.mcp.stdio import bridge_settings
+    from taguru_server.server.config import bridge_settings
     from taguru_server.server.providers.chat import DEFAULT_EXTRACT_TIMEOUT_SECS
     from taguru_server.server.routes.common import DEFAULT_HEAVY_OPS
 

@@ -228,7 +228,8 @@ class FakeClient:
 
 @pytest.mark.anyio
 async def test_stdio_bridge_tool_span_and_propagation(exporter: InMemorySpanExporter) -> None:
-    from taguru_server.server.mcp.stdio import BridgeSettings, Forwarder
+    from taguru_server.server.config import BridgeSettings
+    from taguru_server.server.mcp.stdio import Forwarder
     from taguru_server.server.otel import Tracing
 
     provider = TracerProvider()

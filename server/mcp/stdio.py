@@ -25,7 +25,6 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
-import attrs
 import structlog
 
 from taguru_server.server.mcp.jsonrpc import (
@@ -36,7 +35,7 @@ from taguru_server.server.mcp.jsonrpc import (
     error_frame,
     shape_problem,
 )
-from taguru_server.server.variables import default_float, default_int, default_str, process_environment
+from taguru_server.server.variables import process_environment
 from taguru_server.store.json_depth import parse_bounded
 
 # The CLI imports this module to register `taguru mcp`, so the MCP SDK, aiohttp and the tool
@@ -47,55 +46,15 @@ if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
 
     from taguru_server.client.http import TaguruClient
+    from taguru_server.server.config import BridgeSettings
     from taguru_server.server.otel import Tracing
 
 log = structlog.get_logger("taguru.mcp_stdio")
 
-DEFAULT_URL = default_str("TAGURU_URL")
-DEFAULT_TIMEOUT_SECS = default_float("TAGURU_MCP_TIMEOUT_SECS")
-DEFAULT_MAX_LINE_BYTES = default_int("TAGURU_MCP_MAX_LINE_BYTES")
-DEFAULT_MAX_CONCURRENT_TOOLS = default_int("TAGURU_MCP_MAX_CONCURRENT_TOOLS")
 QUEUE_FACTOR = 4
 INSTRUCTIONS_TIMEOUT_CAP = 5.0
 UNREACHABLE = "failed to reach the taguru server"
 QUEUE_FULL = "tool queue is full; retry the call"
-
-
-@attrs.frozen
-class BridgeSettings:
-    """The bridge's configuration, read once from the environment the command passes."""
-
-    url: str = DEFAULT_URL
-    token: str | None = None
-    timeout: float = DEFAULT_TIMEOUT_SECS
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    max_concurrent: int = DEFAULT_MAX_CONCURRENT_TOOLS
-
-
-def _positive(env: Mapping[str, str], key: str, default: float, kind: type = int) -> Any:
-    raw = env.get(key, "").strip()
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        log.warning("bridge.config_ignored", variable=key, reason="not a number; using the default")
-        return default
-    if not 0 < value < float("inf"):
-        log.warning("bridge.config_ignored", variable=key, reason="must be positive; using the default")
-        return default
-    return value
-
-
-def bridge_settings(env: Mapping[str, str]) -> BridgeSettings:
-    token = env.get("TAGURU_API_TOKEN", "").strip() or None
-    return BridgeSettings(
-        url=(env.get("TAGURU_URL", "").strip() or DEFAULT_URL).rstrip("/"),
-        token=token,
-        timeout=float(_positive(env, "TAGURU_MCP_TIMEOUT_SECS", DEFAULT_TIMEOUT_SECS, float)),
-        max_line_bytes=int(_positive(env, "TAGURU_MCP_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES)),
-        max_concurrent=int(_positive(env, "TAGURU_MCP_MAX_CONCURRENT_TOOLS", DEFAULT_MAX_CONCURRENT_TOOLS)),
-    )
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -418,13 +377,15 @@ def _url_refused(url: str, given_as: str) -> str | None:
 def cmd_mcp(args: argparse.Namespace) -> int:
     import anyio
 
-    from taguru_server.server.logging import configure_logging
+    from taguru_server.server.config import Configuration
+    from taguru_server.server.logging import configure_logging, lenient_log_settings
 
     env = dict(args.environment) if getattr(args, "environment", None) is not None else process_environment()
-    configure_logging(logging.INFO, env=env)
+    configure_logging(logging.INFO, logs=lenient_log_settings(env))
     if getattr(args, "url", None):
         env["TAGURU_URL"] = args.url
-    refused = _url_refused(bridge_settings(env).url, "--url" if getattr(args, "url", None) else "TAGURU_URL")
+    settings = Configuration.without_file(env).bridge()  # the bridge reads no settings file
+    refused = _url_refused(settings.url, "--url" if getattr(args, "url", None) else "TAGURU_URL")
     if refused is not None:
         print(f"taguru mcp: {refused}", file=sys.stderr)
         return 2
@@ -432,7 +393,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     tracing = tracing_for(env)  # OTEL_EXPORTER_OTLP_*: the bridge's tool-call spans
     try:
-        anyio.run(serve, bridge_settings(env), None, tracing)
+        anyio.run(serve, settings, None, tracing)
     except KeyboardInterrupt:
         pass
     finally:

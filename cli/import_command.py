@@ -1,0 +1,306 @@
+"""`taguru import`: validate JSONL batch files, then apply them offline to the store or send them to a
+running server in stretches of whole batches."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from taguru_server.cli.datadir import DataDirBusy, DataDirLock
+from taguru_server.cli.environ import EXIT_FAIL, EXIT_OK, EXIT_USAGE, command_environment, settings_or_exit
+from taguru_server.client.http import (
+    NotEnvelope,
+    ServerError,
+    TaguruClient,
+    TransportError,
+    bearer_token,
+)
+from taguru_server.client.urls import url_refusal
+
+CHUNK_BUDGET = 4 * 1024 * 1024
+IMPORT_TIMEOUT_SECS = 600
+
+
+def _input_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.jsonl")))
+        else:
+            files.append(path)
+    return files
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from taguru_server.store.importer import parse_stream
+
+    if args.no_embed and args.url:
+        print("taguru import: --no-embed cannot be combined with --url", file=sys.stderr)
+        return EXIT_USAGE
+    files = _input_files(args.paths)
+    if not files:
+        print("taguru import: no input files", file=sys.stderr)
+        return EXIT_USAGE
+    if args.url:
+        bad_url = url_refusal(args.url)
+        if bad_url is not None:
+            print(f"taguru import: {bad_url}", file=sys.stderr)
+            return EXIT_USAGE
+        return _import_remote(args, files)
+    parsed: list[tuple[Path, str, list[Any]]] = []
+
+    def parse(f: Path) -> None:
+        text = f.read_bytes().decode("utf-8")  # bytes: a lone \r must not become a line break
+        parsed.append((f, text, parse_stream(text)))
+
+    refusal = _validate_files(files, parse)
+    if refusal is not None:
+        return _finish(args, [], refusal)
+    return _import_offline(args, parsed)
+
+
+def _validate_files(files: list[Path], check: Callable[[Path], object]) -> str | None:
+    """Run `check` on every file, printing one line per refused file; the refusal text if any was refused."""
+    from taguru_server.store.importer import ParseError
+
+    refused = 0
+    for f in files:
+        try:
+            check(f)
+        except (OSError, UnicodeDecodeError, ParseError) as exc:
+            refused += 1
+            print(f"taguru import: {f.name}: {exc}", file=sys.stderr)
+        except (ArithmeticError, ValueError, RecursionError):
+            refused += 1
+            print(f"taguru import: {f.name}: a line holds a value the importer cannot read", file=sys.stderr)
+    if refused:
+        return f"{refused} of {len(files)} file(s) refused during validation; nothing was applied"
+    return None
+
+
+def _import_progress(args: argparse.Namespace, total: int) -> Any:
+    from taguru_server.client.progress import Progress
+
+    verb = "checking" if args.dry_run else "importing"
+    return Progress(f"taguru import: {verb}", total, sys.stderr, unit="batches")
+
+
+def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> int:
+    if args.json:
+        doc: dict[str, Any] = {"dry_run": bool(args.dry_run), "batches": batches}
+        if error:
+            doc["error"] = error
+        print(json.dumps(doc, ensure_ascii=False))
+    elif error:
+        print(f"taguru import: {error}", file=sys.stderr)
+    else:
+        verb = "previewed" if args.dry_run else "imported"
+        print(f"taguru import: {verb} {len(batches)} batch(es)", file=sys.stderr)
+    return EXIT_FAIL if error else EXIT_OK
+
+
+def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
+    from taguru_server.server.app import open_registry
+    from taguru_server.store.errors import ApiError, StoreRefused
+
+    settings = settings_or_exit(args)
+    outcomes: list[Any] = []
+    try:
+        # with PostgreSQL, replicas may be serving: the import takes the store's write lock instead
+        lock = DataDirLock(settings.data_dir).__enter__() if not settings.database_url else None
+    except DataDirBusy as exc:
+        return _finish(args, outcomes, exc.reason)
+    except OSError as exc:
+        return _finish(args, outcomes, f"the data dir {settings.data_dir} cannot be used: {exc.strerror or exc}")
+    try:
+        try:
+            registry = open_registry(settings)
+        except StoreRefused as exc:
+            return _finish(args, outcomes, str(exc))
+        try:
+            # a preview runs every file as one stream, so contexts an earlier file creates count as existing
+            streams = [[b for _f, _t, bs in parsed for b in bs]] if args.dry_run else [bs for _f, _t, bs in parsed]
+            progress = _import_progress(args, sum(len(bs) for bs in streams))
+            for batches in streams:
+                on_commit = functools.partial(_advance, progress, len(outcomes))
+                try:
+                    outcomes.extend(_run_offline(registry, batches, args.dry_run, on_commit))
+                except ApiError as exc:
+                    progress.close()
+                    return _finish(args, outcomes, exc.message)
+                progress.update(len(outcomes))
+            progress.close()
+            said: list[str] = []
+            failed: list[str] = []
+            if not args.dry_run and not args.no_embed:
+                from taguru_server.cli.embed import embed_imported
+
+                touched = list(dict.fromkeys(o["context"] for o in outcomes))
+                said, failed = embed_imported(settings, registry, touched)
+        finally:
+            registry.close()
+    finally:
+        if lock is not None:
+            lock.__exit__(None, None, None)
+    code = _finish(args, outcomes, None)
+    if not args.json:
+        for line in said:
+            print(line, file=sys.stderr)
+    for line in failed:
+        print(line, file=sys.stderr)
+    return EXIT_FAIL if failed else code
+
+
+def _advance(progress: Any, before: int, landed: int) -> None:
+    progress.update(before + landed)
+
+
+def _run_offline(
+    registry: Any, batches: list[Any], dry_run: bool, on_commit: Callable[[int], None] | None = None
+) -> list[dict[str, Any]]:
+    """One stream into the store; a shared store (other processes may write it) in one write section."""
+    import asyncio
+
+    from taguru_server.store.group_import import restore_groups
+    from taguru_server.store.importer import run_import
+
+    def both(commit_every: int) -> list[dict[str, Any]]:
+        outcomes = run_import(registry, batches, dry_run=dry_run, commit_every=commit_every, on_commit=on_commit)
+        if not dry_run:  # the stream's group records, after every batch (a parsed stream carries them)
+            restore_groups(registry, getattr(batches, "groups", []), len(outcomes))
+        return outcomes
+
+    if not registry.shared:
+        return both(2000)
+
+    async def locked() -> list[dict[str, Any]]:
+        async with registry.write_section(deadline=float("inf")):
+            return both(len(batches) + 1)
+
+    return asyncio.run(locked())
+
+
+def _import_remote(args: argparse.Namespace, files: list[Path]) -> int:
+    """Validate every file, then send each in stretches of whole batches: the client holds one
+    stretch at a time (`cli/stream_import.py`), whatever the file's size."""
+    from taguru_server.cli.stream_import import Budget, validate
+
+    total = 0
+
+    def count(f: Path) -> None:
+        nonlocal total
+        total += validate(f, CHUNK_BUDGET)
+
+    refusal = _validate_files(files, count)
+    if refusal is not None:
+        return _finish(args, [], refusal)
+    client = TaguruClient(args.url, bearer_token(command_environment(args)), timeout=IMPORT_TIMEOUT_SECS)
+    path = "/import" + ("?dry_run=true" if args.dry_run else "")
+    outcomes: list[Any] = []
+    budget = Budget(CHUNK_BUDGET)
+    progress = _import_progress(args, total)
+    try:
+        error = _send_files(args, client, path, files, budget, outcomes, progress)
+    finally:
+        progress.close()  # before the closing line, so the bar never overwrites it
+    return _finish(args, outcomes, error)
+
+
+def _send_files(
+    args: argparse.Namespace,
+    client: TaguruClient,
+    path: str,
+    files: list[Path],
+    budget: Any,
+    outcomes: list[Any],
+    progress: Any,
+) -> str | None:
+    """Each file's batches in stretches, then its group records; the first error, or None."""
+    from taguru_server.cli.stream_import import stretches
+
+    for f in files:
+        groups: list[str] = []
+        for stretch in stretches(f, budget, groups):
+            error = _send_pieces(args, client, path, stretch.pieces, budget, outcomes, progress)
+            if error is not None:
+                return error
+        error = _send_groups(args, client, path, groups, outcomes, progress)
+        if error is not None:
+            return error
+    return None
+
+
+def _send_groups(
+    args: argparse.Namespace, client: TaguruClient, path: str, groups: list[str], outcomes: list[Any], progress: Any
+) -> str | None:
+    """POST a file's group records in one request after its last batch (so their members exist); an error, or None."""
+    if not groups:
+        return None
+    status, body = _post(client, path, ("\n".join(groups) + "\n").encode())
+    if status != 200:
+        return str(body.get("error", f"HTTP {status}"))
+    return None
+
+
+def _send_pieces(
+    args: argparse.Namespace,
+    client: TaguruClient,
+    path: str,
+    pieces: list[str],
+    budget: Any,
+    outcomes: list[Any],
+    progress: Any,
+) -> str | None:
+    """POST whole batches in one request; on 413 halve the budget and send them in halves. An error, or None."""
+    if not pieces:
+        return None
+    status, body = _post(client, path, "".join(pieces).encode())
+    if status == 413:
+        if len(pieces) <= 1:
+            b = _reparse(pieces[0])[0]
+            return (
+                f"the batch for source '{b.source}' (context '{b.context}') "
+                "is larger than the server's body cap (TAGURU_MAX_BODY_BYTES); it cannot be sent"
+            )
+        budget.size = max(budget.size // 2, 1)
+        half = len(pieces) // 2
+        return _send_pieces(args, client, path, pieces[:half], budget, outcomes, progress) or _send_pieces(
+            args, client, path, pieces[half:], budget, outcomes, progress
+        )
+    if status != 200:
+        return body.get("error", f"HTTP {status}")
+    outcomes.extend(body["result"]["batches"])
+    progress.update(len(outcomes))
+    if not progress.enabled and not args.json:  # off a terminal: what is durable so far, for a script
+        print(f"taguru import: {len(outcomes)} batch(es) acknowledged", file=sys.stderr, flush=True)
+    return None
+
+
+def _reparse(chunk: str) -> list[Any]:
+    from taguru_server.store.importer import parse_stream
+
+    return parse_stream(chunk)
+
+
+def _post(client: TaguruClient, path: str, data: bytes) -> tuple[int, Any]:
+    """POST one NDJSON chunk: (status, the envelope) or (status, {"error": …}); status 0 when no answer came."""
+    try:
+        reply = client.send_sync("POST", path, data=data, content_type="application/x-ndjson")
+    except TransportError as exc:
+        if not exc.reached:
+            return 0, {"error": f"cannot reach the server: {exc.detail}"}
+        return 0, {"error": f"the server connection failed: {exc.kind}"}
+    if reply.status == 413:
+        return 413, {}
+    try:
+        return 200, {"result": client.decode(reply, path)}
+    except ServerError as exc:
+        return exc.status or 0, {"error": exc.error if exc.error is not None else f"HTTP {exc.status}"}
+    except NotEnvelope:
+        return 0, {"error": "the server answered with something that is not JSON"}
