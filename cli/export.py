@@ -66,8 +66,8 @@ def _output(target: str | None) -> Iterator[IO[bytes]]:
 
 def _offline(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     from taguru_server.store.errors import ApiError
-    from taguru_server.store.export import ContextExport
-    from taguru_server.store.sqlite import DB_NAME
+    from taguru_server.store.persist.sqlite import DB_NAME
+    from taguru_server.store.transfer.export import ContextExport
 
     database_url = None if args.data_dir else _database_url(args.config)
     if database_url:  # the shared PostgreSQL store: a read-only snapshot, no data-dir lock to take

@@ -111,7 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.server.protocol import AppRunner, accept_error_handler
     from taguru_server.server.providers.reranker import rerank_settings
     from taguru_server.store.errors import StoreRefused
-    from taguru_server.store.registry import Registry
+    from taguru_server.store.persist.registry import Registry
 
     env = environment(args)
     configure_logging(worker=args.worker, env=env, final=False)  # the settings' own warnings, in the same form
@@ -275,7 +275,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     settings = _settings(args.config, environment(args))
     try:
         if settings.database_url:
-            from taguru_server.store.postgres import LATEST, PostgresPersistence
+            from taguru_server.store.persist.postgres import LATEST, PostgresPersistence
 
             store = PostgresPersistence(settings.database_url, migrate=False, check=False)
             try:
@@ -292,7 +292,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if args.from_sqlite:
             print("taguru: --from-sqlite needs TAGURU_DATABASE_URL (the PostgreSQL store to fill)", file=sys.stderr)
             return EXIT_USAGE
-        from taguru_server.store.sqlite import FORMAT_VERSION, SqlitePersistence
+        from taguru_server.store.persist.sqlite import FORMAT_VERSION, SqlitePersistence
 
         with DataDirLock(settings.data_dir):
             SqlitePersistence(settings.data_dir).close()  # opening migrates an older format in one transaction
@@ -305,8 +305,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def _copy_sqlite(data_dir: str, store: Any) -> dict[str, int]:
     """Open (and so check, and migrate to the current format) the SQLite store under its lock, then copy it."""
-    from taguru_server.store.postgres import copy_from_sqlite
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.postgres import copy_from_sqlite
+    from taguru_server.store.persist.sqlite import SqlitePersistence
 
     with DataDirLock(data_dir):
         source = SqlitePersistence(data_dir)
@@ -328,7 +328,7 @@ def _input_files(paths: list[str]) -> list[Path]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from taguru_server.store.importer import parse_stream
+    from taguru_server.store.transfer.importer import parse_stream
 
     if args.no_embed and args.url:
         print("taguru import: --no-embed cannot be combined with --url", file=sys.stderr)
@@ -357,7 +357,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _validate_files(files: list[Path], check: Callable[[Path], object]) -> str | None:
     """Run `check` on every file, printing one line per refused file; the refusal text if any was refused."""
-    from taguru_server.store.importer import ParseError
+    from taguru_server.store.transfer.importer import ParseError
 
     refused = 0
     for f in files:
@@ -457,8 +457,8 @@ def _run_offline(
     """One stream into the store; a shared store (other processes may write it) in one write section."""
     import asyncio
 
-    from taguru_server.store.group_import import restore_groups
-    from taguru_server.store.importer import run_import
+    from taguru_server.store.transfer.group_import import restore_groups
+    from taguru_server.store.transfer.importer import run_import
 
     def both(commit_every: int) -> list[dict[str, Any]]:
         outcomes = run_import(registry, batches, dry_run=dry_run, commit_every=commit_every, on_commit=on_commit)
@@ -573,7 +573,7 @@ def _send_pieces(
 
 
 def _reparse(chunk: str) -> list[Any]:
-    from taguru_server.store.importer import parse_stream
+    from taguru_server.store.transfer.importer import parse_stream
 
     return parse_stream(chunk)
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import structlog
 
-from taguru_server.store import write_probe as probes
 from taguru_server.store.errors import StorageFailed
-from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.persist import write_probe as probes
+from taguru_server.store.persist.registry import CommitFailed, Registry
 
 log = structlog.get_logger("taguru.store")
 

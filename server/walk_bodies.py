@@ -12,7 +12,7 @@ from typing import Any
 
 from taguru_server.server.decode import CURSOR, Field
 from taguru_server.server.decode import _body as body
-from taguru_server.store.walks import MAX_DEPTH
+from taguru_server.store.read.walks import MAX_DEPTH
 
 MAX_NAMES = 1000
 

@@ -9,8 +9,8 @@ import attrs
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.lanes import ANCHORS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, LaneResult, SemanticTier, gate
-from taguru_server.store import lanes, semantic
-from taguru_server.store.context import CONCEPT, Context
+from taguru_server.store.model.context import CONCEPT, Context
+from taguru_server.store.read import resolve, semantic
 
 
 def dice_floor(ctx: Context, request: EvidenceRequest) -> float:
@@ -29,7 +29,7 @@ def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Any = Non
             gate(remaining())
         if request.resolve_limit == 0:
             continue
-        found = lanes.resolve_matches(ctx, CONCEPT, origin, floor, min(request.resolve_limit, 1))
+        found = resolve.resolve_matches(ctx, CONCEPT, origin, floor, min(request.resolve_limit, 1))
         if found:
             anchors.setdefault(found[0].name, None)
     return tuple(anchors)

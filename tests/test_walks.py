@@ -1,5 +1,5 @@
 """The graph walks (explore, paths, unreachable_from): the array versions against the contract's
-pseudo-code (store/walks_plain.py) on seeded random graphs, and the contract's illustrative cases."""
+pseudo-code (tests/walks_plain.py) on seeded random graphs, and the contract's illustrative cases."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import struct
 from typing import Any
 
 import pytest
+import walks_plain
 
-from taguru_server.store import walks, walks_plain
-from taguru_server.store.context import CONCEPT, Context, Meta
+from taguru_server.store.model.context import CONCEPT, Context, Meta
+from taguru_server.store.read import walks
 
 WEIGHTS = [1.0, 1.0, 1.0, 0.5, 2.0, -1.0, 0.3, 3.0, 1e-3, 7.5, -0.25, 0.0]
 

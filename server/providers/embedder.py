@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from taguru_server.server.config import Settings
 from taguru_server.server.providers.retry import AttemptFailed, Breaker, Refusal, RetryPolicy, Sleep, with_retries
-from taguru_server.store.vectors import VectorError, normalize
+from taguru_server.store.index.vectors import VectorError, normalize
 
 log = structlog.get_logger("taguru.embed")
 

@@ -11,8 +11,8 @@ from taguru_server.server.call import Call
 from taguru_server.server.errors import malformed
 from taguru_server.server.state import HEAVY_OPS_KEY, AppState
 from taguru_server.server.variables import current, default_int
-from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, Code, budget_spent_before
+from taguru_server.store.model.context import Context
 from taguru_server.store.text import utf8_len
 
 MAX_CONTEXT_NAME_BYTES = 64

@@ -6,13 +6,15 @@ import asyncio
 from typing import Any
 
 from taguru_server.server.call import Call, Route
+from taguru_server.server.communities.analysis import analyze
+from taguru_server.server.communities.louvain import DeadlineExceeded, GraphSnapshot
 from taguru_server.server.decode import COMMUNITY_SEARCH, check_name
 from taguru_server.server.reply import Raw
 from taguru_server.server.routes.common import count_read, heavy_op
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
-from taguru_server.store.communities import (
+from taguru_server.store.derive.communities import (
     NoArtifact,
     artifact_name,
     community_hits,
@@ -20,8 +22,7 @@ from taguru_server.store.communities import (
     recorded_graph_revision,
 )
 from taguru_server.store.errors import ApiError, Code, budget_spent, no_context
-from taguru_server.store.lanes import search_lanes
-from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
+from taguru_server.store.read.passages import search_lanes
 from taguru_server.store.text import query_terms
 from taguru_server.store.wire import dumps
 

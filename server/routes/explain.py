@@ -21,10 +21,11 @@ from taguru_server.server.semantic import (
     semantic_tier,
 )
 from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
-from taguru_server.store import explain, semantic
-from taguru_server.store.context import Context
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import explain, semantic
+from taguru_server.store.read import explain_search as explain_search_lane
+from taguru_server.store.read.vector_lane import VectorQuery
 from taguru_server.store.text import query_terms
-from taguru_server.store.vector_lane import VectorQuery
 
 
 async def _nearest_glosses(
@@ -87,8 +88,8 @@ async def explain_search(call: Call) -> Any:
     limit = clamp_limit(args["limit"], 5)
     check_source_filter(*filtered)
     ctx = call.context()
-    target = explain.early_verdict(ctx, query, source, args["paragraph"], filtered)
-    if not isinstance(target, explain.SearchTarget):
+    target = explain_search_lane.early_verdict(ctx, query, source, args["paragraph"], filtered)
+    if not isinstance(target, explain_search_lane.SearchTarget):
         count_read(ctx, True)
         return target
     vector = VectorQuery()
@@ -98,9 +99,9 @@ async def explain_search(call: Call) -> Any:
         vector = await passage_vector_query(
             embedder, passage_lane_enabled(call.app_state), query, floors, call.deadline
         )
-    run = explain.full_ranking(ctx, query, filtered, vector)
+    run = explain_search_lane.full_ranking(ctx, query, filtered, vector)
     deadline = call.deadline
-    result = explain.search_explanation(run, source, target, limit, lambda: time.monotonic() > deadline)
+    result = explain_search_lane.search_explanation(run, source, target, limit, lambda: time.monotonic() > deadline)
     count_read(ctx, False)
     return result
 

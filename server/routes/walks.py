@@ -9,9 +9,9 @@ from taguru_server.server import walk_bodies
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import before_start, count_read
 from taguru_server.server.state import METRICS_KEY
-from taguru_server.store import walks
-from taguru_server.store.context import Context
 from taguru_server.store.errors import budget_spent
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import walks
 
 
 def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
