@@ -22,7 +22,7 @@ English otherwise.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import regex
@@ -124,12 +124,10 @@ def leaf_summary(community: Mapping[str, Any]) -> str:
     count = community.get("concept_count", len(members))
     theme, more = members[:THEME_NAMES], members[THEME_NAMES : THEME_NAMES + MORE_MEMBERS]
     plain, contested = _split_facts(associations)
-    paragraphs: list[str] = []
     if is_japanese(leaf_counts(community)):
         head = f"{_quoted(theme)}を中心とする概念のまとまり（{count}個）。"
         if more:
             head += f"ほかに{_quoted(more)}などを含む。"
-        paragraphs.append(head)
         facts = []
         previous = None
         for a in plain:
@@ -137,39 +135,59 @@ def leaf_summary(community: Mapping[str, Any]) -> str:
             prefix = "" if subject == previous else f"{subject}の"
             facts.append(f"{prefix}{clean(a['label'])}は{clean(a['object'])}。")
             previous = subject
-        if facts:
-            paragraphs.append("".join(facts))
-        lines = []
-        for group in contested:
-            subject, label = clean(group[0]["subject"]), clean(group[0]["label"])
-            if len(group) == 1:
-                a = group[0]
-                lines.append(f"{subject}の{label}は{clean(a['object'])}ではない（重み{_weight(a['weight'])}）。")
-            else:
-                values = "".join(f"「{clean(a['object'])}」" + ("（否定）" if a["weight"] < 0 else "") for a in group)
-                lines.append(f"{subject}の{label}については{values}と食い違う記述がある。")
-        if lines:
-            paragraphs.append("異論のある事実：" + "".join(lines))
-    else:
-        head = f"This community centres on {_join_en(theme)} ({count} concepts)."
-        if more:
-            head += f" It also includes {', '.join(more)}."
-        paragraphs.append(head)
-        facts = [f"{clean(a['subject'])} {clean(a['label'])} {clean(a['object'])}." for a in plain]
-        if facts:
-            paragraphs.append(" ".join(facts))
-        lines = []
-        for group in contested:
-            subject, label = clean(group[0]["subject"]), clean(group[0]["label"])
-            if len(group) == 1:
-                a = group[0]
-                lines.append(f"{subject} {label} {clean(a['object'])} is negated (weight {_weight(a['weight'])}).")
-            else:
-                values = ", ".join(clean(a["object"]) + (" (negated)" if a["weight"] < 0 else "") for a in group)
-                lines.append(f"{subject} {label} has conflicting values: {values}.")
-        if lines:
-            paragraphs.append("Contested: " + " ".join(lines))
+        lines = _contested_lines(
+            contested,
+            lambda subject, label, obj, weight: f"{subject}の{label}は{obj}ではない（重み{weight}）。",
+            lambda subject, label, group: (
+                f"{subject}の{label}については"
+                + "".join(f"「{clean(a['object'])}」" + ("（否定）" if a["weight"] < 0 else "") for a in group)
+                + "と食い違う記述がある。"
+            ),
+        )
+        return _prose(head, facts, "異論のある事実：", lines, "")
+    head = f"This community centres on {_join_en(theme)} ({count} concepts)."
+    if more:
+        head += f" It also includes {', '.join(more)}."
+    facts = [f"{clean(a['subject'])} {clean(a['label'])} {clean(a['object'])}." for a in plain]
+    lines = _contested_lines(
+        contested,
+        lambda subject, label, obj, weight: f"{subject} {label} {obj} is negated (weight {weight}).",
+        lambda subject, label, group: (
+            f"{subject} {label} has conflicting values: "
+            + ", ".join(clean(a["object"]) + (" (negated)" if a["weight"] < 0 else "") for a in group)
+            + "."
+        ),
+    )
+    return _prose(head, facts, "Contested: ", lines, " ")
+
+
+def _prose(head: str, facts: list[str], contested_head: str, contested: list[str], sep: str) -> str:
+    """A leaf summary's paragraphs: the head, the facts, then the contested ones after their heading
+    (a paragraph with nothing in it is left out); sentences are joined with `sep`."""
+    paragraphs = [head]
+    if facts:
+        paragraphs.append(sep.join(facts))
+    if contested:
+        paragraphs.append(contested_head + sep.join(contested))
     return "\n\n".join(paragraphs)
+
+
+def _contested_lines(
+    contested: list[list[Fact]],
+    negated: Callable[[str, str, str, str], str],
+    conflicting: Callable[[str, str, list[Fact]], str],
+) -> list[str]:
+    """One sentence per contested group: its one negated value (subject, label, object, weight), or its
+    conflicting values, in the summary's language."""
+    lines = []
+    for group in contested:
+        subject, label = clean(group[0]["subject"]), clean(group[0]["label"])
+        if len(group) == 1:
+            a = group[0]
+            lines.append(negated(subject, label, clean(a["object"]), _weight(a["weight"])))
+        else:
+            lines.append(conflicting(subject, label, group))
+    return lines
 
 
 # ----- parents -------------------------------------------------------------------------

@@ -30,6 +30,13 @@ def field(d: int, s: str) -> int:
     return fold(fold(d, s.encode("utf-8")), b"\0")
 
 
+def fields(d: int, *strings: str) -> int:
+    """`field` folded over the strings in turn."""
+    for s in strings:
+        d = field(d, s)
+    return d
+
+
 def u64le(n: int) -> bytes:
     return struct.pack("<Q", n & MASK64)
 
@@ -82,7 +89,7 @@ def _merge_candidate(
         return f"{t[0]}|{ctx.labels[t[1]]}|{ctx.concepts[t[2]]}"
 
     first, second, f_only, s_only = (a, b, only_a, only_b) if a <= b else (b, a, only_b, only_a)
-    d = field(field(field(FNV_BASIS, "merge"), first), second)
+    d = fields(FNV_BASIS, "merge", first, second)
     for tag, facts in (("s", shared), ("f", f_only), ("g", s_only)):
         d = field(d, tag)
         for s in sorted(text(t) for t in facts):
@@ -157,13 +164,12 @@ def _objects_candidate(
             row["latest"] = max(dated)
         rows.append(row)
     s_name, l_name = ctx.concepts[subject], ctx.labels[label]
-    d = field(field(field(FNV_BASIS, "objects"), s_name), l_name)
+    d = fields(FNV_BASIS, "objects", s_name, l_name)
     for row in sorted(rows, key=lambda r: r["object"]):
         d = field(d, row["object"])
         d = fold(d, u64le(row["count"]))
         d = fold(d, f64le(row["weight"]))
-        for s in sorted(row["sources"]):
-            d = field(d, s)
+        d = fields(d, *sorted(row["sources"]))
     return {
         "kind": "objects",
         "subject": s_name,
@@ -181,14 +187,9 @@ def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
     if not supporting or not disputing:
         return None
     s, lab, o = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
-    d = field(field(field(field(FNV_BASIS, "contested"), s), lab), o)
+    d = fields(FNV_BASIS, "contested", s, lab, o)
     d = fold(fold(d, u64le(ctx.e_cnt[e])), f64le(ctx.e_sum[e]))
-    d = field(d, "+")
-    for src in sorted(supporting):
-        d = field(d, src)
-    d = field(d, "-")
-    for src in sorted(disputing):
-        d = field(d, src)
+    d = fields(d, "+", *sorted(supporting), "-", *sorted(disputing))
     return {
         "kind": "contested",
         "subject": s,
@@ -263,7 +264,7 @@ def staleness_section(
     shown = []
     for negative, sn, ln, on, e in found[:limit]:  # only the candidates inside `limit` are rendered
         when, top = latest[e], neighbourhood[ctx.e_s[e]]
-        d = field(field(field(field(FNV_BASIS, "stale"), sn), ln), on)
+        d = fields(FNV_BASIS, "stale", sn, ln, on)
         d = fold(fold(d, u64le(when)), u64le(top))
         shown.append(
             {

@@ -283,14 +283,8 @@ class PostgresPersistence(RowStore):
         if not db.in_transaction:  # outside a write section (or after its commit): take the lock here
             db.execute("BEGIN")
             db.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
-        try:
+        with committed(db):
             yield db
-            db.execute(f"NOTIFY {CHANNEL}")
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
 
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[Sql]:
@@ -395,6 +389,19 @@ COPIED_TABLES = (
 )
 
 
+@contextlib.contextmanager
+def committed(db: Any) -> Iterator[None]:
+    """The body's statements committed, with a NOTIFY that wakes the other replicas; rolled back on any failure."""
+    try:
+        yield
+        db.execute(f"NOTIFY {CHANNEL}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
 def copy_from_sqlite(sqlite_file: str, target: PostgresPersistence, batch: int = 5000) -> dict[str, int]:
     """Copy every row of an SQLite store into an empty PostgreSQL store, exactly (same ids, same floats,
     dead edges and feed history included), in one transaction; returns the rows copied per table."""
@@ -404,32 +411,27 @@ def copy_from_sqlite(sqlite_file: str, target: PostgresPersistence, batch: int =
     copied: dict[str, int] = {}
     db = target.db
     try:
-        db.execute("BEGIN")
-        db.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
-        if db.execute("SELECT 1 FROM contexts LIMIT 1").fetchone():
-            raise StoreRefused("the PostgreSQL store already holds contexts; copy into an empty one")
-        present = {row[0] for row in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        for table in COPIED_TABLES:
-            if table not in present:  # a store of an older format: nothing of that kind to copy
-                copied[table] = 0
-                continue
-            cur = source.execute(f"SELECT * FROM {table}")
-            width = len(cur.description)
-            insert = f"INSERT INTO {table} VALUES({', '.join('?' * width)})"
-            n = 0
-            while rows := cur.fetchmany(batch):
-                db.executemany(insert, rows)
-                n += len(rows)
-            copied[table] = n
-        # every replica starts from a change log that names each context once (so caches know them)
-        for (cid,) in db.execute("SELECT id FROM contexts").fetchall():
-            db.execute("INSERT INTO changes(ctx, touched) VALUES(?, ?)", (cid, '{"created": true}'))
-        db.execute(f"NOTIFY {CHANNEL}")
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
+        with committed(db):
+            db.execute("BEGIN")
+            db.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+            if db.execute("SELECT 1 FROM contexts LIMIT 1").fetchone():
+                raise StoreRefused("the PostgreSQL store already holds contexts; copy into an empty one")
+            present = {row[0] for row in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table in COPIED_TABLES:
+                if table not in present:  # a store of an older format: nothing of that kind to copy
+                    copied[table] = 0
+                    continue
+                cur = source.execute(f"SELECT * FROM {table}")
+                width = len(cur.description)
+                insert = f"INSERT INTO {table} VALUES({', '.join('?' * width)})"
+                n = 0
+                while rows := cur.fetchmany(batch):
+                    db.executemany(insert, rows)
+                    n += len(rows)
+                copied[table] = n
+            # every replica starts from a change log that names each context once (so caches know them)
+            for (cid,) in db.execute("SELECT id FROM contexts").fetchall():
+                db.execute("INSERT INTO changes(ctx, touched) VALUES(?, ?)", (cid, '{"created": true}'))
     finally:
         source.close()
     return copied

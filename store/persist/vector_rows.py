@@ -36,23 +36,17 @@ def stored_text(value: Any) -> str:
 def write_vectors(db: Sql, cid: int, vectors: ContextVectors, which: set[str]) -> None:
     """Replace the named vector stores of a context by what memory holds (absent: deleted)."""
     if "glosses" in which:
-        db.execute("DELETE FROM gloss_vectors WHERE ctx = ?", (cid,))
-        db.execute("DELETE FROM vector_stores WHERE ctx = ? AND store = ?", (cid, GLOSS_STORE))
         g = vectors.glosses
+        rows = []
         if g is not None:
-            db.execute("INSERT INTO vector_stores VALUES(?, ?, ?, ?)", (cid, GLOSS_STORE, g.model, g.width))
-            rows = []
             for kind, table in ((0, g.concepts), (1, g.labels)):
                 for seq, (name, row) in enumerate(table.rows.items()):
                     rows.append((cid, kind, seq, name, _signed(table.hashes[name]), blob_of(row)))
-            if rows:
-                db.executemany("INSERT INTO gloss_vectors VALUES(?, ?, ?, ?, ?, ?)", rows)
+        _replace_store(db, cid, GLOSS_STORE, "gloss_vectors", g, rows)
     if "passages" in which:
-        db.execute("DELETE FROM passage_vectors WHERE ctx = ?", (cid,))
-        db.execute("DELETE FROM vector_stores WHERE ctx = ? AND store = ?", (cid, PASSAGE_STORE))
         p = vectors.passages
+        prow = []
         if p is not None:
-            db.execute("INSERT INTO vector_stores VALUES(?, ?, ?, ?)", (cid, PASSAGE_STORE, p.model, p.width))
             prow = [
                 (
                     cid,
@@ -65,8 +59,20 @@ def write_vectors(db: Sql, cid: int, vectors: ContextVectors, which: set[str]) -
                 )
                 for i, key in enumerate(p.keys)
             ]
-            if prow:
-                db.executemany("INSERT INTO passage_vectors VALUES(?, ?, ?, ?, ?, ?, ?)", prow)
+        _replace_store(db, cid, PASSAGE_STORE, "passage_vectors", p, prow)
+
+
+def _replace_store(
+    db: Sql, cid: int, store: int, table: str, held: GlossStore | PassageStore | None, rows: list[tuple[Any, ...]]
+) -> None:
+    """Delete a context's vector store `store` (its header and its rows in `table`), then write what memory holds."""
+    db.execute(f"DELETE FROM {table} WHERE ctx = ?", (cid,))
+    db.execute("DELETE FROM vector_stores WHERE ctx = ? AND store = ?", (cid, store))
+    if held is None:
+        return
+    db.execute("INSERT INTO vector_stores VALUES(?, ?, ?, ?)", (cid, store, held.model, held.width))
+    if rows:
+        db.executemany(f"INSERT INTO {table} VALUES({', '.join('?' * len(rows[0]))})", rows)
 
 
 def gloss_store_of(model: str, width: int, rows: list[Any]) -> GlossStore | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec
 
 import attrs
 import numpy as np
@@ -13,6 +14,7 @@ from taguru_server.store.read.vector_lane import FusedHit, LaneState, VectorQuer
 from taguru_server.store.text import query_terms
 from taguru_server.store.wire import F32
 
+P = ParamSpec("P")
 NO_EMBEDDINGS = "no embedding provider is configured"
 
 
@@ -91,23 +93,6 @@ def passage_search(
     return PassageSearch(tuple(hits), None, eligible, total)
 
 
-def search_passages(
-    ctx: Context,
-    query: str,
-    limit: int,
-    tags: list[str] | None = None,
-    since: int | None = None,
-    until: int | None = None,
-    vector: VectorQuery | None = None,
-) -> dict[str, Any]:
-    """The search wire result: BM25, and the vector lane fused in by rank when it runs (`store/read/vector_lane.py`)."""
-    found, state, hits = searched(ctx, query, limit, tags, since, until, vector)
-    entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found, state)}
-    if found.eligible_sources is not None:
-        entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
-    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in hits]}
-
-
 def searched(
     ctx: Context,
     query: str,
@@ -133,6 +118,31 @@ def searched(
     rows = sweep(store, vq.vector, pool, state.floor, allowed)
     bm25 = [(h.source, h.paragraph, h.score) for h in found.hits]
     return found, state, list[PassageHit | FusedHit](fuse(ctx, bm25, rows, True, limit))
+
+
+def render_search(
+    ctx: Context, found: PassageSearch, state: LaneState | None, hits: list[PassageHit | FusedHit]
+) -> dict[str, Any]:
+    """The search wire result of `searched`'s lanes: the plan (lanes, filter counts) and the hits."""
+    entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found, state)}
+    if found.eligible_sources is not None:
+        entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
+    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in hits]}
+
+
+def rendered(
+    lanes: Callable[Concatenate[Context, P], tuple[PassageSearch, LaneState | None, list[PassageHit | FusedHit]]],
+) -> Callable[Concatenate[Context, P], dict[str, Any]]:
+    """The passage lanes `lanes` runs, answering their wire result (`render_search`); same parameters."""
+
+    def search(ctx: Context, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        return render_search(ctx, *lanes(ctx, *args, **kwargs))
+
+    return search
+
+
+# The search wire result: BM25, and the vector lane fused in by rank when it runs (`store/read/vector_lane.py`).
+search_passages = rendered(searched)
 
 
 def search_lanes(found: PassageSearch, state: LaneState | None = None) -> dict[str, Any]:

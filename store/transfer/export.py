@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import attrs
+
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.model.context import CONCEPT, LABEL
 from taguru_server.store.wire import format_f32, format_f64
@@ -229,23 +231,27 @@ class _PgExportDb:
         self.conn.close()
 
 
+@attrs.define
 class ContextExport:
     """One context's export over one read transaction; `open` refuses, `chunks` renders, `close` ends it."""
 
-    def __init__(self, db: Any, name: str, cid: int, meta: dict[str, Any]) -> None:
-        self.db = db
-        pg = isinstance(db, _PgExportDb)
+    db: Any
+    name: str
+    cid: int
+    meta: dict[str, Any]
+    sql_attributions: str = attrs.field(init=False)
+    sql_reserved: str = attrs.field(init=False)
+    closed: bool = attrs.field(init=False, default=False)
+    # what the last rendering wrote (the CLI reports it)
+    batches: int = attrs.field(init=False, default=0)
+    associations: int = attrs.field(init=False, default=0)
+    aliases: int = attrs.field(init=False, default=0)
+    passages: int = attrs.field(init=False, default=0)
+
+    def __attrs_post_init__(self) -> None:
+        pg = isinstance(self.db, _PgExportDb)
         self.sql_attributions = _PG_ATTRIBUTIONS if pg else _ATTRIBUTIONS
         self.sql_reserved = _PG_RESERVED_ATTRIBUTION if pg else _RESERVED_ATTRIBUTION
-        self.closed = False
-        self.name = name
-        self.cid = cid
-        self.meta = meta
-        # what the last rendering wrote (the CLI reports it)
-        self.batches = 0
-        self.associations = 0
-        self.aliases = 0
-        self.passages = 0
 
     @classmethod
     def open(cls, store: Path | str, name: str) -> ContextExport:
@@ -365,10 +371,10 @@ class ContextExport:
         """The sourceless share of every live edge, in edge-id order (records of `export:unsourced` fold in)."""
         unsourced = self._source_id(UNSOURCED)
         loads = json.loads
-        for subject, label, obj, total, count, attrs in self.db.execute(_LIVE_EDGES, (self.cid,)):
+        for subject, label, obj, total, count, stored_attrs in self.db.execute(_LIVE_EDGES, (self.cid,)):
             attributed_count = 0
             attributed_sum = 0.0
-            for sid, rsum, rcount, _par in loads(attrs) if attrs else ():
+            for sid, rsum, rcount, _par in loads(stored_attrs) if stored_attrs else ():
                 if rcount == 0 or sid == unsourced:
                     continue
                 attributed_count += rcount
