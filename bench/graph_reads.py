@@ -66,6 +66,7 @@ def _nothing() -> None:
 def measure(size: str, seed: int, n: int, plain_n: int) -> dict[str, Any]:
     import walks_plain
 
+    from taguru_server.server.wire import walks as walk_wire
     from taguru_server.store.read import walks
 
     t0 = time.perf_counter()
@@ -81,22 +82,22 @@ def measure(size: str, seed: int, n: int, plain_n: int) -> dict[str, Any]:
 
     ops: dict[str, tuple[Any, Any, list[Any]]] = {
         "explore": (
-            lambda o: walks.explore(ctx, o, 10, 100, None),
+            lambda o: walk_wire.explore(ctx, o, 10, 100, None),
             lambda o: walks_plain.plain_explore(ctx, o, 10, 100, None),
             origins,
         ),
         "paths": (
-            lambda p: walks.paths(ctx, p[0], p[1], 10, 10),
+            lambda p: walk_wire.paths(ctx, p[0], p[1], 10, 10),
             lambda p: walks_plain.plain_paths(ctx, p[0], p[1], 10, 10),
             pairs,
         ),
         "unreachable_from": (
-            lambda o: walks.unreachable_from(ctx, o, 100, None, _nothing),
+            lambda o: walk_wire.unreachable_from(ctx, o, 100, None, _nothing),
             lambda o: walks_plain.plain_unreachable_from(ctx, o, 100, None, _nothing),
             origins,
         ),
         "unreachable_from (no origins)": (
-            lambda _o: walks.unreachable_from(ctx, [], 100, None, _nothing),
+            lambda _o: walk_wire.unreachable_from(ctx, [], 100, None, _nothing),
             lambda _o: walks_plain.plain_unreachable_from(ctx, [], 100, None, _nothing),
             origins[: max(20, plain_n)],
         ),

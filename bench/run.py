@@ -182,21 +182,22 @@ def _lane_latencies(ctx: Any, qs: dict[str, Any]) -> tuple[dict[str, Any], list[
     """Latencies of resolve, activate, passage search and the BM25 core, and the search term sets."""
     # The timed callables take the context as a parameter: the caller drops its own reference
     # to the context before the baselines, so no closure may outlive that.
+    from taguru_server.server.wire import lanes as lane_wire
     from taguru_server.store.model.context import CONCEPT
-    from taguru_server.store.read import activation, passages, resolve
+    from taguru_server.store.read import passages
     from taguru_server.store.text import query_terms
 
     out: dict[str, Any] = {}
     floor = 0.3
-    out["resolve"] = _time_each(lambda cue: resolve.resolve(ctx, CONCEPT, cue, floor, 1000), qs["resolve"])
-    out["activate"] = _time_each(lambda origins: activation.activate(ctx, origins, 0.5, 20), qs["activate"])
-    out["search5"] = _time_each(lambda q: passages.search_passages(ctx, q, 5), qs["search"])
-    out["search200"] = _time_each(lambda q: passages.search_passages(ctx, q, 200), qs["search"])
+    out["resolve"] = _time_each(lambda cue: lane_wire.resolve(ctx, CONCEPT, cue, floor, 1000), qs["resolve"])
+    out["activate"] = _time_each(lambda origins: lane_wire.activate(ctx, origins, 0.5, 20), qs["activate"])
+    out["search5"] = _time_each(lambda q: lane_wire.search_passages(ctx, q, 5), qs["search"])
+    out["search200"] = _time_each(lambda q: lane_wire.search_passages(ctx, q, 200), qs["search"])
     term_sets = [query_terms(q) for q in qs["search"]]
     term_sets = [t for t in term_sets if t]
     out["bm25_5"] = _time_each(lambda t: passages.top_documents(ctx, t, 5, None), term_sets)
     out["bm25_200"] = _time_each(lambda t: passages.top_documents(ctx, t, 200, None), term_sets)
-    act = [activation.activate(ctx, o, 0.5, 20)["total"] for o in qs["activate"]]
+    act = [lane_wire.activate(ctx, o, 0.5, 20)["total"] for o in qs["activate"]]
     out["activate_total_p50"] = _pct([float(a) for a in act], 0.5)
     out["activate_total_max"] = max(act)
     return out, term_sets

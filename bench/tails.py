@@ -5,8 +5,8 @@
     .venv/bin/python bench/tails.py --reuse DIR --runs 3         # measure an existing store again
 
 One measurement, in fresh processes against the imported store:
-1. in-process (`lanes`): cold load, then p50/p99 of `resolve.resolve` (hub-weighted cues), the
-   `sources/search` lane at limit 5 (`passages.search_passages`) and the BM25 core
+1. in-process (`lanes`): cold load, then p50/p99 of `server.wire.lanes.resolve` (hub-weighted cues), the
+   `sources/search` lane at limit 5 (`server.wire.lanes.search_passages`) and the BM25 core
    (`passages.top_documents` on pre-tokenized terms), and tantivy over the same paragraph terms
    with the same term sets, in the same process;
 2. over HTTP (`http`) against `taguru serve`: evidence p50/p99 with hub-weighted origin pairs
@@ -105,13 +105,14 @@ def _time_each(fn: Any, items: list[Any], warmup: int = 20) -> dict[str, float]:
 
 
 def _lane_times(ctx: Any, qs: dict[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
+    from taguru_server.server.wire import lanes as lane_wire
     from taguru_server.store.model.context import CONCEPT
-    from taguru_server.store.read import passages, resolve
+    from taguru_server.store.read import passages
     from taguru_server.store.text import query_terms
 
     out: dict[str, Any] = {}
-    out["resolve"] = _time_each(lambda cue: resolve.resolve(ctx, CONCEPT, cue, 0.3, 10), qs["resolve"])
-    out["search5"] = _time_each(lambda q: passages.search_passages(ctx, q, 5), qs["search"])
+    out["resolve"] = _time_each(lambda cue: lane_wire.resolve(ctx, CONCEPT, cue, 0.3, 10), qs["resolve"])
+    out["search5"] = _time_each(lambda q: lane_wire.search_passages(ctx, q, 5), qs["search"])
     term_sets = [t for t in (query_terms(q) for q in qs["search"]) if t]
     out["bm25_5"] = _time_each(lambda t: passages.top_documents(ctx, t, 5, None), term_sets)
     return out, term_sets

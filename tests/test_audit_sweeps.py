@@ -13,6 +13,7 @@ import pytest
 from conftest import Client
 from pg_support import database_url_for
 
+from taguru_server.server.wire import audits as audit_wire
 from taguru_server.store.derive import audits, consolidation, twins
 from taguru_server.store.index.vectors import GlossStore, GlossTable, dot_f32
 from taguru_server.store.index.vectors import normalize as unit
@@ -95,7 +96,7 @@ def test_lexical_twins_equal_the_plain_sweep(seed: int) -> None:
             got = twins.lexical_twins(ctx.lexicons[kind], floor)
             assert got == plain_twins(spellings, floor), (seed, kind, floor)
     # the wire answer names the lower (earlier-interned) id first
-    found = twins.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.5, 0.6, None, vectors=False))
+    found = audit_wire.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.5, 0.6, None, vectors=False))
     want = [
         {"a": ctx.concepts[a], "b": ctx.concepts[b], "score": d}
         for a, b, d in plain_twins(spellings_of(ctx, CONCEPT), 0.5)
@@ -144,9 +145,9 @@ def test_semantic_twins_equal_the_plain_sweep(seed: int) -> None:
         for floor in (0.6, 0.95, *edges):  # floors equal to a pair's own score keep that pair
             found = twins.sweep(ctx, (kind,), 0.6, floor, None, vectors=True)
             assert found.note is None
-            got = twins.semantic_out(ctx, kind, found)
+            got = audit_wire.semantic_out(ctx, kind, found)
             assert [(p["a"], p["b"], float(p["score"])) for p in got] == plain_semantic(ctx, kind, floor)
-    found = twins.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
+    found = audit_wire.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
     assert found["semantic_note"] is None
     merge = consolidation.consolidation(ctx, {"merge"}, vectors=True)["merge"]
     assert "semantic_note" not in merge
@@ -159,7 +160,7 @@ def test_a_namespace_over_the_semantic_ceiling_is_skipped_with_its_note() -> Non
     ctx = random_context(random.Random(1), 10)
     big = GlossTable(rows={f"n{i}": unit([1.0, float(i)]) for i in range(twins.SEMANTIC_MAX_NAMES + 1)})
     ctx.vectors.glosses = GlossStore("m", 2, big, GlossTable())
-    found = twins.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
+    found = audit_wire.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
     assert found["semantic_concepts"] == [] and found["semantic_note"] == twins.TOO_MANY_NAMES_NOTE
 
 

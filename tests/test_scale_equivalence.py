@@ -21,8 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from taguru_server.server.wire import lanes as lane_wire
 from taguru_server.store.model.context import CONCEPT, Context, Meta
-from taguru_server.store.read import activation, activation_graph, banded, citations, gloss, passages
+from taguru_server.store.read import activation, activation_graph, banded, citations, gloss
 from taguru_server.store.read import query as query_lane
 from taguru_server.store.text import bigrams, bulk_term_counts, normalize, query_terms, split_paragraphs, terms
 
@@ -126,7 +127,7 @@ def reference_search(ctx: Context, query: str, limit: int, allowed: set[str] | N
 
 
 def ours_search(ctx: Context, query: str, limit: int, tags: list[str] | None = None) -> list[tuple]:
-    result = passages.search_passages(ctx, query, limit, tags=tags)
+    result = lane_wire.search_passages(ctx, query, limit, tags=tags)
     hits = result["hits"]
     for rank, h in enumerate(hits, start=1):
         assert h["lanes"]["bm25"]["rank"] == rank
@@ -183,7 +184,7 @@ def _random_context(rng: random.Random, n_sources: int, n_ops: int) -> Context:
         else:
             ctx.retract_source(name)
         if rng.random() < 0.3:
-            passages.search_passages(ctx, rng.choice(WORDS), 5)  # seal at odd moments
+            lane_wire.search_passages(ctx, rng.choice(WORDS), 5)  # seal at odd moments
     return ctx
 
 
@@ -461,7 +462,7 @@ def _matches_only(ctx: Context, origins: list[str], decay: float, limit: int) ->
     ctx.read_cache.pop("activations", None)
     found = activation.activation(ctx, origins, decay, limit, total=False)
     ctx.read_cache.pop("activations", None)
-    return _bits(activation.render_activation(ctx, found)["matches"])
+    return _bits(lane_wire.render_activation(ctx, found)["matches"])
 
 
 def _random_graph(rng: random.Random, n_concepts: int, n_assertions: int, hubs: int = 0) -> Context:
@@ -484,7 +485,7 @@ def _random_graph(rng: random.Random, n_concepts: int, n_assertions: int, hubs: 
         if rng.random() < 0.01:
             ctx.retract_source(f"src{rng.randrange(6)}")
         if rng.random() < 0.05:
-            activation.activate(ctx, [rng.choice(names)], 0.5, 5)  # cache built at odd moments
+            lane_wire.activate(ctx, [rng.choice(names)], 0.5, 5)  # cache built at odd moments
     if rng.random() < 0.5 and ctx.find_concept(names[0]) is not None:
         ctx.add_alias(CONCEPT, "alias-of-c0", names[0])
     return ctx
@@ -505,7 +506,7 @@ def test_activate_matches_heap_walk(seed: int) -> None:
         limit = rng.choice([0, 1, 3, 20, 1000])
         plain = _bits(plain_activate(ctx, origins, decay, limit))
         assert _matches_only(ctx, origins, decay, limit) == plain["matches"], (origins, decay, limit)
-        ours = activation.activate(ctx, origins, decay, limit)
+        ours = lane_wire.activate(ctx, origins, decay, limit)
         assert _bits(ours) == plain, (origins, decay, limit)
 
 
@@ -518,7 +519,7 @@ def test_activate_hub_graph_matches(seed: int) -> None:
         origins = [f"c{rng.randrange(400)}"]
         plain = _bits(plain_activate(ctx, origins, decay, 20))
         assert _matches_only(ctx, origins, decay, 20) == plain["matches"]
-        assert _bits(activation.activate(ctx, origins, decay, 20)) == plain
+        assert _bits(lane_wire.activate(ctx, origins, decay, 20)) == plain
 
 
 def test_activate_equal_weights_grid() -> None:
@@ -533,7 +534,7 @@ def test_activate_equal_weights_grid() -> None:
     for origins in (["n0-0"], ["n5-5"], ["n0-0", "n11-11"], ["n3-7", "n7-3"]):
         for decay in (0.5, 0.9):
             for limit in (20, 1000):
-                ours = activation.activate(ctx, origins, decay, limit)
+                ours = lane_wire.activate(ctx, origins, decay, limit)
                 assert _bits(ours) == _bits(plain_activate(ctx, origins, decay, limit))
 
 
@@ -549,7 +550,7 @@ def test_activate_late_improvement_inside_a_band(decay: float, ratio: float) -> 
     ctx.assert_association("x", "r", "z", 5.0, "s", None)
     ctx.assert_association("z", "r", "w", 1.0, "s", None)
     for limit in (1, 2, 20):
-        assert _bits(activation.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
+        assert _bits(lane_wire.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
 
 
 @pytest.mark.parametrize("decay", [1e-5, 0.5, 5e-324, 1e-300])
@@ -560,7 +561,7 @@ def test_activate_scores_that_underflow(decay: float) -> None:
         ctx.assert_association("o", "r", f"x{i}", w, "s", None)
         ctx.assert_association(f"x{i}", "r", f"y{i}", w, "s", None)
     for limit in (1, 20):
-        assert _bits(activation.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
+        assert _bits(lane_wire.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
 
 
 # ----- import: association-line shortcuts vs the full checks --------------------------------
@@ -662,7 +663,7 @@ def test_activate_after_scoring_closes(seed: int) -> None:
             origins = [f"c{rng.randrange(1500)}"]
             plain = _bits(plain_activate(ctx, origins, decay, limit))
             assert _matches_only(ctx, origins, decay, limit) == plain["matches"]
-            ours = activation.activate(ctx, origins, decay, limit)
+            ours = lane_wire.activate(ctx, origins, decay, limit)
             assert _bits(ours) == plain
 
 
@@ -840,7 +841,7 @@ def test_gloss_edges_match_the_plain_scan(seed: int) -> None:
     ctx = _random_graph(rng, n, rng.randint(0, 6 * n), hubs=min(n, rng.choice([0, 2, 5])))
     for _round in range(3):
         if rng.random() < 0.6:
-            activation.activate(ctx, [f"c{rng.randrange(n)}"], 0.5, 5)  # the graph current (or not)
+            lane_wire.activate(ctx, [f"c{rng.randrange(n)}"], 0.5, 5)  # the graph current (or not)
         for c in range(len(ctx.concepts)):
             assert gloss.gloss_edges(ctx, CONCEPT, c) == plain_gloss_edges(ctx, CONCEPT, c)
         for lab in range(len(ctx.labels)):
@@ -1025,7 +1026,7 @@ def test_kept_activations_follow_writes_and_aliases(seed: int) -> None:
     for _round in range(6):
         for origins in asked + [["an-alias"]]:
             for decay in (0.5, -0.0, 0.0, 0.9):
-                got = _bits(activation.activate(ctx, origins, decay, 10))
+                got = _bits(lane_wire.activate(ctx, origins, decay, 10))
                 assert got == _bits(plain_activate(ctx, origins, decay, 10)), (origins, decay)
         roll = rng.random()
         s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
@@ -1067,4 +1068,4 @@ def test_activate_reads_only_the_prefix_of_a_hub_that_can_still_count(seed: int)
             origins = [f"c{rng.randrange(3)}"] if rng.random() < 0.7 else [f"c{rng.randrange(1200)}"]
             plain = _bits(plain_activate(ctx, origins, decay, limit))
             assert _matches_only(ctx, origins, decay, limit) == plain["matches"], (origins, decay, limit)
-            assert _bits(activation.activate(ctx, origins, decay, limit)) == plain
+            assert _bits(lane_wire.activate(ctx, origins, decay, limit)) == plain

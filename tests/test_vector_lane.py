@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from stage_support import make_context
 
+from taguru_server.server.wire.lanes import search_passages
 from taguru_server.store.index.vectors import PassageStore, RowKey, fnv1a64, normalize
-from taguru_server.store.read.passages import search_passages
 from taguru_server.store.read.vector_lane import VectorQuery, sequential_dot, sweep
 
 F32 = np.float32

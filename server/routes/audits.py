@@ -19,6 +19,7 @@ from taguru_server.server.decode import CURSOR, PREFIX, Field, Spec, parse_json
 from taguru_server.server.errors import malformed
 from taguru_server.server.routes.common import before_start, count_read, permit
 from taguru_server.server.state import EMBEDDER_KEY
+from taguru_server.server.wire import audits as audit_wire
 from taguru_server.store.derive import audits, consolidation
 from taguru_server.store.derive import twins as twins_module
 from taguru_server.store.errors import ApiError, Code, budget_spent
@@ -133,7 +134,7 @@ async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str
 
 async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
     found = await sweep(call, ctx, (CONCEPT, LABEL), args)
-    return await apart(lambda: twins_module.vocabulary(ctx, found))
+    return await apart(lambda: audit_wire.vocabulary(ctx, found))
 
 
 # ----- handlers ----------------------------------------------------------------------------
@@ -157,7 +158,7 @@ async def drift_audit(call: Call) -> Any:
     floor = 0.0 if args["unsourced_floor"] is None else float(args["unsourced_floor"])
 
     def sweeps() -> tuple[tuple[int, list[dict[str, Any]]], tuple[dict[str, str], dict[str, str]]]:
-        return audits.unsourced(ctx, floor, args["limit"], args["after"], call.deadline), audits.dead_aliases(ctx)
+        return audit_wire.unsourced(ctx, floor, args["limit"], args["after"], call.deadline), audits.dead_aliases(ctx)
 
     async with call.registry.quiesced():
         (total, page), (dead_concepts, dead_labels) = await apart(sweeps)

@@ -14,6 +14,7 @@ from taguru_server.server.routes.common import count_read, heavy_op
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.wire.lanes import search_lanes
 from taguru_server.store.derive.communities import (
     NoArtifact,
     artifact_name,
@@ -22,7 +23,6 @@ from taguru_server.store.derive.communities import (
     recorded_graph_revision,
 )
 from taguru_server.store.errors import ApiError, Code, budget_spent, no_context
-from taguru_server.store.read.passages import search_lanes
 from taguru_server.store.text import query_terms
 from taguru_server.store.wire import dumps
 

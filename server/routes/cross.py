@@ -25,10 +25,11 @@ from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.server.tenancy import scope_refusal, seen_groups
+from taguru_server.server.wire import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, no_context, too_many_items
 from taguru_server.store.model.context import Context
 from taguru_server.store.persist.groups import closure
-from taguru_server.store.read import passages, query
+from taguru_server.store.read import query
 from taguru_server.store.text import query_terms
 
 NO_WINDOW = "since/until are not supported on cross-context search — window one context at a time"
@@ -166,7 +167,7 @@ async def cross_search(call: Call) -> Any:
                 (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor),
                 call.deadline,
             )
-        result = passages.search_passages(ctx, query_text, limit, tags, since, until, vector)
+        result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
         count_read(ctx, not result["hits"])
         plans.extend(result["plan"]["contexts"])
         ranked.extend((rank, index, {"context": name, **hit}) for rank, hit in enumerate(result["hits"]))

@@ -23,10 +23,11 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
+from taguru_server.server.wire import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.model.context import CONCEPT, LABEL, AliasRefused
-from taguru_server.store.read import activation, gloss, semantic
 from taguru_server.store.read import query as query_lane
+from taguru_server.store.read import semantic
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import format_number
 
@@ -245,7 +246,7 @@ def _resolve(kind: int) -> Handler:
 async def describe(call: Call) -> Any:
     concept = (await call.decode(decode.DESCRIBE))["concept"]
     ctx = call.context()
-    result = gloss.describe(ctx, concept)
+    result = lane_wire.describe(ctx, concept)
     count_read(ctx, result is None)
     return result
 
@@ -263,7 +264,7 @@ async def query(call: Call) -> Any:
         raise ApiError(Code.INVALID_ARGUMENT, "'subject', 'label', or 'object' must pin at least one value")
     ctx = call.context()
     edges = query_lane.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
-    result = query_lane.page_matches(ctx, edges, limit, after)
+    result = lane_wire.page_matches(ctx, edges, limit, after)
     count_read(ctx, not result["matches"])
     return result
 
@@ -274,7 +275,7 @@ async def recall(call: Call) -> Any:
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
     ctx = call.context()
-    result = query_lane.page_matches(ctx, query_lane.recall_edges(ctx, cue), limit, after)
+    result = lane_wire.page_matches(ctx, query_lane.recall_edges(ctx, cue), limit, after)
     count_read(ctx, not result["matches"])
     return result
 
@@ -286,7 +287,7 @@ async def activate(call: Call) -> Any:
     if len(origins) > MAX_INPUT_ITEMS:
         raise too_many_items("origins", len(origins))
     ctx = call.context()
-    result = activation.activate(ctx, origins, min(max(0.5 if decay is None else decay, 0.0), 1.0), limit)
+    result = lane_wire.activate(ctx, origins, min(max(0.5 if decay is None else decay, 0.0), 1.0), limit)
     count_read(ctx, not result["matches"])
     return result
 

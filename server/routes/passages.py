@@ -22,9 +22,8 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.wire import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
-from taguru_server.store.read import citations as citations_lane
-from taguru_server.store.read import passages
 from taguru_server.store.text import query_terms
 
 
@@ -125,7 +124,7 @@ async def citations(call: Call) -> Any:
     source, paragraph = args["source"], args["paragraph"]
     check_name(source, "source")
     ctx = call.context()
-    found = citations_lane.citation(ctx, source, paragraph)
+    found = lane_wire.citation(ctx, source, paragraph)
     count_read(ctx, isinstance(found, str))
     if found == "no_source":
         raise ApiError(Code.NO_SOURCE, f"source '{source}' not found in context '{ctx.name}'")
@@ -168,7 +167,7 @@ async def search_sources(call: Call) -> Any:
             (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor),
             call.deadline,
         )
-    result = passages.search_passages(ctx, query_text, limit, tags, since, until, vector)
+    result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
     count_read(ctx, not result["hits"])
     call.app_state.get(METRICS_KEY).hits_served(result["hits"])  # type: ignore[union-attr]
     return result

@@ -9,9 +9,9 @@ from taguru_server.server import walk_bodies
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import before_start, count_read
 from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.wire import walks as walk_wire
 from taguru_server.store.errors import budget_spent
 from taguru_server.store.model.context import Context
-from taguru_server.store.read import walks
 
 
 def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
@@ -26,7 +26,7 @@ async def explore(call: Call) -> Any:
     args = await call.decode(walk_bodies.EXPLORE)
     before_start(call)
     ctx = call.context()
-    result = walks.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"])
+    result = walk_wire.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"])
     _searched(call, ctx, "explore", result["total"] == 0)
     return result
 
@@ -35,7 +35,7 @@ async def paths(call: Call) -> Any:
     args = await call.decode(walk_bodies.PATHS)
     before_start(call)
     ctx = call.context()
-    result = walks.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"])
+    result = walk_wire.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"])
     _searched(call, ctx, "paths", result["total"] == 0)
     return result
 
@@ -50,7 +50,7 @@ async def unreachable_from(call: Call) -> Any:
         if time.monotonic() > deadline:
             raise budget_spent()
 
-    result = walks.unreachable_from(ctx, args["origins"], args["limit"], args["after"], check)
+    result = walk_wire.unreachable_from(ctx, args["origins"], args["limit"], args["after"], check)
     count_read(ctx, False)  # an audit that finds no orphans succeeded: never an empty read
     return result
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import attrs
+
 from taguru_server.store.model.context import CONCEPT, LABEL, UNSOURCED_EXPORT, Context, _saturate
 
 DEFAULT_FLOOR = 0.6
@@ -38,9 +40,18 @@ def _sort_key(ctx: Context, weight: float, e: int) -> tuple[float, str, str, str
     return (-abs(weight), ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
 
 
+@attrs.frozen
+class Unsourced:
+    """An edge whose attributions do not cover its count: what is left of its weight and of its count."""
+
+    edge: int
+    weight: float
+    count: int
+
+
 def unsourced(
     ctx: Context, floor: float, limit: int, after: dict[str, Any] | None, deadline: float | None
-) -> tuple[int, list[dict[str, Any]]]:
+) -> tuple[int, list[Unsourced]]:
     """(total past the floor, one page) of edges whose attributions do not cover their count."""
     export_sid = ctx.source_id.get(UNSOURCED_EXPORT)
     found: list[tuple[tuple[float, str, str, str], int, float, int]] = []
@@ -69,10 +80,7 @@ def unsourced(
         found = [f for f in found if f[0] > bound]
     found.sort(key=lambda f: f[0])
     page = found[:limit]
-    return total, [
-        {"unsourced_weight": w, "unsourced_count": rest, "association": ctx.association_out(e)}
-        for _k, e, w, rest in page
-    ]
+    return total, [Unsourced(e, w, rest) for _k, e, w, rest in page]
 
 
 def live_concepts(ctx: Context) -> set[int]:

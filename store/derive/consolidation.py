@@ -6,7 +6,7 @@ import struct
 from typing import Any
 
 from taguru_server.store.derive.audits import DEFAULT_FLOOR, _check
-from taguru_server.store.derive.twins import Twins, semantic_out, sweep
+from taguru_server.store.derive.twins import Twins, semantic_pairs, sweep
 from taguru_server.store.model.context import CONCEPT, Context
 
 DETECTOR = "consolidation/1"
@@ -115,7 +115,7 @@ def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: fl
     pairs: list[tuple[str, str, str, float]] = [
         (ctx.concepts[a], ctx.concepts[b], "lexical", d) for a, b, d in found.lexical[CONCEPT]
     ]
-    pairs.extend((p["a"], p["b"], "semantic", float(p["score"])) for p in semantic_out(ctx, CONCEPT, found))
+    pairs.extend((a, b, "semantic", float(score)) for a, b, score in semantic_pairs(ctx, CONCEPT, found))
     # every pair is ranked on its overlap; only the first `limit` get their evidence lists and fingerprint
     neighbours: dict[str, set[tuple[int, int, int]]] = {}
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import attrs
 import numpy as np
 
 from taguru_server.store.derive.audits import Expired, _check
 from taguru_server.store.index.lexicon import Lexicon
-from taguru_server.store.model.context import CONCEPT, LABEL, Context
+from taguru_server.store.model.context import CONCEPT, Context
 from taguru_server.store.wire import F32
 
 NO_VECTORS_NOTE = "ベクトル未生成のため意味的検出はスキップ (POST embeddings/refresh を実行)"
@@ -257,11 +256,9 @@ class TwinSweep:
         return Twins(lexical, semantic, note)
 
 
-def semantic_out(ctx: Context, kind: int, found: Twins) -> list[dict[str, Any]]:
-    """The semantic pairs of one namespace on the wire, related pairs removed (read on the loop)."""
-    return [
-        {"a": a, "b": b, "score": F32(score)} for score, a, b in found.semantic[kind] if not _related(ctx, kind, a, b)
-    ]
+def semantic_pairs(ctx: Context, kind: int, found: Twins) -> list[tuple[str, str, float]]:
+    """The semantic pairs of one namespace (a, b, f32 score), related pairs removed (read on the loop)."""
+    return [(a, b, F32(score)) for score, a, b in found.semantic[kind] if not _related(ctx, kind, a, b)]
 
 
 def sweep(
@@ -269,18 +266,3 @@ def sweep(
 ) -> Twins:
     """The twin sweeps in place (tests, and callers with nothing else to serve meanwhile)."""
     return TwinSweep.prepare(ctx, kinds, vectors).run(dice_floor, cosine_floor, deadline)
-
-
-def vocabulary(ctx: Context, found: Twins) -> dict[str, Any]:
-    """The vocabulary audit's result from a sweep of both namespaces."""
-    return {
-        "lexical_concepts": _pairs_out(ctx.concepts, found.lexical[CONCEPT]),
-        "lexical_labels": _pairs_out(ctx.labels, found.lexical[LABEL]),
-        "semantic_concepts": semantic_out(ctx, CONCEPT, found),
-        "semantic_labels": semantic_out(ctx, LABEL, found),
-        "semantic_note": found.note,
-    }
-
-
-def _pairs_out(names: list[str], pairs: list[tuple[int, int, float]]) -> list[dict[str, Any]]:
-    return [{"a": names[a], "b": names[b], "score": d} for a, b, d in pairs]

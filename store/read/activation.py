@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.banded import activate_banded
 from taguru_server.store.read.cache import versioned_cache
@@ -37,20 +35,3 @@ def activation(ctx: Context, origins: list[str], decay: float, limit: int, total
             found = activation_plain(ctx, origins, decay, limit)
         memo[key if found.total >= 0 else (*key, "matches")] = found
     return found
-
-
-def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
-    """The activate lane's wire result (`activation`, rendered)."""
-    return render_activation(ctx, activation(ctx, origins, decay, limit))
-
-
-def render_activation(ctx: Context, found: Activation) -> dict[str, Any]:
-    """An Activation as the wire's {total, matches: [{strength, path, association}]}."""
-    concepts = ctx.concepts
-    return {
-        "total": found.total,
-        "matches": [
-            {"strength": m.strength, "path": [concepts[c] for c in m.path], "association": ctx.association_out(m.edge)}
-            for m in found.matches
-        ],
-    }

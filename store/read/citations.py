@@ -51,9 +51,3 @@ def find_citation(ctx: Context, source: str, paragraph: int) -> Citation | str:
         passage.section_for(paragraph),
         None if not loc else Locator(loc[0], loc[1]),
     )
-
-
-def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
-    """The citation's wire shape, or 'no_source' / 'no_paragraph'."""
-    found = find_citation(ctx, source, paragraph)
-    return found if isinstance(found, str) else found.to_wire()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import heapq
-from typing import Any
 
+import attrs
 import numpy as np
 
 from taguru_server.store.model.context import CONCEPT, LABEL, Context
@@ -90,19 +90,37 @@ def label_gloss(ctx: Context, lab: int) -> str:
 # ----- describe, query, recall ---------------------------------------------------
 
 
-def describe(ctx: Context, concept: str) -> dict[str, Any] | None:
+@attrs.frozen
+class LabelCount:
+    """How many live edges of a concept carry one label."""
+
+    label: str
+    count: int
+
+
+@attrs.frozen
+class Description:
+    """The describe lane's result: the concept's canonical name and its label tallies on either side."""
+
+    concept: str
+    as_subject: tuple[LabelCount, ...]
+    as_object: tuple[LabelCount, ...]
+
+
+def description(ctx: Context, concept: str) -> Description | None:
+    """A concept's live edges tallied by label as subject and as object (count desc, then label id), or None."""
     c = ctx.find_concept(concept)
     if c is None:
         return None
 
-    def tally(edges: list[int]) -> list[dict[str, Any]]:
+    def tally(edges: list[int]) -> tuple[LabelCount, ...]:
         counts: dict[int, int] = {}
         for e in edges:
             if ctx.e_cnt[e] > 0:
                 counts[ctx.e_l[e]] = counts.get(ctx.e_l[e], 0) + 1
-        return [
-            {"label": ctx.labels[lab], "count": n} for lab, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        ]
+        return tuple(
+            LabelCount(ctx.labels[lab], n) for lab, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
 
     as_object = ctx.in_edges[c] + [e for e in ctx.out_edges[c] if ctx.e_o[e] == c]
-    return {"concept": ctx.concepts[c], "as_subject": tally(ctx.out_edges[c]), "as_object": tally(as_object)}
+    return Description(ctx.concepts[c], tally(ctx.out_edges[c]), tally(as_object))

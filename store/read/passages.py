@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec
+from typing import Any, ParamSpec
 
 import attrs
 import numpy as np
@@ -118,40 +117,6 @@ def searched(
     rows = sweep(store, vq.vector, pool, state.floor, allowed)
     bm25 = [(h.source, h.paragraph, h.score) for h in found.hits]
     return found, state, list[PassageHit | FusedHit](fuse(ctx, bm25, rows, True, limit))
-
-
-def render_search(
-    ctx: Context, found: PassageSearch, state: LaneState | None, hits: list[PassageHit | FusedHit]
-) -> dict[str, Any]:
-    """The search wire result of `searched`'s lanes: the plan (lanes, filter counts) and the hits."""
-    entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found, state)}
-    if found.eligible_sources is not None:
-        entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
-    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in hits]}
-
-
-def rendered(
-    lanes: Callable[Concatenate[Context, P], tuple[PassageSearch, LaneState | None, list[PassageHit | FusedHit]]],
-) -> Callable[Concatenate[Context, P], dict[str, Any]]:
-    """The passage lanes `lanes` runs, answering their wire result (`render_search`); same parameters."""
-
-    def search(ctx: Context, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
-        return render_search(ctx, *lanes(ctx, *args, **kwargs))
-
-    return search
-
-
-# The search wire result: BM25, and the vector lane fused in by rank when it runs (`store/read/vector_lane.py`).
-search_passages = rendered(searched)
-
-
-def search_lanes(found: PassageSearch, state: LaneState | None = None) -> dict[str, Any]:
-    """The wire `lanes` block of a passage search: BM25 ran or why not; the vector lane's state."""
-    if found.skipped is not None:
-        reason = found.skipped.text
-        return {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
-    vector = state.to_wire() if state is not None else {"ran": False, "reason": NO_EMBEDDINGS}
-    return {"bm25": {"ran": True}, "vector": vector}
 
 
 def top_documents(ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:

@@ -50,19 +50,15 @@ def ranked_facets(ctx: Context, subjects: list[str], labels: list[str], limit: i
     return [e for _k, e in itertools.islice(heapq.merge(*lists), max(limit, 0))]
 
 
-def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> dict[str, Any]:
-    """Order matching edges, apply the cursor and limit, and shape the page."""
-    total = len(edges)
+def page_edges(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> list[int]:
+    """The page of matching edges in /query order: those after the cursor (its weight, subject, label and
+    object), the first `limit` of them."""
     keyed = [(sort_key(ctx, e), e) for e in edges]
     if after is not None:
         bound = (-abs(float(after["weight"])), after["subject"], after["label"], after["object"])
         keyed = [ke for ke in keyed if ke[0] > bound]
     page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
-    return {
-        "total": total,
-        "matches": [ctx.association_out(e) for _k, e in page],
-        "plan": {"contexts": [ctx.name]},
-    }
+    return [e for _k, e in page]
 
 
 def query_edges(

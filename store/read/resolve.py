@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from taguru_server.store.model.context import CONCEPT, Context
-from taguru_server.store.read.gloss import concept_gloss, label_gloss
 from taguru_server.store.text import normalize
 
 GLOSSED_CANDIDATES = 8
@@ -39,14 +36,3 @@ def resolve_matches(ctx: Context, kind: int, cue: str, dice_floor: float, limit:
         rows.append(ResolveMatch(record, name, float(score), hit_kind))
     rows.sort(key=lambda r: (-r.score, r.name))
     return rows[:limit]
-
-
-def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) -> list[dict[str, Any]]:
-    """The resolve lane's wire candidates: `resolve_matches`, the first few with a gloss."""
-    out = []
-    for i, m in enumerate(resolve_matches(ctx, kind, cue, dice_floor, limit)):
-        item: dict[str, Any] = {"name": m.name, "score": m.score, "tier": "lexical", "kind": m.kind}
-        if i < GLOSSED_CANDIDATES:
-            item["gloss"] = concept_gloss(ctx, m.record) if kind == CONCEPT else label_gloss(ctx, m.record)
-        out.append(item)
-    return out

@@ -20,6 +20,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 
 from taguru_server.store.model.context import Context
@@ -295,9 +296,24 @@ def _own_edge(ctx: Context, after: dict[str, Any]) -> int:
     return ctx.edge_of.get((s, lab, o), -1)
 
 
-def explore(
-    ctx: Context, origins: list[str], max_depth: int, limit: int, after: dict[str, Any] | None
-) -> dict[str, Any]:
+@attrs.frozen
+class Reached:
+    """One association explore reached: its hops and the concept path from an origin to its endpoint reached first."""
+
+    distance: int
+    path: tuple[int, ...]
+    edge: int
+
+
+@attrs.frozen
+class Explored:
+    """Explore's page: how many live associations are within reach, and the page's, nearest first."""
+
+    total: int
+    matches: tuple[Reached, ...]
+
+
+def explored(ctx: Context, origins: list[str], max_depth: int, limit: int, after: dict[str, Any] | None) -> Explored:
     """Every live association within `max_depth` hops of the origins, nearest first, one page."""
     g = walk_graph(ctx)
     reach = _Reach(g, np.array(concept_ids(ctx, origins), dtype=np.int64), max_depth)
@@ -321,21 +337,14 @@ def explore(
     ranks = (g.c_rank[g.e_s[edges]], g.l_rank[g.e_l[edges]], g.c_rank[g.e_o[edges]])
     page = smallest([hops, *ranks], limit)
     parent = reach.parent
-    concepts = ctx.concepts
     matches = []
     for i in page.tolist():
         chain = [int(frm[i])]
         while parent[chain[-1]] >= 0:
             chain.append(int(parent[chain[-1]]))
         chain.reverse()
-        matches.append(
-            {
-                "distance": int(hops[i]),
-                "path": [concepts[c] for c in chain],
-                "association": ctx.association_out(int(edges[i])),
-            }
-        )
-    return {"total": total, "matches": matches}
+        matches.append(Reached(int(hops[i]), tuple(chain), int(edges[i])))
+    return Explored(total, tuple(matches))
 
 
 # ----- paths -----------------------------------------------------------------------------------
@@ -477,35 +486,53 @@ def enumerate_trails(
     return trails.found, False
 
 
-def paths(
+@attrs.frozen
+class FoundTrail:
+    """One simple trail: its length, its concepts, its weakest link's |sum| and its edges."""
+
+    distance: int
+    path: tuple[int, ...]
+    strength: float
+    edges: tuple[int, ...]
+
+
+@attrs.frozen
+class Trails:
+    """The trails paths found (all of them, or as many as the budget allowed) and the page, shortest first."""
+
+    total: int
+    capped: bool
+    matches: tuple[FoundTrail, ...]
+
+
+def trails(
     ctx: Context, origins: list[str], targets: list[str], max_depth: int, limit: int, budget: int = PATHS_BUDGET
-) -> dict[str, Any]:
+) -> Trails:
     """Simple trails from any origin to any target, shortest first."""
     t_ids = set(concept_ids(ctx, targets))
     o_ids = concept_ids(ctx, origins)
     if not o_ids or not t_ids or max_depth == 0 or limit == 0:
-        return {"total": 0, "capped": False, "matches": []}
+        return Trails(0, False, ())
     found, capped = enumerate_trails(ctx, o_ids, t_ids, max_depth, budget)
-    concepts = ctx.concepts
-    matches = []
-    for distance, neg_strength, nodes, edges in heapq.nsmallest(limit, found):  # the keys are distinct
-        matches.append(
-            {
-                "distance": distance,
-                "path": [concepts[c] for c in nodes],
-                "strength": float(-neg_strength),
-                "associations": [ctx.association_out(e) for e in edges],
-            }
-        )
-    return {"total": len(found), "capped": capped, "matches": matches}
+    page = heapq.nsmallest(limit, found)  # the keys are distinct
+    matches = tuple(FoundTrail(d, tuple(nodes), float(-neg), tuple(edges)) for d, neg, nodes, edges in page)
+    return Trails(len(found), capped, matches)
 
 
 # ----- unreachable_from ------------------------------------------------------------------------
 
 
-def unreachable_from(
+@attrs.frozen
+class Unreached:
+    """unreachable_from's page: how many live associations no walk from the origins reaches, and the page's."""
+
+    total: int
+    edges: tuple[int, ...]
+
+
+def unreached(
     ctx: Context, origins: list[str], limit: int, after: dict[str, Any] | None, check: Callable[[], None]
-) -> dict[str, Any]:
+) -> Unreached:
     """Every live association no walk from the origins reaches: |weight| desc, then names, one page.
 
     `check` (the deadline) runs once per breadth-first level and once per SCAN_CHUNK edges.
@@ -536,4 +563,4 @@ def unreachable_from(
         edges, neg_abs = edges[keep], neg_abs[keep]
         ranks = (ranks[0][keep], ranks[1][keep], ranks[2][keep])
     page = smallest([neg_abs, *ranks], limit)
-    return {"total": total, "matches": [ctx.association_out(int(e)) for e in edges[page].tolist()]}
+    return Unreached(total, tuple(edges[page].tolist()))

@@ -1,0 +1,1 @@
+"""Wire shapes: request specs, response schemas and the renderers of typed store results."""
