@@ -21,6 +21,8 @@ from taguru_server.server.semantic import (
     semantic_tier,
 )
 from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
+from taguru_server.server.wire import explain as explain_wire
+from taguru_server.server.wire import explain_search as search_wire
 from taguru_server.store.model.context import Context
 from taguru_server.store.read import explain, semantic
 from taguru_server.store.read import explain_search as explain_search_lane
@@ -69,13 +71,13 @@ def _explain_resolve(kind: int) -> Handler:
         if view.membership is None:
             glosses, note = await _nearest_glosses(embedder, ctx, kind, expected, call.deadline)
             count_read(ctx, True)
-            return explain.not_in_vocabulary(kind, cue, expected, view, glosses, note)
+            return explain_wire.not_in_vocabulary(kind, cue, expected, view, glosses, note)
         floors = (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor)
         found = semantic.lexical(ctx, kind, cue, floor)
         extra = await semantic_tier(embedder, ctx, kind, cue, found[:limit], found, floors, call.deadline)
         lane = await _gloss_lane(embedder, ctx, kind, cue, view.membership.name, clamp_floor(*floors), call.deadline)
         count_read(ctx, False)
-        return explain.resolve_explanation(cue, expected, view, found, extra, limit, lane)
+        return explain_wire.resolve_explanation(cue, expected, view, found, extra, limit, lane)
 
     return handler
 
@@ -88,7 +90,7 @@ async def explain_search(call: Call) -> Any:
     limit = clamp_limit(args["limit"], 5)
     check_source_filter(*filtered)
     ctx = call.context()
-    target = explain_search_lane.early_verdict(ctx, query, source, args["paragraph"], filtered)
+    target = search_wire.early_verdict(ctx, query, source, args["paragraph"], filtered)
     if not isinstance(target, explain_search_lane.SearchTarget):
         count_read(ctx, True)
         return target
@@ -101,7 +103,7 @@ async def explain_search(call: Call) -> Any:
         )
     run = explain_search_lane.full_ranking(ctx, query, filtered, vector)
     deadline = call.deadline
-    result = explain_search_lane.search_explanation(run, source, target, limit, lambda: time.monotonic() > deadline)
+    result = search_wire.search_explanation(run, source, target, limit, lambda: time.monotonic() > deadline)
     count_read(ctx, False)
     return result
 

@@ -9,17 +9,14 @@ the semantic candidates, the gloss lane's account, the vector lane's query.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 import numpy as np
 
 from taguru_server.store.model.context import CONCEPT, Context
 from taguru_server.store.read.passages import NO_EMBEDDINGS
 from taguru_server.store.read.resolve import ResolveMatch, resolve_matches
-from taguru_server.store.read.semantic import CONFIDENT, SEMANTIC_KEEP, confident
+from taguru_server.store.read.semantic import CONFIDENT, SEMANTIC_KEEP
 from taguru_server.store.read.vector_lane import sequential_dot
-from taguru_server.store.wire import F32 as WireF32
 
 F32 = np.float32
 NEAREST_SPELLINGS = 5
@@ -35,7 +32,7 @@ def four_f32(x: float) -> str:
     return four(float(F32(x)))
 
 
-def _namespace(kind: int) -> str:
+def namespace(kind: int) -> str:
     return "concept" if kind == CONCEPT else "label"
 
 
@@ -81,7 +78,7 @@ def gloss_gate(ctx: Context, kind: int, provider_model: str | None) -> str | Non
     if provider_model is None:
         return NO_EMBEDDINGS
     store = ctx.vectors.glosses
-    empty = f"no {_namespace(kind)} gloss vectors exist yet — no embedding refresh has run"
+    empty = f"no {namespace(kind)} gloss vectors exist yet — no embedding refresh has run"
     if store is None or (not store.concepts.rows and not store.labels.rows):
         return empty
     if store.model != provider_model:
@@ -175,49 +172,15 @@ def limit_to_reach(
     return None
 
 
-def not_in_vocabulary(
-    kind: int,
-    cue: str,
-    expected: str,
-    view: Vocabulary,
-    glosses: list[tuple[str, float]],
-    note: str | None,
-) -> dict[str, Any]:
-    """The first verdict: `expected` is no stored spelling; the nearest ones are attached."""
-    nearest: dict[str, Any] = {
-        "lexical": [{"name": m.name, "score": m.score, "kind": m.kind} for m in view.nearest],
-        "semantic": [{"name": n, "cosine": WireF32(c)} for n, c in glosses],
-    }
-    if note is not None:
-        nearest["semantic_note"] = note
-    return {
-        "verdict": "not_in_vocabulary",
-        "summary": f"'{expected}' is not in this context's {_namespace(kind)} vocabulary — no entry, no alias, no "
-        "canonical spelling; the nearest stored spellings are attached",
-        "cue": cue,
-        "expected": expected,
-        "in_vocabulary": False,
-        "nearest": nearest,
-    }
-
-
-def _semantic_block(entered: bool, lane: GlossLane, canonical: str) -> dict[str, Any]:
+def semantic_reason(entered: bool, lane: GlossLane, canonical: str) -> str | None:
+    """Why the semantic tier did not score the canonical, or None: the gloss lane's reason, a missing gloss
+    vector, or the lexical tier's confidence keeping the semantic tier out."""
     reason = lane.reason
     if lane.ran and lane.cosine is None:
         reason = f"'{canonical}' has no gloss vector yet — added after the last refresh"
     if not entered and reason is None:
         reason = f"{CONFIDENT_TEXT}, so the semantic tier never joined"
-    out: dict[str, Any] = {"entered": entered}
-    if reason is not None:
-        out["reason"] = reason
-    if lane.ran:
-        out["floor"] = WireF32(lane.floor or 0.0)
-        if lane.cosine is not None:
-            out["cosine"] = WireF32(lane.cosine)
-        if lane.rank is not None:
-            out["rank"] = lane.rank
-        out["cap"] = lane.cap
-    return out
+    return reason
 
 
 @attrs.frozen
@@ -268,9 +231,10 @@ def _semantic_verdict(p: Placement, lane: GlossLane, semantic_reason: str | None
     )
 
 
-def _resolve_verdict(
+def resolve_verdict(
     p: Placement, view: Vocabulary, entered: bool, lane: GlossLane, semantic_reason: str | None
 ) -> tuple[str, str]:
+    """The first verdict that applies to a canonical in the vocabulary, and its summary sentence."""
     c = p.canonical
     if p.served_at is not None:
         seat = p.served[p.served_at]
@@ -329,43 +293,3 @@ def place(view: Vocabulary, full: list[ResolveMatch], semantic: list[tuple[str, 
         exact_shortcut,
         reach,
     )
-
-
-def resolve_explanation(
-    cue: str,
-    expected: str,
-    view: Vocabulary,
-    full: list[ResolveMatch],
-    semantic: list[tuple[str, float]],
-    limit: int,
-    lane: GlossLane,
-) -> dict[str, Any]:
-    """The explanation when `expected` is a stored spelling: `full` is the lexical list at the floor (not cut),
-    `semantic` the candidates the semantic tier added to the real call, `lane` the gloss lane's account."""
-    assert view.membership is not None
-    p = place(view, full, semantic, limit)
-    entered = not confident(full)
-    block = _semantic_block(entered, lane, p.canonical)
-    verdict, summary = _resolve_verdict(p, view, entered, lane, block.get("reason"))
-    lexical: dict[str, Any] = {}
-    if p.target is not None:
-        lexical = {"score": p.target.score, "kind": p.target.kind}
-    ranking: dict[str, Any] = {}
-    if p.merged_at is not None:
-        seat = p.merged[p.merged_at]
-        ranking = {"rank": p.merged_at + 1, "tier": seat.tier, "score": seat.score}
-    ranking.update({"limit": limit, "served": p.served_at is not None})
-    if p.reach is not None:
-        ranking["limit_to_reach"] = p.reach
-    return {
-        "verdict": verdict,
-        "summary": summary,
-        "cue": cue,
-        "expected": expected,
-        "in_vocabulary": True,
-        "canonical": p.canonical,
-        "expected_kind": view.membership.kind,
-        "lexical": {**lexical, "floor": view.floor, "confident": not entered},
-        "semantic": block,
-        "ranking": ranking,
-    }
