@@ -18,6 +18,7 @@ from taguru_server.store.read.query import page_edges
 from taguru_server.store.read.resolve import GLOSSED_CANDIDATES, resolve_matches
 from taguru_server.store.read.spread import Activation
 from taguru_server.store.read.vector_lane import FusedHit, LaneState
+from taguru_server.store.wire import F32
 
 P = ParamSpec("P")
 
@@ -76,8 +77,16 @@ def search_lanes(found: PassageSearch, state: LaneState | None = None) -> dict[s
     if found.skipped is not None:
         reason = found.skipped.text
         return {"bm25": {"ran": False, "reason": reason}, "vector": {"ran": False, "reason": reason}}
-    vector = state.to_wire() if state is not None else {"ran": False, "reason": NO_EMBEDDINGS}
+    vector = vector_lane(state) if state is not None else {"ran": False, "reason": NO_EMBEDDINGS}
     return {"bm25": {"ran": True}, "vector": vector}
+
+
+def vector_lane(state: LaneState) -> dict[str, Any]:
+    """The vector lane's plan entry: ran with its f32 floor, or why not."""
+    if state.ran:
+        assert state.floor is not None
+        return {"ran": True, "floor": F32(state.floor)}
+    return {"ran": False, "reason": state.reason}
 
 
 def render_search(

@@ -61,12 +61,6 @@ class LaneState:
     reason: str | None = None
     floor: float | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        if self.ran:
-            assert self.floor is not None
-            return {"ran": True, "floor": WireF32(self.floor)}
-        return {"ran": False, "reason": self.reason}
-
 
 def classify(ctx: Context, q: VectorQuery) -> LaneState:
     """Rows a–g of the lane's states, the first that matches."""
