@@ -66,7 +66,7 @@ def _nothing() -> None:
 def measure(size: str, seed: int, n: int, plain_n: int) -> dict[str, Any]:
     import walks_plain
 
-    from taguru_server.server.wire import walks as walk_wire
+    from taguru_server.server.wire.render import walks as walk_wire
     from taguru_server.store.read import walks
 
     t0 = time.perf_counter()

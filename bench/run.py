@@ -182,7 +182,7 @@ def _lane_latencies(ctx: Any, qs: dict[str, Any]) -> tuple[dict[str, Any], list[
     """Latencies of resolve, activate, passage search and the BM25 core, and the search term sets."""
     # The timed callables take the context as a parameter: the caller drops its own reference
     # to the context before the baselines, so no closure may outlive that.
-    from taguru_server.server.wire import lanes as lane_wire
+    from taguru_server.server.wire.render import lanes as lane_wire
     from taguru_server.store.model.context import CONCEPT
     from taguru_server.store.read import passages
     from taguru_server.store.text import query_terms

@@ -105,7 +105,7 @@ def _time_each(fn: Any, items: list[Any], warmup: int = 20) -> dict[str, float]:
 
 
 def _lane_times(ctx: Any, qs: dict[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
-    from taguru_server.server.wire import lanes as lane_wire
+    from taguru_server.server.wire.render import lanes as lane_wire
     from taguru_server.store.model.context import CONCEPT
     from taguru_server.store.read import passages
     from taguru_server.store.text import query_terms

@@ -13,7 +13,7 @@ import pytest
 from conftest import Client
 from pg_support import database_url_for
 
-from taguru_server.server.wire import audits as audit_wire
+from taguru_server.server.wire.render import audits as audit_wire
 from taguru_server.store.derive import audits, consolidation, twins
 from taguru_server.store.index.vectors import GlossStore, GlossTable, dot_f32
 from taguru_server.store.index.vectors import normalize as unit

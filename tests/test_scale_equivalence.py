@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taguru_server.server.wire import lanes as lane_wire
+from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.model.context import CONCEPT, Context, Meta
 from taguru_server.store.read import activation, activation_graph, banded, citations, gloss
 from taguru_server.store.read import query as query_lane

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from stage_support import make_context
 
-from taguru_server.server.wire.lanes import resolve
+from taguru_server.server.wire.render.lanes import resolve
 from taguru_server.store.index.vectors import GlossStore, GlossTable, fnv1a64, normalize
 from taguru_server.store.model.context import CONCEPT, LABEL
 from taguru_server.store.read.gloss import concept_gloss

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from stage_support import make_context
 
-from taguru_server.server.wire.lanes import search_passages
+from taguru_server.server.wire.render.lanes import search_passages
 from taguru_server.store.index.vectors import PassageStore, RowKey, fnv1a64, normalize
 from taguru_server.store.read.vector_lane import VectorQuery, sequential_dot, sweep
 

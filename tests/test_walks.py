@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import walks_plain
 
-from taguru_server.server.wire import walks as walk_wire
+from taguru_server.server.wire.render import walks as walk_wire
 from taguru_server.store.model.context import CONCEPT, Context, Meta
 from taguru_server.store.read import walks
 

@@ -19,7 +19,7 @@ from taguru_server.server.decode import CURSOR, PREFIX, Field, Spec, parse_json
 from taguru_server.server.errors import malformed
 from taguru_server.server.routes.common import before_start, count_read, permit
 from taguru_server.server.state import EMBEDDER_KEY
-from taguru_server.server.wire import audits as audit_wire
+from taguru_server.server.wire.render import audits as audit_wire
 from taguru_server.store.derive import audits, consolidation
 from taguru_server.store.derive import twins as twins_module
 from taguru_server.store.errors import ApiError, Code, budget_spent

@@ -14,7 +14,7 @@ from taguru_server.server.routes.common import count_read, heavy_op
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
-from taguru_server.server.wire.lanes import search_lanes
+from taguru_server.server.wire.render.lanes import search_lanes
 from taguru_server.store.derive.communities import (
     NoArtifact,
     artifact_name,

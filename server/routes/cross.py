@@ -25,7 +25,7 @@ from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.server.tenancy import scope_refusal, seen_groups
-from taguru_server.server.wire import lanes as lane_wire
+from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, no_context, too_many_items
 from taguru_server.store.model.context import Context
 from taguru_server.store.persist.groups import closure

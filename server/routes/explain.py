@@ -21,8 +21,8 @@ from taguru_server.server.semantic import (
     semantic_tier,
 )
 from taguru_server.server.state import EMBEDDER_KEY, passage_lane_enabled
-from taguru_server.server.wire import explain as explain_wire
-from taguru_server.server.wire import explain_search as search_wire
+from taguru_server.server.wire.render import explain as explain_wire
+from taguru_server.server.wire.render import explain_search as search_wire
 from taguru_server.store.model.context import Context
 from taguru_server.store.read import explain, semantic
 from taguru_server.store.read import explain_search as explain_search_lane

@@ -23,7 +23,7 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
-from taguru_server.server.wire import lanes as lane_wire
+from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.model.context import CONCEPT, LABEL, AliasRefused
 from taguru_server.store.read import query as query_lane

@@ -22,7 +22,7 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
-from taguru_server.server.wire import lanes as lane_wire
+from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.text import query_terms
 

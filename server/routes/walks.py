@@ -9,7 +9,7 @@ from taguru_server.server import walk_bodies
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import before_start, count_read
 from taguru_server.server.state import METRICS_KEY
-from taguru_server.server.wire import walks as walk_wire
+from taguru_server.server.wire.render import walks as walk_wire
 from taguru_server.store.errors import budget_spent
 from taguru_server.store.model.context import Context
 
