@@ -130,7 +130,7 @@ MARKERS = ("question", "section", "locator")
 
 
 def _kind(record: dict[str, Any]) -> str:
-    """The importer's classification of a line (`store/importer.py`: header, group, then the op-line keys)."""
+    """The importer's classification of a line (`store/transfer/importer.py`: header, group, then the op-line keys)."""
     for key in ("taguru_batch", "taguru_group", "subject", "alias", "passage", "question", "section", "locator"):
         if key in record:
             return key

@@ -9,7 +9,8 @@ Each size runs in a fresh child process:
 2. apply its batches' associations and aliases to an in-memory context (passages are skipped: the
    build reads only the graph);
 3. reset the process's peak-RSS mark, then time the build exactly as `taguru communities` does it
-   minus HTTP: snapshot + `store.louvain.analyze`, then `store.summaries.extractive_summaries`.
+   minus HTTP: snapshot + `server.communities.analysis.analyze`, then
+   `server.communities.summaries.extractive_summaries`.
 
 `--stress-edges N` adds a synthetic graph of N distinct associations over N/5 concepts (90% of the
 edges inside planted groups of 50), which is harder than the corpus graph: every edge is distinct,
@@ -47,8 +48,8 @@ def _reset_peak() -> bool:
 
 
 def _corpus_context(size: str, seed: int) -> tuple[Any, dict[str, Any]]:
-    from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
-    from taguru_server.store.importer import parse_stream
+    from taguru_server.store.model.context import CONCEPT, LABEL, AliasRefused, Context, Meta
+    from taguru_server.store.transfer.importer import parse_stream
 
     try:
         from generate import generate  # bench/generate.py, another benchmark's corpus generator
@@ -76,7 +77,7 @@ def _corpus_context(size: str, seed: int) -> tuple[Any, dict[str, Any]]:
 
 
 def _planted_context(edges: int, seed: int) -> Any:
-    from taguru_server.store.context import Context, Meta
+    from taguru_server.store.model.context import Context, Meta
 
     rng = random.Random(seed)
     ctx = Context(1, "stress", Meta())
@@ -96,8 +97,9 @@ def _planted_context(edges: int, seed: int) -> Any:
 
 def measure(kind: str, size: str, seed: int) -> dict[str, Any]:
     """One measurement, in this process: load the graph, then time and watch the build."""
-    from taguru_server.store.louvain import GraphSnapshot, analyze
-    from taguru_server.store.summaries import extractive_summaries
+    from taguru_server.server.communities.analysis import analyze
+    from taguru_server.server.communities.louvain import GraphSnapshot
+    from taguru_server.server.communities.summaries import extractive_summaries
 
     t0 = time.perf_counter()
     if kind == "corpus":

@@ -42,14 +42,15 @@ def pct(samples: list[float], q: float) -> float:
 def build_store(size: str, data_dir: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     from generate import CONTEXT, generate, queries
 
-    from taguru_server.store.importer import parse_stream, run_import
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.read.cache import warm
+    from taguru_server.store.transfer.importer import parse_stream, run_import
 
     corpus = generate(size, 7)
     qs = queries(corpus)
     t0 = time.perf_counter()
-    registry = Registry(SqlitePersistence(data_dir))
+    registry = Registry(SqlitePersistence(data_dir), warm=warm)
     run_import(registry, parse_stream(corpus.text), commit_every=2000)
     ctx = registry.get(CONTEXT)
     assert ctx is not None

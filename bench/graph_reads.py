@@ -12,7 +12,7 @@
    limit 10, budget 100 000 entries; unreachable_from: limit 100), timed per call (wall and
    thread CPU), after a warm-up that also builds the per-graph-version arrays; the time that
    build takes after a write is reported on its own.
-4. The same run times the contract's pseudo-code (store/walks_plain.py) on the first
+4. The same run times the contract's pseudo-code (tests/walks_plain.py) on the first
    `--plain-n` inputs and checks that both give identical answers on them.
 """
 
@@ -28,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))  # the plain walks (tests/walks_plain.py)
 
 from run import _pct, _time_each  # noqa: E402  (the store benchmark's percentile and timer)
 
@@ -35,8 +36,8 @@ from run import _pct, _time_each  # noqa: E402  (the store benchmark's percentil
 def corpus_context(size: str, seed: int) -> tuple[Any, dict[str, Any]]:
     from generate import generate, queries
 
-    from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
-    from taguru_server.store.importer import parse_stream
+    from taguru_server.store.model.context import CONCEPT, LABEL, AliasRefused, Context, Meta
+    from taguru_server.store.transfer.importer import parse_stream
 
     corpus = generate(size, seed)
     facts: dict[str, Any] = {"paragraphs": corpus.paragraphs, "association_lines": corpus.association_lines}
@@ -63,7 +64,10 @@ def _nothing() -> None:
 
 
 def measure(size: str, seed: int, n: int, plain_n: int) -> dict[str, Any]:
-    from taguru_server.store import walks, walks_plain
+    import walks_plain
+
+    from taguru_server.server.wire.render import walks as walk_wire
+    from taguru_server.store.read import walks
 
     t0 = time.perf_counter()
     ctx, facts = corpus_context(size, seed)
@@ -78,22 +82,22 @@ def measure(size: str, seed: int, n: int, plain_n: int) -> dict[str, Any]:
 
     ops: dict[str, tuple[Any, Any, list[Any]]] = {
         "explore": (
-            lambda o: walks.explore(ctx, o, 10, 100, None),
+            lambda o: walk_wire.explore(ctx, o, 10, 100, None),
             lambda o: walks_plain.plain_explore(ctx, o, 10, 100, None),
             origins,
         ),
         "paths": (
-            lambda p: walks.paths(ctx, p[0], p[1], 10, 10),
+            lambda p: walk_wire.paths(ctx, p[0], p[1], 10, 10),
             lambda p: walks_plain.plain_paths(ctx, p[0], p[1], 10, 10),
             pairs,
         ),
         "unreachable_from": (
-            lambda o: walks.unreachable_from(ctx, o, 100, None, _nothing),
+            lambda o: walk_wire.unreachable_from(ctx, o, 100, None, _nothing),
             lambda o: walks_plain.plain_unreachable_from(ctx, o, 100, None, _nothing),
             origins,
         ),
         "unreachable_from (no origins)": (
-            lambda _o: walks.unreachable_from(ctx, [], 100, None, _nothing),
+            lambda _o: walk_wire.unreachable_from(ctx, [], 100, None, _nothing),
             lambda _o: walks_plain.plain_unreachable_from(ctx, [], 100, None, _nothing),
             origins[: max(20, plain_n)],
         ),

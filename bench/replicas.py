@@ -148,9 +148,9 @@ def lag(tmp: Path, url: str, rounds: int = 200) -> None:
 def check_cost(url: str, n: int = 5000) -> None:
     """The per-read consistency check when nothing changed, in-process: PostgreSQL against SQLite workers."""
     sys.path.insert(0, str(ROOT))
-    from taguru_server.store.postgres import PostgresPersistence
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.postgres import PostgresPersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
 
     for label, store in (("PostgreSQL", PostgresPersistence(url)), ("SQLite", SqlitePersistence(tempfile.mkdtemp()))):
         registry = Registry(store, shared=True)

@@ -6,7 +6,7 @@ Phases (all in one run):
 1. generate the synthetic corpus (bench/generate.py) in memory;
 2. import it through the real offline path (``parse_stream`` + ``run_import`` into a fresh
    ``SqlitePersistence`` data dir in a temp dir, committing every 2000 batches as the CLI does);
-3. in a fresh child process: cold start (``Registry(SqlitePersistence(dir)).get(name)``), RSS,
+3. in a fresh child process: cold start (``Registry(SqlitePersistence(dir), warm=warm).get(name)``), RSS,
    then p50/p99 of resolve, activate (limit 20) and sources/search (limit 5 and 200) over a
    deterministic set of queries drawn from the corpus, then the same BM25 queries, over the same
    paragraph terms, with tantivy and with bm25s.
@@ -94,9 +94,10 @@ def _time_each(fn: Callable[[Any], Any], items: list[Any], warmup: int = 20) -> 
 def run_import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
     from generate import CONTEXT, generate, queries
 
-    from taguru_server.store.importer import parse_stream, run_import
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.read.cache import warm
+    from taguru_server.store.transfer.importer import parse_stream, run_import
 
     t0 = time.perf_counter()
     corpus = generate(size, seed)
@@ -120,7 +121,7 @@ def run_import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     batches = parse_stream(text)
     t1 = time.perf_counter()
-    registry = Registry(SqlitePersistence(data_dir / "store"))
+    registry = Registry(SqlitePersistence(data_dir / "store"), warm=warm)
     run_import(registry, batches, commit_every=2000)
     t2 = time.perf_counter()
     import_cpu = time.process_time() - c0
@@ -146,15 +147,16 @@ def run_import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
 
 
 def run_query_phase(data_dir: Path, context: str, skip_baselines: bool) -> dict[str, Any]:
-    from taguru_server.store import lanes
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.read import passages
+    from taguru_server.store.read.cache import warm
 
     out: dict[str, Any] = {}
     rss0, _ = _rss_mb()
     c0 = time.process_time()
     t0 = time.perf_counter()
-    registry = Registry(SqlitePersistence(data_dir / "store"))
+    registry = Registry(SqlitePersistence(data_dir / "store"), warm=warm)
     ctx = registry.get(context)
     out["cold_start_s"] = time.perf_counter() - t0
     out["cold_start_cpu_s"] = time.process_time() - c0
@@ -168,7 +170,7 @@ def run_query_phase(data_dir: Path, context: str, skip_baselines: bool) -> dict[
     if skip_baselines:
         return out
     docs = _document_terms(ctx)
-    ours_top = [[d for d, _s in lanes.top_documents(ctx, t, 5, None)] for t in term_sets]
+    ours_top = [[d for d, _s in passages.top_documents(ctx, t, 5, None)] for t in term_sets]
     del ctx, registry
     gc.collect()
     out["tantivy"] = _tantivy(docs, term_sets)
@@ -180,21 +182,22 @@ def _lane_latencies(ctx: Any, qs: dict[str, Any]) -> tuple[dict[str, Any], list[
     """Latencies of resolve, activate, passage search and the BM25 core, and the search term sets."""
     # The timed callables take the context as a parameter: the caller drops its own reference
     # to the context before the baselines, so no closure may outlive that.
-    from taguru_server.store import lanes
-    from taguru_server.store.context import CONCEPT
+    from taguru_server.server.wire.render import lanes as lane_wire
+    from taguru_server.store.model.context import CONCEPT
+    from taguru_server.store.read import passages
     from taguru_server.store.text import query_terms
 
     out: dict[str, Any] = {}
     floor = 0.3
-    out["resolve"] = _time_each(lambda cue: lanes.resolve(ctx, CONCEPT, cue, floor, 1000), qs["resolve"])
-    out["activate"] = _time_each(lambda origins: lanes.activate(ctx, origins, 0.5, 20), qs["activate"])
-    out["search5"] = _time_each(lambda q: lanes.search_passages(ctx, q, 5), qs["search"])
-    out["search200"] = _time_each(lambda q: lanes.search_passages(ctx, q, 200), qs["search"])
+    out["resolve"] = _time_each(lambda cue: lane_wire.resolve(ctx, CONCEPT, cue, floor, 1000), qs["resolve"])
+    out["activate"] = _time_each(lambda origins: lane_wire.activate(ctx, origins, 0.5, 20), qs["activate"])
+    out["search5"] = _time_each(lambda q: lane_wire.search_passages(ctx, q, 5), qs["search"])
+    out["search200"] = _time_each(lambda q: lane_wire.search_passages(ctx, q, 200), qs["search"])
     term_sets = [query_terms(q) for q in qs["search"]]
     term_sets = [t for t in term_sets if t]
-    out["bm25_5"] = _time_each(lambda t: lanes.top_documents(ctx, t, 5, None), term_sets)
-    out["bm25_200"] = _time_each(lambda t: lanes.top_documents(ctx, t, 200, None), term_sets)
-    act = [lanes.activate(ctx, o, 0.5, 20)["total"] for o in qs["activate"]]
+    out["bm25_5"] = _time_each(lambda t: passages.top_documents(ctx, t, 5, None), term_sets)
+    out["bm25_200"] = _time_each(lambda t: passages.top_documents(ctx, t, 200, None), term_sets)
+    act = [lane_wire.activate(ctx, o, 0.5, 20)["total"] for o in qs["activate"]]
     out["activate_total_p50"] = _pct([float(a) for a in act], 0.5)
     out["activate_total_max"] = max(act)
     return out, term_sets

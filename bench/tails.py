@@ -5,9 +5,9 @@
     .venv/bin/python bench/tails.py --reuse DIR --runs 3         # measure an existing store again
 
 One measurement, in fresh processes against the imported store:
-1. in-process (`lanes`): cold load, then p50/p99 of `lanes.resolve` (hub-weighted cues), the
-   `sources/search` lane at limit 5 (`lanes.search_passages`) and the BM25 core
-   (`lanes.top_documents` on pre-tokenized terms), and tantivy over the same paragraph terms
+1. in-process (`lanes`): cold load, then p50/p99 of `server.wire.lanes.resolve` (hub-weighted cues), the
+   `sources/search` lane at limit 5 (`server.wire.lanes.search_passages`) and the BM25 core
+   (`passages.top_documents` on pre-tokenized terms), and tantivy over the same paragraph terms
    with the same term sets, in the same process;
 2. over HTTP (`http`) against `taguru serve`: evidence p50/p99 with hub-weighted origin pairs
    (default; +2 labels; search_limit 200), and `sources/search` at limit 5.
@@ -60,14 +60,15 @@ def _stats(took: list[float]) -> dict[str, float]:
 def import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
     from generate_hubs import CONTEXT, generate, queries
 
-    from taguru_server.store.importer import parse_stream, run_import
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.read.cache import warm
+    from taguru_server.store.transfer.importer import parse_stream, run_import
 
     corpus = generate(size if size in ("1k", "10k", "100k", "1m") else int(size), seed)
     (data_dir / "queries.json").write_text(json.dumps(queries(corpus), ensure_ascii=False), encoding="utf-8")
     t0 = time.perf_counter()
-    registry = Registry(SqlitePersistence(data_dir / "store"))
+    registry = Registry(SqlitePersistence(data_dir / "store"), warm=warm)
     run_import(registry, parse_stream(corpus.text), commit_every=2000)
     ctx = registry.get(CONTEXT)
     assert ctx is not None
@@ -104,15 +105,16 @@ def _time_each(fn: Any, items: list[Any], warmup: int = 20) -> dict[str, float]:
 
 
 def _lane_times(ctx: Any, qs: dict[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
-    from taguru_server.store import lanes
-    from taguru_server.store.context import CONCEPT
+    from taguru_server.server.wire.render import lanes as lane_wire
+    from taguru_server.store.model.context import CONCEPT
+    from taguru_server.store.read import passages
     from taguru_server.store.text import query_terms
 
     out: dict[str, Any] = {}
-    out["resolve"] = _time_each(lambda cue: lanes.resolve(ctx, CONCEPT, cue, 0.3, 10), qs["resolve"])
-    out["search5"] = _time_each(lambda q: lanes.search_passages(ctx, q, 5), qs["search"])
+    out["resolve"] = _time_each(lambda cue: lane_wire.resolve(ctx, CONCEPT, cue, 0.3, 10), qs["resolve"])
+    out["search5"] = _time_each(lambda q: lane_wire.search_passages(ctx, q, 5), qs["search"])
     term_sets = [t for t in (query_terms(q) for q in qs["search"]) if t]
-    out["bm25_5"] = _time_each(lambda t: lanes.top_documents(ctx, t, 5, None), term_sets)
+    out["bm25_5"] = _time_each(lambda t: passages.top_documents(ctx, t, 5, None), term_sets)
     return out, term_sets
 
 
@@ -120,16 +122,17 @@ def lanes_phase(data_dir: Path) -> dict[str, Any]:
     from generate_hubs import CONTEXT
     from run import _document_terms, _tantivy
 
-    from taguru_server.store import lanes
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.read import cache
+    from taguru_server.store.read.cache import warm
 
     qs = json.loads((data_dir / "queries.json").read_text(encoding="utf-8"))
     t0 = time.perf_counter()
-    registry = Registry(SqlitePersistence(data_dir / "store"))
+    registry = Registry(SqlitePersistence(data_dir / "store"), warm=warm)
     ctx = registry.get(CONTEXT)
     assert ctx is not None
-    lanes.warm(ctx)
+    cache.warm(ctx)
     load_s = time.perf_counter() - t0
     out, term_sets = _lane_times(ctx, qs)
     out["load_s"] = load_s

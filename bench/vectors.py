@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from generate import CONTEXT, generate  # noqa: E402
 
-from taguru_server.store.vector_lane import sequential_dot, sweep  # noqa: E402
-from taguru_server.store.vectors import PassageStore, RowKey, normalize  # noqa: E402
+from taguru_server.store.index.vectors import PassageStore, RowKey, normalize  # noqa: E402
+from taguru_server.store.read.vector_lane import sequential_dot, sweep  # noqa: E402
 
 WIDTH = 384
 
@@ -115,13 +115,14 @@ async def evidence_on_off(paragraphs: int) -> None:
 
     from taguru_server.server.app import build_app
     from taguru_server.server.config import load_settings
-    from taguru_server.store.importer import parse_stream, run_import
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.read.cache import warm
+    from taguru_server.store.transfer.importer import parse_stream, run_import
 
     data = Path(tempfile.mkdtemp(prefix="taguru-vectors-"))
     corpus = generate(paragraphs, seed=7)
-    registry = Registry(SqlitePersistence(data))
+    registry = Registry(SqlitePersistence(data), warm=warm)
     run_import(registry, parse_stream(corpus.text))
     registry.close()
     names = corpus.world.breweries + corpus.world.toji + corpus.world.brands

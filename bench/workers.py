@@ -206,13 +206,14 @@ def throughput(data: Path, request_bodies: list[str], duration: int) -> None:
 
 def consistency_and_apply(tmp: Path, size: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from taguru_server.store.importer import parse_stream, run_import
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.read.cache import warm
+    from taguru_server.store.transfer.importer import parse_stream, run_import
 
     data = tmp / "shared"
-    a = Registry(SqlitePersistence(data), shared=True)
-    b = Registry(SqlitePersistence(data), shared=True)
+    a = Registry(SqlitePersistence(data), shared=True, warm=warm)
+    b = Registry(SqlitePersistence(data), shared=True, warm=warm)
     base = generate(2000, seed=3)
     run_import(a, parse_stream(base.text))
     b.catch_up()

@@ -38,9 +38,7 @@ from taguru_server.client.http import (
     server_error,
 )
 from taguru_server.client.progress import Progress as ProgressBar
-from taguru_server.server.providers.chat import ChatConfigError, ChatFailed, ChatProvider, ProviderConfig
-from taguru_server.store.communities import COMMUNITY_PREFIX, MANIFEST_SOURCE, artifact_name
-from taguru_server.store.summaries import (
+from taguru_server.server.communities.summaries import (
     EXTRACTIVE,
     Hierarchy,
     leaf_messages,
@@ -49,6 +47,8 @@ from taguru_server.store.summaries import (
     parent_messages,
     parent_summary,
 )
+from taguru_server.server.providers.chat import ChatConfigError, ChatFailed, ChatProvider, ProviderConfig
+from taguru_server.store.derive.communities import COMMUNITY_PREFIX, MANIFEST_SOURCE, artifact_name
 
 if TYPE_CHECKING:
     from aiohttp import ClientSession

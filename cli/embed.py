@@ -24,8 +24,8 @@ from taguru_server.server.providers.embedder import (
     local_embedder,
     provider_kind,
 )
-from taguru_server.store.embed_refresh import commit_half, index_embed, refresh_glosses, refresh_passages
-from taguru_server.store.registry import Registry
+from taguru_server.store.derive.embed_refresh import commit_half, index_embed, refresh_glosses, refresh_passages
+from taguru_server.store.persist.registry import Registry
 
 
 def _counted(embed: Any, progress: Progress) -> Any:

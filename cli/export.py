@@ -69,8 +69,8 @@ def _output(target: str | None) -> Iterator[IO[bytes]]:
 
 def _offline(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     from taguru_server.store.errors import ApiError
-    from taguru_server.store.export import ContextExport
-    from taguru_server.store.sqlite import DB_NAME
+    from taguru_server.store.persist.sqlite import DB_NAME
+    from taguru_server.store.transfer.export import ContextExport
 
     settings = None if args.data_dir else _store_settings(args)
     database_url = settings.database_url if settings is not None else None

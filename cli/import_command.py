@@ -38,7 +38,7 @@ def _input_files(paths: list[str]) -> list[Path]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from taguru_server.store.importer import parse_stream
+    from taguru_server.store.transfer.importer import parse_stream
 
     if args.no_embed and args.url:
         print("taguru import: --no-embed cannot be combined with --url", file=sys.stderr)
@@ -67,7 +67,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _validate_files(files: list[Path], check: Callable[[Path], object]) -> str | None:
     """Run `check` on every file, printing one line per refused file; the refusal text if any was refused."""
-    from taguru_server.store.importer import ParseError
+    from taguru_server.store.transfer.importer import ParseError
 
     refused = 0
     for f in files:
@@ -167,8 +167,8 @@ def _run_offline(
     """One stream into the store; a shared store (other processes may write it) in one write section."""
     import asyncio
 
-    from taguru_server.store.group_import import restore_groups
-    from taguru_server.store.importer import run_import
+    from taguru_server.store.transfer.group_import import restore_groups
+    from taguru_server.store.transfer.importer import run_import
 
     def both(commit_every: int) -> list[dict[str, Any]]:
         outcomes = run_import(registry, batches, dry_run=dry_run, commit_every=commit_every, on_commit=on_commit)
@@ -283,7 +283,7 @@ def _send_pieces(
 
 
 def _reparse(chunk: str) -> list[Any]:
-    from taguru_server.store.importer import parse_stream
+    from taguru_server.store.transfer.importer import parse_stream
 
     return parse_stream(chunk)
 

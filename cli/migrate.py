@@ -17,7 +17,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     settings = settings_or_exit(args)
     try:
         if settings.database_url:
-            from taguru_server.store.postgres import LATEST, PostgresPersistence
+            from taguru_server.store.persist.postgres import LATEST, PostgresPersistence
 
             store = PostgresPersistence(settings.database_url, migrate=False, check=False)
             try:
@@ -34,7 +34,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if args.from_sqlite:
             print("taguru: --from-sqlite needs TAGURU_DATABASE_URL (the PostgreSQL store to fill)", file=sys.stderr)
             return EXIT_USAGE
-        from taguru_server.store.sqlite import FORMAT_VERSION, SqlitePersistence
+        from taguru_server.store.persist.sqlite import FORMAT_VERSION, SqlitePersistence
 
         with DataDirLock(settings.data_dir):
             SqlitePersistence(settings.data_dir).close()  # opening migrates an older format in one transaction
@@ -47,8 +47,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def _copy_sqlite(data_dir: str, store: Any) -> dict[str, int]:
     """Open (and so check, and migrate to the current format) the SQLite store under its lock, then copy it."""
-    from taguru_server.store.postgres import copy_from_sqlite
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.postgres import copy_from_sqlite
+    from taguru_server.store.persist.sqlite import SqlitePersistence
 
     with DataDirLock(data_dir):
         source = SqlitePersistence(data_dir)

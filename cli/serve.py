@@ -72,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.server.logging import configure_logging, lenient_log_settings
     from taguru_server.server.protocol import AppRunner, accept_error_handler
     from taguru_server.store.errors import StoreRefused
-    from taguru_server.store.registry import Registry
+    from taguru_server.store.persist.registry import Registry
 
     env = command_environment(args)
     # the settings' own warnings, in the same form

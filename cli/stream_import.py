@@ -15,8 +15,8 @@ from pathlib import Path
 
 import attrs
 
-from taguru_server.store.importer import Batch, Stream, check_batches, parse_lines
 from taguru_server.store.text import WHITE_SPACE
+from taguru_server.store.transfer.importer import Batch, Stream, check_batches, parse_lines
 
 HEADER_KEY = "taguru_batch"
 GROUP_KEY = "taguru_group"

@@ -7,7 +7,7 @@ asks every worker to drain and stop. Each worker listens on the same address wit
 so the kernel spreads new connections evenly over the workers (one shared listening socket
 would let whichever worker wakes first take nearly all of them). Each worker is a
 whole server over the same store in shared mode (`Registry(shared=True)`): reads catch up with the
-change log first, writes run under the store's write lock (see `store/registry.py`).
+change log first, writes run under the store's write lock (see `store/persist/registry.py`).
 """
 
 from __future__ import annotations

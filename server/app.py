@@ -46,9 +46,10 @@ from taguru_server.server.state import (
     Running,
 )
 from taguru_server.server.tracing import TRACING_KEY, tracing_for
-from taguru_server.store.backend import is_shared, open_store
-from taguru_server.store.registry import Registry
-from taguru_server.store.writer import WRITER_SWITCH_INTERVAL_SECS
+from taguru_server.store.persist.backend import is_shared, open_store
+from taguru_server.store.persist.registry import Registry
+from taguru_server.store.persist.writer import WRITER_SWITCH_INTERVAL_SECS
+from taguru_server.store.read.cache import warm
 
 log = structlog.get_logger("taguru.app")
 
@@ -57,7 +58,7 @@ def open_registry(settings: Settings) -> Registry:
     """The settings' store (SQLite in the data dir, or PostgreSQL), shared when other processes write it too."""
     store = open_store(settings.data_dir, settings.database_url)
     store.index_dir = index_dir_for(settings)
-    registry = Registry(store, shared=is_shared(settings.database_url, settings.workers))
+    registry = Registry(store, shared=is_shared(settings.database_url, settings.workers), warm=warm)
     registry.eventual = settings.read_consistency == "eventual"
     return registry
 
@@ -67,7 +68,7 @@ def _follow(registry: Registry) -> asyncio.Task[None] | None:
     url = getattr(registry.persistence, "url", None)
     if not isinstance(url, str):
         return None
-    from taguru_server.store.postgres import follow_notifications
+    from taguru_server.store.persist.postgres import follow_notifications
 
     def on_change() -> None:
         try:
@@ -103,7 +104,7 @@ def build_app(
     go to the given OpenTelemetry tracer provider, else to OTLP when the OTEL_* variables of
     `environ` (the process environment the command read; none given: none) ask (server/tracing.py).
     """
-    # the writer thread (store/writer.py) gives the interpreter lock back around every SQLite step; with the
+    # the writer thread (store/persist/writer.py) gives the interpreter lock back around every SQLite step; with the
     # default 5 ms hand-over a busy event loop would make each step of a commit wait that long
     sys.setswitchinterval(WRITER_SWITCH_INTERVAL_SECS)
     tracing = tracing_for({} if environ is None else environ, tracer_provider)

@@ -14,8 +14,8 @@ from typing import Any
 
 import structlog
 
-from taguru_server.store.embed_refresh import Half, commit_half, index_embed, refresh_glosses, refresh_passages
-from taguru_server.store.registry import Registry
+from taguru_server.store.derive.embed_refresh import Half, commit_half, index_embed, refresh_glosses, refresh_passages
+from taguru_server.store.persist.registry import Registry
 
 log = structlog.get_logger("taguru.auto_embed")
 

@@ -17,9 +17,9 @@ from taguru_server.server.decode import Spec, require_json
 from taguru_server.server.offload import decode_body
 from taguru_server.server.state import AppState
 from taguru_server.server.store_health import commit_refused, write_landed
-from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, Code, no_context, timed_out
-from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.model.context import Context
+from taguru_server.store.persist.registry import CommitFailed, Registry
 
 _WRITES: ContextVar[list[int] | None] = ContextVar("taguru_writes", default=None)
 

@@ -35,8 +35,8 @@ from taguru_server.stages.model import (
 )
 from taguru_server.stages.package import render_package, server_timing
 from taguru_server.stages.wiring import evidence_graph
-from taguru_server.store.context import CONCEPT
 from taguru_server.store.errors import ApiError, Code, no_context
+from taguru_server.store.model.context import CONCEPT
 
 if TYPE_CHECKING:
     from taguru_server.server.otel import Tracing

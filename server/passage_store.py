@@ -9,7 +9,7 @@ import attrs
 
 from taguru_server.server.decode import MAX_NAME_BYTES, MAX_U64, NON_EMPTY, is_u32, json_type
 from taguru_server.store.errors import Issue, collected
-from taguru_server.store.operations import PassageIn
+from taguru_server.store.model.operations import PassageIn
 from taguru_server.store.text import utf8_len
 
 PARAGRAPH_INDEX = "a non-negative integer paragraph index"

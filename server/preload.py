@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from taguru_server.store.registry import Registry
+from taguru_server.store.persist.registry import Registry
 
 log = structlog.get_logger("taguru.preload")
 

@@ -18,10 +18,10 @@ import numpy as np
 import structlog
 
 from taguru_server.server.providers.embedder import Embedder
-from taguru_server.store import semantic
-from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, Code
-from taguru_server.store.vector_lane import VectorQuery
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import semantic
+from taguru_server.store.read.vector_lane import VectorQuery
 
 log = structlog.get_logger("taguru.semantic")
 

@@ -14,7 +14,7 @@ from taguru_server.server.metrics import Metrics
 from taguru_server.server.preload import Preloader
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.providers.reranker import HttpReranker
-from taguru_server.store.registry import Registry
+from taguru_server.store.persist.registry import Registry
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 `/health` answers whether this process's store can take writes: the registry's own state (the
 last commit failed, a context could not be read back) and a probe of the backend
-(`store/write_probe.py`), so a PostgreSQL outage or a read-only disk shows before a client's
+(`store/persist/write_probe.py`), so a PostgreSQL outage or a read-only disk shows before a client's
 write meets it. The probe runs in a thread, at most once every PROBE_INTERVAL_SECS per store
 (answers in between reuse its result, unless it found a problem and a write has landed since)
 and one at a time; a probe that takes longer than PROBE_TIMEOUT_SECS answers as a store that does
@@ -25,9 +25,9 @@ from typing import Any
 
 import structlog
 
-from taguru_server.store import write_probe as probes
 from taguru_server.store.errors import StorageFailed
-from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.persist import write_probe as probes
+from taguru_server.store.persist.registry import CommitFailed, Registry
 
 log = structlog.get_logger("taguru.store")
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 
 from taguru_server.server.call import Call
 from taguru_server.store.errors import ApiError, Code
-from taguru_server.store.group_import import GroupLine, involved_contexts
-from taguru_server.store.groups import Groups, NestingError, closure, visible_groups
+from taguru_server.store.persist.groups import Groups, NestingError, closure, visible_groups
+from taguru_server.store.transfer.group_import import GroupLine, involved_contexts
 
 MEMBERLESS = (
     "the group would hold no member context, which puts it outside the view of every key with a context list "

@@ -10,13 +10,13 @@ from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.candidates import association_candidate
 from taguru_server.stages.lanes import ACTIVATE_HITS, ANCHORS
 from taguru_server.stages.model import CONTEXT, NO_ANCHORS, REQUEST, Candidate, LaneResult, gate
-from taguru_server.store import lanes
-from taguru_server.store.context import Context
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import activation
 
 
 def activate_candidates(ctx: Context, anchors: tuple[str, ...], decay: float, limit: int) -> tuple[Candidate, ...]:
     """Activated edges, strongest first (the /activate lane itself), as graph_activate candidates."""
-    found = lanes.activation(ctx, list(anchors), decay, limit, total=False)  # evidence shows no total
+    found = activation.activation(ctx, list(anchors), decay, limit, total=False)  # evidence shows no total
     return tuple(association_candidate(ctx, m.edge, "graph_activate", i + 1) for i, m in enumerate(found.matches))
 
 

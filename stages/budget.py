@@ -20,7 +20,7 @@ from taguru_server.stages.model import (
     Selection,
     Unit,
 )
-from taguru_server.store.lanes import Citation
+from taguru_server.store.read.citations import Citation
 from taguru_server.store.wire import RawJSON, dumps
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.stages.model import Candidate
-from taguru_server.store import lanes
-from taguru_server.store.communities import CommunityHit
-from taguru_server.store.context import Context
-from taguru_server.store.lanes import Attribution, PassageHit
-from taguru_server.store.vector_lane import FusedHit
+from taguru_server.store.derive.communities import CommunityHit
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import cache as cache_lane
+from taguru_server.store.read import query
+from taguru_server.store.read.passages import PassageHit
+from taguru_server.store.read.query import Attribution
+from taguru_server.store.read.vector_lane import FusedHit
 from taguru_server.store.wire import EncodedDict, encoded
 
 
@@ -28,9 +30,9 @@ def association_candidate(ctx: Context, edge: int, lane: str, rank: int) -> Cand
     """A candidate for one edge (its identity is the exact triple; its payload the AssociationOut).
 
     Everything but the lane and rank depends on the edge alone, so it is built once per read
-    version (`lanes.read_version`) and shared: a hub edge carries thousands of attributions,
+    version (`cache_lane.read_version`) and shared: a hub edge carries thousands of attributions,
     and its payload is served with its JSON text already encoded."""
-    cache = lanes.versioned_cache(ctx, "association_candidates", EDGE_CACHE_ENTRIES)
+    cache = cache_lane.versioned_cache(ctx, "association_candidates", EDGE_CACHE_ENTRIES)
     fields = cache.get(edge)
     if fields is None:
         fields = cache[edge] = _association_fields(ctx, edge)
@@ -47,7 +49,7 @@ def _kept_payload(payload: dict[str, Any]) -> EncodedDict:
 
 
 def _association_fields(ctx: Context, edge: int) -> tuple[Any, ...]:
-    facts = lanes.association_facts(ctx, edge)
+    facts = query.association_facts(ctx, edge)
     attributions = facts.attributions
     locators = tuple(sorted({(a.source, a.paragraph) for a in attributions if a.paragraph is not None}))
     return (

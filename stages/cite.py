@@ -9,11 +9,11 @@ import attrs
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.lanes import CITATIONS, CITED_KEYS
 from taguru_server.stages.model import CONTEXT, Candidate, LaneResult, gate
-from taguru_server.store import lanes
-from taguru_server.store.context import Context
-from taguru_server.store.lanes import Citation
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import cache, citations
+from taguru_server.store.read.citations import Citation
 
-# looked-up locators kept per read version (`lanes.read_version`): one evidence request over hub edges
+# looked-up locators kept per read version (`cache.read_version`): one evidence request over hub edges
 # wants up to ~20k of them, so a smaller cache would be cleared by every such request
 CITATION_CACHE_ENTRIES = 250_000
 
@@ -22,14 +22,14 @@ def resolve_citations(ctx: Context, candidates: tuple[Candidate, ...]) -> dict[t
     """Every wanted (source, paragraph) that exists, in first-wanted order; unknown ones are skipped."""
     found: dict[tuple[str, int], Citation] = {}
     missing: set[tuple[str, int]] = set()
-    known = lanes.versioned_cache(ctx, "citations", CITATION_CACHE_ENTRIES)
+    known = cache.versioned_cache(ctx, "citations", CITATION_CACHE_ENTRIES)
     for cand in candidates:
         for loc in cand.locators:
             if loc in found or loc in missing:
                 continue
             citation = known.get(loc)
             if citation is None:
-                citation = known[loc] = lanes.find_citation(ctx, loc[0], loc[1])
+                citation = known[loc] = citations.find_citation(ctx, loc[0], loc[1])
             if isinstance(citation, Citation):
                 found[loc] = citation
             else:

@@ -10,7 +10,7 @@ from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.candidates import community_candidate
 from taguru_server.stages.lanes import COMMUNITY_HITS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, LaneResult, gate
-from taguru_server.store.communities import NoArtifact, artifact_name, community_hits, load_manifest
+from taguru_server.store.derive.communities import NoArtifact, artifact_name, community_hits, load_manifest
 from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.text import query_terms
 

@@ -8,7 +8,7 @@ import attrs
 
 from taguru_server.pipeline import Key
 from taguru_server.stages.model import Candidate, LaneResult
-from taguru_server.store.lanes import Citation
+from taguru_server.store.read.citations import Citation
 
 # The lanes' keys: each is provided by exactly one lane stage.
 ANCHORS: Key[LaneResult[tuple[str, ...]]] = Key("anchors", LaneResult)

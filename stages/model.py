@@ -8,9 +8,9 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 
 from taguru_server.pipeline import Key
-from taguru_server.store.context import Context
 from taguru_server.store.errors import BEFORE_START, ApiError, Code
-from taguru_server.store.registry import Registry
+from taguru_server.store.model.context import Context
+from taguru_server.store.persist.registry import Registry
 
 T = TypeVar("T")
 

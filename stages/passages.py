@@ -10,10 +10,10 @@ from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.candidates import passage_candidate
 from taguru_server.stages.lanes import PASSAGE_HITS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, Candidate, LaneResult, gate
-from taguru_server.store import lanes
-from taguru_server.store.context import Context
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import passages
+from taguru_server.store.read.vector_lane import VectorQuery
 from taguru_server.store.text import query_terms
-from taguru_server.store.vector_lane import VectorQuery
 
 
 def passage_candidates(
@@ -23,7 +23,7 @@ def passage_candidates(
 
     The plan entry is only "ran" or a skip: a degraded vector lane is invisible here (its hits are
     then BM25's), as in the reference."""
-    found, _state, hits = lanes.searched(ctx, query, limit, vector=vector)
+    found, _state, hits = passages.searched(ctx, query, limit, vector=vector)
     if found.skipped is not None:
         return LaneResult((), False, found.skipped.text), found.skipped.token
     return LaneResult(tuple(passage_candidate(ctx.name, hit, i) for i, hit in enumerate(hits, 1)), True), None

@@ -10,15 +10,15 @@ from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.candidates import association_candidate
 from taguru_server.stages.lanes import ANCHORS, QUERY_HITS
 from taguru_server.stages.model import CONTEXT, NO_ANCHORS, REQUEST, Candidate, LaneResult, gate
-from taguru_server.store import lanes
-from taguru_server.store.context import Context
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import query
 
 QUERY_LIMIT = 100
 
 
 def query_candidates(ctx: Context, anchors: tuple[str, ...], labels: tuple[str, ...]) -> tuple[Candidate, ...]:
     """The first 100 matches in /query order, as graph_query candidates."""
-    ordered = lanes.ranked_facets(ctx, list(anchors), list(labels), QUERY_LIMIT)
+    ordered = query.ranked_facets(ctx, list(anchors), list(labels), QUERY_LIMIT)
     return tuple(association_candidate(ctx, e, "graph_query", i + 1) for i, e in enumerate(ordered))
 
 

@@ -10,8 +10,8 @@ import attrs
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.lanes import ANCHORS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, EvidenceRequest, LaneResult, SemanticTier, gate
-from taguru_server.store import lanes, semantic
-from taguru_server.store.context import CONCEPT, Context
+from taguru_server.store.model.context import CONCEPT, Context
+from taguru_server.store.read import resolve, semantic
 
 Remaining = Callable[[], float | None]  # seconds left before the deadline (StageContext.remaining)
 
@@ -39,7 +39,7 @@ def resolve_anchors(ctx: Context, request: EvidenceRequest, remaining: Remaining
     floor = dice_floor(ctx, request)
     anchors: dict[str, None] = {}
     for origin in _origins(request, remaining):
-        found = lanes.resolve_matches(ctx, CONCEPT, origin, floor, min(request.resolve_limit, 1))
+        found = resolve.resolve_matches(ctx, CONCEPT, origin, floor, min(request.resolve_limit, 1))
         if found:
             anchors.setdefault(found[0].name, None)
     return tuple(anchors)

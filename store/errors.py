@@ -13,9 +13,9 @@ MAX_LISTED_ISSUES = 20
 class Code(enum.StrEnum):
     """Every error code of the envelope, with its HTTP status and what it means: the one table.
 
-    A member is its wire spelling (`Code.NO_CONTEXT == "no_context"`); `.status` is the status the
-    code answers with unless the refusal carries its own (`server/errors.py: HttpError`), `.doc`
-    one line on when it is answered."""
+    A member is its wire spelling, its name in lower case (`Code.NO_CONTEXT == "no_context"`);
+    `.status` is the status the code answers with unless the refusal carries its own
+    (`server/errors.py: HttpError`), `.doc` one line on when it is answered."""
 
     status: int
     doc: str
@@ -27,45 +27,41 @@ class Code(enum.StrEnum):
         member.doc = doc
         return member
 
-    MALFORMED_REQUEST = "malformed_request", 400, "the body is not JSON, or not the shape the route decodes"
-    INVALID_ARGUMENT = (
-        "invalid_argument",
-        400,
-        "the request decoded but a value is refused (empty, too long, out of range)",
-    )
-    OVER_LIMIT = "over_limit", 400, "the request asks for more than a per-request ceiling allows"
-    UNAUTHORIZED = "unauthorized", 401, "no bearer token, or one no key matches"
-    FORBIDDEN = "forbidden", 403, "the key lacks the route's role or a grant on the context"
+    MALFORMED_REQUEST = enum.auto(), 400, "the body is not JSON, or not the shape the route decodes"
+    INVALID_ARGUMENT = enum.auto(), 400, "the request decoded but a value is refused (empty, too long, out of range)"
+    OVER_LIMIT = enum.auto(), 400, "the request asks for more than a per-request ceiling allows"
+    UNAUTHORIZED = enum.auto(), 401, "no bearer token, or one no key matches"
+    FORBIDDEN = enum.auto(), 403, "the key lacks the route's role or a grant on the context"
     READ_ONLY_REPLICA = (
-        "read_only_replica",
+        enum.auto(),
         403,
         "a write reached a read-only replica (a reference deployment's; every replica here writes)",
     )
-    NO_CONTEXT = "no_context", 404, "the named context does not exist"
-    NO_SOURCE = "no_source", 404, "the named source is not in the context"
-    NO_PARAGRAPH = "no_paragraph", 404, "the named paragraph is not in the context"
-    NO_GROUP = "no_group", 404, "the named group does not exist"
-    NO_SCHEMA = "no_schema", 404, "the context has no schema"
-    UNKNOWN_PATH = "unknown_path", 404, "no route matches the path"
-    METHOD_NOT_ALLOWED = "method_not_allowed", 405, "the path exists but not with that method"
-    TIMEOUT = "timeout", 408, "the request's time budget (TAGURU_REQUEST_TIMEOUT_SECS) is spent"
-    ALREADY_EXISTS = "already_exists", 409, "a create names something that already exists"
-    CONFLICT = "conflict", 409, "the write contradicts the standing state (or an earlier batch of its stream)"
-    STALE_CURSOR = "stale_cursor", 410, "a change-feed cursor points before what the log still holds"
-    PAYLOAD_TOO_LARGE = "payload_too_large", 413, "the body is over the body cap"
-    RATE_LIMITED = "rate_limited", 429, "the key, or failed authentication from the peer, is over its rate"
-    INTERNAL = "internal", 500, "an unexpected failure; logged by type and frames only"
-    EMBEDDINGS_UNCONFIGURED = "embeddings_unconfigured", 501, "an embedding operation with no embedding provider set"
-    EMBEDDINGS_FAILED = "embeddings_failed", 502, "the embedding provider failed or answered badly"
+    NO_CONTEXT = enum.auto(), 404, "the named context does not exist"
+    NO_SOURCE = enum.auto(), 404, "the named source is not in the context"
+    NO_PARAGRAPH = enum.auto(), 404, "the named paragraph is not in the context"
+    NO_GROUP = enum.auto(), 404, "the named group does not exist"
+    NO_SCHEMA = enum.auto(), 404, "the context has no schema"
+    UNKNOWN_PATH = enum.auto(), 404, "no route matches the path"
+    METHOD_NOT_ALLOWED = enum.auto(), 405, "the path exists but not with that method"
+    TIMEOUT = enum.auto(), 408, "the request's time budget (TAGURU_REQUEST_TIMEOUT_SECS) is spent"
+    ALREADY_EXISTS = enum.auto(), 409, "a create names something that already exists"
+    CONFLICT = enum.auto(), 409, "the write contradicts the standing state (or an earlier batch of its stream)"
+    STALE_CURSOR = enum.auto(), 410, "a change-feed cursor points before what the log still holds"
+    PAYLOAD_TOO_LARGE = enum.auto(), 413, "the body is over the body cap"
+    RATE_LIMITED = enum.auto(), 429, "the key, or failed authentication from the peer, is over its rate"
+    INTERNAL = enum.auto(), 500, "an unexpected failure; logged by type and frames only"
+    EMBEDDINGS_UNCONFIGURED = enum.auto(), 501, "an embedding operation with no embedding provider set"
+    EMBEDDINGS_FAILED = enum.auto(), 502, "the embedding provider failed or answered badly"
     SHARD_UNREACHABLE = (
-        "shard_unreachable",
+        enum.auto(),
         502,
         "a shard a routed request needs did not answer (a sharded reference deployment's)",
     )
-    OVERLOADED = "overloaded", 503, "the in-flight ceiling is reached (answered with Retry-After)"
-    UNHEALTHY = "unhealthy", 503, "the store cannot make writes durable (read-only or failing disk)"
-    MAINTENANCE = "maintenance", 503, "a maintenance compaction sweep is running (answered with Retry-After)"
-    STORAGE_FULL = "storage_full", 507, "the disk is full; the write was not made durable"
+    OVERLOADED = enum.auto(), 503, "the in-flight ceiling is reached (answered with Retry-After)"
+    UNHEALTHY = enum.auto(), 503, "the store cannot make writes durable (read-only or failing disk)"
+    MAINTENANCE = enum.auto(), 503, "a maintenance compaction sweep is running (answered with Retry-After)"
+    STORAGE_FULL = enum.auto(), 507, "the disk is full; the write was not made durable"
 
 
 @attrs.frozen
@@ -78,7 +74,8 @@ class Issue:
     actual: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "expected": self.expected, "actual": self.actual}
+        """The wire issue: its fields in order (path, kind, expected, actual)."""
+        return attrs.asdict(self)
 
 
 class ApiError(Exception):

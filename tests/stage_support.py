@@ -8,8 +8,8 @@ import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.model import Candidate, EvidenceRequest, Fused, LaneResult, Services, Unit
-from taguru_server.store.context import Context, Meta
-from taguru_server.store.registry import Registry
+from taguru_server.store.model.context import Context, Meta
+from taguru_server.store.persist.registry import Registry
 from taguru_server.store.wire import F32, format_f32, format_f64
 
 

@@ -13,14 +13,15 @@ import pytest
 from conftest import Client
 from pg_support import database_url_for
 
-from taguru_server.store import audits
-from taguru_server.store import promote as moves
-from taguru_server.store.backend import open_store
-from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
-from taguru_server.store.registry import Registry
+from taguru_server.server.wire.render import audits as audit_wire
+from taguru_server.store.derive import audits, consolidation, twins
+from taguru_server.store.index.vectors import GlossStore, GlossTable, dot_f32
+from taguru_server.store.index.vectors import normalize as unit
+from taguru_server.store.model.context import CONCEPT, LABEL, AliasRefused, Context, Meta
+from taguru_server.store.persist.backend import open_store
+from taguru_server.store.persist.registry import Registry
 from taguru_server.store.text import normalize
-from taguru_server.store.vectors import GlossStore, GlossTable, dot_f32
-from taguru_server.store.vectors import normalize as unit
+from taguru_server.store.transfer import promote as moves
 
 ALPHABET = "abcdeアイウｱｲ青嶺酒造蔵AB"
 
@@ -92,22 +93,22 @@ def test_lexical_twins_equal_the_plain_sweep(seed: int) -> None:
     for kind in (CONCEPT, LABEL):
         spellings = spellings_of(ctx, kind)
         for floor in (0.0, 0.3, 0.6, 1.0):
-            got = audits.lexical_twins(ctx.lexicons[kind], floor)
+            got = twins.lexical_twins(ctx.lexicons[kind], floor)
             assert got == plain_twins(spellings, floor), (seed, kind, floor)
     # the wire answer names the lower (earlier-interned) id first
-    found = audits.vocabulary(ctx, audits.sweep(ctx, (CONCEPT, LABEL), 0.5, 0.6, None, vectors=False))
+    found = audit_wire.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.5, 0.6, None, vectors=False))
     want = [
         {"a": ctx.concepts[a], "b": ctx.concepts[b], "score": d}
         for a, b, d in plain_twins(spellings_of(ctx, CONCEPT), 0.5)
     ]
     assert found["lexical_concepts"] == want
-    assert found["semantic_note"] == audits.NO_VECTORS_NOTE
+    assert found["semantic_note"] == twins.NO_VECTORS_NOTE
 
 
 def test_the_sweep_stops_at_the_deadline() -> None:
     ctx = random_context(random.Random(3), 2000)
     with pytest.raises(audits.Expired):
-        audits.lexical_twins(ctx.lexicons[CONCEPT], 0.6, deadline=0.0)
+        twins.lexical_twins(ctx.lexicons[CONCEPT], 0.6, deadline=0.0)
 
 
 def plain_semantic(ctx: Context, kind: int, floor: float) -> list[tuple[str, str, float]]:
@@ -121,7 +122,7 @@ def plain_semantic(ctx: Context, kind: int, floor: float) -> list[tuple[str, str
             if np.float32(score) >= np.float32(floor):
                 pairs.append((names[i], names[j], score))
     pairs.sort(key=lambda t: (-t[2], t[0], t[1]))
-    return [p for p in pairs[:100] if not audits._related(ctx, kind, p[0], p[1])]
+    return [p for p in pairs[:100] if not twins._related(ctx, kind, p[0], p[1])]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -142,13 +143,13 @@ def test_semantic_twins_equal_the_plain_sweep(seed: int) -> None:
     edges = [boundary[k][2] for k in (0, len(boundary) // 2, len(boundary) - 1)] if boundary else []
     for kind in (CONCEPT, LABEL):
         for floor in (0.6, 0.95, *edges):  # floors equal to a pair's own score keep that pair
-            found = audits.sweep(ctx, (kind,), 0.6, floor, None, vectors=True)
+            found = twins.sweep(ctx, (kind,), 0.6, floor, None, vectors=True)
             assert found.note is None
-            got = audits.semantic_out(ctx, kind, found)
+            got = audit_wire.semantic_out(ctx, kind, found)
             assert [(p["a"], p["b"], float(p["score"])) for p in got] == plain_semantic(ctx, kind, floor)
-    found = audits.vocabulary(ctx, audits.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
+    found = audit_wire.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
     assert found["semantic_note"] is None
-    merge = audits.consolidation(ctx, {"merge"}, vectors=True)["merge"]
+    merge = consolidation.consolidation(ctx, {"merge"}, vectors=True)["merge"]
     assert "semantic_note" not in merge
     tiers = [(c["a"], c["b"]) for c in merge["candidates"] if c["tier"] == "semantic"]
     lexical = {frozenset((c["a"], c["b"])) for c in merge["candidates"] if c["tier"] == "lexical"}
@@ -157,10 +158,10 @@ def test_semantic_twins_equal_the_plain_sweep(seed: int) -> None:
 
 def test_a_namespace_over_the_semantic_ceiling_is_skipped_with_its_note() -> None:
     ctx = random_context(random.Random(1), 10)
-    big = GlossTable(rows={f"n{i}": unit([1.0, float(i)]) for i in range(audits.SEMANTIC_MAX_NAMES + 1)})
+    big = GlossTable(rows={f"n{i}": unit([1.0, float(i)]) for i in range(twins.SEMANTIC_MAX_NAMES + 1)})
     ctx.vectors.glosses = GlossStore("m", 2, big, GlossTable())
-    found = audits.vocabulary(ctx, audits.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
-    assert found["semantic_concepts"] == [] and found["semantic_note"] == audits.TOO_MANY_NAMES_NOTE
+    found = audit_wire.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
+    assert found["semantic_concepts"] == [] and found["semantic_note"] == twins.TOO_MANY_NAMES_NOTE
 
 
 # ----- consolidation sections against plain transcriptions ------------------------------------
@@ -189,9 +190,9 @@ def test_consolidation_sections_equal_plain_transcriptions(seed: int) -> None:
     ctx = random_context(rnd, 80, "abcde")
     for src in ("s1", "s2"):
         ctx.store_passage(src, "text", [], [], [], [], rnd.randrange(100), rnd.choice([None, rnd.randrange(100)]))
-    found = audits.consolidation(ctx, set(audits.CHECKS), limit=1000, evidence_cap=1000)
-    cut = audits.consolidation(ctx, set(audits.CHECKS), limit=3, evidence_cap=1000)
-    for section in audits.CHECKS:  # a limit renders a prefix of the full order; totals stay exact
+    found = consolidation.consolidation(ctx, set(consolidation.CHECKS), limit=1000, evidence_cap=1000)
+    cut = consolidation.consolidation(ctx, set(consolidation.CHECKS), limit=3, evidence_cap=1000)
+    for section in consolidation.CHECKS:  # a limit renders a prefix of the full order; totals stay exact
         assert cut[section]["candidates"] == found[section]["candidates"][:3]
         assert cut[section]["total"] == found[section]["total"]
     stale = [

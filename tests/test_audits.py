@@ -628,14 +628,14 @@ async def test_the_semantic_half_with_gloss_vectors(settings_factory) -> None:
 
 @pytest.mark.anyio
 async def test_a_sweep_past_the_budget(client: Client, monkeypatch) -> None:
-    from taguru_server.store import audits
+    from taguru_server.store.derive import audits, twins
 
     await _setup(client, AUDIT_SETUPS["promote"][0][:-1])
 
     def expired(*_a: object, **_k: object) -> None:
         raise audits.Expired
 
-    monkeypatch.setattr(audits.SpellingIndex, "twins", expired)
+    monkeypatch.setattr(twins.SpellingIndex, "twins", expired)
     mid_scan = "request exceeded its budget; narrow the query (TAGURU_REQUEST_TIMEOUT_SECS tunes this)"
     for path, body in (
         ("vocabulary/audit", {}),

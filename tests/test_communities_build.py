@@ -18,7 +18,7 @@ from conftest import Client
 from taguru_server.cli.communities import BuildFailed, ChatProvider, ProviderConfig, Server, derive
 from taguru_server.cli.demo import demo_stream_path
 from taguru_server.cli.main import main as taguru_main
-from taguru_server.store.summaries import Hierarchy, first_sentence, leaf_summary, parent_summary
+from taguru_server.server.communities.summaries import Hierarchy, first_sentence, leaf_summary, parent_summary
 
 NO_ARTIFACT = (
     "no communities artifact for 'demo': context 'demo::communities' does not exist — run "

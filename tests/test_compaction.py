@@ -13,11 +13,11 @@ import pytest
 from pg_support import database_url_for
 from test_store_sync import observable, random_writes
 
-from taguru_server.store.backend import open_store
-from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta, _saturate
+from taguru_server.store.derive.maintenance import MID_SCAN_TIMEOUT, dead_edges, rebuild
 from taguru_server.store.errors import ApiError, StorageFailed
-from taguru_server.store.maintenance import MID_SCAN_TIMEOUT, dead_edges, rebuild
-from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.model.context import CONCEPT, LABEL, AliasRefused, Context, Meta, _saturate
+from taguru_server.store.persist.backend import open_store
+from taguru_server.store.persist.registry import CommitFailed, Registry
 
 
 def store_of(data: Path) -> Any:
@@ -237,7 +237,7 @@ def test_a_write_holding_the_context_from_before_a_compaction_is_refused(tmp_pat
 def test_gloss_vectors_of_dropped_names_go_with_them(tmp_path: Path) -> None:
     from test_embeddings_store import Flat
 
-    from taguru_server.store.embed_refresh import refresh_glosses
+    from taguru_server.store.derive.embed_refresh import refresh_glosses
 
     data = tmp_path / "data"
     registry = Registry(store_of(data))

@@ -68,10 +68,10 @@ async def test_a_write_past_the_deadline_is_refused_and_changes_nothing(
 def test_an_import_past_its_deadline_keeps_exactly_the_landed_prefix(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from taguru_server.store import importer
     from taguru_server.store.errors import ApiError
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.transfer import importer
 
     lines = []
     for i in range(7):

@@ -33,7 +33,7 @@ from taguru_server.server.state import (
     passage_lane_enabled,
     provider_configured,
 )
-from taguru_server.store.vectors import dot_f32
+from taguru_server.store.index.vectors import dot_f32
 
 KEY = "sekrit-embed-key-should-never-leak"
 SECRET_TEXT = "秘密の段落テキスト-never-in-logs"

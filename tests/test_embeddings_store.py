@@ -17,11 +17,11 @@ from pg_support import database_url_for
 
 from taguru_server.server.app import build_app
 from taguru_server.server.config import Settings
-from taguru_server.store.backend import open_store
-from taguru_server.store.context import Meta
-from taguru_server.store.embed_refresh import refresh_glosses
-from taguru_server.store.registry import Registry
-from taguru_server.store.vectors import normalize as unit
+from taguru_server.store.derive.embed_refresh import refresh_glosses
+from taguru_server.store.index.vectors import normalize as unit
+from taguru_server.store.model.context import Meta
+from taguru_server.store.persist.backend import open_store
+from taguru_server.store.persist.registry import Registry
 
 pytestmark = pytest.mark.anyio
 
@@ -360,7 +360,7 @@ def test_a_follower_loads_the_vectors_another_process_refreshed(tmp_path: Path) 
 def test_a_format_2_store_is_migrated_to_3(tmp_path: Path) -> None:
     import sqlite3
 
-    from taguru_server.store.sqlite import DB_NAME, FORMAT_VERSION, SqlitePersistence
+    from taguru_server.store.persist.sqlite import DB_NAME, FORMAT_VERSION, SqlitePersistence
 
     data = tmp_path / "data"
     SqlitePersistence(data).close()

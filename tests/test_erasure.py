@@ -21,10 +21,10 @@ from test_store_sync import observable
 
 from taguru_server.server.app import build_app
 from taguru_server.server.state import REGISTRY_KEY
-from taguru_server.store.backend import open_store
-from taguru_server.store.context import CONCEPT, Meta
-from taguru_server.store.maintenance import rebuild
-from taguru_server.store.registry import Registry
+from taguru_server.store.derive.maintenance import rebuild
+from taguru_server.store.model.context import CONCEPT, Meta
+from taguru_server.store.persist.backend import open_store
+from taguru_server.store.persist.registry import Registry
 
 ASCII, CJK = "zqxvohmarker", "秘匿語彙"
 MARKER = ASCII + CJK

@@ -592,7 +592,7 @@ def test_bm25_addends_sum_to_the_search_score(seed: int) -> None:
     order, f32) sum to the very score the search gives it, and tf/df agree with the tokenizer."""
     from stage_support import make_context
 
-    from taguru_server.store.context import Context
+    from taguru_server.store.model.context import Context
     from taguru_server.store.text import query_terms, terms
 
     rng = random.Random(1000 + seed)

@@ -288,8 +288,8 @@ async def test_conformance_round_trip_of_the_sake_context(client: Client, tmp_pa
 
 def test_attributions_find_their_source_by_key(tmp_path: Path) -> None:
     """The planner once scanned every source per attribution record (minutes on 20k paragraphs)."""
-    from taguru_server.store.export import _ATTRIBUTIONS
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.sqlite import SqlitePersistence
+    from taguru_server.store.transfer.export import _ATTRIBUTIONS
 
     store = SqlitePersistence(tmp_path / "data")
     try:
@@ -308,7 +308,7 @@ async def test_the_stream_is_one_snapshot_and_ends_it(tmp_path: Path) -> None:
 
     from export_support import exact_corpus, export_bytes, import_bytes, server
 
-    from taguru_server.store.sqlite import DB_NAME
+    from taguru_server.store.persist.sqlite import DB_NAME
 
     stream, _queries = exact_corpus(3000)
     write = [{"subject": "zz-new", "label": "r", "object": "zz-obj", "weight": 1.0, "source": "000001-late.md"}]
@@ -366,8 +366,8 @@ async def test_a_deadline_while_opening_is_an_envelope_and_the_late_snapshot_is_
     from export_support import server
 
     from taguru_server.server.routes import export as route
-    from taguru_server.store.export import ContextExport
-    from taguru_server.store.sqlite import DB_NAME
+    from taguru_server.store.persist.sqlite import DB_NAME
+    from taguru_server.store.transfer.export import ContextExport
 
     opened: list[ContextExport] = []
 

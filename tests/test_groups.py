@@ -10,7 +10,7 @@ import pytest
 from conftest import Client, start_client
 from substrate_support import assert_error, make_context
 
-from taguru_server.store.groups import GroupRecord, NestingError, closure, fingerprint, validate_nesting
+from taguru_server.store.persist.groups import GroupRecord, NestingError, closure, fingerprint, validate_nesting
 
 pytestmark = pytest.mark.anyio
 

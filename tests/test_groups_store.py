@@ -7,10 +7,10 @@ from pathlib import Path
 
 from pg_support import database_url_for
 
-from taguru_server.store.backend import open_store
-from taguru_server.store.context import Meta
-from taguru_server.store.groups import GroupRecord
-from taguru_server.store.registry import Registry
+from taguru_server.store.model.context import Meta
+from taguru_server.store.persist.backend import open_store
+from taguru_server.store.persist.groups import GroupRecord
+from taguru_server.store.persist.registry import Registry
 
 
 def _registry(data: Path, shared: bool = False) -> Registry:
@@ -54,7 +54,7 @@ def test_group_writes_are_durable_and_swept_by_context_delete_and_rename(tmp_pat
 
 def test_rename_in_groups_runs_inside_a_callers_transaction(tmp_path: Path) -> None:
     """The hook a context rename uses: the membership rewrite commits (or rolls back) with the rename."""
-    from taguru_server.store.rows import rename_in_groups
+    from taguru_server.store.persist.row_writes import rename_in_groups
 
     data = tmp_path / "data"
     reg = _registry(data)
@@ -112,7 +112,7 @@ def test_a_refused_group_write_changes_nothing_in_memory(tmp_path: Path) -> None
     import pytest
 
     from taguru_server.store.errors import StorageFailed
-    from taguru_server.store.registry import CommitFailed
+    from taguru_server.store.persist.registry import CommitFailed
 
     reg = _registry(tmp_path / "data")
     try:

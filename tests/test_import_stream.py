@@ -14,7 +14,7 @@ import pytest
 
 from taguru_server.cli import import_command as cli_main
 from taguru_server.cli.stream_import import Budget, stretches, validate
-from taguru_server.store.importer import ParseError, parse_stream
+from taguru_server.store.transfer.importer import ParseError, parse_stream
 
 
 def _batch(i: int, rng: random.Random, paragraphs: int = 3) -> list[str]:

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from pg_support import database_url_for
 
-from taguru_server.store.backend import open_store
-from taguru_server.store.context import Context, Meta
-from taguru_server.store.index_file import MAGIC, IndexFileRejected, read_arrays, write_arrays
-from taguru_server.store.maintenance import rebuild
-from taguru_server.store.registry import Registry
+from taguru_server.store.derive.maintenance import rebuild
+from taguru_server.store.index.index_file import MAGIC, IndexFileRejected, read_arrays, write_arrays
+from taguru_server.store.model.context import Context, Meta
+from taguru_server.store.persist.backend import open_store
+from taguru_server.store.persist.registry import Registry
 
 WORDS = [
     "sake", "rice", "koji", "brewery", "river", "toji", "yeast", "polish", "junmai", "ginjo",

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from conftest import Client
 
-from taguru_server.store import louvain as lv
-from taguru_server.store.context import Context, Meta
+from taguru_server.server.communities import analysis as analysis_module
+from taguru_server.server.communities import louvain as lv
+from taguru_server.store.model.context import Context, Meta
 
 # ----- a straightforward transcription of §10.1, the oracle for the optimized module -----------
 
@@ -196,7 +197,7 @@ def context(edges: list[tuple[str, str, str, float]]) -> Context:
 
 
 def analyze(ctx: Context) -> dict[str, Any]:
-    return lv.analyze(lv.GraphSnapshot.of(ctx))
+    return analysis_module.analyze(lv.GraphSnapshot.of(ctx))
 
 
 def clique(names: list[str], weight: float = 1.0, label: str = "近い") -> list[tuple[str, str, str, float]]:
@@ -387,7 +388,9 @@ def test_multi_level_aggregation() -> None:
             assert len(kids) == 2 and all(k["parent"] == c["id"] for k in kids)
             assert c["children"] == sorted(c["children"], key=lambda k: int(k.split("-")[1]))
             assert c["concept_count"] == 8 == sum(k["concept_count"] for k in kids)
-            assert c["fingerprint"] == lv.hex16(lv.parent_fingerprint([int(k["fingerprint"], 16) for k in kids]))
+            assert c["fingerprint"] == analysis_module.hex16(
+                analysis_module.parent_fingerprint([int(k["fingerprint"], 16) for k in kids])
+            )
 
 
 def test_top_associations_keep_24_strongest_by_magnitude_then_edge_id() -> None:
@@ -405,17 +408,17 @@ def test_top_associations_keep_24_strongest_by_magnitude_then_edge_id() -> None:
 
 
 def test_fnv1a_known_vectors() -> None:
-    assert lv.hex16(lv.fnv1a(b"")) == "cbf29ce484222325"
-    assert lv.hex16(lv.fnv1a(b"a")) == "af63dc4c8601ec8c"
-    assert lv.hex16(lv.fnv1a(b"foobar")) == "85944171f73967e8"
+    assert analysis_module.hex16(analysis_module.fnv1a(b"")) == "cbf29ce484222325"
+    assert analysis_module.hex16(analysis_module.fnv1a(b"a")) == "af63dc4c8601ec8c"
+    assert analysis_module.hex16(analysis_module.fnv1a(b"foobar")) == "85944171f73967e8"
 
 
 def test_fnv1a_many_matches_one_at_a_time() -> None:
     rng = random.Random(5)
     streams = [bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 7, 64, 3000]))) for _ in range(80)]
-    assert lv.fnv1a_many(streams) == [lv.fnv1a(s) for s in streams]
-    assert lv.fnv1a_many([]) == []
-    assert lv.fnv1a_many([b"", b""]) == [lv.FNV_OFFSET, lv.FNV_OFFSET]
+    assert analysis_module.fnv1a_many(streams) == [analysis_module.fnv1a(s) for s in streams]
+    assert analysis_module.fnv1a_many([]) == []
+    assert analysis_module.fnv1a_many([b"", b""]) == [analysis_module.FNV_OFFSET, analysis_module.FNV_OFFSET]
 
 
 def test_leaf_fingerprint_layout() -> None:
@@ -440,17 +443,17 @@ def test_leaf_fingerprint_layout() -> None:
     )
 
     def leaf_fingerprints(snap: lv.GraphSnapshot) -> list[str]:
-        return [c["fingerprint"] for c in lv.analyze(snap)["communities"] if c["level"] == 0]
+        return [c["fingerprint"] for c in analysis_module.analyze(snap)["communities"] if c["level"] == 0]
 
-    assert leaf_fingerprints(snapshot(-0.0)) == [lv.hex16(expected)]
+    assert leaf_fingerprints(snapshot(-0.0)) == [analysis_module.hex16(expected)]
     # -0.0 folds like 0.0
-    assert leaf_fingerprints(snapshot(0.0)) == [lv.hex16(expected)]
+    assert leaf_fingerprints(snapshot(0.0)) == [analysis_module.hex16(expected)]
 
 
 def test_parent_fingerprint_ignores_child_order() -> None:
     a, b = 0x0123456789ABCDEF, 0xFEDCBA9876543210
     expected = _fnv(struct.pack("<Q", 2) + struct.pack("<Q", a) + struct.pack("<Q", b))
-    assert lv.parent_fingerprint([b, a]) == lv.parent_fingerprint([a, b]) == expected
+    assert analysis_module.parent_fingerprint([b, a]) == analysis_module.parent_fingerprint([a, b]) == expected
 
 
 def test_a_changed_edge_moves_only_its_leaf_and_ancestors() -> None:
@@ -476,7 +479,7 @@ def test_same_graph_same_analysis() -> None:
 
 def test_a_spent_deadline_abandons_the_analysis() -> None:
     with pytest.raises(lv.DeadlineExceeded):
-        lv.analyze(lv.GraphSnapshot.of(random_context(3)), deadline=time.monotonic() - 1)
+        analysis_module.analyze(lv.GraphSnapshot.of(random_context(3)), deadline=time.monotonic() - 1)
 
 
 # ----- GET /contexts/{name}/communities -----------------------------------------------

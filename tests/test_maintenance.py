@@ -160,7 +160,7 @@ async def test_rename_moves_everything_and_starts_a_new_feed(auth_client: Client
 
 
 async def test_a_refused_rename_changes_nothing(auth_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    from taguru_server.store.rows import RowStore
+    from taguru_server.store.persist.rows import RowStore
 
     def refuse(self: Any, cid: int, old: str, new: str) -> int:
         with self._tx() as db:
@@ -301,7 +301,7 @@ async def test_compact_takes_a_heavy_operation_permit(
 async def test_a_refused_compaction_answers_503_and_changes_nothing(
     app_client: tuple[Client, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from taguru_server.store.rows import RowStore
+    from taguru_server.store.persist.rows import RowStore
 
     client, _app = app_client
     assert_ok(await client.call("PUT", ctx_path("k"), content_type=None))

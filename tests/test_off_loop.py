@@ -21,9 +21,9 @@ from conftest import Client, start_client
 from pg_support import database_url_for
 
 from taguru_server.server.state import REGISTRY_KEY
-from taguru_server.store.backend import open_store
 from taguru_server.store.errors import StorageFailed
-from taguru_server.store.registry import Registry
+from taguru_server.store.persist.backend import open_store
+from taguru_server.store.persist.registry import Registry
 
 LIVE_CEILING_S = 0.25
 
@@ -126,7 +126,7 @@ def _big_context(data: Path, sources: int, paragraphs: int) -> None:
     store = open_store(str(data), database_url_for(data))
     try:
         registry = Registry(store)
-        from taguru_server.store.context import Meta
+        from taguru_server.store.model.context import Meta
 
         ctx = registry.create("big", Meta())
         for i in range(sources):
@@ -180,7 +180,7 @@ def _twin_heavy_context(data: Path, n: int) -> None:
     store = open_store(str(data), database_url_for(data))
     try:
         registry = Registry(store)
-        from taguru_server.store.context import Meta
+        from taguru_server.store.model.context import Meta
 
         ctx = registry.create("twins", Meta())
         for i in range(n):

@@ -21,8 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taguru_server.store import lanes
-from taguru_server.store.context import CONCEPT, Context, Meta
+from taguru_server.server.wire.render import lanes as lane_wire
+from taguru_server.store.model.context import CONCEPT, Context, Meta
+from taguru_server.store.read import activation, activation_graph, banded, citations, gloss
+from taguru_server.store.read import query as query_lane
 from taguru_server.store.text import bigrams, bulk_term_counts, normalize, query_terms, split_paragraphs, terms
 
 # ----- alphabets for random text ----------------------------------------------------------
@@ -125,7 +127,7 @@ def reference_search(ctx: Context, query: str, limit: int, allowed: set[str] | N
 
 
 def ours_search(ctx: Context, query: str, limit: int, tags: list[str] | None = None) -> list[tuple]:
-    result = lanes.search_passages(ctx, query, limit, tags=tags)
+    result = lane_wire.search_passages(ctx, query, limit, tags=tags)
     hits = result["hits"]
     for rank, h in enumerate(hits, start=1):
         assert h["lanes"]["bm25"]["rank"] == rank
@@ -182,7 +184,7 @@ def _random_context(rng: random.Random, n_sources: int, n_ops: int) -> Context:
         else:
             ctx.retract_source(name)
         if rng.random() < 0.3:
-            lanes.search_passages(ctx, rng.choice(WORDS), 5)  # seal at odd moments
+            lane_wire.search_passages(ctx, rng.choice(WORDS), 5)  # seal at odd moments
     return ctx
 
 
@@ -316,7 +318,7 @@ def _spelling(rng: random.Random) -> str:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_lexicon_matches_linear_scan(seed: int) -> None:
-    from taguru_server.store.lexicon import Lexicon
+    from taguru_server.store.index.lexicon import Lexicon
 
     rng = random.Random(seed)
     ours, plain = Lexicon(), PlainLexicon()
@@ -345,7 +347,7 @@ def test_lexicon_matches_linear_scan(seed: int) -> None:
 
 def test_lexicon_stop_grams_with_many_spellings() -> None:
     """Past 64·20 spellings the stop threshold moves; common grams must stop counting."""
-    from taguru_server.store.lexicon import Lexicon
+    from taguru_server.store.index.lexicon import Lexicon
 
     rng = random.Random(3)
     ours, plain = Lexicon(), PlainLexicon()
@@ -364,7 +366,7 @@ def test_lexicon_stop_grams_with_many_spellings() -> None:
 @pytest.mark.parametrize("extra", [0, 1, 2])
 def test_lexicon_stop_threshold_boundary(extra: int) -> None:
     """Grams posted by exactly the threshold count, and by one more, around the stop rule."""
-    from taguru_server.store.lexicon import Lexicon
+    from taguru_server.store.index.lexicon import Lexicon
 
     ours, plain = Lexicon(), PlainLexicon()
     n = 1300 + 20 * extra  # threshold max(n // 20, 64)
@@ -458,9 +460,9 @@ WEIGHTS = [1.0, 1.0, 1.0, 0.5, 2.0, -1.0, 0.3, 3.0, 1e-3, 1e-9, 7.5, -0.25]
 def _matches_only(ctx: Context, origins: list[str], decay: float, limit: int) -> Any:
     """The matches of a walk that stops once scoring is done (evidence's), computed afresh."""
     ctx.read_cache.pop("activations", None)
-    found = lanes.activation(ctx, origins, decay, limit, total=False)
+    found = activation.activation(ctx, origins, decay, limit, total=False)
     ctx.read_cache.pop("activations", None)
-    return _bits(lanes.render_activation(ctx, found)["matches"])
+    return _bits(lane_wire.render_activation(ctx, found)["matches"])
 
 
 def _random_graph(rng: random.Random, n_concepts: int, n_assertions: int, hubs: int = 0) -> Context:
@@ -483,7 +485,7 @@ def _random_graph(rng: random.Random, n_concepts: int, n_assertions: int, hubs: 
         if rng.random() < 0.01:
             ctx.retract_source(f"src{rng.randrange(6)}")
         if rng.random() < 0.05:
-            lanes.activate(ctx, [rng.choice(names)], 0.5, 5)  # cache built at odd moments
+            lane_wire.activate(ctx, [rng.choice(names)], 0.5, 5)  # cache built at odd moments
     if rng.random() < 0.5 and ctx.find_concept(names[0]) is not None:
         ctx.add_alias(CONCEPT, "alias-of-c0", names[0])
     return ctx
@@ -504,7 +506,7 @@ def test_activate_matches_heap_walk(seed: int) -> None:
         limit = rng.choice([0, 1, 3, 20, 1000])
         plain = _bits(plain_activate(ctx, origins, decay, limit))
         assert _matches_only(ctx, origins, decay, limit) == plain["matches"], (origins, decay, limit)
-        ours = lanes.activate(ctx, origins, decay, limit)
+        ours = lane_wire.activate(ctx, origins, decay, limit)
         assert _bits(ours) == plain, (origins, decay, limit)
 
 
@@ -517,7 +519,7 @@ def test_activate_hub_graph_matches(seed: int) -> None:
         origins = [f"c{rng.randrange(400)}"]
         plain = _bits(plain_activate(ctx, origins, decay, 20))
         assert _matches_only(ctx, origins, decay, 20) == plain["matches"]
-        assert _bits(lanes.activate(ctx, origins, decay, 20)) == plain
+        assert _bits(lane_wire.activate(ctx, origins, decay, 20)) == plain
 
 
 def test_activate_equal_weights_grid() -> None:
@@ -532,7 +534,7 @@ def test_activate_equal_weights_grid() -> None:
     for origins in (["n0-0"], ["n5-5"], ["n0-0", "n11-11"], ["n3-7", "n7-3"]):
         for decay in (0.5, 0.9):
             for limit in (20, 1000):
-                ours = lanes.activate(ctx, origins, decay, limit)
+                ours = lane_wire.activate(ctx, origins, decay, limit)
                 assert _bits(ours) == _bits(plain_activate(ctx, origins, decay, limit))
 
 
@@ -548,7 +550,7 @@ def test_activate_late_improvement_inside_a_band(decay: float, ratio: float) -> 
     ctx.assert_association("x", "r", "z", 5.0, "s", None)
     ctx.assert_association("z", "r", "w", 1.0, "s", None)
     for limit in (1, 2, 20):
-        assert _bits(lanes.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
+        assert _bits(lane_wire.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
 
 
 @pytest.mark.parametrize("decay", [1e-5, 0.5, 5e-324, 1e-300])
@@ -559,14 +561,14 @@ def test_activate_scores_that_underflow(decay: float) -> None:
         ctx.assert_association("o", "r", f"x{i}", w, "s", None)
         ctx.assert_association(f"x{i}", "r", f"y{i}", w, "s", None)
     for limit in (1, 20):
-        assert _bits(lanes.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
+        assert _bits(lane_wire.activate(ctx, ["o"], decay, limit)) == _bits(plain_activate(ctx, ["o"], decay, limit))
 
 
 # ----- import: association-line shortcuts vs the full checks --------------------------------
 
 
 def _parse_outcome(text: str, fast: bool) -> Any:
-    from taguru_server.store import importer
+    from taguru_server.store.transfer import importer
 
     saved = importer.FAST_PATHS
     importer.FAST_PATHS = fast
@@ -661,7 +663,7 @@ def test_activate_after_scoring_closes(seed: int) -> None:
             origins = [f"c{rng.randrange(1500)}"]
             plain = _bits(plain_activate(ctx, origins, decay, limit))
             assert _matches_only(ctx, origins, decay, limit) == plain["matches"]
-            ours = lanes.activate(ctx, origins, decay, limit)
+            ours = lane_wire.activate(ctx, origins, decay, limit)
             assert _bits(ours) == plain
 
 
@@ -832,19 +834,19 @@ def plain_gloss_edges(ctx: Context, kind: int, record: int) -> list[int]:
 
 @pytest.mark.parametrize("seed", range(60))
 def test_gloss_edges_match_the_plain_scan(seed: int) -> None:
-    from taguru_server.store.context import LABEL
+    from taguru_server.store.model.context import LABEL
 
     rng = random.Random(7000 + seed)
     n = rng.randint(1, 80)
     ctx = _random_graph(rng, n, rng.randint(0, 6 * n), hubs=min(n, rng.choice([0, 2, 5])))
     for _round in range(3):
         if rng.random() < 0.6:
-            lanes.activate(ctx, [f"c{rng.randrange(n)}"], 0.5, 5)  # the graph current (or not)
+            lane_wire.activate(ctx, [f"c{rng.randrange(n)}"], 0.5, 5)  # the graph current (or not)
         for c in range(len(ctx.concepts)):
-            assert lanes.gloss_edges(ctx, CONCEPT, c) == plain_gloss_edges(ctx, CONCEPT, c)
+            assert gloss.gloss_edges(ctx, CONCEPT, c) == plain_gloss_edges(ctx, CONCEPT, c)
         for lab in range(len(ctx.labels)):
-            assert lanes.gloss_edges(ctx, LABEL, lab) == plain_gloss_edges(ctx, LABEL, lab)
-            assert lanes.label_gloss(ctx, lab).startswith(ctx.labels[lab] + "。")
+            assert gloss.gloss_edges(ctx, LABEL, lab) == plain_gloss_edges(ctx, LABEL, lab)
+            assert gloss.label_gloss(ctx, lab).startswith(ctx.labels[lab] + "。")
         # writes between rounds: cancelled sums (live, zero), retractions, new edges
         for _ in range(rng.randint(0, 6)):
             s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
@@ -898,7 +900,7 @@ def test_cached_candidates_and_citations_follow_every_write(seed: int) -> None:
             assert dumps(cached.payload) == plain_dumps(ctx.association_out(e)) == dumps(dict(fresh[1]))
             found = resolve_citations(ctx, (cached,))
             assert found == {
-                loc: c for loc in cached.locators if not isinstance(c := lanes.find_citation(ctx, *loc), str)
+                loc: c for loc in cached.locators if not isinstance(c := citations.find_citation(ctx, *loc), str)
             }
 
 
@@ -945,8 +947,8 @@ def test_ranked_facets_match_query_then_rank(seed: int) -> None:
             subjects = [f"c{rng.randrange(n + 1)}" for _ in range(rng.randint(0, 3))]
             labels = [rng.choice(["l0", "l1", "l2", "nope"]) for _ in range(rng.randint(0, 3))]
             limit = rng.choice([0, 1, 3, 100])
-            plain = lanes.ranked_edges(ctx, lanes.query_edges(ctx, subjects, labels, None), limit)
-            assert lanes.ranked_facets(ctx, subjects, labels, limit) == plain, (subjects, labels, limit)
+            plain = query_lane.ranked_edges(ctx, query_lane.query_edges(ctx, subjects, labels, None), limit)
+            assert query_lane.ranked_facets(ctx, subjects, labels, limit) == plain, (subjects, labels, limit)
         s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
         ctx.assert_association(s, rng.choice(["l0", "l1"]), o, rng.choice(WEIGHTS), "w", None)
         if rng.random() < 0.3:
@@ -1024,7 +1026,7 @@ def test_kept_activations_follow_writes_and_aliases(seed: int) -> None:
     for _round in range(6):
         for origins in asked + [["an-alias"]]:
             for decay in (0.5, -0.0, 0.0, 0.9):
-                got = _bits(lanes.activate(ctx, origins, decay, 10))
+                got = _bits(lane_wire.activate(ctx, origins, decay, 10))
                 assert got == _bits(plain_activate(ctx, origins, decay, 10)), (origins, decay)
         roll = rng.random()
         s, o = f"c{rng.randrange(n)}", f"c{rng.randrange(n)}"
@@ -1046,12 +1048,12 @@ def test_edges_touching_the_settled_nodes_are_counted_from_their_adjacency_as_fr
     for _ in range(rng.randint(0, 5)):  # self-loops
         c = ctx.concepts[rng.randrange(len(ctx.concepts))]
         ctx.assert_association(c, "self", c, 1.0, None, None)
-    g = lanes._ActivationGraph(ctx)
+    g = activation_graph.ActivationGraph(ctx)
     for _ in range(30):
         settled = np.zeros(len(ctx.concepts), dtype=bool)
         settled[rng.sample(range(len(ctx.concepts)), rng.randint(0, len(ctx.concepts)))] = True
         expected = int(np.count_nonzero(settled[g.use_s] | settled[g.use_o]))
-        assert lanes._touching(g, settled) == expected
+        assert banded._touching(g, settled) == expected
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -1066,4 +1068,4 @@ def test_activate_reads_only_the_prefix_of_a_hub_that_can_still_count(seed: int)
             origins = [f"c{rng.randrange(3)}"] if rng.random() < 0.7 else [f"c{rng.randrange(1200)}"]
             plain = _bits(plain_activate(ctx, origins, decay, limit))
             assert _matches_only(ctx, origins, decay, limit) == plain["matches"], (origins, decay, limit)
-            assert _bits(lanes.activate(ctx, origins, decay, limit)) == plain
+            assert _bits(lane_wire.activate(ctx, origins, decay, limit)) == plain

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 from stage_support import make_context
 
-from taguru_server.store.context import CONCEPT, LABEL
-from taguru_server.store.lanes import concept_gloss, resolve
-from taguru_server.store.semantic import candidates, ladder, lexical, wants_vector
-from taguru_server.store.vectors import GlossStore, GlossTable, fnv1a64, normalize
+from taguru_server.server.wire.render.lanes import resolve
+from taguru_server.store.index.vectors import GlossStore, GlossTable, fnv1a64, normalize
+from taguru_server.store.model.context import CONCEPT, LABEL
+from taguru_server.store.read.gloss import concept_gloss
+from taguru_server.store.read.semantic import candidates, ladder, lexical, wants_vector
 
 TABLE = [("りんご", [1, 0, 0]), ("アップル", [0.96, 0.28, 0]), ("みかん", [0.28, 0.96, 0])]
 

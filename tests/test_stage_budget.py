@@ -9,7 +9,7 @@ from taguru_server.stages.accounting import cost, overhead, tokens
 from taguru_server.stages.budget import Budget, admit
 from taguru_server.stages.lanes import CITATIONS
 from taguru_server.stages.model import NEAR_DUP_OMITTED, REQUEST, SELECTION, TIERED, LaneResult, Unit
-from taguru_server.store.lanes import Citation, Locator
+from taguru_server.store.read.citations import Citation, Locator
 
 CITE = {("s.md", 0): Citation("猫は哺乳類である。", "s.md", None, None)}
 

@@ -10,8 +10,8 @@ from stage_support import make_context, plain, request, run_stage, services
 from taguru_server.stages.lanes import PASSAGE_HITS
 from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES
 from taguru_server.stages.passages import Passages
-from taguru_server.store.vector_lane import VectorQuery
-from taguru_server.store.vectors import PassageStore, RowKey, fnv1a64, normalize
+from taguru_server.store.index.vectors import PassageStore, RowKey, fnv1a64, normalize
+from taguru_server.store.read.vector_lane import VectorQuery
 
 PASSAGES = {"a.md": "青嶺酒造は雲居県霧沢町の蔵元である。\n\n杜氏は高瀬である。", "b.md": "the brewery uses soft water"}
 

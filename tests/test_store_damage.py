@@ -16,8 +16,15 @@ from process_support import Server, base_env, cli
 from taguru_server.server.app import build_app
 from taguru_server.server.config import load_settings
 from taguru_server.store.errors import StorageFailed, StoreRefused
-from taguru_server.store.registry import Registry
-from taguru_server.store.sqlite import APPLICATION_ID, DB_NAME, FORMAT_VERSION, SCHEMA, STORE_ID_FILE, SqlitePersistence
+from taguru_server.store.persist.registry import Registry
+from taguru_server.store.persist.sqlite import (
+    APPLICATION_ID,
+    DB_NAME,
+    FORMAT_VERSION,
+    SCHEMA,
+    STORE_ID_FILE,
+    SqlitePersistence,
+)
 
 EDGE = {"subject": "a", "label": "rel", "object": "b", "weight": 1.0}
 
@@ -35,7 +42,7 @@ def make_store(data: Path, contexts: int = 1) -> None:
 
 
 def registry_meta() -> Any:
-    from taguru_server.store.context import Meta
+    from taguru_server.store.model.context import Meta
 
     return Meta(description="damage test")
 

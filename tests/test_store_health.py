@@ -25,9 +25,9 @@ from process_support import free_port
 
 from taguru_server.server import store_health
 from taguru_server.server.app import build_app, open_registry
-from taguru_server.store import write_probe
 from taguru_server.store.errors import StorageFailed
-from taguru_server.store.registry import Registry
+from taguru_server.store.persist import write_probe
+from taguru_server.store.persist.registry import Registry
 
 SECRET = "秘密の主語-7f3a"  # stored and requested text: it must never reach a log line
 EDGE = {"subject": SECRET, "label": "rel", "object": "b", "weight": 1.0}

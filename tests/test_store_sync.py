@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from taguru_server.store.context import CONCEPT, LABEL, AliasRefused, Context, Meta
 from taguru_server.store.errors import StorageFailed
-from taguru_server.store.lanes import resolve_matches
-from taguru_server.store.registry import CommitFailed, Registry
-from taguru_server.store.sqlite import SqlitePersistence
+from taguru_server.store.model.context import CONCEPT, LABEL, AliasRefused, Context, Meta
+from taguru_server.store.persist.registry import CommitFailed, Registry
+from taguru_server.store.persist.sqlite import SqlitePersistence
+from taguru_server.store.read.resolve import resolve_matches
 from taguru_server.store.text import terms
 
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "tau", "rho", "phi", "chi", "psi"]

@@ -25,7 +25,7 @@ from substrate_support import assert_error, ctx_path, make_context
 
 from taguru_server.cli.envcheck import unknown
 from taguru_server.server.config import ConfigError, load_settings
-from taguru_server.store.groups import GroupRecord, visible_groups
+from taguru_server.store.persist.groups import GroupRecord, visible_groups
 
 pytestmark = pytest.mark.anyio
 

@@ -262,8 +262,8 @@ def edge(s: str, o: str, w: float = 1.0) -> dict[str, Any]:
 
 def read_store(data: Path) -> dict[str, dict[str, Any]]:
     """The landed contexts, read straight from the data dir while no server holds it."""
-    from taguru_server.store.registry import Registry
-    from taguru_server.store.sqlite import SqlitePersistence
+    from taguru_server.store.persist.registry import Registry
+    from taguru_server.store.persist.sqlite import SqlitePersistence
 
     registry = Registry(SqlitePersistence(data))
     try:

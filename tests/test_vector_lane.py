@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from stage_support import make_context
 
-from taguru_server.store.lanes import search_passages
-from taguru_server.store.vector_lane import VectorQuery, sequential_dot, sweep
-from taguru_server.store.vectors import PassageStore, RowKey, fnv1a64, normalize
+from taguru_server.server.wire.render.lanes import search_passages
+from taguru_server.store.index.vectors import PassageStore, RowKey, fnv1a64, normalize
+from taguru_server.store.read.vector_lane import VectorQuery, sequential_dot, sweep
 
 F32 = np.float32
 TABLE = [("りんご", [1, 0, 0]), ("アップル", [0.96, 0.28, 0]), ("みかん", [0.28, 0.96, 0])]

@@ -1,5 +1,5 @@
 """The graph walks (explore, paths, unreachable_from): the array versions against the contract's
-pseudo-code (store/walks_plain.py) on seeded random graphs, and the contract's illustrative cases."""
+pseudo-code (tests/walks_plain.py) on seeded random graphs, and the contract's illustrative cases."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import struct
 from typing import Any
 
 import pytest
+import walks_plain
 
-from taguru_server.store import walks, walks_plain
-from taguru_server.store.context import CONCEPT, Context, Meta
+from taguru_server.server.wire.render import walks as walk_wire
+from taguru_server.store.model.context import CONCEPT, Context, Meta
+from taguru_server.store.read import walks
 
 WEIGHTS = [1.0, 1.0, 1.0, 0.5, 2.0, -1.0, 0.3, 3.0, 1e-3, 7.5, -0.25, 0.0]
 
@@ -83,10 +85,10 @@ def test_explore_matches_the_contract_walk(seed: int) -> None:
         origins = _origins(rng, n)
         depth = rng.choice([0, 1, 2, 3, 10, 10])
         full = walks_plain.plain_explore(ctx, origins, depth, 1000, None)
-        assert _bits(walks.explore(ctx, origins, depth, 1000, None)) == _bits(full)
+        assert _bits(walk_wire.explore(ctx, origins, depth, 1000, None)) == _bits(full)
         limit = rng.choice([0, 1, 3, 100])
         after = _cursor(rng, full["matches"], "distance") if rng.random() < 0.6 else None
-        ours = walks.explore(ctx, origins, depth, limit, after)
+        ours = walk_wire.explore(ctx, origins, depth, limit, after)
         assert _bits(ours) == _bits(walks_plain.plain_explore(ctx, origins, depth, limit, after)), (origins, after)
 
 
@@ -100,7 +102,7 @@ def test_paths_match_the_contract_walk(seed: int) -> None:
         depth = rng.choice([0, 1, 2, 4, 10])
         limit = rng.choice([0, 1, 10, 100])
         budget = rng.choice([0, 1, 2, 7, 50, 400, walks.PATHS_BUDGET])
-        ours = walks.paths(ctx, origins, targets, depth, limit, budget)
+        ours = walk_wire.paths(ctx, origins, targets, depth, limit, budget)
         theirs = walks_plain.plain_paths(ctx, origins, targets, depth, limit, budget)
         assert _bits(ours) == _bits(theirs), (origins, targets, depth, limit, budget)
 
@@ -113,10 +115,10 @@ def test_unreachable_from_matches_the_contract_walk(seed: int) -> None:
     for _ in range(6):
         origins = _origins(rng, n)
         full = walks_plain.plain_unreachable_from(ctx, origins, 1000, None, lambda: None)
-        assert _bits(walks.unreachable_from(ctx, origins, 1000, None, lambda: None)) == _bits(full)
+        assert _bits(walk_wire.unreachable_from(ctx, origins, 1000, None, lambda: None)) == _bits(full)
         limit = rng.choice([0, 1, 3, 100])
         after = _cursor(rng, full["matches"], "weight") if rng.random() < 0.6 else None
-        ours = walks.unreachable_from(ctx, origins, limit, after, lambda: None)
+        ours = walk_wire.unreachable_from(ctx, origins, limit, after, lambda: None)
         theirs = walks_plain.plain_unreachable_from(ctx, origins, limit, after, lambda: None)
         assert _bits(ours) == _bits(theirs), (origins, after)
 
@@ -125,10 +127,10 @@ def test_pages_chain_to_the_full_listing() -> None:
     """Following each page's last match as the cursor visits every match once, in order."""
     rng = random.Random(5)
     ctx = _random_graph(rng, 30, 90)
-    full = walks.explore(ctx, ["c0", "c1"], 10, 1000, None)
+    full = walk_wire.explore(ctx, ["c0", "c1"], 10, 1000, None)
     seen, after = [], None
     while True:
-        page = walks.explore(ctx, ["c0", "c1"], 10, 7, after)
+        page = walk_wire.explore(ctx, ["c0", "c1"], 10, 7, after)
         assert page["total"] == full["total"]
         if not page["matches"]:
             break
@@ -137,10 +139,10 @@ def test_pages_chain_to_the_full_listing() -> None:
         a = last["association"]
         after = {"distance": last["distance"], "subject": a["subject"], "label": a["label"], "object": a["object"]}
     assert seen == full["matches"]
-    orphans = walks.unreachable_from(ctx, [], 1000, None, lambda: None)
+    orphans = walk_wire.unreachable_from(ctx, [], 1000, None, lambda: None)
     seen, after = [], None
     while True:
-        page = walks.unreachable_from(ctx, [], 4, after, lambda: None)
+        page = walk_wire.unreachable_from(ctx, [], 4, after, lambda: None)
         if not page["matches"]:
             break
         seen += page["matches"]
@@ -152,7 +154,7 @@ def test_pages_chain_to_the_full_listing() -> None:
 # ----- the contract's illustrative cases (graph-reads.md §2.7, §3.5, §4.4), on both versions ------
 
 BOTH = [
-    pytest.param((walks.explore, walks.paths, walks.unreachable_from), id="arrays"),
+    pytest.param((walk_wire.explore, walk_wire.paths, walk_wire.unreachable_from), id="arrays"),
     pytest.param(
         (walks_plain.plain_explore, walks_plain.plain_paths, walks_plain.plain_unreachable_from), id="contract"
     ),
@@ -291,7 +293,7 @@ def test_the_deadline_is_checked_during_the_scan() -> None:
     class Late(Exception):
         pass
 
-    for impl in (walks.unreachable_from, walks_plain.plain_unreachable_from):
+    for impl in (walk_wire.unreachable_from, walks_plain.plain_unreachable_from):
         calls: list[int] = []
 
         def check(calls: list[int] = calls) -> None:
@@ -306,17 +308,17 @@ def test_the_deadline_is_checked_during_the_scan() -> None:
 def test_the_arrays_follow_every_write() -> None:
     """The per-version arrays are rebuilt after asserting, retracting and retracting a source."""
     ctx = _graph(("a", "r", "b"))
-    assert walks.explore(ctx, ["a"], 10, 10, None)["total"] == 1
+    assert walk_wire.explore(ctx, ["a"], 10, 10, None)["total"] == 1
     ctx.assert_association("b", "r", "c", 1.0, "s.md", None)
-    assert walks.explore(ctx, ["a"], 10, 10, None)["total"] == 2
-    assert walks.paths(ctx, ["a"], ["c"], 10, 10)["total"] == 1
+    assert walk_wire.explore(ctx, ["a"], 10, 10, None)["total"] == 2
+    assert walk_wire.paths(ctx, ["a"], ["c"], 10, 10)["total"] == 1
     ctx.retract_association("a", "r", "b")
-    assert walks.explore(ctx, ["a"], 10, 10, None)["total"] == 0
-    assert walks.unreachable_from(ctx, ["a"], 10, None, lambda: None)["total"] == 1
+    assert walk_wire.explore(ctx, ["a"], 10, 10, None)["total"] == 0
+    assert walk_wire.unreachable_from(ctx, ["a"], 10, None, lambda: None)["total"] == 1
     ctx.retract_source("s.md")
-    assert walks.unreachable_from(ctx, [], 10, None, lambda: None)["total"] == 0
+    assert walk_wire.unreachable_from(ctx, [], 10, None, lambda: None)["total"] == 0
     ctx.assert_association("z", "r", "a", 2.0, None, None)  # a new concept sorts after the others
-    got = walks.unreachable_from(ctx, [], 10, None, lambda: None)
+    got = walk_wire.unreachable_from(ctx, [], 10, None, lambda: None)
     assert [m["subject"] for m in got["matches"]] == ["z"]
 
 
@@ -331,6 +333,6 @@ def test_a_small_neighbourhood_in_a_large_graph(impl: Any) -> None:
     assert [m["path"] for m in explore(ctx, ["x"], 10, 10, None)["matches"]] == [["x"], ["x"]]
     far = explore(ctx, ["c100"], 10, 100, None)
     assert far["total"] == 20 and far["matches"][0]["path"] == ["c100"]
-    assert walks.explore(ctx, ["c100", "x"], 3, 100, None) == walks_plain.plain_explore(
+    assert walk_wire.explore(ctx, ["c100", "x"], 3, 100, None) == walks_plain.plain_explore(
         ctx, ["c100", "x"], 3, 100, None
     )

@@ -48,7 +48,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
 
 
 def _position(data: Path) -> int:
-    from taguru_server.store.backend import open_store
+    from taguru_server.store.persist.backend import open_store
 
     persistence = open_store(str(data), database_url_for(data))
     try:

@@ -1,4 +1,4 @@
-"""The one write path (`store/operations.py`): the same data written by the HTTP routes, by an import and by
+"""The one write path (`store/model/operations.py`): the same data written by the HTTP routes, by an import and by
 promote leaves the same model, the same revisions and the same change-feed events; and only that module
 records feed events and usage marks or calls the model's mutating primitives."""
 
@@ -15,7 +15,7 @@ from substrate_support import assert_error
 from test_architecture import modules
 
 from taguru_server.server.state import REGISTRY_KEY
-from taguru_server.store.context import Context
+from taguru_server.store.model.context import Context
 
 TEXT = "Alpha is a brewery.\n\nBeta is a town."
 SOURCE = "doc.md"
@@ -122,8 +122,8 @@ async def test_http_import_and_promote_write_the_same(settings_factory) -> None:
         await server.close()
 
 
-WRITE_PATH = "taguru_server.store.operations"
-MODEL = "taguru_server.store.context"
+WRITE_PATH = "taguru_server.store.model.operations"
+MODEL = "taguru_server.store.model.context"
 BOOKKEEPING = {"emit", "record_write"}
 MUTATORS = {
     "assert_association",

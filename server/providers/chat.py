@@ -11,9 +11,9 @@ from collections.abc import Mapping
 
 import aiohttp
 
+from taguru_server.server.communities.summaries import chat_answer, chat_body
 from taguru_server.server.providers.retry import AttemptFailed, RetryPolicy, with_retries
 from taguru_server.server.variables import default_int
-from taguru_server.store.summaries import chat_answer, chat_body
 
 DEFAULT_EXTRACT_TIMEOUT_SECS = default_int("TAGURU_EXTRACT_TIMEOUT_SECS")
 PROVIDER_ATTEMPTS = 3

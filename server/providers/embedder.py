@@ -34,7 +34,7 @@ from taguru_server.server.providers.retry import (
     breaker_families,
     with_retries,
 )
-from taguru_server.store.vectors import VectorError, normalize
+from taguru_server.store.index.vectors import VectorError, normalize
 
 log = structlog.get_logger("taguru.embed")
 

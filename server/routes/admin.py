@@ -19,10 +19,10 @@ from taguru_server.server.store_health import probe_for
 from taguru_server.server.tenancy import check_group_records, seen_groups
 from taguru_server.server.version import VERSION, version_body
 from taguru_server.store.errors import ApiError, Code
-from taguru_server.store.group_import import restore_groups
-from taguru_server.store.importer import ParseError, parse_stream, run_import
-from taguru_server.store.registry import CommitFailed
-from taguru_server.store.writer import COMMIT_ANSWER_MARGIN_SECS
+from taguru_server.store.persist.registry import CommitFailed
+from taguru_server.store.persist.writer import COMMIT_ANSWER_MARGIN_SECS
+from taguru_server.store.transfer.group_import import restore_groups
+from taguru_server.store.transfer.importer import ParseError, parse_stream, run_import
 
 
 async def import_stream(call: Call) -> Any:

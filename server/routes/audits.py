@@ -20,10 +20,12 @@ from taguru_server.server.errors import malformed
 from taguru_server.server.routes.common import before_start, count_read, permit
 from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.server.wire.audits import CONSOLIDATION_AUDIT, DRIFT_AUDIT, VOCABULARY_AUDIT
-from taguru_server.store import audits
-from taguru_server.store.context import CONCEPT, LABEL, Context
+from taguru_server.server.wire.render import audits as audit_wire
+from taguru_server.store.derive import audits, consolidation
+from taguru_server.store.derive import twins as twins_module
 from taguru_server.store.errors import ApiError, Code, budget_spent
-from taguru_server.store.writer import collector_paused
+from taguru_server.store.model.context import CONCEPT, LABEL, Context
+from taguru_server.store.persist.writer import collector_paused
 
 # ----- shared pieces ------------------------------------------------------------------------
 
@@ -73,16 +75,16 @@ async def apart(work: Callable[[], T]) -> T:
         raise budget_spent() from None
 
 
-async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str, Any]) -> audits.Twins:
+async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str, Any]) -> twins_module.Twins:
     """The twin sweeps (spelling index and name vectors), in a worker thread."""
     dice, cosine = floors(args)
     vectors = vectors_serve(call, ctx)
-    return await apart(lambda: audits.sweep(ctx, kinds, dice, cosine, call.deadline, vectors))
+    return await apart(lambda: twins_module.sweep(ctx, kinds, dice, cosine, call.deadline, vectors))
 
 
 async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
     found = await sweep(call, ctx, (CONCEPT, LABEL), args)
-    return await apart(lambda: audits.vocabulary(ctx, found))
+    return await apart(lambda: audit_wire.vocabulary(ctx, found))
 
 
 # ----- handlers ----------------------------------------------------------------------------
@@ -106,7 +108,7 @@ async def drift_audit(call: Call) -> Any:
     floor = 0.0 if args["unsourced_floor"] is None else float(args["unsourced_floor"])
 
     def sweeps() -> tuple[tuple[int, list[dict[str, Any]]], tuple[dict[str, str], dict[str, str]]]:
-        return audits.unsourced(ctx, floor, args["limit"], args["after"], call.deadline), audits.dead_aliases(ctx)
+        return audit_wire.unsourced(ctx, floor, args["limit"], args["after"], call.deadline), audits.dead_aliases(ctx)
 
     async with call.registry.quiesced():
         (total, page), (dead_concepts, dead_labels) = await apart(sweeps)
@@ -134,7 +136,7 @@ def checked_sections(checks: list[str]) -> set[str]:
             "pass, so the caller names what it pays for",
         )
     for c in deduped:
-        if c not in audits.CHECKS:
+        if c not in consolidation.CHECKS:
             raise ApiError(Code.INVALID_ARGUMENT, f"unknown check '{c}' — merge, contradiction, and staleness exist")
     return set(deduped)
 
@@ -149,7 +151,7 @@ async def consolidation_audit(call: Call) -> Any:
         async with call.registry.quiesced():
             found = await sweep(call, ctx, (CONCEPT,), args) if "merge" in sections else None
             return await apart(
-                lambda: audits.consolidation(
+                lambda: consolidation.consolidation(
                     ctx,
                     sections,
                     limit=args["limit"],

@@ -12,10 +12,10 @@ from taguru_server.server.errors import at_ceiling, malformed
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, AppState, passage_lane_enabled
 from taguru_server.server.variables import current, default_int
-from taguru_server.store.context import Context
 from taguru_server.store.errors import ApiError, Code, budget_spent_before
+from taguru_server.store.model.context import Context
+from taguru_server.store.read.vector_lane import VectorQuery
 from taguru_server.store.text import utf8_len
-from taguru_server.store.vector_lane import VectorQuery
 
 MAX_CONTEXT_NAME_BYTES = 64
 MAX_DESCRIPTION_BYTES = 4096

@@ -6,13 +6,16 @@ import asyncio
 from typing import Any
 
 from taguru_server.server.call import Call, Route
+from taguru_server.server.communities.analysis import analyze
+from taguru_server.server.communities.louvain import DeadlineExceeded, GraphSnapshot
 from taguru_server.server.decode import check_name
 from taguru_server.server.reply import Raw
 from taguru_server.server.routes.common import count_read, heavy_op, search_vector
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.wire.render.lanes import search_lanes
 from taguru_server.server.wire.specs import COMMUNITY_SEARCH
-from taguru_server.store.communities import (
+from taguru_server.store.derive.communities import (
     NoArtifact,
     artifact_name,
     community_hits,
@@ -20,8 +23,6 @@ from taguru_server.store.communities import (
     recorded_graph_revision,
 )
 from taguru_server.store.errors import ApiError, Code, budget_spent, no_context
-from taguru_server.store.lanes import search_lanes
-from taguru_server.store.louvain import DeadlineExceeded, GraphSnapshot, analyze
 from taguru_server.store.text import query_terms
 from taguru_server.store.wire import dumps
 

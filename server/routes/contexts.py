@@ -9,10 +9,10 @@ from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, keyset_limit
 from taguru_server.server.wire import specs
-from taguru_server.store import operations
-from taguru_server.store.context import Context, Meta
 from taguru_server.store.errors import ApiError, Code, no_context
-from taguru_server.store.registry import CommitFailed
+from taguru_server.store.model import operations
+from taguru_server.store.model.context import Context, Meta
+from taguru_server.store.persist.registry import CommitFailed
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import F32
 

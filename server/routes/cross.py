@@ -1,6 +1,6 @@
 """Cross-context reads: `POST /recall`, `POST /query`, `POST /sources/search` over `contexts` and/or `groups`.
 
-Each runs the single-context lane of the same name on every resolved target (`store/lanes.py`),
+Each runs the single-context lane of the same name on every resolved target (`store/read/`),
 tags every result with its context, and merges: recall and query pool every target's matches and
 rank them by |weight| then names (weights share one scale), search interleaves the targets' hit
 lists by rank (BM25 scores do not share a scale across corpora).
@@ -25,10 +25,11 @@ from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.tenancy import scope_refusal, seen_groups
 from taguru_server.server.wire import groups as group_wire
-from taguru_server.store import lanes
-from taguru_server.store.context import Context
+from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, no_context, too_many_items
-from taguru_server.store.groups import closure
+from taguru_server.store.model.context import Context
+from taguru_server.store.persist.groups import closure
+from taguru_server.store.read import query
 from taguru_server.store.text import query_terms
 
 NO_WINDOW = "since/until are not supported on cross-context search — window one context at a time"
@@ -85,7 +86,7 @@ def merged_page(
     keyed: list[tuple[MatchKey, int, int]] = []
     for i, (ctx, edges) in enumerate(found):
         for e in edges:
-            w, s, lab, o = lanes._sort_key(ctx, e)
+            w, s, lab, o = query.sort_key(ctx, e)
             keyed.append(((w, ctx.name, s, lab, o), i, e))
     if after is not None:
         ident = (after["context"], after["subject"], after["label"], after["object"])
@@ -109,7 +110,7 @@ async def cross_recall(call: Call) -> Any:
     found = []
     for name in targets:
         ctx = _target(call, name)
-        edges = lanes.recall_edges(ctx, args["cue"])
+        edges = query.recall_edges(ctx, args["cue"])
         count_read(ctx, not edges)
         found.append((ctx, edges))
     return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
@@ -138,7 +139,7 @@ async def cross_query(call: Call) -> Any:
     for name in targets:
         ctx = _target(call, name)
         # no schemas here: a type filter keeps nothing
-        edges = [] if typed else lanes.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
+        edges = [] if typed else query.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
         count_read(ctx, not edges)
         found.append((ctx, edges))
     return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
@@ -159,7 +160,7 @@ async def cross_search(call: Call) -> Any:
         vector = None
         if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
             vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
-        result = lanes.search_passages(ctx, query_text, limit, tags, since, until, vector)
+        result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
         count_read(ctx, not result["hits"])
         plans.extend(result["plan"]["contexts"])
         ranked.extend((rank, index, {"context": name, **hit}) for rank, hit in enumerate(result["hits"]))

@@ -11,16 +11,10 @@ from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.routes.common import before_start
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
-from taguru_server.store.context import Context
-from taguru_server.store.embed_refresh import (
-    Half,
-    commit_half,
-    index_embed,
-    refresh_glosses,
-    refresh_passages,
-)
+from taguru_server.store.derive.embed_refresh import Half, commit_half, index_embed, refresh_glosses, refresh_passages
 from taguru_server.store.errors import ApiError, Code, no_context
-from taguru_server.store.registry import CommitFailed
+from taguru_server.store.model.context import Context
+from taguru_server.store.persist.registry import CommitFailed
 
 DEADLINE_RESERVE_SECS = 0.1
 UNCONFIGURED = "no embedding provider is configured (set TAGURU_EMBED_URL and TAGURU_EMBED_MODEL)"

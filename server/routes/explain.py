@@ -20,10 +20,13 @@ from taguru_server.server.semantic import (
 )
 from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.server.wire.explain import RESOLVE_EXPLAIN, SEARCH_EXPLAIN
-from taguru_server.store import explain, semantic
-from taguru_server.store.context import Context
+from taguru_server.server.wire.render import explain as explain_wire
+from taguru_server.server.wire.render import explain_search as search_wire
+from taguru_server.store.model.context import Context
+from taguru_server.store.read import explain, semantic
+from taguru_server.store.read import explain_search as explain_search_lane
+from taguru_server.store.read.vector_lane import VectorQuery
 from taguru_server.store.text import query_terms
-from taguru_server.store.vector_lane import VectorQuery
 
 
 async def _nearest_glosses(
@@ -67,13 +70,13 @@ def _explain_resolve(kind: int) -> Handler:
         if view.membership is None:
             glosses, note = await _nearest_glosses(embedder, ctx, kind, expected, call.deadline)
             count_read(ctx, True)
-            return explain.not_in_vocabulary(kind, cue, expected, view, glosses, note)
+            return explain_wire.not_in_vocabulary(kind, cue, expected, view, glosses, note)
         floors = (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor)
         found = semantic.lexical(ctx, kind, cue, floor)
         extra = await semantic_tier(embedder, ctx, kind, cue, found[:limit], found, floors, call.deadline)
         lane = await _gloss_lane(embedder, ctx, kind, cue, view.membership.name, clamp_floor(*floors), call.deadline)
         count_read(ctx, False)
-        return explain.resolve_explanation(cue, expected, view, found, extra, limit, lane)
+        return explain_wire.resolve_explanation(cue, expected, view, found, extra, limit, lane)
 
     return handler
 
@@ -86,16 +89,16 @@ async def explain_search(call: Call) -> Any:
     limit = clamp_limit(args["limit"], 5)
     check_source_filter(*filtered)
     ctx = call.context()
-    target = explain.early_verdict(ctx, query, source, args["paragraph"], filtered)
-    if not isinstance(target, explain.SearchTarget):
+    target = search_wire.early_verdict(ctx, query, source, args["paragraph"], filtered)
+    if not isinstance(target, explain_search_lane.SearchTarget):
         count_read(ctx, True)
         return target
     vector = VectorQuery()
     if query_terms(query):  # the query is embedded as the search would (whatever the limit)
         vector = await search_vector(call, ctx, query, args["semantic_floor"])
-    run = explain.full_ranking(ctx, query, filtered, vector)
+    run = explain_search_lane.full_ranking(ctx, query, filtered, vector)
     deadline = call.deadline
-    result = explain.search_explanation(run, source, target, limit, lambda: time.monotonic() > deadline)
+    result = search_wire.search_explanation(run, source, target, limit, lambda: time.monotonic() > deadline)
     count_read(ctx, False)
     return result
 

@@ -38,9 +38,9 @@ from aiohttp.web_request import BaseRequest
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import before_start
 from taguru_server.store.errors import ApiError, Code, budget_spent
-from taguru_server.store.export import ContextExport
-from taguru_server.store.registry import Registry
-from taguru_server.store.sqlite import SqlitePersistence
+from taguru_server.store.persist.registry import Registry
+from taguru_server.store.persist.sqlite import SqlitePersistence
+from taguru_server.store.transfer.export import ContextExport
 
 NDJSON = "application/x-ndjson"
 

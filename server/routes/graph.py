@@ -24,9 +24,12 @@ from taguru_server.server.routes.common import (
 from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
 from taguru_server.server.wire import specs
-from taguru_server.store import lanes, operations, semantic
-from taguru_server.store.context import CONCEPT, LABEL, Context
+from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
+from taguru_server.store.model import operations
+from taguru_server.store.model.context import CONCEPT, LABEL, Context
+from taguru_server.store.read import query as query_lane
+from taguru_server.store.read import semantic
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import format_number
 
@@ -237,7 +240,7 @@ def _resolve(kind: int) -> Handler:
 async def describe(call: Call) -> Any:
     concept = (await call.decode(specs.DESCRIBE))["concept"]
     ctx = call.context()
-    result = lanes.describe(ctx, concept)
+    result = lane_wire.describe(ctx, concept)
     count_read(ctx, result is None)
     return result
 
@@ -254,8 +257,8 @@ async def query(call: Call) -> Any:
     if all(v is None for v in positions.values()):
         raise ApiError(Code.INVALID_ARGUMENT, "'subject', 'label', or 'object' must pin at least one value")
     ctx = call.context()
-    edges = lanes.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
-    result = lanes.page_matches(ctx, edges, limit, after)
+    edges = query_lane.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
+    result = lane_wire.page_matches(ctx, edges, limit, after)
     count_read(ctx, not result["matches"])
     return result
 
@@ -266,7 +269,7 @@ async def recall(call: Call) -> Any:
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
     ctx = call.context()
-    result = lanes.page_matches(ctx, lanes.recall_edges(ctx, cue), limit, after)
+    result = lane_wire.page_matches(ctx, query_lane.recall_edges(ctx, cue), limit, after)
     count_read(ctx, not result["matches"])
     return result
 
@@ -278,7 +281,7 @@ async def activate(call: Call) -> Any:
     if len(origins) > MAX_INPUT_ITEMS:
         raise too_many_items("origins", len(origins))
     ctx = call.context()
-    result = lanes.activate(ctx, origins, min(max(0.5 if decay is None else decay, 0.0), 1.0), limit)
+    result = lane_wire.activate(ctx, origins, min(max(0.5 if decay is None else decay, 0.0), 1.0), limit)
     count_read(ctx, not result["matches"])
     return result
 

@@ -20,7 +20,7 @@ from taguru_server.server.routes.common import MAX_DESCRIPTION_BYTES, MAX_INPUT_
 from taguru_server.server.tenancy import MEMBERLESS, check_scope, nesting_group, seen_groups, strict
 from taguru_server.server.wire.groups import GROUP_CREATE, GROUP_PATCH, GROUP_RENAME
 from taguru_server.store.errors import ApiError, Code, too_many_items
-from taguru_server.store.groups import (
+from taguru_server.store.persist.groups import (
     MAX_GROUP_MEMBERS,
     MAX_GROUP_NAME_BYTES,
     GroupRecord,
@@ -33,7 +33,7 @@ from taguru_server.store.groups import (
     validate_nesting,
     without_child,
 )
-from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.persist.registry import CommitFailed, Registry
 from taguru_server.store.text import utf8_len
 
 MAX_CURSOR_BYTES = 1032

@@ -17,12 +17,12 @@ from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, heavy_op
 from taguru_server.server.wire import specs
 from taguru_server.stages.model import gate
-from taguru_server.store.context import Context
+from taguru_server.store.derive.maintenance import budget_spent, dead_edges, rebuild
 from taguru_server.store.errors import ApiError, Code, no_context
-from taguru_server.store.maintenance import budget_spent, dead_edges, rebuild
-from taguru_server.store.registry import CommitFailed, Registry
+from taguru_server.store.model.context import Context
+from taguru_server.store.persist.registry import CommitFailed, Registry
+from taguru_server.store.persist.writer import WRITER, collector_paused
 from taguru_server.store.text import utf8_len
-from taguru_server.store.writer import WRITER, collector_paused
 
 # registries with a maintenance sweep running now (one per process; see `maintenance_compact`)
 _SWEEPING: weakref.WeakSet[Registry] = weakref.WeakSet()

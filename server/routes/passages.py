@@ -20,8 +20,9 @@ from taguru_server.server.routes.common import (
 )
 from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.wire import specs
-from taguru_server.store import lanes, operations
+from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
+from taguru_server.store.model import operations
 from taguru_server.store.text import query_terms
 
 
@@ -96,7 +97,7 @@ async def citations(call: Call) -> Any:
     source, paragraph = args["source"], args["paragraph"]
     check_name(source, "source")
     ctx = call.context()
-    found = lanes.citation(ctx, source, paragraph)
+    found = lane_wire.citation(ctx, source, paragraph)
     count_read(ctx, isinstance(found, str))
     if found == "no_source":
         raise ApiError(Code.NO_SOURCE, f"source '{source}' not found in context '{ctx.name}'")
@@ -133,7 +134,7 @@ async def search_sources(call: Call) -> Any:
     vector = None
     if limit > 0 and query_terms(query_text):  # only then is the query embedded (docs/embeddings.md)
         vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
-    result = lanes.search_passages(ctx, query_text, limit, tags, since, until, vector)
+    result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
     count_read(ctx, not result["hits"])
     call.app_state.get(METRICS_KEY).hits_served(result["hits"])  # type: ignore[union-attr]
     return result

@@ -1,6 +1,6 @@
 """POST /contexts/{name}/promote[?dry_run=true]: named sources of {name} applied to an existing context.
 
-Checks run in the reference's order (docs/audits.md, "Promote"); the batches come from `store/promote.py`
+Checks run in the reference's order (docs/audits.md, "Promote"); the batches come from `store/transfer/promote.py`
 and are applied, or previewed, with the import machinery. After a real apply the destination
 gets the consolidation audit with its defaults, unless `audit` is false; the batches are
 durable by then, so an audit that cannot run is reported in `audit_skipped`, never as a failure.
@@ -15,12 +15,12 @@ from taguru_server.server.errors import malformed
 from taguru_server.server.routes import audits as audit_routes
 from taguru_server.server.routes import common
 from taguru_server.server.wire.audits import DRY_RUN, PROMOTE
-from taguru_server.store import audits
-from taguru_server.store import promote as moves
-from taguru_server.store.context import CONCEPT, Context
+from taguru_server.store.derive import audits, consolidation
 from taguru_server.store.errors import ApiError, Code, no_context
-from taguru_server.store.registry import CommitFailed
-from taguru_server.store.writer import COMMIT_ANSWER_MARGIN_SECS
+from taguru_server.store.model.context import CONCEPT, Context
+from taguru_server.store.persist.registry import CommitFailed
+from taguru_server.store.persist.writer import COMMIT_ANSWER_MARGIN_SECS
+from taguru_server.store.transfer import promote as moves
 
 
 def dry_run_flag(call: Call) -> bool:
@@ -89,7 +89,9 @@ async def _epilogue(call: Call, into: str) -> dict[str, Any]:
         if ctx is None:
             return {"audit_skipped": "no_context"}
         twins = await audit_routes.sweep(call, ctx, (CONCEPT,), {"dice_floor": None, "cosine_floor": None})
-        return {"audit": audits.consolidation(ctx, set(audits.CHECKS), deadline=call.deadline, twins=twins)}
+        return {
+            "audit": consolidation.consolidation(ctx, set(consolidation.CHECKS), deadline=call.deadline, twins=twins)
+        }
     except (audits.Expired, ApiError):  # the sweep's only refusal is its mid-scan 408
         return {"audit_skipped": "deadline_exceeded"}
     except Exception:  # the batches are durable already: a failing read only loses the audit

@@ -10,10 +10,10 @@ from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import Spec
 from taguru_server.server.routes.common import before_start, count_read
 from taguru_server.server.state import METRICS_KEY
-from taguru_server.server.wire import walks as walk_wire
-from taguru_server.store import walks
-from taguru_server.store.context import Context
+from taguru_server.server.wire import walks as walk_specs
+from taguru_server.server.wire.render import walks as walk_wire
 from taguru_server.store.errors import budget_spent
+from taguru_server.store.model.context import Context
 
 
 def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
@@ -40,19 +40,19 @@ def _walker(spec: Spec, op: str, walk: Callable[[Context, dict[str, Any]], dict[
 
 
 explore = _walker(
-    walk_wire.EXPLORE,
+    walk_specs.EXPLORE,
     "explore",
-    lambda ctx, args: walks.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"]),
+    lambda ctx, args: walk_wire.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"]),
 )
 paths = _walker(
-    walk_wire.PATHS,
+    walk_specs.PATHS,
     "paths",
-    lambda ctx, args: walks.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"]),
+    lambda ctx, args: walk_wire.paths(ctx, args["origins"], args["targets"], args["max_depth"], args["limit"]),
 )
 
 
 async def unreachable_from(call: Call) -> Any:
-    args = await call.decode(walk_wire.UNREACHABLE_FROM)
+    args = await call.decode(walk_specs.UNREACHABLE_FROM)
     before_start(call)
     ctx = call.context()
     deadline = call.deadline
@@ -61,20 +61,20 @@ async def unreachable_from(call: Call) -> Any:
         if time.monotonic() > deadline:
             raise budget_spent()
 
-    result = walks.unreachable_from(ctx, args["origins"], args["limit"], args["after"], check)
+    result = walk_wire.unreachable_from(ctx, args["origins"], args["limit"], args["after"], check)
     count_read(ctx, False)  # an audit that finds no orphans succeeded: never an empty read
     return result
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/explore", explore, "read", request=walk_wire.EXPLORE, response="ExplorePage"),
-    Route("POST", "/contexts/{name}/paths", paths, "read", request=walk_wire.PATHS, response="PathsPage"),
+    Route("POST", "/contexts/{name}/explore", explore, "read", request=walk_specs.EXPLORE, response="ExplorePage"),
+    Route("POST", "/contexts/{name}/paths", paths, "read", request=walk_specs.PATHS, response="PathsPage"),
     Route(
         "POST",
         "/contexts/{name}/unreachable_from",
         unreachable_from,
         "read",
-        request=walk_wire.UNREACHABLE_FROM,
+        request=walk_specs.UNREACHABLE_FROM,
         response="Orphans",
     ),
 ]

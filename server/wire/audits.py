@@ -7,8 +7,8 @@ from typing import Any
 from taguru_server.server.decode import Field, Spec
 from taguru_server.server.wire.json_schema import INT, NULL_STR, NUM, STR, STRS, obj, ref
 from taguru_server.server.wire.specs import CURSOR
-from taguru_server.store import audits
-from taguru_server.store import promote as moves
+from taguru_server.store.derive import consolidation
+from taguru_server.store.transfer import promote as moves
 
 MAX_CHECKS = 1000
 MAX_LIMIT = 1000
@@ -43,7 +43,7 @@ CONSOLIDATION_AUDIT = Spec(
             "any of merge, contradiction, staleness",
             True,
             max_items=MAX_CHECKS,
-            rules={"minItems": 1, "items": {"enum": list(audits.CHECKS)}},
+            rules={"minItems": 1, "items": {"enum": list(consolidation.CHECKS)}},
         ),
         Field("limit", "usize", "per-section candidate ceiling", default=100, ceiling=MAX_LIMIT),
         Field("evidence_cap", "usize", "per-list merge evidence ceiling", default=20, ceiling=MAX_LIMIT),

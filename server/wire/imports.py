@@ -1,5 +1,6 @@
 """The `POST /import` body as `/openapi.json` publishes it: one JSON record per line (JSONL), written as
-the array of its lines' records, each closed as `store/import_records.py` and `store/group_import.py` read it.
+the array of its lines' records, each closed as `store/transfer/import_records.py` and
+`store/transfer/group_import.py` read it.
 
 JSON Schema states each line; the rules between lines are said in the description (the importer
 refuses them with a 400 naming the line): a batch header opens every batch (a group record closes
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from taguru_server.store import import_records
-from taguru_server.store.groups import MAX_GROUP_NAME_BYTES
+from taguru_server.store.persist.groups import MAX_GROUP_NAME_BYTES
+from taguru_server.store.transfer import import_records
 
 
 def _text(cap: int, empty: bool = False) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 from taguru_server.server.decode import Field
 from taguru_server.server.wire.json_schema import BOOL, INT, NUM, STRS, obj, ref
 from taguru_server.server.wire.specs import CURSOR, body, cursor
-from taguru_server.store.walks import MAX_DEPTH
+from taguru_server.store.read.walks import MAX_DEPTH
 
 MAX_NAMES = 1000
 

@@ -1,0 +1,1 @@
+"""Community detection over a concept graph and the chat prompts that summarise communities."""

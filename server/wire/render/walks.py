@@ -1,0 +1,48 @@
+"""The wire results of the graph walks (explore, paths, unreachable_from), rendered from the store's typed pages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from taguru_server.store.model.context import Context
+from taguru_server.store.read.walks import PATHS_BUDGET, explored, trails, unreached
+
+
+def explore(
+    ctx: Context, origins: list[str], max_depth: int, limit: int, after: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Explore's wire page: {total, matches: [{distance, path, association}]}."""
+    found = explored(ctx, origins, max_depth, limit, after)
+    concepts = ctx.concepts
+    matches = [
+        {"distance": m.distance, "path": [concepts[c] for c in m.path], "association": ctx.association_out(m.edge)}
+        for m in found.matches
+    ]
+    return {"total": found.total, "matches": matches}
+
+
+def paths(
+    ctx: Context, origins: list[str], targets: list[str], max_depth: int, limit: int, budget: int = PATHS_BUDGET
+) -> dict[str, Any]:
+    """Paths' wire result: {total, capped, matches: [{distance, path, strength, associations}]}."""
+    found = trails(ctx, origins, targets, max_depth, limit, budget)
+    concepts = ctx.concepts
+    matches = [
+        {
+            "distance": m.distance,
+            "path": [concepts[c] for c in m.path],
+            "strength": m.strength,
+            "associations": [ctx.association_out(e) for e in m.edges],
+        }
+        for m in found.matches
+    ]
+    return {"total": found.total, "capped": found.capped, "matches": matches}
+
+
+def unreachable_from(
+    ctx: Context, origins: list[str], limit: int, after: dict[str, Any] | None, check: Callable[[], None]
+) -> dict[str, Any]:
+    """unreachable_from's wire page: {total, matches: [association]}."""
+    found = unreached(ctx, origins, limit, after, check)
+    return {"total": found.total, "matches": [ctx.association_out(e) for e in found.edges]}

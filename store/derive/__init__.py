@@ -1,0 +1,1 @@
+"""Derived analyses and maintenance over a context: audits, communities, compaction, embedding refresh."""

@@ -1,0 +1,310 @@
+"""The consolidation audit (docs/audits.md, "Consolidation"): merge, contradiction and staleness candidates."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from taguru_server.store.derive.audits import DEFAULT_FLOOR, _check
+from taguru_server.store.derive.twins import Twins, semantic_pairs, sweep
+from taguru_server.store.model.context import CONCEPT, Context
+
+DETECTOR = "consolidation/1"
+CHECKS = ("merge", "contradiction", "staleness")
+
+FNV_BASIS = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+# ----- fingerprints ------------------------------------------------------------------------
+
+
+def fold(d: int, data: bytes) -> int:
+    for byte in data:
+        d = ((d ^ byte) * FNV_PRIME) & MASK64
+    return d
+
+
+def field(d: int, s: str) -> int:
+    return fold(fold(d, s.encode("utf-8")), b"\0")
+
+
+def fields(d: int, *strings: str) -> int:
+    """`field` folded over the strings in turn."""
+    for s in strings:
+        d = field(d, s)
+    return d
+
+
+def u64le(n: int) -> bytes:
+    return struct.pack("<Q", n & MASK64)
+
+
+def f64le(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def hex16(d: int) -> str:
+    return f"{d:016x}"
+
+
+def effective_times(ctx: Context) -> dict[int, int]:
+    """Source id -> `date ?? stored_at` of its passage, for every datable source."""
+    out: dict[int, int] = {}
+    for sid, passage in ctx.passages.items():
+        when = passage.date if passage.date is not None else passage.stored_at
+        if when is not None:
+            out[sid] = when
+    return out
+
+
+def _neighbours(ctx: Context, x: int) -> set[tuple[int, int, int]]:
+    out: set[tuple[int, int, int]] = set()
+    for e in ctx.out_edges[x]:
+        if ctx.e_cnt[e] > 0:
+            out.add((0, ctx.e_l[e], ctx.e_o[e]))
+            if ctx.e_o[e] == x:
+                out.add((1, ctx.e_l[e], x))
+    for e in ctx.in_edges[x]:
+        if ctx.e_cnt[e] > 0:
+            out.add((1, ctx.e_l[e], ctx.e_s[e]))
+    return out
+
+
+def _merge_candidate(
+    ctx: Context, a: str, b: str, tier: str, score: float, cap: int
+) -> tuple[tuple[float, float, str, str], dict[str, Any]]:
+    ia, ib = ctx.concept_id.get(a), ctx.concept_id.get(b)
+    na = _neighbours(ctx, ia) if ia is not None else set()
+    nb = _neighbours(ctx, ib) if ib is not None else set()
+    shared, only_a, only_b = sorted(na & nb), sorted(na - nb), sorted(nb - na)
+    union = len(shared) + len(only_a) + len(only_b)
+    overlap = len(shared) / union if union else 0.0
+
+    def fact(t: tuple[int, int, int]) -> dict[str, str]:
+        return {"direction": "out" if t[0] == 0 else "in", "label": ctx.labels[t[1]], "other": ctx.concepts[t[2]]}
+
+    def text(t: tuple[int, int, int]) -> str:
+        return f"{t[0]}|{ctx.labels[t[1]]}|{ctx.concepts[t[2]]}"
+
+    first, second, f_only, s_only = (a, b, only_a, only_b) if a <= b else (b, a, only_b, only_a)
+    d = fields(FNV_BASIS, "merge", first, second)
+    for tag, facts in (("s", shared), ("f", f_only), ("g", s_only)):
+        d = field(d, tag)
+        for s in sorted(text(t) for t in facts):
+            d = field(d, s)
+    candidate = {
+        "a": a,
+        "b": b,
+        "tier": tier,
+        "name_score": score,
+        "overlap": overlap,
+        "shared_total": len(shared),
+        "only_a_total": len(only_a),
+        "only_b_total": len(only_b),
+        "shared": [fact(t) for t in shared[:cap]],
+        "only_a": [fact(t) for t in only_a[:cap]],
+        "only_b": [fact(t) for t in only_b[:cap]],
+        "fingerprint": hex16(d),
+    }
+    return (-overlap, -score, a, b), candidate
+
+
+def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: float | None) -> dict[str, Any]:
+    pairs: list[tuple[str, str, str, float]] = [
+        (ctx.concepts[a], ctx.concepts[b], "lexical", d) for a, b, d in found.lexical[CONCEPT]
+    ]
+    pairs.extend((a, b, "semantic", float(score)) for a, b, score in semantic_pairs(ctx, CONCEPT, found))
+    # every pair is ranked on its overlap; only the first `limit` get their evidence lists and fingerprint
+    neighbours: dict[str, set[tuple[int, int, int]]] = {}
+
+    def live(name: str) -> set[tuple[int, int, int]]:
+        got = neighbours.get(name)
+        if got is None:
+            x = ctx.concept_id.get(name)
+            got = neighbours[name] = _neighbours(ctx, x) if x is not None else set()
+        return got
+
+    seen: set[tuple[str, str]] = set()
+    ranked: list[tuple[tuple[float, float, str, str], str]] = []
+    for i, (a, b, tier, score) in enumerate(pairs):
+        key = (a, b) if a <= b else (b, a)
+        if key in seen:
+            continue
+        seen.add(key)
+        if i % 4096 == 0:
+            _check(deadline)
+        na, nb = live(a), live(b)
+        shared = len(na & nb)
+        union = len(na) + len(nb) - shared
+        ranked.append(((-(shared / union if union else 0.0), -score, a, b), tier))
+    ranked.sort()
+    top = [_merge_candidate(ctx, k[2], k[3], tier, -k[1], cap)[1] for k, tier in ranked[:limit]]
+    out: dict[str, Any] = {"total": len(ranked), "candidates": top}
+    if found.note is not None:
+        out["semantic_note"] = found.note
+    return out
+
+
+def _objects_candidate(
+    ctx: Context, subject: int, label: int, edges: list[int], tendency: float, times: dict[int, int]
+) -> dict[str, Any]:
+    rows = []
+    for e in edges:
+        records = [rec for rec in ctx.e_attr[e] if rec[1] != 0.0]
+        row: dict[str, Any] = {
+            "object": ctx.concepts[ctx.e_o[e]],
+            "weight": ctx.weight(e),
+            "count": ctx.e_cnt[e],
+            "sources": [ctx.sources[rec[0]] for rec in records],
+        }
+        dated = [times[rec[0]] for rec in records if rec[0] in times]
+        if dated:
+            row["latest"] = max(dated)
+        rows.append(row)
+    s_name, l_name = ctx.concepts[subject], ctx.labels[label]
+    d = fields(FNV_BASIS, "objects", s_name, l_name)
+    for row in sorted(rows, key=lambda r: r["object"]):
+        d = field(d, row["object"])
+        d = fold(d, u64le(row["count"]))
+        d = fold(d, f64le(row["weight"]))
+        d = fields(d, *sorted(row["sources"]))
+    return {
+        "kind": "objects",
+        "subject": s_name,
+        "label": l_name,
+        "functional_tendency": tendency,
+        "objects": rows,
+        "fingerprint": hex16(d),
+    }
+
+
+def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
+    records = ctx.e_attr[e]
+    supporting = [ctx.sources[r[0]] for r in records if r[1] > 0.0]
+    disputing = [ctx.sources[r[0]] for r in records if r[1] < 0.0]
+    if not supporting or not disputing:
+        return None
+    s, lab, o = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
+    d = fields(FNV_BASIS, "contested", s, lab, o)
+    d = fold(fold(d, u64le(ctx.e_cnt[e])), f64le(ctx.e_sum[e]))
+    d = fields(d, "+", *sorted(supporting), "-", *sorted(disputing))
+    return {
+        "kind": "contested",
+        "subject": s,
+        "label": lab,
+        "object": o,
+        "weight": ctx.weight(e),
+        "count": ctx.e_cnt[e],
+        "supporting_sources": supporting,
+        "disputing_sources": disputing,
+        "fingerprint": hex16(d),
+    }
+
+
+def contradiction_section(ctx: Context, limit: int, times: dict[int, int], deadline: float | None) -> dict[str, Any]:
+    groups: dict[tuple[int, int], list[int]] = {}
+    contested: list[int] = []
+    for e in range(len(ctx.e_s)):
+        if e % 4096 == 0:
+            _check(deadline)
+        if ctx.e_cnt[e] <= 0:
+            continue
+        groups.setdefault((ctx.e_s[e], ctx.e_l[e]), []).append(e)
+        records = ctx.e_attr[e]
+        if any(r[1] > 0.0 for r in records) and any(r[1] < 0.0 for r in records):
+            contested.append(e)
+    one: dict[int, int] = {}
+    some: dict[int, int] = {}
+    for (_s, lab), edges in groups.items():
+        some[lab] = some.get(lab, 0) + 1
+        if len(edges) == 1:
+            one[lab] = one.get(lab, 0) + 1
+    tendency = {lab: one.get(lab, 0) / n for lab, n in some.items()}
+    objects = sorted(
+        (-tendency[lab], ctx.labels[lab], ctx.concepts[s], s, lab)
+        for (s, lab), edges in groups.items()
+        if len(edges) >= 2
+    )
+    # only the candidates inside `limit` are rendered (rows, sources, fingerprint)
+    shown: list[dict[str, Any]] = [
+        _objects_candidate(ctx, s, lab, groups[(s, lab)], tendency[lab], times)
+        for _t, _l, _s, s, lab in objects[:limit]
+    ]
+    shown += [c for c in map(lambda e: _contested_candidate(ctx, e), contested[: max(limit - len(shown), 0)]) if c]
+    return {"total": len(objects) + len(contested), "candidates": shown}
+
+
+def staleness_section(
+    ctx: Context, limit: int, floor_secs: int, times: dict[int, int], deadline: float | None
+) -> dict[str, Any]:
+    latest: dict[int, int] = {}
+    undatable = 0
+    neighbourhood: dict[int, int] = {}
+    for e in range(len(ctx.e_s)):
+        if e % 4096 == 0:
+            _check(deadline)
+        if ctx.e_cnt[e] <= 0:
+            continue
+        dated = [times[r[0]] for r in ctx.e_attr[e] if r[0] in times]
+        if not dated:
+            undatable += 1
+            continue
+        latest[e] = max(dated)
+        s = ctx.e_s[e]
+        neighbourhood[s] = max(neighbourhood.get(s, latest[e]), latest[e])
+    found: list[tuple[int, str, str, str, int]] = []
+    for e, when in latest.items():
+        gap = neighbourhood[ctx.e_s[e]] - when
+        if gap <= 0 or gap < floor_secs:
+            continue
+        found.append((-gap, ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]], e))
+    found.sort()
+    shown = []
+    for negative, sn, ln, on, e in found[:limit]:  # only the candidates inside `limit` are rendered
+        when, top = latest[e], neighbourhood[ctx.e_s[e]]
+        d = fields(FNV_BASIS, "stale", sn, ln, on)
+        d = fold(fold(d, u64le(when)), u64le(top))
+        shown.append(
+            {
+                "subject": sn,
+                "label": ln,
+                "object": on,
+                "latest": when,
+                "neighborhood_latest": top,
+                "gap": -negative,
+                "sources": [ctx.sources[r[0]] for r in ctx.e_attr[e]],
+                "fingerprint": hex16(d),
+            }
+        )
+    return {"total": len(found), "undatable": undatable, "candidates": shown}
+
+
+def consolidation(
+    ctx: Context,
+    checks: set[str],
+    *,
+    limit: int = 100,
+    evidence_cap: int = 20,
+    dice_floor: float = DEFAULT_FLOOR,
+    cosine_floor: float = DEFAULT_FLOOR,
+    floor_secs: int = 0,
+    deadline: float | None = None,
+    vectors: bool = False,
+    twins: Twins | None = None,
+) -> dict[str, Any]:
+    """The consolidation audit's result with the requested sections; raises Expired past the budget.
+
+    `twins` is the concept sweep when the caller ran it already (off the event loop)."""
+    out: dict[str, Any] = {"detector": DETECTOR}
+    if "merge" in checks:
+        if twins is None:
+            twins = sweep(ctx, (CONCEPT,), dice_floor, cosine_floor, deadline, vectors)
+        out["merge"] = merge_section(ctx, twins, limit, evidence_cap, deadline)
+    times = effective_times(ctx) if checks & {"contradiction", "staleness"} else {}
+    if "contradiction" in checks:
+        out["contradiction"] = contradiction_section(ctx, limit, times, deadline)
+    if "staleness" in checks:
+        out["staleness"] = staleness_section(ctx, limit, floor_secs, times, deadline)
+    return out

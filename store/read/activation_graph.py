@@ -1,0 +1,100 @@
+"""The activation graph: per graph version, each concept's live, non-zero edges in |sum| order."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from taguru_server.store.model.context import Context
+
+
+def current_graph(ctx: Context) -> ActivationGraph | None:
+    """The activation graph if it is built for the current graph version (never builds it)."""
+    cached = ctx.read_cache.get("activation")
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts):
+        return cached[2]
+    return None
+
+
+class ActivationGraph:
+    """Per graph version: each concept's live, non-zero edges, its total, and search keys.
+
+    A concept's entries are kept in |sum| descending order (propagation and scoring do not
+    depend on the visit order); only its total is summed in visit order, as the reference does.
+    """
+
+    __slots__ = (
+        "ptr",
+        "other",
+        "abs",
+        "edge",
+        "total",
+        "total_nz",
+        "maxabs",
+        "key",
+        "levels",
+        "n_levels",
+        "use_s",
+        "use_o",
+        "use_abs",
+        "min_abs",
+        "heavy",
+        "heavy_abs",
+    )
+
+    def __init__(self, ctx: Context) -> None:
+        n = len(ctx.concepts)
+        m = len(ctx.e_s)
+        e_s = np.array(ctx.e_s, dtype=np.int64) if m else np.zeros(0, np.int64)
+        e_o = np.array(ctx.e_o, dtype=np.int64) if m else np.zeros(0, np.int64)
+        cnt = np.array(ctx.e_cnt, dtype=np.int64) if m else np.zeros(0, np.int64)
+        absum = np.abs(np.array(ctx.e_sum, dtype=np.float64)) if m else np.zeros(0)
+        use = (cnt > 0) & (absum > 0)  # dead or zero-sum edges neither score nor carry flow
+        ids = np.flatnonzero(use)
+        inward = ids[e_s[ids] != e_o[ids]]  # a self-loop is visited once, as outgoing
+        node = np.concatenate((e_s[ids], e_o[inward]))
+        other = np.concatenate((e_o[ids], e_s[inward]))
+        edge = np.concatenate((ids, inward))
+        side = np.concatenate((np.zeros(len(ids), np.int64), np.ones(len(inward), np.int64)))
+        counts = np.bincount(node, minlength=n) if len(node) else np.zeros(n, np.int64)
+        self.ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.ptr[1:])
+        # step 3: the total of |sum| in visit order (outgoing then incoming, creation order)
+        visit = np.lexsort((edge, side, node))
+        vals = absum[edge[visit]].tolist()
+        ptr = self.ptr.tolist()
+        total = [0.0] * n
+        for c in np.flatnonzero(counts).tolist():
+            t = 0.0
+            for v in vals[ptr[c] : ptr[c + 1]]:
+                t += v
+            total[c] = t
+        self.total = np.array(total, dtype=np.float64)
+        self.total_nz = np.where(self.total > 0, self.total, 1.0)
+        # entries by concept, then |sum| descending: key = concept·L + (L−1−level(|sum|))
+        self.levels = np.unique(absum[ids]) if len(ids) else np.zeros(1)
+        self.n_levels = len(self.levels)
+        level = np.searchsorted(self.levels, absum[edge])
+        key = node * self.n_levels + (self.n_levels - 1 - level)
+        order = np.lexsort((edge, key))
+        self.key = key[order]
+        self.edge = edge[order]
+        self.other = other[order]
+        self.abs = absum[self.edge]
+        self.maxabs = np.zeros(n, dtype=np.float64)
+        has = counts > 0
+        self.maxabs[has] = self.abs[self.ptr[:-1][has]]
+        self.use_s = e_s[ids]
+        self.use_o = e_o[ids]
+        self.use_abs = absum[ids]
+        self.min_abs = float(absum[ids].min()) if len(ids) else 0.0
+        self.heavy = ids[np.argsort(-absum[ids], kind="stable")]  # edges by |sum| descending
+        self.heavy_abs = absum[self.heavy]
+
+
+def activation_graph(ctx: Context) -> ActivationGraph:
+    cached = ctx.read_cache.get("activation")
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts):
+        return cached[2]
+    graph = ActivationGraph(ctx)
+    ctx.read_cache["activation"] = (ctx.graph_version, len(ctx.concepts), graph)
+    return graph

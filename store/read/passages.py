@@ -1,0 +1,148 @@
+"""The passage lanes: BM25 search over paragraphs, the source filter, and the vector lane fused in."""
+
+from __future__ import annotations
+
+from typing import Any, ParamSpec
+
+import attrs
+import numpy as np
+
+from taguru_server.store.model.context import Context
+from taguru_server.store.model.passage import Passage
+from taguru_server.store.read.vector_lane import FusedHit, LaneState, VectorQuery, classify, fuse, sweep
+from taguru_server.store.text import query_terms
+from taguru_server.store.wire import F32
+
+P = ParamSpec("P")
+NO_EMBEDDINGS = "no embedding provider is configured"
+
+
+@attrs.frozen
+class Skip:
+    """Why a lane did not run: a stable token and the plan's text."""
+
+    token: str
+    text: str
+
+
+ZERO_LIMIT = Skip("zero_limit", "the requested limit is 0")
+NO_QUERY_TERMS = Skip("no_query_terms", "the query yields no searchable terms")
+
+
+@attrs.frozen
+class PassageHit:
+    """One BM25 hit: the paragraph, its f32 score and its rank in the lane."""
+
+    source: str
+    paragraph: int
+    score: float
+    text: str
+    rank: int
+
+    def to_wire(self) -> dict[str, Any]:
+        s = self.score
+        return {
+            "source": self.source,
+            "paragraph": self.paragraph,
+            "score": s,
+            "text": self.text,
+            "lanes": {"bm25": {"rank": self.rank, "score": s}},
+        }
+
+
+@attrs.frozen
+class PassageSearch:
+    """The passage lanes over one context: BM25 hits, or why BM25 did not run; the filter's counts."""
+
+    hits: tuple[PassageHit, ...]
+    skipped: Skip | None = None
+    eligible_sources: int | None = None
+    total_sources: int | None = None
+
+
+def passage_search(
+    ctx: Context,
+    query: str,
+    limit: int,
+    tags: list[str] | None = None,
+    since: int | None = None,
+    until: int | None = None,
+) -> PassageSearch:
+    """BM25 over paragraphs, optionally restricted to sources by tag and date."""
+    filtered = tags is not None or since is not None or until is not None
+    allowed = None
+    eligible = total = None
+    if filtered:
+        allowed, eligible = eligible_sources(ctx, tags or [], since, until)
+        total = len(ctx.passages)
+    if limit == 0:
+        return PassageSearch((), ZERO_LIMIT, eligible, total)
+    q_terms = query_terms(query)
+    if not q_terms:
+        return PassageSearch((), NO_QUERY_TERMS, eligible, total)
+    doc_source, doc_par = ctx.bm25.doc_source, ctx.bm25.doc_par
+    sources, passages = ctx.sources, ctx.passages
+    make = float.__new__
+    hits = []
+    for rank, (doc, score) in enumerate(top_documents(ctx, q_terms, limit, allowed), start=1):
+        sid = doc_source[doc]
+        par = doc_par[doc]
+        s = make(F32, score)  # already an f32 value: F32() would round it to itself
+        hits.append(PassageHit(sources[sid], par, s, passages[sid].paragraphs[par], rank))
+    return PassageSearch(tuple(hits), None, eligible, total)
+
+
+def searched(
+    ctx: Context,
+    query: str,
+    limit: int,
+    tags: list[str] | None = None,
+    since: int | None = None,
+    until: int | None = None,
+    vector: VectorQuery | None = None,
+) -> tuple[PassageSearch, LaneState | None, list[PassageHit | FusedHit]]:
+    """The passage lanes: BM25's search, the vector lane's state (None when both lanes were skipped), the hits."""
+    vq = vector or VectorQuery()
+    state = None if limit == 0 or not query_terms(query) else classify(ctx, vq)
+    pool = max(4 * limit, 50)
+    found = passage_search(ctx, query, pool if state is not None and state.ran else limit, tags, since, until)
+    if state is None or not state.ran:
+        return found, state, list[PassageHit | FusedHit](found.hits)
+    store = ctx.vectors.passages
+    assert store is not None and vq.vector is not None and state.floor is not None
+    allowed = None
+    if tags is not None or since is not None or until is not None:
+        mask, _n = eligible_sources(ctx, tags or [], since, until)
+        allowed = {ctx.sources[sid] for sid in np.nonzero(mask)[0].tolist() if sid < len(ctx.sources)}
+    rows = sweep(store, vq.vector, pool, state.floor, allowed)
+    bm25 = [(h.source, h.paragraph, h.score) for h in found.hits]
+    return found, state, list[PassageHit | FusedHit](fuse(ctx, bm25, rows, True, limit))
+
+
+def top_documents(ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+    """The best `limit` paragraphs by score desc, source name asc, paragraph asc."""
+    if limit <= 0:
+        return []
+    return ctx.bm25.top(q_terms, limit, allowed, ctx.source_rank())
+
+
+def passes_filter(passage: Passage, wanted: set[str], since: int | None, until: int | None) -> bool:
+    """Whether a source is eligible: any of the wanted tags (none wanted: any), its date in [since, until)."""
+    if wanted and not wanted.intersection(passage.tags):
+        return False
+    when = passage.date if passage.date is not None else passage.stored_at
+    if since is not None and (when is None or when < since):
+        return False
+    return until is None or (when is not None and when < until)
+
+
+def eligible_sources(ctx: Context, tags: list[str], since: int | None, until: int | None) -> tuple[np.ndarray, int]:
+    """The source-id mask the filter admits, and how many sources with passages it admits."""
+    wanted = set(tags)
+    allowed = np.zeros(max(len(ctx.sources), 1), dtype=bool)
+    eligible = 0
+    for sid, passage in ctx.passages.items():
+        if passes_filter(passage, wanted, since, until):
+            allowed[sid] = True
+            eligible += 1
+    return allowed, eligible
