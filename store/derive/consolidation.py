@@ -62,13 +62,13 @@ def effective_times(ctx: Context) -> dict[int, int]:
 def _neighbours(ctx: Context, x: int) -> set[tuple[int, int, int]]:
     out: set[tuple[int, int, int]] = set()
     for e in ctx.out_edges[x]:
-        if ctx.e_cnt[e] > 0:
-            out.add((0, ctx.e_l[e], ctx.e_o[e]))
-            if ctx.e_o[e] == x:
-                out.add((1, ctx.e_l[e], x))
+        if ctx.edges.count[e] > 0:
+            out.add((0, ctx.edges.label[e], ctx.edges.object[e]))
+            if ctx.edges.object[e] == x:
+                out.add((1, ctx.edges.label[e], x))
     for e in ctx.in_edges[x]:
-        if ctx.e_cnt[e] > 0:
-            out.add((1, ctx.e_l[e], ctx.e_s[e]))
+        if ctx.edges.count[e] > 0:
+            out.add((1, ctx.edges.label[e], ctx.edges.subject[e]))
     return out
 
 
@@ -152,11 +152,11 @@ def _objects_candidate(
 ) -> dict[str, Any]:
     rows = []
     for e in edges:
-        records = [rec for rec in ctx.e_attr[e] if rec[1] != 0.0]
+        records = [rec for rec in ctx.edges.attributions[e] if rec[1] != 0.0]
         row: dict[str, Any] = {
-            "object": ctx.concepts[ctx.e_o[e]],
+            "object": ctx.concepts[ctx.edges.object[e]],
             "weight": ctx.weight(e),
-            "count": ctx.e_cnt[e],
+            "count": ctx.edges.count[e],
             "sources": [ctx.sources[rec[0]] for rec in records],
         }
         dated = [times[rec[0]] for rec in records if rec[0] in times]
@@ -181,14 +181,14 @@ def _objects_candidate(
 
 
 def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
-    records = ctx.e_attr[e]
+    records = ctx.edges.attributions[e]
     supporting = [ctx.sources[r[0]] for r in records if r[1] > 0.0]
     disputing = [ctx.sources[r[0]] for r in records if r[1] < 0.0]
     if not supporting or not disputing:
         return None
-    s, lab, o = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
+    s, lab, o = ctx.concepts[ctx.edges.subject[e]], ctx.labels[ctx.edges.label[e]], ctx.concepts[ctx.edges.object[e]]
     d = fields(FNV_BASIS, "contested", s, lab, o)
-    d = fold(fold(d, u64le(ctx.e_cnt[e])), f64le(ctx.e_sum[e]))
+    d = fold(fold(d, u64le(ctx.edges.count[e])), f64le(ctx.edges.weight[e]))
     d = fields(d, "+", *sorted(supporting), "-", *sorted(disputing))
     return {
         "kind": "contested",
@@ -196,7 +196,7 @@ def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
         "label": lab,
         "object": o,
         "weight": ctx.weight(e),
-        "count": ctx.e_cnt[e],
+        "count": ctx.edges.count[e],
         "supporting_sources": supporting,
         "disputing_sources": disputing,
         "fingerprint": hex16(d),
@@ -206,13 +206,13 @@ def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
 def contradiction_section(ctx: Context, limit: int, times: dict[int, int], deadline: float | None) -> dict[str, Any]:
     groups: dict[tuple[int, int], list[int]] = {}
     contested: list[int] = []
-    for e in range(len(ctx.e_s)):
+    for e in range(len(ctx.edges.subject)):
         if e % 4096 == 0:
             _check(deadline)
-        if ctx.e_cnt[e] <= 0:
+        if ctx.edges.count[e] <= 0:
             continue
-        groups.setdefault((ctx.e_s[e], ctx.e_l[e]), []).append(e)
-        records = ctx.e_attr[e]
+        groups.setdefault((ctx.edges.subject[e], ctx.edges.label[e]), []).append(e)
+        records = ctx.edges.attributions[e]
         if any(r[1] > 0.0 for r in records) and any(r[1] < 0.0 for r in records):
             contested.append(e)
     one: dict[int, int] = {}
@@ -242,28 +242,36 @@ def staleness_section(
     latest: dict[int, int] = {}
     undatable = 0
     neighbourhood: dict[int, int] = {}
-    for e in range(len(ctx.e_s)):
+    for e in range(len(ctx.edges.subject)):
         if e % 4096 == 0:
             _check(deadline)
-        if ctx.e_cnt[e] <= 0:
+        if ctx.edges.count[e] <= 0:
             continue
-        dated = [times[r[0]] for r in ctx.e_attr[e] if r[0] in times]
+        dated = [times[r[0]] for r in ctx.edges.attributions[e] if r[0] in times]
         if not dated:
             undatable += 1
             continue
         latest[e] = max(dated)
-        s = ctx.e_s[e]
+        s = ctx.edges.subject[e]
         neighbourhood[s] = max(neighbourhood.get(s, latest[e]), latest[e])
     found: list[tuple[int, str, str, str, int]] = []
     for e, when in latest.items():
-        gap = neighbourhood[ctx.e_s[e]] - when
+        gap = neighbourhood[ctx.edges.subject[e]] - when
         if gap <= 0 or gap < floor_secs:
             continue
-        found.append((-gap, ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]], e))
+        found.append(
+            (
+                -gap,
+                ctx.concepts[ctx.edges.subject[e]],
+                ctx.labels[ctx.edges.label[e]],
+                ctx.concepts[ctx.edges.object[e]],
+                e,
+            )
+        )
     found.sort()
     shown = []
     for negative, sn, ln, on, e in found[:limit]:  # only the candidates inside `limit` are rendered
-        when, top = latest[e], neighbourhood[ctx.e_s[e]]
+        when, top = latest[e], neighbourhood[ctx.edges.subject[e]]
         d = fields(FNV_BASIS, "stale", sn, ln, on)
         d = fold(fold(d, u64le(when)), u64le(top))
         shown.append(
@@ -274,7 +282,7 @@ def staleness_section(
                 "latest": when,
                 "neighborhood_latest": top,
                 "gap": -negative,
-                "sources": [ctx.sources[r[0]] for r in ctx.e_attr[e]],
+                "sources": [ctx.sources[r[0]] for r in ctx.edges.attributions[e]],
                 "fingerprint": hex16(d),
             }
         )
