@@ -10,8 +10,9 @@ with this checkout's `taguru import`, copies the data dir, and starts `taguru se
 checkout (`<checkout>/.venv/bin/taguru`, so each runs its own code) on its own copy. Then every
 request is sent to both servers, in alternating order, and the two latencies form one pair; the
 figure that matters is the median of the per-pair ratios after/before, which slow spells of the
-machine affect both sides of alike. Every pair of bodies must be equal (ignoring the envelope's
-`time`): the script stops at the first difference.
+machine affect both sides of alike. Each round starts both servers afresh with their start order
+and ports swapped, so neither version keeps the advantage of a slot. Every pair of bodies must be
+equal (ignoring the envelope's `time`): the script stops at the first difference.
 
 Request kinds: evidence default (2 origins), evidence heavy (`search_limit` 200 + 3 labels + a
 text fallback query), resolve (limit 5), sources/search (limit 5).
@@ -145,23 +146,30 @@ def main() -> int:
         print(f"corpus {args.size}: {corpus.paragraphs} paragraphs, imported in {time.perf_counter() - t0:.1f} s")
         data_b = Path(tmp) / "before"
         shutil.copytree(data_a, data_b)
-        procs = [_serve(args.before.resolve(), data_b, 8293), _serve(args.after.resolve(), data_a, 8294)]
-        bases = ("http://127.0.0.1:8293", "http://127.0.0.1:8294")
-        try:
-            for base, proc in zip(bases, procs, strict=True):
-                _wait_live(base, proc)
-            results: dict[str, tuple[list[float], list[float], list[float]]] = {}
-            for _round in range(args.rounds):
+        results: dict[str, tuple[list[float], list[float], list[float]]] = {}
+        for round_no in range(args.rounds):
+            # each round starts both servers afresh, in swapped start order and ports, so neither version
+            # keeps the advantage of a slot (measured: the same code in the second slot ran 2-5 % slower)
+            sides = [(args.before.resolve(), data_b), (args.after.resolve(), data_a)]
+            ports = (8293, 8294) if round_no % 2 == 0 else (8294, 8293)
+            order = (0, 1) if round_no % 2 == 0 else (1, 0)
+            procs: dict[int, subprocess.Popen[bytes]] = {}
+            for side in order:
+                procs[side] = _serve(sides[side][0], sides[side][1], ports[side])
+            bases = (f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}")
+            try:
+                for side in (0, 1):
+                    _wait_live(bases[side], procs[side])
                 for kind, reqs in _kinds(qs, n).items():
                     before, after = _paired(bases, reqs, args.warmup)
                     got = results.setdefault(kind, ([], [], []))
                     got[0].extend(before)
                     got[1].extend(after)
                     got[2].extend(a / b for a, b in zip(after, before, strict=True))
-        finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait()
+            finally:
+                for proc in procs.values():
+                    proc.terminate()
+                    proc.wait()
     print(f"{'request':<40}{'before p50':>12}{'after p50':>12}{'median after/before':>22}")
     for kind, (before, after, ratios) in results.items():
         print(
