@@ -14,6 +14,7 @@ from conftest import Client
 from pg_support import database_url_for
 
 from taguru_server.server.wire.render import audits as audit_wire
+from taguru_server.stages.render import association_out
 from taguru_server.store.derive import audits, consolidation, twins
 from taguru_server.store.index.vectors import GlossStore, GlossTable, dot_f32
 from taguru_server.store.index.vectors import normalize as unit
@@ -317,8 +318,8 @@ def test_a_promotion_reaches_another_worker(tmp_path: Path) -> None:
         fresh = Registry(open_store(str(data), url)).get("dest")
         assert got is not None and fresh is not None
         for ctx in (got, fresh):
-            assert [ctx.association_out(e) for e in range(len(ctx.e_s))] == [
-                a.get("dest").association_out(e)  # type: ignore[union-attr]
+            assert [association_out(ctx, e) for e in range(len(ctx.e_s))] == [
+                association_out(a.get("dest"), e)  # type: ignore[arg-type]
                 for e in range(len(ctx.e_s))
             ]
             assert ctx.aliases[CONCEPT] == {"たかせ": ctx.concept_id["高瀬"]}

@@ -444,36 +444,6 @@ class Context:
         c = self.e_cnt[e]
         return self.e_sum[e] / c if c else 0.0
 
-    def association_out(self, e: int) -> dict[str, Any]:
-        """The AssociationOut wire shape of one edge."""
-        attributions = []
-        sources = self.sources
-        for sid, rsum, rcount, paragraph in self.e_attr[e]:
-            section = locator = None
-            if paragraph is not None:
-                passage = self.passages.get(sid)
-                if passage is not None:
-                    section = passage.section_for(paragraph)
-                    locator = passage.locator_for(paragraph)
-            attributions.append(
-                {
-                    "source": sources[sid],
-                    "weight": float(rsum),
-                    "count": rcount,
-                    "paragraph": paragraph,
-                    "section": section,
-                    "locator": locator,
-                }
-            )
-        return {
-            "subject": self.concepts[self.e_s[e]],
-            "label": self.labels[self.e_l[e]],
-            "object": self.concepts[self.e_o[e]],
-            "weight": float(self.weight(e)),
-            "count": self.e_cnt[e],
-            "attributions": attributions,
-        }
-
     def stats(self) -> dict[str, Any]:
         live_degree = [0] * len(self.concepts)
         dead = unsourced = 0

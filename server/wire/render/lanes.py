@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec
 
+from taguru_server.stages.render import association_out, citation_out, passage_hit_out
 from taguru_server.store.model.context import CONCEPT, Context
 from taguru_server.store.read.activation import activation
 from taguru_server.store.read.citations import find_citation
@@ -50,7 +51,7 @@ def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, An
     """The query (or recall) page of the matching edges: their total, the page's associations, the plan."""
     return {
         "total": len(edges),
-        "matches": [ctx.association_out(e) for e in page_edges(ctx, edges, limit, after)],
+        "matches": [association_out(ctx, e) for e in page_edges(ctx, edges, limit, after)],
         "plan": {"contexts": [ctx.name]},
     }
 
@@ -66,7 +67,7 @@ def render_activation(ctx: Context, found: Activation) -> dict[str, Any]:
     return {
         "total": found.total,
         "matches": [
-            {"strength": m.strength, "path": [concepts[c] for c in m.path], "association": ctx.association_out(m.edge)}
+            {"strength": m.strength, "path": [concepts[c] for c in m.path], "association": association_out(ctx, m.edge)}
             for m in found.matches
         ],
     }
@@ -96,7 +97,7 @@ def render_search(
     entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found, state)}
     if found.eligible_sources is not None:
         entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
-    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in hits]}
+    return {"plan": {"contexts": [entry]}, "hits": [passage_hit_out(hit) for hit in hits]}
 
 
 def rendered(
@@ -117,4 +118,4 @@ search_passages = rendered(searched)
 def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
     """The citation's wire shape, or 'no_source' / 'no_paragraph'."""
     found = find_citation(ctx, source, paragraph)
-    return found if isinstance(found, str) else found.to_wire()
+    return found if isinstance(found, str) else citation_out(found)
