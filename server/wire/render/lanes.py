@@ -1,7 +1,7 @@
 """The wire results of the single-context read lanes, rendered from the store's typed results.
 
-resolve (its candidates with their glosses), describe, the query and recall pages, activate, passage
-search (BM25 and the vector lane's plan entries) and citations.
+resolve (its candidates with their glosses, and the ladder with the semantic tier), describe, the query
+and recall pages, activate, passage search (BM25 and the vector lane's plan entries) and citations.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from taguru_server.store.read.citations import find_citation
 from taguru_server.store.read.gloss import concept_gloss, description, label_gloss
 from taguru_server.store.read.passages import NO_EMBEDDINGS, PassageHit, PassageSearch, searched
 from taguru_server.store.read.query import page_edges
-from taguru_server.store.read.resolve import GLOSSED_CANDIDATES, resolve_matches
+from taguru_server.store.read.resolve import GLOSSED_CANDIDATES, ResolveMatch, resolve_matches
+from taguru_server.store.read.semantic import ladder
 from taguru_server.store.read.spread import Activation
 from taguru_server.store.read.vector_lane import FusedHit, LaneState
 from taguru_server.store.wire import F32
@@ -32,6 +33,26 @@ def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) ->
         if i < GLOSSED_CANDIDATES:
             item["gloss"] = concept_gloss(ctx, m.record) if kind == CONCEPT else label_gloss(ctx, m.record)
         out.append(item)
+    return out
+
+
+def ladder_out(
+    ctx: Context, kind: int, found: list[ResolveMatch], semantic: list[tuple[str, float]], limit: int
+) -> list[dict[str, Any]]:
+    """The resolve ladder's wire candidates (`semantic.ladder`'s cut): lexical, then semantic; the first few
+    with a gloss."""
+    lex, sem = ladder(found, semantic, limit)
+    gloss = concept_gloss if kind == CONCEPT else label_gloss
+    ids = ctx.concept_id if kind == CONCEPT else ctx.label_id
+    out: list[dict[str, Any]] = []
+    for m in lex:
+        out.append({"name": m.name, "score": m.score, "tier": "lexical", "kind": m.kind, "_record": m.record})
+    for name, score in sem:
+        out.append({"name": name, "score": score, "tier": "semantic", "_record": ids.get(name)})
+    for i, item in enumerate(out):
+        record = item.pop("_record")
+        if i < GLOSSED_CANDIDATES and record is not None:
+            item["gloss"] = gloss(ctx, record)
     return out
 
 
