@@ -276,6 +276,10 @@ def test_every_test_module_says_what_it_pins() -> None:
 # persisted format is the store's own and may be a dict: it is listed here with what it is.
 STORE_DICT_RESULTS_ALLOWED = {
     "taguru_server.store.derive.communities.load_manifest",  # the communities artifact's stored manifest
+    # the cross-process change log's rows (what each write touched), as stored in the database
+    "taguru_server.store.persist.catch_up._by_context",
+    "taguru_server.store.persist.persistence.Persistence.changes_after",
+    "taguru_server.store.persist.rows.RowStore.changes_after",
 }
 
 
@@ -313,11 +317,12 @@ def test_the_store_renders_no_wire_records() -> None:
     assert offending == []
 
 
-def test_the_read_lanes_and_derivations_return_typed_results() -> None:
-    """No function of store/read or store/derive is annotated to return a JSON dict (or a list of them)."""
+def test_the_read_lanes_derivations_and_persistence_return_typed_results() -> None:
+    """No function of store/read, store/derive or store/persist is annotated to return a JSON dict (or a
+    list of them), but for the persisted formats listed."""
     offending = sorted(
         name
-        for name, node in store_functions({"read", "derive"})
+        for name, node in store_functions({"read", "derive", "persist"})
         if returns_json_dict(node) and name not in STORE_DICT_RESULTS_ALLOWED
     )
     assert offending == []
