@@ -122,7 +122,7 @@ def measure(kind: str, size: str, seed: int) -> dict[str, Any]:
         "size": size,
         **facts,
         "concepts": len(ctx.concepts),
-        "edges": len(ctx.e_s),
+        "edges": len(ctx.edges.subject),
         "graph_nodes": analysis["concept_count"],
         "graph_pairs": analysis["edge_count"],
         "levels": analysis["levels"],

@@ -54,7 +54,7 @@ def build_store(size: str, data_dir: Path) -> tuple[dict[str, Any], dict[str, li
     run_import(registry, parse_stream(corpus.text), commit_every=2000)
     ctx = registry.get(CONTEXT)
     assert ctx is not None
-    facts = {"paragraphs": corpus.paragraphs, "edges": len(ctx.e_s), "import_s": time.perf_counter() - t0}
+    facts = {"paragraphs": corpus.paragraphs, "edges": len(ctx.edges.subject), "import_s": time.perf_counter() - t0}
     registry.close()
     world = corpus.world
     rng = random.Random(5)

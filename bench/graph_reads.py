@@ -53,8 +53,8 @@ def corpus_context(size: str, seed: int) -> tuple[Any, dict[str, Any]]:
                     ctx.add_alias(kind, alias, canonical)
                 except AliasRefused:
                     pass
-    live = sum(1 for c in ctx.e_cnt if c > 0)
-    facts.update(concepts=len(ctx.concepts), labels=len(ctx.labels), edges=len(ctx.e_s), live_edges=live)
+    live = sum(1 for c in ctx.edges.count if c > 0)
+    facts.update(concepts=len(ctx.concepts), labels=len(ctx.labels), edges=len(ctx.edges.subject), live_edges=live)
     facts["queries"] = qs["activate"]
     return ctx, facts
 

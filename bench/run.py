@@ -135,7 +135,7 @@ def run_import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
         import_cpu_s=import_cpu,
         concepts=len(ctx.concepts),
         labels=len(ctx.labels),
-        edges=len(ctx.e_s),
+        edges=len(ctx.edges.subject),
         sources=len(ctx.sources),
         db_mb=sum(p.stat().st_size for p in (data_dir / "store").iterdir()) / 1e6,
     )

@@ -76,7 +76,7 @@ def import_phase(size: str, seed: int, data_dir: Path) -> dict[str, Any]:
         "paragraphs": corpus.paragraphs,
         "association_lines": corpus.association_lines,
         "concepts": len(ctx.concepts),
-        "edges": len(ctx.e_s),
+        "edges": len(ctx.edges.subject),
         "max_degree": max(len(a) + len(b) for a, b in zip(ctx.out_edges, ctx.in_edges, strict=True)),
         "import_s": time.perf_counter() - t0,
     }

@@ -249,7 +249,7 @@ def consistency_and_apply(tmp: Path, size: int) -> None:
     started = time.perf_counter()
     fresh, _seq = b.persistence.load(ctx.cid, ctx.name, ctx.meta)
     load_s = time.perf_counter() - started
-    assert len(fresh.e_s) == len(ctx.e_s) and len(fresh.passages) == len(ctx.passages)
+    assert len(fresh.edges.subject) == len(ctx.edges.subject) and len(fresh.passages) == len(ctx.passages)
     print(
         f"another worker's import of {extra.paragraphs} paragraphs ({import_s:.2f} s to import): applied from the "
         f"change log in {apply_s:.2f} s; loading the whole context ({len(ctx.passages)} sources) "

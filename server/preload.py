@@ -37,7 +37,7 @@ def log_loaded(logger: Any, ctx: Any, started: float) -> None:
         context=ctx.name,
         duration_ms=round((time.perf_counter() - started) * 1000, 1),
         concepts=len(ctx.concepts),
-        associations=len(ctx.e_s),
+        associations=len(ctx.edges.subject),
         **index_fields(ctx.index_restored),
     )
 

@@ -20,7 +20,7 @@ def association_out(ctx: Context, e: int) -> dict[str, Any]:
     """The AssociationOut wire shape of one edge."""
     attributions = []
     sources = ctx.sources
-    for sid, rsum, rcount, paragraph in ctx.e_attr[e]:
+    for sid, rsum, rcount, paragraph in ctx.edges.attributions[e]:
         section = locator = None
         if paragraph is not None:
             passage = ctx.passages.get(sid)
@@ -38,11 +38,11 @@ def association_out(ctx: Context, e: int) -> dict[str, Any]:
             }
         )
     return {
-        "subject": ctx.concepts[ctx.e_s[e]],
-        "label": ctx.labels[ctx.e_l[e]],
-        "object": ctx.concepts[ctx.e_o[e]],
+        "subject": ctx.concepts[ctx.edges.subject[e]],
+        "label": ctx.labels[ctx.edges.label[e]],
+        "object": ctx.concepts[ctx.edges.object[e]],
         "weight": float(ctx.weight(e)),
-        "count": ctx.e_cnt[e],
+        "count": ctx.edges.count[e],
         "attributions": attributions,
     }
 

@@ -171,17 +171,25 @@ def test_a_namespace_over_the_semantic_ceiling_is_skipped_with_its_note() -> Non
 
 def plain_staleness(ctx: Context, floor_secs: int) -> list[tuple[str, str, str, int, int]]:
     times = {sid: (p.date if p.date is not None else p.stored_at) for sid, p in ctx.passages.items()}
-    live = [e for e in range(len(ctx.e_s)) if ctx.e_cnt[e] > 0]
+    live = [e for e in range(len(ctx.edges.subject)) if ctx.edges.count[e] > 0]
     latest = {}
     for e in live:
-        dated = [times[r[0]] for r in ctx.e_attr[e] if times.get(r[0]) is not None]
+        dated = [times[r[0]] for r in ctx.edges.attributions[e] if times.get(r[0]) is not None]
         if dated:
             latest[e] = max(dated)
     out = []
     for e, when in latest.items():
-        top = max(latest[f] for f in latest if ctx.e_s[f] == ctx.e_s[e])
+        top = max(latest[f] for f in latest if ctx.edges.subject[f] == ctx.edges.subject[e])
         if top - when > 0 and top - when >= floor_secs:
-            out.append((ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]], when, top))
+            out.append(
+                (
+                    ctx.concepts[ctx.edges.subject[e]],
+                    ctx.labels[ctx.edges.label[e]],
+                    ctx.concepts[ctx.edges.object[e]],
+                    when,
+                    top,
+                )
+            )
     out.sort(key=lambda t: (-(t[4] - t[3]), t[0], t[1], t[2]))
     return out
 
@@ -205,7 +213,9 @@ def test_consolidation_sections_equal_plain_transcriptions(seed: int) -> None:
     ]
     assert stale == plain_staleness(ctx, 0)
     # contradiction: every (subject, label) with two or more live objects, then every sign-contested edge
-    groups = collections.Counter((ctx.e_s[e], ctx.e_l[e]) for e in range(len(ctx.e_s)) if ctx.e_cnt[e] > 0)
+    groups = collections.Counter(
+        (ctx.edges.subject[e], ctx.edges.label[e]) for e in range(len(ctx.edges.subject)) if ctx.edges.count[e] > 0
+    )
     objects = [c for c in found["contradiction"]["candidates"] if c["kind"] == "objects"]
     assert len(objects) == sum(1 for n in groups.values() if n >= 2)
     for c in objects:
@@ -217,10 +227,14 @@ def test_consolidation_sections_equal_plain_transcriptions(seed: int) -> None:
 
         def facts(name: str) -> set[tuple[str, str, str]]:
             out = set()
-            for e in range(len(ctx.e_s)):
-                if ctx.e_cnt[e] <= 0:
+            for e in range(len(ctx.edges.subject)):
+                if ctx.edges.count[e] <= 0:
                     continue
-                s, lab, o = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
+                s, lab, o = (
+                    ctx.concepts[ctx.edges.subject[e]],
+                    ctx.labels[ctx.edges.label[e]],
+                    ctx.concepts[ctx.edges.object[e]],
+                )
                 if s == name:
                     out.add(("out", lab, o))
                 if o == name:
@@ -308,7 +322,7 @@ def test_a_promotion_reaches_another_worker(tmp_path: Path) -> None:
             scratch.add_alias(CONCEPT, "たかせ", "高瀬")
             a.commit([scratch, dest])
         b.catch_up()
-        assert b.get("dest") is not None and not b.get("dest").e_s  # type: ignore[union-attr]
+        assert b.get("dest") is not None and not b.get("dest").edges.subject  # type: ignore[union-attr]
         async with a.write_section(deadline=float("inf")):
             src = a.get("scratch")
             assert src is not None
@@ -321,9 +335,9 @@ def test_a_promotion_reaches_another_worker(tmp_path: Path) -> None:
         fresh = Registry(open_store(str(data), url)).get("dest")
         assert got is not None and fresh is not None
         for ctx in (got, fresh):
-            assert [association_out(ctx, e) for e in range(len(ctx.e_s))] == [
+            assert [association_out(ctx, e) for e in range(len(ctx.edges.subject))] == [
                 association_out(a.get("dest"), e)  # type: ignore[arg-type]
-                for e in range(len(ctx.e_s))
+                for e in range(len(ctx.edges.subject))
             ]
             assert ctx.aliases[CONCEPT] == {"たかせ": ctx.concept_id["高瀬"]}
             assert ctx.passages[ctx.source_id["s1"]].date == 7

@@ -40,19 +40,23 @@ def replayed(old: Context) -> Context:
     each live edge in edge-id order (its records in chain order, then its unsourced share), then the passages,
     then the aliases whose canonical survived. Sums follow §5.2 (f): weight × count."""
     new = Context(old.cid, old.name, Meta())
-    for e in range(len(old.e_s)):
-        count = old.e_cnt[e]
+    for e in range(len(old.edges.subject)):
+        count = old.edges.count[e]
         if count == 0:
             continue
-        s, lab, o = old.concepts[old.e_s[e]], old.labels[old.e_l[e]], old.concepts[old.e_o[e]]
+        s, lab, o = (
+            old.concepts[old.edges.subject[e]],
+            old.labels[old.edges.label[e]],
+            old.concepts[old.edges.object[e]],
+        )
         sourced = 0
-        for sid, rsum, rcount, paragraph in old.e_attr[e]:
+        for sid, rsum, rcount, paragraph in old.edges.attributions[e]:
             new.assert_many([(s, lab, o, rsum, paragraph)] + [(s, lab, o, 0.0, None)] * (rcount - 1), old.sources[sid])
             sourced += rcount
         for _ in range(count - sourced):
             new.assert_association(s, lab, o, 0.0, None, None)
-        ne = new.edge_of[(new.concept_id[s], new.label_id[lab], new.concept_id[o])]
-        new.e_sum[ne] = _saturate(old.e_sum[e] / count * count)
+        ne = new.edges.by_triple[(new.concept_id[s], new.label_id[lab], new.concept_id[o])]
+        new.edges.weight[ne] = _saturate(old.edges.weight[e] / count * count)
     for sid in sorted(old.passages):
         p = old.passages[sid]
         new.store_passage(
@@ -136,7 +140,7 @@ def test_the_rebuild_checks_its_budget() -> None:
     with pytest.raises(ApiError) as err:
         rebuild(ctx, deadline=0.0)
     assert err.value.code == "timeout" and err.value.message == MID_SCAN_TIMEOUT
-    assert ctx.e_cnt == [1]  # untouched
+    assert ctx.edges.count == [1]  # untouched
 
 
 @pytest.mark.parametrize("seed", range(3))

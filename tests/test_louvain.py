@@ -30,13 +30,13 @@ def _named(s: str) -> bytes:
 
 
 def spec_analysis(ctx: Context) -> dict[str, Any]:
-    live = [e for e in range(len(ctx.e_s)) if ctx.e_cnt[e] > 0]
+    live = [e for e in range(len(ctx.edges.subject)) if ctx.edges.count[e] > 0]
     pairs: dict[tuple[int, int], float] = {}
     for e in live:
-        s, o = ctx.e_s[e], ctx.e_o[e]
-        if s != o and abs(ctx.e_sum[e]) > 0:
+        s, o = ctx.edges.subject[e], ctx.edges.object[e]
+        if s != o and abs(ctx.edges.weight[e]) > 0:
             key = (min(s, o), max(s, o))
-            pairs[key] = pairs.get(key, 0.0) + abs(ctx.e_sum[e])
+            pairs[key] = pairs.get(key, 0.0) + abs(ctx.edges.weight[e])
     nodes = sorted({c for p in pairs for c in p})
     if not nodes:
         return {"algorithm": "louvain-cc/1", "concept_count": 0, "edge_count": 0, "levels": 0, "communities": []}
@@ -127,18 +127,25 @@ def spec_analysis(ctx: Context) -> dict[str, Any]:
     digests: list[int] = []
     for cid in range(max(levels[0]) + 1):
         members = [c for c in nodes if leaf[c] == cid]
-        induced = [e for e in live if leaf.get(ctx.e_s[e]) == cid and leaf.get(ctx.e_o[e]) == cid]
+        induced = [e for e in live if leaf.get(ctx.edges.subject[e]) == cid and leaf.get(ctx.edges.object[e]) == cid]
         strength = {c: 0.0 for c in members}
         for e in induced:
-            strength[ctx.e_s[e]] += abs(ctx.e_sum[e])
-            if ctx.e_o[e] != ctx.e_s[e]:
-                strength[ctx.e_o[e]] += abs(ctx.e_sum[e])
+            strength[ctx.edges.subject[e]] += abs(ctx.edges.weight[e])
+            if ctx.edges.object[e] != ctx.edges.subject[e]:
+                strength[ctx.edges.object[e]] += abs(ctx.edges.weight[e])
         name = ctx.concepts.__getitem__
         data = b"".join(_named(n) for n in sorted(map(name, members)))
-        for e in sorted(induced, key=lambda e: (name(ctx.e_s[e]), ctx.labels[ctx.e_l[e]], name(ctx.e_o[e]))):
-            total = ctx.e_sum[e] if ctx.e_sum[e] != 0 else 0.0
-            data += _named(name(ctx.e_s[e])) + _named(ctx.labels[ctx.e_l[e]]) + _named(name(ctx.e_o[e]))
-            data += struct.pack("<d", total) + struct.pack("<Q", ctx.e_cnt[e])
+        for e in sorted(
+            induced,
+            key=lambda e: (name(ctx.edges.subject[e]), ctx.labels[ctx.edges.label[e]], name(ctx.edges.object[e])),
+        ):
+            total = ctx.edges.weight[e] if ctx.edges.weight[e] != 0 else 0.0
+            data += (
+                _named(name(ctx.edges.subject[e]))
+                + _named(ctx.labels[ctx.edges.label[e]])
+                + _named(name(ctx.edges.object[e]))
+            )
+            data += struct.pack("<d", total) + struct.pack("<Q", ctx.edges.count[e])
         digests.append(_fnv(data))
         c: dict[str, Any] = {"id": f"L0-{cid}", "level": 0}
         if len(levels) > 1:
@@ -148,15 +155,17 @@ def spec_analysis(ctx: Context) -> dict[str, Any]:
         c["members"] = [
             {"name": name(m), "strength": strength[m]} for m in sorted(members, key=lambda m: (-strength[m], name(m)))
         ]
-        top = sorted((e for e in induced if abs(ctx.e_sum[e]) > 0), key=lambda e: (-abs(ctx.e_sum[e]), e))[:24]
+        top = sorted(
+            (e for e in induced if abs(ctx.edges.weight[e]) > 0), key=lambda e: (-abs(ctx.edges.weight[e]), e)
+        )[:24]
         if top:
             c["top_associations"] = [
                 {
-                    "subject": name(ctx.e_s[e]),
-                    "label": ctx.labels[ctx.e_l[e]],
-                    "object": name(ctx.e_o[e]),
-                    "weight": ctx.e_sum[e] / ctx.e_cnt[e],
-                    "count": ctx.e_cnt[e],
+                    "subject": name(ctx.edges.subject[e]),
+                    "label": ctx.labels[ctx.edges.label[e]],
+                    "object": name(ctx.edges.object[e]),
+                    "weight": ctx.edges.weight[e] / ctx.edges.count[e],
+                    "count": ctx.edges.count[e],
                 }
                 for e in top
             ]
@@ -219,12 +228,16 @@ def random_context(seed: int) -> Context:
             f"c{a}", rng.choice(["r", "s", "関係"]), f"c{b}", rng.choice([1.0, 2.0, 0.5, -1.0, 3.0, 0.25]), None, None
         )
     for _ in range(rng.randrange(0, 4)):  # dead and netted edges
-        e = rng.randrange(len(ctx.e_s))
-        s, lab, o = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
+        e = rng.randrange(len(ctx.edges.subject))
+        s, lab, o = (
+            ctx.concepts[ctx.edges.subject[e]],
+            ctx.labels[ctx.edges.label[e]],
+            ctx.concepts[ctx.edges.object[e]],
+        )
         if rng.random() < 0.5:
             ctx.retract_association(s, lab, o)
         else:
-            ctx.assert_association(s, lab, o, -ctx.e_sum[e], None, None)
+            ctx.assert_association(s, lab, o, -ctx.edges.weight[e], None, None)
     return ctx
 
 

@@ -382,25 +382,25 @@ async def _replay_http(client: Client, name: str, old: Any) -> None:
     """Fill `name` from scratch with `old`'s live content through the API (records as posted rows)."""
     path = ctx_path(name)
     assert_ok(await client.call("PUT", path, {"description": old.meta.description}))
-    for e in range(len(old.e_s)):
-        count = old.e_cnt[e]
+    for e in range(len(old.edges.subject)):
+        count = old.edges.count[e]
         if count == 0:
             continue
         triple = {
-            "subject": old.concepts[old.e_s[e]],
-            "label": old.labels[old.e_l[e]],
-            "object": old.concepts[old.e_o[e]],
+            "subject": old.concepts[old.edges.subject[e]],
+            "label": old.labels[old.edges.label[e]],
+            "object": old.concepts[old.edges.object[e]],
         }
         rows: list[dict[str, Any]] = []
-        for sid, rsum, rcount, paragraph in old.e_attr[e]:
+        for sid, rsum, rcount, paragraph in old.edges.attributions[e]:
             extra = {"source": old.sources[sid], "paragraph": paragraph}
             rows += [{**triple, "weight": rsum, **extra}] + [
                 {**triple, "weight": 0.0, **extra} for _ in range(rcount - 1)
             ]
-        unsourced = count - sum(r[2] for r in old.e_attr[e])
+        unsourced = count - sum(r[2] for r in old.edges.attributions[e])
         rows += [{**triple, "weight": 0.0} for _ in range(unsourced)]
         if unsourced:  # the unsourced share of the sum rides on the first unsourced row
-            rows[-unsourced]["weight"] = old.e_sum[e] - sum(r[1] for r in old.e_attr[e])
+            rows[-unsourced]["weight"] = old.edges.weight[e] - sum(r[1] for r in old.edges.attributions[e])
         assert_ok(await client.call("POST", path + "/associations", rows))
     for sid in sorted(old.passages):
         assert_ok(
@@ -466,14 +466,21 @@ async def test_compacted_reads_equal_a_fresh_replay(app_client: tuple[Client, An
     await _random_http(client, "a", rnd, 15)
     old = registry.get("a")
     await _replay_http(client, "b", old)
-    dead = old.e_cnt.count(0)
+    dead = old.edges.count.count(0)
     outcome = assert_ok(await client.call("POST", ctx_path("a", "compact"), content_type=None))
     assert outcome["dead_edges"] == dead
     a, b = registry.get("a"), registry.get("b")
     assert (a.concepts, a.labels, a.sources) == (b.concepts, b.labels, b.sources)
-    assert [a.e_attr[e] for e in range(len(a.e_s))] == [b.e_attr[e] for e in range(len(b.e_s))]
-    assert (a.e_s, a.e_l, a.e_o, a.e_cnt) == (b.e_s, b.e_l, b.e_o, b.e_cnt)
-    assert _rounded(a.e_sum) == _rounded(b.e_sum)
+    assert [a.edges.attributions[e] for e in range(len(a.edges.subject))] == [
+        b.edges.attributions[e] for e in range(len(b.edges.subject))
+    ]
+    assert (a.edges.subject, a.edges.label, a.edges.object, a.edges.count) == (
+        b.edges.subject,
+        b.edges.label,
+        b.edges.object,
+        b.edges.count,
+    )
+    assert _rounded(a.edges.weight) == _rounded(b.edges.weight)
     seen_a, seen_b = await _observed(client, "a"), await _observed(client, "b")
     for key in seen_a:
         assert seen_a[key] == seen_b[key], key

@@ -322,7 +322,7 @@ async def test_a_refused_group_commit_refuses_the_writes_queued_behind_it(settin
     store = open_store(str(data), None)
     try:
         ctx = Registry(store).get("k")
-        assert ctx is not None and len(ctx.e_s) == before["associations"] + 20
+        assert ctx is not None and len(ctx.edges.subject) == before["associations"] + 20
         assert not any(f"x{i}" in ctx.concept_id for i in range(4))
     finally:
         store.close()

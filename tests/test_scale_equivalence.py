@@ -408,14 +408,16 @@ def plain_activate(ctx: Context, origins: list[str], decay: float, limit: int) -
             continue
         settled.add(c)
         a = -neg_a
-        edges = [e for e in ctx.out_edges[c] if ctx.e_cnt[e] > 0] + [e for e in ctx.in_edges[c] if ctx.e_cnt[e] > 0]
+        edges = [e for e in ctx.out_edges[c] if ctx.edges.count[e] > 0] + [
+            e for e in ctx.in_edges[c] if ctx.edges.count[e] > 0
+        ]
         total = 0.0
         for e in edges:
-            total += abs(ctx.e_sum[e])
+            total += abs(ctx.edges.weight[e])
         if total == 0:
             continue
         for e in edges:
-            score = a * decay * abs(ctx.e_sum[e])
+            score = a * decay * abs(ctx.edges.weight[e])
             if score <= 0:
                 continue
             if score > strength.get(e, 0.0):
@@ -424,7 +426,7 @@ def plain_activate(ctx: Context, origins: list[str], decay: float, limit: int) -
             flow = score / total
             if flow < 1e-6:
                 continue
-            for n in (ctx.e_s[e], ctx.e_o[e]):
+            for n in (ctx.edges.subject[e], ctx.edges.object[e]):
                 if n in settled:
                     continue
                 if flow > best.get(n, 0.0):
@@ -824,12 +826,12 @@ def test_compiled_encoder_floats_and_refusals() -> None:
 def plain_gloss_edges(ctx: Context, kind: int, record: int) -> list[int]:
     """The definition: over every edge of the concept (label), live ones by |sum| desc, then id."""
     if kind == CONCEPT:
-        edges = ctx.out_edges[record] + [e for e in ctx.in_edges[record] if ctx.e_s[e] != ctx.e_o[e]]
+        edges = ctx.out_edges[record] + [e for e in ctx.in_edges[record] if ctx.edges.subject[e] != ctx.edges.object[e]]
         n = 4
     else:
         edges = ctx.label_edges[record]
         n = 3
-    live = sorted((-abs(ctx.e_sum[e]), e) for e in edges if ctx.e_cnt[e] > 0)
+    live = sorted((-abs(ctx.edges.weight[e]), e) for e in edges if ctx.edges.count[e] > 0)
     return [e for _k, e in live[:n]]
 
 
@@ -889,7 +891,7 @@ def test_cached_candidates_and_citations_follow_every_write(seed: int) -> None:
             ctx.retract_source(src)
         elif roll < 0.9 and ctx.find_source(src) is not None:
             ctx.remove_passage(ctx.find_source(src) or 0)
-        for e in range(len(ctx.e_s)):
+        for e in range(len(ctx.edges.subject)):
             cached = association_candidate(ctx, e, "graph_activate", 1)
             fresh = _association_fields(ctx, e)
             assert (cached.canonical_key, cached.source, cached.locators, cached.corroborating) == (

@@ -38,9 +38,11 @@ def random_writes(ctx: Context, rnd: random.Random, n: int) -> None:
             ctx.assert_many(rows, "src" + str(rnd.randrange(12)))
         elif op == 2:
             ctx.assert_association(word, "is0", rnd.choice(WORDS) + "0", 1.0, None, None)
-        elif op == 3 and ctx.e_s:
-            e = rnd.randrange(len(ctx.e_s))
-            ctx.retract_association(ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
+        elif op == 3 and ctx.edges.subject:
+            e = rnd.randrange(len(ctx.edges.subject))
+            ctx.retract_association(
+                ctx.concepts[ctx.edges.subject[e]], ctx.labels[ctx.edges.label[e]], ctx.concepts[ctx.edges.object[e]]
+            )
         elif op == 4 and ctx.concepts:
             kind = rnd.choice([CONCEPT, LABEL]) if ctx.labels else CONCEPT
             names = ctx.concepts if kind == CONCEPT else ctx.labels
@@ -81,9 +83,17 @@ def observable(ctx: Context) -> dict[str, Any]:
         "labels": list(ctx.labels),
         "sources": list(ctx.sources),
         "edges": [
-            (ctx.e_s[e], ctx.e_l[e], ctx.e_o[e], ctx.e_sum[e], ctx.e_cnt[e], ctx.e_attr[e]) for e in range(len(ctx.e_s))
+            (
+                ctx.edges.subject[e],
+                ctx.edges.label[e],
+                ctx.edges.object[e],
+                ctx.edges.weight[e],
+                ctx.edges.count[e],
+                ctx.edges.attributions[e],
+            )
+            for e in range(len(ctx.edges.subject))
         ],
-        "edge_of": dict(ctx.edge_of),
+        "edge_of": dict(ctx.edges.by_triple),
         "out": [list(x) for x in ctx.out_edges],
         "in": [list(x) for x in ctx.in_edges],
         "by_label": [list(x) for x in ctx.label_edges],

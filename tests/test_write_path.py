@@ -62,10 +62,16 @@ def _state(ctx: Context) -> dict[str, Any]:
         for sid, p in ctx.passages.items()
     }
     edges = [
-        (ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]], ctx.e_sum[e], ctx.e_cnt[e])
-        for e in range(len(ctx.e_s))
+        (
+            ctx.concepts[ctx.edges.subject[e]],
+            ctx.labels[ctx.edges.label[e]],
+            ctx.concepts[ctx.edges.object[e]],
+            ctx.edges.weight[e],
+            ctx.edges.count[e],
+        )
+        for e in range(len(ctx.edges.subject))
     ]
-    attributions = [[(ctx.sources[r[0]], *r[1:]) for r in records] for records in ctx.e_attr]
+    attributions = [[(ctx.sources[r[0]], *r[1:]) for r in records] for records in ctx.edges.attributions]
     return {
         "concepts": ctx.concepts,
         "labels": ctx.labels,

@@ -38,7 +38,7 @@ def plain_explore_reach(
     ctx: Context, origins: list[str], max_depth: int
 ) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
     """Breadth-first from the origins: edge id -> (hop, from concept), first sighting wins; and parents."""
-    e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
+    e_s, e_o, e_cnt = ctx.edges.subject, ctx.edges.object, ctx.edges.count
     out_edges, in_edges = ctx.out_edges, ctx.in_edges
     dist: dict[int, int] = {}
     parent: dict[int, int] = {}
@@ -74,7 +74,7 @@ def plain_explore(
     """Every live association within `max_depth` hops of the origins, nearest first, one page."""
     reached, parent = plain_explore_reach(ctx, origins, max_depth)
     concepts, labels = ctx.concepts, ctx.labels
-    e_s, e_l, e_o = ctx.e_s, ctx.e_l, ctx.e_o
+    e_s, e_l, e_o = ctx.edges.subject, ctx.edges.label, ctx.edges.object
     keyed = [((hop, concepts[e_s[e]], labels[e_l[e]], concepts[e_o[e]]), e) for e, (hop, _frm) in reached.items()]
     total = len(keyed)
     if after is not None:
@@ -94,7 +94,7 @@ def plain_explore(
 
 def plain_hops_to_targets(ctx: Context, targets: set[int], max_depth: int) -> dict[int, int]:
     """Multi-source breadth-first from the targets, bounded by max_depth: hops to the nearest one."""
-    e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
+    e_s, e_o, e_cnt = ctx.edges.subject, ctx.edges.object, ctx.edges.count
     out_edges, in_edges = ctx.out_edges, ctx.in_edges
     to_target = dict.fromkeys(targets, 0)
     queue = deque(targets)
@@ -119,7 +119,7 @@ def plain_enumerate_trails(
 ) -> tuple[list[Trail], bool]:
     """Depth-first: every simple trail origin → target within max_depth, until the budget runs out."""
     to_target = plain_hops_to_targets(ctx, targets, max_depth)
-    e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
+    e_s, e_o, e_cnt = ctx.edges.subject, ctx.edges.object, ctx.edges.count
     adj: dict[int, list[int]] = {}
 
     def entries(c: int) -> list[int]:
@@ -175,7 +175,7 @@ def plain_enumerate_trails(
 def trail_key(ctx: Context, trail: Trail) -> tuple[int, float, list[int], list[int]]:
     """Shortest first, then the strongest weakest link (raw |sum|), then concept ids, then edge ids."""
     nodes, edges = trail
-    e_sum = ctx.e_sum
+    e_sum = ctx.edges.weight
     return (len(edges), -min(abs(e_sum[e]) for e in edges), nodes, edges)
 
 
@@ -196,7 +196,7 @@ def plain_paths(
             {
                 "distance": len(edges),
                 "path": [concepts[c] for c in nodes],
-                "strength": float(min(abs(ctx.e_sum[e]) for e in edges)),
+                "strength": float(min(abs(ctx.edges.weight[e]) for e in edges)),
                 "associations": [association_out(ctx, e) for e in edges],
             }
         )
@@ -208,7 +208,7 @@ def plain_paths(
 
 def plain_reachable(ctx: Context, origins: list[str], check: Callable[[], None]) -> set[int]:
     """Every concept a walk over live edges reaches from the origins (`check` runs per dequeued concept)."""
-    e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
+    e_s, e_o, e_cnt = ctx.edges.subject, ctx.edges.object, ctx.edges.count
     out_edges, in_edges = ctx.out_edges, ctx.in_edges
     seeds = concept_ids(ctx, origins)
     visited = set(seeds)
@@ -232,7 +232,7 @@ def plain_unreachable_from(
 ) -> dict[str, Any]:
     """Every live association no walk from the origins reaches: |weight| desc, then names, one page."""
     visited = plain_reachable(ctx, origins, check)
-    e_s, e_cnt = ctx.e_s, ctx.e_cnt
+    e_s, e_cnt = ctx.edges.subject, ctx.edges.count
     orphans = []
     for e in range(len(e_s)):
         check()
@@ -244,7 +244,7 @@ def plain_unreachable_from(
 def page_by_weight(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> dict[str, Any]:
     """|weight| desc, then subject, label, object; `after` drops its own triple and everything up to it."""
     concepts, labels = ctx.concepts, ctx.labels
-    e_s, e_l, e_o = ctx.e_s, ctx.e_l, ctx.e_o
+    e_s, e_l, e_o = ctx.edges.subject, ctx.edges.label, ctx.edges.object
     keyed = [((-abs(ctx.weight(e)), concepts[e_s[e]], labels[e_l[e]], concepts[e_o[e]]), e) for e in edges]
     total = len(keyed)
     if after is not None:

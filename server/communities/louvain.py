@@ -51,11 +51,11 @@ class GraphSnapshot:
         return cls(
             list(ctx.concepts),
             list(ctx.labels),
-            list(ctx.e_s),
-            list(ctx.e_l),
-            list(ctx.e_o),
-            list(ctx.e_sum),
-            list(ctx.e_cnt),
+            list(ctx.edges.subject),
+            list(ctx.edges.label),
+            list(ctx.edges.object),
+            list(ctx.edges.weight),
+            list(ctx.edges.count),
         )
 
 

@@ -140,7 +140,7 @@ def _selection(registry: Registry, floor: float) -> list[tuple[float, str]]:
         ctx = registry.get(name)
         if ctx is None:
             continue
-        total = len(ctx.e_s)
+        total = len(ctx.edges.subject)
         ratio = dead_edges(ctx) / total if total else 0.0
         if ratio > floor:
             chosen.append((-ratio, name))

@@ -37,7 +37,12 @@ def clamp01(value: float | None, default: float = DEFAULT_FLOOR) -> float:
 
 
 def _sort_key(ctx: Context, weight: float, e: int) -> tuple[float, str, str, str]:
-    return (-abs(weight), ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
+    return (
+        -abs(weight),
+        ctx.concepts[ctx.edges.subject[e]],
+        ctx.labels[ctx.edges.label[e]],
+        ctx.concepts[ctx.edges.object[e]],
+    )
 
 
 @attrs.frozen
@@ -56,22 +61,22 @@ def unsourced(
     export_sid = ctx.source_id.get(UNSOURCED_EXPORT)
     found: list[tuple[tuple[float, str, str, str], int, float, int]] = []
     bar = abs(floor)
-    for e in range(len(ctx.e_s)):
+    for e in range(len(ctx.edges.subject)):
         if e % 4096 == 0:
             _check(deadline)
-        cnt = ctx.e_cnt[e]
+        cnt = ctx.edges.count[e]
         if cnt <= 0:
             continue
         covered = 0
         covered_sum = 0.0
-        for sid, rsum, rcount, _p in ctx.e_attr[e]:
+        for sid, rsum, rcount, _p in ctx.edges.attributions[e]:
             if rcount > 0 and sid != export_sid:
                 covered += rcount
                 covered_sum = _saturate(covered_sum + rsum)
         rest = cnt - covered
         if rest <= 0:
             continue
-        weight = _saturate(ctx.e_sum[e] - covered_sum)
+        weight = _saturate(ctx.edges.weight[e] - covered_sum)
         if abs(weight) >= bar:
             found.append((_sort_key(ctx, weight, e), e, weight, rest))
     total = len(found)
@@ -85,15 +90,15 @@ def unsourced(
 
 def live_concepts(ctx: Context) -> set[int]:
     out: set[int] = set()
-    for e in range(len(ctx.e_s)):
-        if ctx.e_cnt[e] > 0:
-            out.add(ctx.e_s[e])
-            out.add(ctx.e_o[e])
+    for e in range(len(ctx.edges.subject)):
+        if ctx.edges.count[e] > 0:
+            out.add(ctx.edges.subject[e])
+            out.add(ctx.edges.object[e])
     return out
 
 
 def live_labels(ctx: Context) -> set[int]:
-    return {ctx.e_l[e] for e in range(len(ctx.e_s)) if ctx.e_cnt[e] > 0}
+    return {ctx.edges.label[e] for e in range(len(ctx.edges.subject)) if ctx.edges.count[e] > 0}
 
 
 def dead_aliases(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:

@@ -117,5 +117,5 @@ def _records(
 
 def _members(ctx: Context, subject: str) -> tuple[tuple[tuple[str, float], ...], bool]:
     edges = query_lane.query_edges(ctx, [subject], ["contains"], None)
-    rows = sorted(((ctx.concepts[ctx.e_o[e]], ctx.weight(e)) for e in edges), key=lambda r: (-abs(r[1]), r[0]))
+    rows = sorted(((ctx.concepts[ctx.edges.object[e]], ctx.weight(e)) for e in edges), key=lambda r: (-abs(r[1]), r[0]))
     return tuple((n, float(w)) for n, w in rows[:MAX_MEMBERS]), len(rows) > MAX_MEMBERS

@@ -178,13 +178,13 @@ def effective_times(ctx: Context) -> dict[int, int]:
 def _neighbours(ctx: Context, x: int) -> set[tuple[int, int, int]]:
     out: set[tuple[int, int, int]] = set()
     for e in ctx.out_edges[x]:
-        if ctx.e_cnt[e] > 0:
-            out.add((0, ctx.e_l[e], ctx.e_o[e]))
-            if ctx.e_o[e] == x:
-                out.add((1, ctx.e_l[e], x))
+        if ctx.edges.count[e] > 0:
+            out.add((0, ctx.edges.label[e], ctx.edges.object[e]))
+            if ctx.edges.object[e] == x:
+                out.add((1, ctx.edges.label[e], x))
     for e in ctx.in_edges[x]:
-        if ctx.e_cnt[e] > 0:
-            out.add((1, ctx.e_l[e], ctx.e_s[e]))
+        if ctx.edges.count[e] > 0:
+            out.add((1, ctx.edges.label[e], ctx.edges.subject[e]))
     return out
 
 
@@ -262,13 +262,13 @@ def _objects_candidate(
 ) -> ObjectsCandidate:
     rows = []
     for e in edges:
-        records = [rec for rec in ctx.e_attr[e] if rec[1] != 0.0]
+        records = [rec for rec in ctx.edges.attributions[e] if rec[1] != 0.0]
         dated = [times[rec[0]] for rec in records if rec[0] in times]
         rows.append(
             ObjectRow(
-                ctx.concepts[ctx.e_o[e]],
+                ctx.concepts[ctx.edges.object[e]],
                 ctx.weight(e),
-                ctx.e_cnt[e],
+                ctx.edges.count[e],
                 tuple(ctx.sources[rec[0]] for rec in records),
                 max(dated) if dated else None,
             )
@@ -284,16 +284,18 @@ def _objects_candidate(
 
 
 def _contested_candidate(ctx: Context, e: int) -> ContestedCandidate | None:
-    records = ctx.e_attr[e]
+    records = ctx.edges.attributions[e]
     supporting = [ctx.sources[r[0]] for r in records if r[1] > 0.0]
     disputing = [ctx.sources[r[0]] for r in records if r[1] < 0.0]
     if not supporting or not disputing:
         return None
-    s, lab, o = ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]]
+    s, lab, o = ctx.concepts[ctx.edges.subject[e]], ctx.labels[ctx.edges.label[e]], ctx.concepts[ctx.edges.object[e]]
     d = fields(FNV_BASIS, "contested", s, lab, o)
-    d = fold(fold(d, u64le(ctx.e_cnt[e])), f64le(ctx.e_sum[e]))
+    d = fold(fold(d, u64le(ctx.edges.count[e])), f64le(ctx.edges.weight[e]))
     d = fields(d, "+", *sorted(supporting), "-", *sorted(disputing))
-    return ContestedCandidate(s, lab, o, ctx.weight(e), ctx.e_cnt[e], tuple(supporting), tuple(disputing), hex16(d))
+    return ContestedCandidate(
+        s, lab, o, ctx.weight(e), ctx.edges.count[e], tuple(supporting), tuple(disputing), hex16(d)
+    )
 
 
 def contradiction_section(
@@ -301,13 +303,13 @@ def contradiction_section(
 ) -> ContradictionSection:
     groups: dict[tuple[int, int], list[int]] = {}
     contested: list[int] = []
-    for e in range(len(ctx.e_s)):
+    for e in range(len(ctx.edges.subject)):
         if e % 4096 == 0:
             _check(deadline)
-        if ctx.e_cnt[e] <= 0:
+        if ctx.edges.count[e] <= 0:
             continue
-        groups.setdefault((ctx.e_s[e], ctx.e_l[e]), []).append(e)
-        records = ctx.e_attr[e]
+        groups.setdefault((ctx.edges.subject[e], ctx.edges.label[e]), []).append(e)
+        records = ctx.edges.attributions[e]
         if any(r[1] > 0.0 for r in records) and any(r[1] < 0.0 for r in records):
             contested.append(e)
     one: dict[int, int] = {}
@@ -337,31 +339,39 @@ def staleness_section(
     latest: dict[int, int] = {}
     undatable = 0
     neighbourhood: dict[int, int] = {}
-    for e in range(len(ctx.e_s)):
+    for e in range(len(ctx.edges.subject)):
         if e % 4096 == 0:
             _check(deadline)
-        if ctx.e_cnt[e] <= 0:
+        if ctx.edges.count[e] <= 0:
             continue
-        dated = [times[r[0]] for r in ctx.e_attr[e] if r[0] in times]
+        dated = [times[r[0]] for r in ctx.edges.attributions[e] if r[0] in times]
         if not dated:
             undatable += 1
             continue
         latest[e] = max(dated)
-        s = ctx.e_s[e]
+        s = ctx.edges.subject[e]
         neighbourhood[s] = max(neighbourhood.get(s, latest[e]), latest[e])
     found: list[tuple[int, str, str, str, int]] = []
     for e, when in latest.items():
-        gap = neighbourhood[ctx.e_s[e]] - when
+        gap = neighbourhood[ctx.edges.subject[e]] - when
         if gap <= 0 or gap < floor_secs:
             continue
-        found.append((-gap, ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]], e))
+        found.append(
+            (
+                -gap,
+                ctx.concepts[ctx.edges.subject[e]],
+                ctx.labels[ctx.edges.label[e]],
+                ctx.concepts[ctx.edges.object[e]],
+                e,
+            )
+        )
     found.sort()
     shown = []
     for negative, sn, ln, on, e in found[:limit]:  # only the candidates inside `limit` are rendered
-        when, top = latest[e], neighbourhood[ctx.e_s[e]]
+        when, top = latest[e], neighbourhood[ctx.edges.subject[e]]
         d = fields(FNV_BASIS, "stale", sn, ln, on)
         d = fold(fold(d, u64le(when)), u64le(top))
-        sources = tuple(ctx.sources[r[0]] for r in ctx.e_attr[e])
+        sources = tuple(ctx.sources[r[0]] for r in ctx.edges.attributions[e])
         shown.append(StaleCandidate(sn, ln, on, when, top, -negative, sources, hex16(d)))
     return StalenessSection(len(found), undatable, tuple(shown))
 

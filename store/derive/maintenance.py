@@ -42,7 +42,7 @@ class Compaction:
 
 def dead_edges(ctx: Context) -> int:
     """How many edges of the context are dead (count 0)."""
-    return ctx.e_cnt.count(0)
+    return ctx.edges.count.count(0)
 
 
 def rebuild(ctx: Context, deadline: float) -> Compaction:
@@ -76,7 +76,14 @@ def _replay_edges(ctx: Context, new: Context, deadline: float) -> int:
     cmap = [-1] * len(concepts)
     lmap = [-1] * len(labels)
     smap = [-1] * len(sources)
-    e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr
+    e_s, e_l, e_o, e_sum, e_cnt, e_attr = (
+        ctx.edges.subject,
+        ctx.edges.label,
+        ctx.edges.object,
+        ctx.edges.weight,
+        ctx.edges.count,
+        ctx.edges.attributions,
+    )
     source_edges = new.source_edges
     now = time.monotonic
     for e in range(len(e_s)):
@@ -102,9 +109,9 @@ def _replay_edges(ctx: Context, new: Context, deadline: float) -> int:
                 nsid = smap[sid] = new.intern_source(sources[sid])
             records.append([nsid, rsum, rcount, par])
         ne = new._edge(s, lab, o)
-        new.e_sum[ne] = _saturate((e_sum[e] / count) * count)
-        new.e_cnt[ne] = count
-        new.e_attr[ne] = records
+        new.edges.weight[ne] = _saturate((e_sum[e] / count) * count)
+        new.edges.count[ne] = count
+        new.edges.attributions[ne] = records
         for rec in records:
             got = source_edges.get(rec[0])
             if got is None:

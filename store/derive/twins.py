@@ -200,14 +200,14 @@ def _related(ctx: Context, kind: int, a: str, b: str) -> bool:
             return False
         for s, o in ((x, y), (y, x)):
             for e in ctx.out_edges[s]:
-                if ctx.e_o[e] == o and ctx.e_cnt[e] > 0:
+                if ctx.edges.object[e] == o and ctx.edges.count[e] > 0:
                     return True
         return False
     x, y = ctx.label_id.get(a), ctx.label_id.get(b)
     if x is None or y is None:
         return False
-    subjects = {ctx.e_s[e] for e in ctx.label_edges[x] if ctx.e_cnt[e] > 0}
-    return any(ctx.e_s[e] in subjects for e in ctx.label_edges[y] if ctx.e_cnt[e] > 0)
+    subjects = {ctx.edges.subject[e] for e in ctx.label_edges[x] if ctx.edges.count[e] > 0}
+    return any(ctx.edges.subject[e] in subjects for e in ctx.label_edges[y] if ctx.edges.count[e] > 0)
 
 
 @attrs.frozen

@@ -111,13 +111,13 @@ class Context:
         self.source_id: dict[str, int] = {}
         self.aliases: tuple[dict[str, int], dict[str, int]] = ({}, {})
         # edges, as parallel arrays indexed by edge id
-        self.e_s: list[int] = []
-        self.e_l: list[int] = []
-        self.e_o: list[int] = []
-        self.e_sum: list[float] = []
-        self.e_cnt: list[int] = []
-        self.e_attr: list[list[list[Any]]] = []  # [source_id, sum, count, paragraph|None]
-        self.edge_of: dict[tuple[int, int, int], int] = {}
+        self.edges.subject: list[int] = []
+        self.edges.label: list[int] = []
+        self.edges.object: list[int] = []
+        self.edges.weight: list[float] = []
+        self.edges.count: list[int] = []
+        self.edges.attributions: list[list[list[Any]]] = []  # [source_id, sum, count, paragraph|None]
+        self.edges.by_triple: dict[tuple[int, int, int], int] = {}
         self.out_edges: list[list[int]] = []
         self.in_edges: list[list[int]] = []
         self.label_edges: list[list[int]] = []
@@ -139,7 +139,7 @@ class Context:
 
     def mark_clean(self) -> None:
         """Everything in memory is durable: the next dirty set starts here."""
-        self.dirty = Dirty(len(self.concepts), len(self.labels), len(self.sources), len(self.e_s))
+        self.dirty = Dirty(len(self.concepts), len(self.labels), len(self.sources), len(self.edges.subject))
         self.created = False
 
     # ----- interning -------------------------------------------------------------
@@ -195,8 +195,8 @@ class Context:
             o = self.intern_concept(obj)
             lab = self.intern_label(label)
             e = self._edge(s, lab, o)
-            self.e_sum[e] = _saturate(self.e_sum[e] + weight)
-            self.e_cnt[e] += 1
+            self.edges.weight[e] = _saturate(self.edges.weight[e] + weight)
+            self.edges.count[e] += 1
             self.dirty.edges.add(e)
             self.meta.rev_graph += 1
             self.dirty.meta = True
@@ -207,8 +207,8 @@ class Context:
     def assert_many(self, rows: list[tuple[str, str, str, float, int | None]], source: str) -> int:
         """assert_association for each (subject, label, object, weight, paragraph) of one source,
         in order; returns how many paragraphs were nulled."""
-        concept_id, label_id, edge_of = self.concept_id, self.label_id, self.edge_of
-        e_sum, e_cnt, e_attr = self.e_sum, self.e_cnt, self.e_attr
+        concept_id, label_id, edge_of = self.concept_id, self.label_id, self.edges.by_triple
+        e_sum, e_cnt, e_attr = self.edges.weight, self.edges.count, self.edges.attributions
         dirty_edges = self.dirty.edges
         sid: int | None = None
         passage = None
@@ -265,16 +265,16 @@ class Context:
     def _edge(self, s: int, lab: int, o: int) -> int:
         """The edge id of (s, lab, o), created (dead, empty) when new."""
         key = (s, lab, o)
-        e = self.edge_of.get(key)
+        e = self.edges.by_triple.get(key)
         if e is None:
-            e = len(self.e_s)
-            self.edge_of[key] = e
-            self.e_s.append(s)
-            self.e_l.append(lab)
-            self.e_o.append(o)
-            self.e_sum.append(0.0)
-            self.e_cnt.append(0)
-            self.e_attr.append([])
+            e = len(self.edges.subject)
+            self.edges.by_triple[key] = e
+            self.edges.subject.append(s)
+            self.edges.label.append(lab)
+            self.edges.object.append(o)
+            self.edges.weight.append(0.0)
+            self.edges.count.append(0)
+            self.edges.attributions.append([])
             self.out_edges[s].append(e)
             if o != s:
                 self.in_edges[o].append(e)
@@ -285,16 +285,16 @@ class Context:
         s, lab, o = self.find_concept(subject), self.find_label(label), self.find_concept(obj)
         if s is None or lab is None or o is None:
             return False, 0
-        e = self.edge_of.get((s, lab, o))
-        if e is None or self.e_cnt[e] == 0:
+        e = self.edges.by_triple.get((s, lab, o))
+        if e is None or self.edges.count[e] == 0:
             return False, 0
-        records = self.e_attr[e]
+        records = self.edges.attributions[e]
         for rec in records:
             self.source_edges[rec[0]].discard(e)
         removed = len(records)
-        self.e_attr[e] = []
-        self.e_sum[e] = 0.0
-        self.e_cnt[e] = 0
+        self.edges.attributions[e] = []
+        self.edges.weight[e] = 0.0
+        self.edges.count[e] = 0
         self.meta.dead_attributions += removed
         self.meta.rev_graph += 1
         self.dirty.edges.add(e)
@@ -306,14 +306,14 @@ class Context:
         """Subtract and unlink every record of a source; returns the edges touched."""
         edges = self.source_edges.pop(sid, set())
         for e in edges:
-            records = self.e_attr[e]
+            records = self.edges.attributions[e]
             for i, rec in enumerate(records):
                 if rec[0] == sid:
-                    self.e_sum[e] = _saturate(self.e_sum[e] - rec[1])
-                    self.e_cnt[e] -= rec[2]
-                    if self.e_cnt[e] <= 0:
-                        self.e_cnt[e] = 0
-                        self.e_sum[e] = 0.0
+                    self.edges.weight[e] = _saturate(self.edges.weight[e] - rec[1])
+                    self.edges.count[e] -= rec[2]
+                    if self.edges.count[e] <= 0:
+                        self.edges.count[e] = 0
+                        self.edges.weight[e] = 0.0
                     del records[i]
                     break
             self.dirty.edges.add(e)
@@ -458,8 +458,8 @@ class Context:
     # ----- reads -----------------------------------------------------------------
 
     def weight(self, e: int) -> float:
-        c = self.e_cnt[e]
-        return self.e_sum[e] / c if c else 0.0
+        c = self.edges.count[e]
+        return self.edges.weight[e] / c if c else 0.0
 
     def stats(self) -> ContextStats:
         """The context's sizes, dead and unsourced edges, its best-connected concepts and first labels."""
@@ -467,27 +467,27 @@ class Context:
         dead = unsourced = 0
         unsourced_weight = 0.0
         export_sid = self.source_id.get(UNSOURCED_EXPORT)
-        for e in range(len(self.e_s)):
-            cnt = self.e_cnt[e]
+        for e in range(len(self.edges.subject)):
+            cnt = self.edges.count[e]
             if cnt == 0:
                 dead += 1
                 continue
-            s, o = self.e_s[e], self.e_o[e]
+            s, o = self.edges.subject[e], self.edges.object[e]
             live_degree[s] += 1
             if o != s:
                 live_degree[o] += 1
             covered = 0
             covered_sum = 0.0
-            for rec in self.e_attr[e]:
+            for rec in self.edges.attributions[e]:
                 if rec[0] != export_sid:
                     covered += rec[2]
                     covered_sum += rec[1]
             if covered < cnt:
                 unsourced += 1
-                unsourced_weight += abs(self.e_sum[e] - covered_sum)
+                unsourced_weight += abs(self.edges.weight[e] - covered_sum)
         order = sorted(range(len(self.concepts)), key=lambda c: (-live_degree[c], c))[:10]
         return ContextStats(
-            associations=len(self.e_s),
+            associations=len(self.edges.subject),
             concepts=len(self.concepts),
             labels=len(self.labels),
             sources=len(self.sources),
@@ -511,8 +511,8 @@ class Context:
         names = sum(len(n.encode()) for n in self.concepts) + sum(len(n.encode()) for n in self.labels)
         names += sum(len(n.encode()) for n in self.sources)
         text = sum(len(p.text.encode()) for p in self.passages.values())
-        records = sum(len(r) for r in self.e_attr)
-        return 1024 + names + text + 40 * len(self.e_s) + 32 * records + 16 * len(self.concepts)
+        records = sum(len(r) for r in self.edges.attributions)
+        return 1024 + names + text + 40 * len(self.edges.subject) + 32 * records + 16 * len(self.concepts)
 
 
 def _saturate(v: float) -> float:

@@ -49,7 +49,7 @@ def apply_rows(ctx: Context, rows: DurableRows) -> None:
         ctx.passages.pop(sid, None)
     _truncate_edges(ctx, rows.edges_from)
     for e, row in rows.edges.items():
-        if e < len(ctx.e_s):
+        if e < len(ctx.edges.subject):
             _set_edge(ctx, e, row if row is not None else (0.0, 0, []))
     _truncate_names(ctx, rows.concepts_from, rows.labels_from, rows.sources_from)
     for name in rows.concepts:
@@ -92,30 +92,37 @@ def _unlink(ids: list[int], e: int) -> None:
 
 def _truncate_edges(ctx: Context, keep: int) -> None:
     """Forget the edges with id >= keep (created by changes the store does not hold)."""
-    for e in range(len(ctx.e_s) - 1, keep - 1, -1):
-        s, lab, o = ctx.e_s[e], ctx.e_l[e], ctx.e_o[e]
-        ctx.edge_of.pop((s, lab, o), None)
+    for e in range(len(ctx.edges.subject) - 1, keep - 1, -1):
+        s, lab, o = ctx.edges.subject[e], ctx.edges.label[e], ctx.edges.object[e]
+        ctx.edges.by_triple.pop((s, lab, o), None)
         _unlink(ctx.out_edges[s], e)
         if o != s:
             _unlink(ctx.in_edges[o], e)
         _unlink(ctx.label_edges[lab], e)
-        for rec in ctx.e_attr[e]:
+        for rec in ctx.edges.attributions[e]:
             linked = ctx.source_edges.get(rec[0])
             if linked is not None:
                 linked.discard(e)
-    for column in (ctx.e_s, ctx.e_l, ctx.e_o, ctx.e_sum, ctx.e_cnt, ctx.e_attr):
+    for column in (
+        ctx.edges.subject,
+        ctx.edges.label,
+        ctx.edges.object,
+        ctx.edges.weight,
+        ctx.edges.count,
+        ctx.edges.attributions,
+    ):
         del column[keep:]
 
 
 def _set_edge(ctx: Context, e: int, row: EdgeRow) -> None:
-    for rec in ctx.e_attr[e]:
+    for rec in ctx.edges.attributions[e]:
         linked = ctx.source_edges.get(rec[0])
         if linked is not None:
             linked.discard(e)
     total, count, records = row
-    ctx.e_sum[e] = total
-    ctx.e_cnt[e] = count
-    ctx.e_attr[e] = records
+    ctx.edges.weight[e] = total
+    ctx.edges.count[e] = count
+    ctx.edges.attributions[e] = records
     for rec in records:
         ctx.source_edges.setdefault(rec[0], set()).add(e)
 

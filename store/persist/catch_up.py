@@ -153,7 +153,7 @@ def _by_context(
 
 def _wanted(ctx: Context, whats: list[dict[str, Any]]) -> Dirty:
     """The records a context must re-read for the given change-log rows: theirs, plus whatever is new."""
-    n_edges = len(ctx.e_s)
+    n_edges = len(ctx.edges.subject)
     wanted = Dirty(len(ctx.concepts), len(ctx.labels), len(ctx.sources), n_edges)
     for what in whats:
         wanted.edges.update(e for e in what.get("edges", ()) if e < n_edges)

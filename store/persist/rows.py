@@ -193,21 +193,21 @@ class RowStore:
                         db.executemany(
                             f"INSERT INTO {table} VALUES(?, ?, ?)", [(cid, i, n) for i, n in enumerate(names)]
                         )
-                if ctx.e_s:
+                if ctx.edges.subject:
                     db.executemany(
                         "INSERT INTO edges VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
                         [
                             (
                                 cid,
                                 e,
-                                ctx.e_s[e],
-                                ctx.e_l[e],
-                                ctx.e_o[e],
-                                ctx.e_sum[e],
-                                ctx.e_cnt[e],
+                                ctx.edges.subject[e],
+                                ctx.edges.label[e],
+                                ctx.edges.object[e],
+                                ctx.edges.weight[e],
+                                ctx.edges.count[e],
                                 attrs_json(r) if r else "",
                             )
-                            for e, r in enumerate(ctx.e_attr)
+                            for e, r in enumerate(ctx.edges.attributions)
                         ],
                     )
                 order = itertools.count((seq << 32) + 1)
@@ -446,15 +446,15 @@ class RowStore:
         if rows:
             ids, col_s, col_l, col_o, col_sum, col_cnt, col_attrs = zip(*rows, strict=False)
             del rows
-            ctx.e_s.extend(col_s)
-            ctx.e_l.extend(col_l)
-            ctx.e_o.extend(col_o)
-            ctx.e_sum.extend(map(float, col_sum))
-            ctx.e_cnt.extend(col_cnt)
+            ctx.edges.subject.extend(col_s)
+            ctx.edges.label.extend(col_l)
+            ctx.edges.object.extend(col_o)
+            ctx.edges.weight.extend(map(float, col_sum))
+            ctx.edges.count.extend(col_cnt)
             # every stored attrs value is a JSON array we wrote: parse them in one call
-            ctx.e_attr.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
+            ctx.edges.attributions.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
             del col_attrs
-            ctx.edge_of.update(zip(zip(col_s, col_l, col_o, strict=False), ids, strict=False))
+            ctx.edges.by_triple.update(zip(zip(col_s, col_l, col_o, strict=False), ids, strict=False))
             out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
             for e, s, lab, o in zip(ids, col_s, col_l, col_o, strict=False):
                 out_edges[s].append(e)
@@ -462,7 +462,7 @@ class RowStore:
                     in_edges[o].append(e)
                 label_edges[lab].append(e)
             source_edges = ctx.source_edges
-            for e, records in enumerate(ctx.e_attr):
+            for e, records in enumerate(ctx.edges.attributions):
                 for rec in records:
                     sid = rec[0]
                     got = source_edges.get(sid)

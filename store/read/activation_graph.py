@@ -43,11 +43,11 @@ class ActivationGraph:
 
     def __init__(self, ctx: Context) -> None:
         n = len(ctx.concepts)
-        m = len(ctx.e_s)
-        e_s = np.array(ctx.e_s, dtype=np.int64) if m else np.zeros(0, np.int64)
-        e_o = np.array(ctx.e_o, dtype=np.int64) if m else np.zeros(0, np.int64)
-        cnt = np.array(ctx.e_cnt, dtype=np.int64) if m else np.zeros(0, np.int64)
-        absum = np.abs(np.array(ctx.e_sum, dtype=np.float64)) if m else np.zeros(0)
+        m = len(ctx.edges.subject)
+        e_s = np.array(ctx.edges.subject, dtype=np.int64) if m else np.zeros(0, np.int64)
+        e_o = np.array(ctx.edges.object, dtype=np.int64) if m else np.zeros(0, np.int64)
+        cnt = np.array(ctx.edges.count, dtype=np.int64) if m else np.zeros(0, np.int64)
+        absum = np.abs(np.array(ctx.edges.weight, dtype=np.float64)) if m else np.zeros(0)
         use = (cnt > 0) & (absum > 0)  # dead or zero-sum edges neither score nor carry flow
         ids = np.flatnonzero(use)
         inward = ids[e_s[ids] != e_o[ids]]  # a self-loop is visited once, as outgoing

@@ -152,7 +152,7 @@ def _scoring_done(ctx: Context, g: ActivationGraph, st: _Bands, decay: float, li
     heavy, round_of = g.heavy, st.round_of
     while st.heavy_at < len(heavy):
         e = int(heavy[st.heavy_at])
-        if round_of[ctx.e_s[e]] < 0 and round_of[ctx.e_o[e]] < 0:
+        if round_of[ctx.edges.subject[e]] < 0 and round_of[ctx.edges.object[e]] < 0:
             break
         st.heavy_at += 1
     top_abs = float(g.heavy_abs[st.heavy_at]) if st.heavy_at < len(heavy) else 0.0

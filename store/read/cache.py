@@ -24,7 +24,7 @@ def read_version(ctx: Context) -> tuple[int, ...]:
         ctx.graph_version,
         ctx.meta.rev_passages,
         ctx.bm25.version,
-        len(ctx.e_s),
+        len(ctx.edges.subject),
         len(ctx.concepts),
         len(ctx.labels),
         len(ctx.sources),

@@ -13,23 +13,23 @@ from taguru_server.store.read.cache import versioned_cache
 
 
 def _fact(ctx: Context, e: int, omit_subject: bool) -> str:
-    subject = "" if omit_subject else ctx.concepts[ctx.e_s[e]] + "の"
-    neg = "ではない" if ctx.e_sum[e] < 0 else ""
-    return f"{subject}{ctx.labels[ctx.e_l[e]]}は{ctx.concepts[ctx.e_o[e]]}{neg}。"
+    subject = "" if omit_subject else ctx.concepts[ctx.edges.subject[e]] + "の"
+    neg = "ではない" if ctx.edges.weight[e] < 0 else ""
+    return f"{subject}{ctx.labels[ctx.edges.label[e]]}は{ctx.concepts[ctx.edges.object[e]]}{neg}。"
 
 
 def _strongest(ctx: Context, edges: list[int], n: int) -> list[int]:
-    live = [e for e in edges if ctx.e_cnt[e] > 0]
-    return heapq.nsmallest(n, live, key=lambda e: (-abs(ctx.e_sum[e]), e))
+    live = [e for e in edges if ctx.edges.count[e] > 0]
+    return heapq.nsmallest(n, live, key=lambda e: (-abs(ctx.edges.weight[e]), e))
 
 
 def _concept_edges(ctx: Context, c: int) -> list[int]:
-    return ctx.out_edges[c] + [e for e in ctx.in_edges[c] if ctx.e_s[e] != ctx.e_o[e]]
+    return ctx.out_edges[c] + [e for e in ctx.in_edges[c] if ctx.edges.subject[e] != ctx.edges.object[e]]
 
 
 def _zero_sum_live(ctx: Context, edges: list[int]) -> list[int]:
     """The live edges whose sum is zero (the activation graph leaves them out), by edge id."""
-    return sorted(e for e in edges if ctx.e_cnt[e] > 0 and ctx.e_sum[e] == 0)
+    return sorted(e for e in edges if ctx.edges.count[e] > 0 and ctx.edges.weight[e] == 0)
 
 
 def gloss_edges(ctx: Context, kind: int, record: int) -> list[int]:
@@ -56,7 +56,7 @@ def gloss_edges(ctx: Context, kind: int, record: int) -> list[int]:
     else:
         labels = memo.get("edge_labels")
         if labels is None:
-            labels = memo["edge_labels"] = np.array(ctx.e_l, dtype=np.int64)
+            labels = memo["edge_labels"] = np.array(ctx.edges.label, dtype=np.int64)
         heavy = g.heavy
         found = heavy[labels[heavy] == record][:n].tolist()
         if len(found) < n:
@@ -70,7 +70,7 @@ def concept_gloss(ctx: Context, c: int) -> str:
     parts = [ctx.concepts[c] + "。"]
     prev: int | None = None
     for e in gloss_edges(ctx, CONCEPT, c):
-        s = ctx.e_s[e]
+        s = ctx.edges.subject[e]
         parts.append(_fact(ctx, e, s == c or s == prev))
         prev = s
     return "".join(parts)
@@ -81,7 +81,7 @@ def label_gloss(ctx: Context, lab: int) -> str:
     parts = [ctx.labels[lab] + "。"]
     prev: int | None = None
     for e in gloss_edges(ctx, LABEL, lab):
-        s = ctx.e_s[e]
+        s = ctx.edges.subject[e]
         parts.append(_fact(ctx, e, s == prev))
         prev = s
     return "".join(parts)
@@ -116,11 +116,11 @@ def description(ctx: Context, concept: str) -> Description | None:
     def tally(edges: list[int]) -> tuple[LabelCount, ...]:
         counts: dict[int, int] = {}
         for e in edges:
-            if ctx.e_cnt[e] > 0:
-                counts[ctx.e_l[e]] = counts.get(ctx.e_l[e], 0) + 1
+            if ctx.edges.count[e] > 0:
+                counts[ctx.edges.label[e]] = counts.get(ctx.edges.label[e], 0) + 1
         return tuple(
             LabelCount(ctx.labels[lab], n) for lab, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         )
 
-    as_object = ctx.in_edges[c] + [e for e in ctx.out_edges[c] if ctx.e_o[e] == c]
+    as_object = ctx.in_edges[c] + [e for e in ctx.out_edges[c] if ctx.edges.object[e] == c]
     return Description(ctx.concepts[c], tally(ctx.out_edges[c]), tally(as_object))

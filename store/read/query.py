@@ -13,7 +13,12 @@ from taguru_server.store.read.cache import versioned_cache
 
 
 def sort_key(ctx: Context, e: int) -> tuple[float, str, str, str]:
-    return (-abs(ctx.weight(e)), ctx.concepts[ctx.e_s[e]], ctx.labels[ctx.e_l[e]], ctx.concepts[ctx.e_o[e]])
+    return (
+        -abs(ctx.weight(e)),
+        ctx.concepts[ctx.edges.subject[e]],
+        ctx.labels[ctx.edges.label[e]],
+        ctx.concepts[ctx.edges.object[e]],
+    )
 
 
 def ranked_edges(ctx: Context, edges: list[int], limit: int) -> list[int]:
@@ -35,7 +40,7 @@ def _facet(ctx: Context, c: int, lab: int) -> tuple[tuple[tuple[float, str, str,
         if labels is None:
             grouped: dict[int, list[int]] = {}
             for e in ctx.out_edges[c]:
-                grouped.setdefault(ctx.e_l[e], []).append(e)
+                grouped.setdefault(ctx.edges.label[e], []).append(e)
             labels = by_label[c] = {k: tuple(v) for k, v in grouped.items()}
         found = memo[(c, lab)] = tuple(sorted((sort_key(ctx, e), e) for e in labels.get(lab, ())))
     return found
@@ -81,7 +86,7 @@ def query_edges(
         for i in ids:
             out.extend(lists[i])
             if pos == "o":
-                out.extend(e for e in ctx.out_edges[i] if ctx.e_o[e] == i)
+                out.extend(e for e in ctx.out_edges[i] if ctx.edges.object[e] == i)
         return out
 
     sizes = []
@@ -90,7 +95,7 @@ def query_edges(
         sizes.append((sum(len(lists[i]) for i in ids), pos, ids))
     sizes.sort(key=lambda t: t[0])
     _n, pos0, ids0 = sizes[0]
-    arrays = {"s": ctx.e_s, "l": ctx.e_l, "o": ctx.e_o}
+    arrays = {"s": ctx.edges.subject, "l": ctx.edges.label, "o": ctx.edges.object}
     result = []
     for e in dict.fromkeys(candidates(pos0, ids0)):
         if all(arrays[p][e] in ids for _n2, p, ids in sizes[1:]):
@@ -121,10 +126,13 @@ def association_facts(ctx: Context, e: int) -> AssociationFacts:
     """The facts of one edge that `association_out` renders, without sections and locators."""
     sources = ctx.sources
     return AssociationFacts(
-        ctx.concepts[ctx.e_s[e]],
-        ctx.labels[ctx.e_l[e]],
-        ctx.concepts[ctx.e_o[e]],
-        tuple(Attribution(sources[sid], float(rsum), paragraph) for sid, rsum, _count, paragraph in ctx.e_attr[e]),
+        ctx.concepts[ctx.edges.subject[e]],
+        ctx.labels[ctx.edges.label[e]],
+        ctx.concepts[ctx.edges.object[e]],
+        tuple(
+            Attribution(sources[sid], float(rsum), paragraph)
+            for sid, rsum, _count, paragraph in ctx.edges.attributions[e]
+        ),
     )
 
 

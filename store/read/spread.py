@@ -52,7 +52,7 @@ def spread(
     settled: set[int] = set()
     strength: dict[int, float] = {}
     source: dict[int, int] = {}
-    e_sum, e_cnt, e_s, e_o = ctx.e_sum, ctx.e_cnt, ctx.e_s, ctx.e_o
+    e_sum, e_cnt, e_s, e_o = ctx.edges.weight, ctx.edges.count, ctx.edges.subject, ctx.edges.object
     while heap:
         neg_a, c = heapq.heappop(heap)
         if c in settled:

@@ -47,7 +47,7 @@ def concept_ids(ctx: Context, names: list[str]) -> list[int]:
 
 def incoming(ctx: Context, c: int) -> list[int]:
     """The edges whose object is `c`, self-loops included, in edge-id order."""
-    loops = [e for e in ctx.out_edges[c] if ctx.e_o[e] == c]
+    loops = [e for e in ctx.out_edges[c] if ctx.edges.object[e] == c]
     if not loops:
         return ctx.in_edges[c]
     return sorted(ctx.in_edges[c] + loops)
@@ -87,12 +87,12 @@ class WalkGraph:
 
     def __init__(self, ctx: Context) -> None:
         self.n = n = len(ctx.concepts)
-        self.e_s = np.array(ctx.e_s, dtype=np.int64)
-        self.e_l = np.array(ctx.e_l, dtype=np.int64)
-        self.e_o = np.array(ctx.e_o, dtype=np.int64)
-        counts = np.array(ctx.e_cnt, dtype=np.int64)
+        self.e_s = np.array(ctx.edges.subject, dtype=np.int64)
+        self.e_l = np.array(ctx.edges.label, dtype=np.int64)
+        self.e_o = np.array(ctx.edges.object, dtype=np.int64)
+        counts = np.array(ctx.edges.count, dtype=np.int64)
         self.live = counts > 0
-        sums = np.array(ctx.e_sum, dtype=np.float64)
+        sums = np.array(ctx.edges.weight, dtype=np.float64)
         # -|sum / count| (the averaged weight, as Context.weight divides it); dead edges 0
         self.neg_abs_weight = np.zeros(len(counts), dtype=np.float64)
         np.divide(sums, counts, out=self.neg_abs_weight, where=self.live)
@@ -150,7 +150,7 @@ def _name_order(ctx: Context) -> tuple[list[str], np.ndarray, list[str], np.ndar
 
 def walk_graph(ctx: Context) -> WalkGraph:
     """The context's WalkGraph for its current graph version (built on first use)."""
-    key = (ctx.graph_version, len(ctx.concepts), len(ctx.labels), len(ctx.e_s))
+    key = (ctx.graph_version, len(ctx.concepts), len(ctx.labels), len(ctx.edges.subject))
     cached = ctx.read_cache.get("walks")
     if cached is not None and cached[0] == key:
         graph: WalkGraph = cached[1]
@@ -293,7 +293,7 @@ def _own_edge(ctx: Context, after: dict[str, Any]) -> int:
     )
     if s is None or lab is None or o is None:
         return -1
-    return ctx.edge_of.get((s, lab, o), -1)
+    return ctx.edges.by_triple.get((s, lab, o), -1)
 
 
 @attrs.frozen
@@ -372,7 +372,7 @@ def _trail_entries(ctx: Context, g: WalkGraph, c: int) -> tuple[list[int], list[
     got = g.trail_adj.get(c)
     if got is None:
         edges = adjacency(ctx, c)
-        e_s, e_o, e_cnt = ctx.e_s, ctx.e_o, ctx.e_cnt
+        e_s, e_o, e_cnt = ctx.edges.subject, ctx.edges.object, ctx.edges.count
         nbs = []
         for e in edges:
             s, o = e_s[e], e_o[e]
@@ -402,7 +402,7 @@ class _Trails:
         self.on_path = bytearray(g.n)
         self.candidates: dict[tuple[int, int], list[int]] = {}
         self.found: list[RankedTrail] = []
-        self.e_sum = ctx.e_sum
+        self.e_sum = ctx.edges.weight
 
     def frame(self, c: int, depth: int) -> list[Any]:
         """[neighbours, edge ids, entry count, candidate positions, next candidate, next entry] for

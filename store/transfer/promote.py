@@ -44,7 +44,7 @@ def exists_in(ctx: Context, source: str) -> bool:
         return False
     if sid in ctx.passages:
         return True
-    return any(rec[0] == sid and rec[2] > 0 for e in ctx.source_edges.get(sid, ()) for rec in ctx.e_attr[e])
+    return any(rec[0] == sid and rec[2] > 0 for e in ctx.source_edges.get(sid, ()) for rec in ctx.edges.attributions[e])
 
 
 def missing_sources(ctx: Context, sources: list[str]) -> list[Issue]:
@@ -79,10 +79,10 @@ def render(scratch: Context, into: str, sources: list[str]) -> tuple[list[Batch]
             batch.sections = sorted(passage.sections.items())
             batch.locators = sorted((p, k, v) for p, (k, v) in passage.locators.items())
         for e in sorted(scratch.source_edges.get(sid, ())):
-            for rec_sid, rsum, rcount, paragraph in scratch.e_attr[e]:
+            for rec_sid, rsum, rcount, paragraph in scratch.edges.attributions[e]:
                 if rec_sid != sid or rcount <= 0:
                     continue
-                s, lab, o = scratch.e_s[e], scratch.e_l[e], scratch.e_o[e]
+                s, lab, o = scratch.edges.subject[e], scratch.edges.label[e], scratch.edges.object[e]
                 live_concepts.update((s, o))
                 live_labels.add(lab)
                 names = (scratch.concepts[s], scratch.labels[lab], scratch.concepts[o])
