@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from taguru_server.store.errors import MAX_LISTED_ISSUES, ApiError, Code
+from taguru_server.store.errors import MAX_LISTED_ISSUES, ApiError, Code, Issue
 from taguru_server.store.wire import dumps_bytes
 
 # the status of each code, from its one table (`store/errors.py: Code`), by wire spelling
@@ -42,11 +42,16 @@ def malformed(message: str, status: int = 422) -> HttpError:
     return HttpError(Code.MALFORMED_REQUEST, message, status=status)
 
 
+def issue_out(issue: Issue) -> dict[str, Any]:
+    """The wire issue: its fields in order (path, kind, expected, actual)."""
+    return {"path": issue.path, "kind": issue.kind, "expected": issue.expected, "actual": issue.actual}
+
+
 def error_body(err: ApiError, elapsed: float) -> dict[str, Any]:
     """The error envelope, in wire order."""
     out: dict[str, Any] = {"status": "error", "code": err.code.value, "error": err.message, "time": elapsed}
     if err.issues is not None:
-        out["issues"] = [i.to_wire() for i in err.issues[:MAX_LISTED_ISSUES]]
+        out["issues"] = [issue_out(i) for i in err.issues[:MAX_LISTED_ISSUES]]
         out["issues_total"] = len(err.issues)
     if err.integrity is not None:
         out["integrity"] = err.integrity

@@ -20,6 +20,7 @@ from taguru_server.stages.model import (
     Selection,
     Unit,
 )
+from taguru_server.stages.render import citation_out
 from taguru_server.store.read.citations import Citation
 from taguru_server.store.wire import RawJSON, dumps
 
@@ -44,7 +45,7 @@ def build_item(fused: Fused, found: dict[tuple[str, int], Citation], contradicts
 
 
 def citation_entry(locator: tuple[str, int], citation: Citation) -> dict[str, Any]:
-    return {"source": locator[0], "paragraph": locator[1], "citation": citation.to_wire()}
+    return {"source": locator[0], "paragraph": locator[1], "citation": citation_out(citation)}
 
 
 def citation_json(locator: tuple[str, int], citation: Citation) -> str:

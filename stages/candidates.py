@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.stages.model import Candidate
+from taguru_server.stages.render import association_out, community_hit_out, passage_hit_out
 from taguru_server.store.derive.communities import CommunityHit
 from taguru_server.store.model.context import Context
 from taguru_server.store.read import cache as cache_lane
@@ -54,7 +55,7 @@ def _association_fields(ctx: Context, edge: int) -> tuple[Any, ...]:
     locators = tuple(sorted({(a.source, a.paragraph) for a in attributions if a.paragraph is not None}))
     return (
         f"{facts.subject}\u0000{facts.label}\u0000{facts.object}",
-        _kept_payload(ctx.association_out(edge)),
+        _kept_payload(association_out(ctx, edge)),
         primary_source(attributions),
         locators,
         tuple(sorted({a.source for a in attributions})),
@@ -75,7 +76,7 @@ def passage_candidate(context_name: str, hit: PassageHit | FusedHit, rank: int) 
         canonical_key=f"{context_name}\u0000{hit.source}\u0000{hit.paragraph}",
         lane=lane,
         rank=rank,
-        payload=hit.to_wire(),
+        payload=passage_hit_out(hit),
         source=hit.source,
         text=hit.text,
     )
@@ -88,7 +89,7 @@ def community_candidate(context_name: str, hit: CommunityHit, rank: int) -> Cand
         canonical_key=f"{context_name}\u0000{source}\u0000{hit.paragraph}",
         lane="community",
         rank=rank,
-        payload=hit.record,
+        payload=community_hit_out(hit),
         source=source,
         text=hit.text,
     )

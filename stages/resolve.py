@@ -55,9 +55,9 @@ async def resolve_anchors_semantic(
     for origin in _origins(request, remaining):
         found = semantic.lexical(ctx, CONCEPT, origin, floor)
         extra = await tier(ctx, origin, found[: request.resolve_limit], found, request.semantic_floor)
-        served = semantic.ladder(ctx, CONCEPT, found, extra, request.resolve_limit)
-        if served:
-            anchors.setdefault(served[0]["name"], None)
+        lex, sem = semantic.ladder(found, extra, request.resolve_limit)
+        if lex or sem:
+            anchors.setdefault(lex[0].name if lex else sem[0][0], None)
     return tuple(anchors)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 import attrs
 
@@ -72,10 +71,6 @@ class Issue:
     kind: str
     expected: str | None = None
     actual: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        """The wire issue: its fields in order (path, kind, expected, actual)."""
-        return attrs.asdict(self)
 
 
 class ApiError(Exception):

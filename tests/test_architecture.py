@@ -269,3 +269,71 @@ def test_every_test_module_says_what_it_pins() -> None:
         if ast.get_docstring(ast.parse(path.read_text(), str(path))) is None
     ]
     assert missing == []
+
+
+# The wire shapes (JSON response dicts) are drawn in server/ (server/wire/render, server/errors.py) and,
+# where the evidence package shares them, in stages/render.py; the store returns typed results. A
+# persisted format is the store's own and may be a dict: it is listed here with what it is.
+STORE_DICT_RESULTS_ALLOWED = {
+    "taguru_server.store.derive.communities.load_manifest",  # the communities artifact's stored manifest
+    # the cross-process change log's rows (what each write touched), as stored in the database
+    "taguru_server.store.persist.catch_up._by_context",
+    "taguru_server.store.persist.persistence.Persistence.changes_after",
+    "taguru_server.store.persist.rows.RowStore.changes_after",
+}
+
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def functions_of(path: Path, module: str) -> Iterator[tuple[str, Function]]:
+    """(qualified name, node) of every module-level function and every method of a class in the file."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    yield f"{module}.{node.name}.{item.name}", item
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield f"{module}.{node.name}", node
+
+
+def returns_json_dict(node: Function) -> bool:
+    """Whether a function is annotated to return a JSON dict, alone or inside a list, tuple or union."""
+    return node.returns is not None and "dict[str, Any]" in ast.unparse(node.returns)
+
+
+def store_functions(subs: set[str]) -> Iterator[tuple[str, Function]]:
+    """(qualified name, node) of every function and method in the store's sub-packages `subs` (empty: all)."""
+    for module, path in modules().items():
+        if layer(module) == "store" and (not subs or store_layer(module) in subs):
+            yield from functions_of(path, module)
+
+
+def test_the_store_renders_no_wire_records() -> None:
+    """No `to_wire` in the store: a typed result is rendered by its reader, not by itself."""
+    offending = sorted(name for name, node in store_functions(set()) if node.name == "to_wire")
+    assert offending == []
+
+
+def test_the_read_lanes_derivations_and_persistence_return_typed_results() -> None:
+    """No function of store/read, store/derive or store/persist is annotated to return a JSON dict (or a
+    list of them), but for the persisted formats listed."""
+    offending = sorted(
+        name
+        for name, node in store_functions({"read", "derive", "persist"})
+        if returns_json_dict(node) and name not in STORE_DICT_RESULTS_ALLOWED
+    )
+    assert offending == []
+
+
+def test_the_wire_record_rule_sees_methods(tmp_path: Path) -> None:
+    """A method annotated to return a JSON dict is found like a module-level function."""
+    source = tmp_path / "hits.py"
+    source.write_text(
+        "class Hit:\n    def to_wire(self) -> dict[str, Any]:\n        return {}\n\n\n"
+        "def page() -> list[dict[str, Any]]:\n    return []\n\n\ndef count() -> int:\n    return 0\n"
+    )
+    found = {name: returns_json_dict(node) for name, node in functions_of(source, "m")}
+    assert found == {"m.Hit.to_wire": True, "m.page": True, "m.count": False}

@@ -14,6 +14,8 @@ from conftest import Client
 from pg_support import database_url_for
 
 from taguru_server.server.wire.render import audits as audit_wire
+from taguru_server.server.wire.render.consolidation import consolidation_out
+from taguru_server.stages.render import association_out
 from taguru_server.store.derive import audits, consolidation, twins
 from taguru_server.store.index.vectors import GlossStore, GlossTable, dot_f32
 from taguru_server.store.index.vectors import normalize as unit
@@ -149,7 +151,7 @@ def test_semantic_twins_equal_the_plain_sweep(seed: int) -> None:
             assert [(p["a"], p["b"], float(p["score"])) for p in got] == plain_semantic(ctx, kind, floor)
     found = audit_wire.vocabulary(ctx, twins.sweep(ctx, (CONCEPT, LABEL), 0.6, 0.6, None, vectors=True))
     assert found["semantic_note"] is None
-    merge = consolidation.consolidation(ctx, {"merge"}, vectors=True)["merge"]
+    merge = consolidation_out(consolidation.consolidation(ctx, {"merge"}, vectors=True))["merge"]
     assert "semantic_note" not in merge
     tiers = [(c["a"], c["b"]) for c in merge["candidates"] if c["tier"] == "semantic"]
     lexical = {frozenset((c["a"], c["b"])) for c in merge["candidates"] if c["tier"] == "lexical"}
@@ -198,8 +200,10 @@ def test_consolidation_sections_equal_plain_transcriptions(seed: int) -> None:
     ctx = random_context(rnd, 80, "abcde")
     for src in ("s1", "s2"):
         ctx.store_passage(src, "text", [], [], [], [], rnd.randrange(100), rnd.choice([None, rnd.randrange(100)]))
-    found = consolidation.consolidation(ctx, set(consolidation.CHECKS), limit=1000, evidence_cap=1000)
-    cut = consolidation.consolidation(ctx, set(consolidation.CHECKS), limit=3, evidence_cap=1000)
+    found = consolidation_out(
+        consolidation.consolidation(ctx, set(consolidation.CHECKS), limit=1000, evidence_cap=1000)
+    )
+    cut = consolidation_out(consolidation.consolidation(ctx, set(consolidation.CHECKS), limit=3, evidence_cap=1000))
     for section in consolidation.CHECKS:  # a limit renders a prefix of the full order; totals stay exact
         assert cut[section]["candidates"] == found[section]["candidates"][:3]
         assert cut[section]["total"] == found[section]["total"]
@@ -331,8 +335,8 @@ def test_a_promotion_reaches_another_worker(tmp_path: Path) -> None:
         fresh = Registry(open_store(str(data), url)).get("dest")
         assert got is not None and fresh is not None
         for ctx in (got, fresh):
-            assert [ctx.association_out(e) for e in range(len(ctx.edges.subject))] == [
-                a.get("dest").association_out(e)  # type: ignore[union-attr]
+            assert [association_out(ctx, e) for e in range(len(ctx.edges.subject))] == [
+                association_out(a.get("dest"), e)  # type: ignore[arg-type]
                 for e in range(len(ctx.edges.subject))
             ]
             assert ctx.aliases[CONCEPT] == {"たかせ": ctx.concept_id["高瀬"]}

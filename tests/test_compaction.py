@@ -13,6 +13,7 @@ import pytest
 from pg_support import database_url_for
 from test_store_sync import observable, random_writes
 
+from taguru_server.server.wire.render.contexts import stats_out
 from taguru_server.store.derive.maintenance import MID_SCAN_TIMEOUT, dead_edges, rebuild
 from taguru_server.store.errors import ApiError, StorageFailed
 from taguru_server.store.model.context import CONCEPT, LABEL, AliasRefused, Context, Meta, _saturate
@@ -98,7 +99,7 @@ def test_compaction_equals_a_replay_of_the_live_content(tmp_path: Path, seed: in
     assert done.aliases_dropped == live_aliases - sum(len(t) for t in got.aliases)
     assert done.bytes_before == ctx.footprint_bytes() and done.bytes_after == got.footprint_bytes()
     assert observable(got) == expected
-    assert got.stats()["dead_edges"] == 0 and got.stats()["dead_attributions"] == 0
+    assert stats_out(got.stats())["dead_edges"] == 0 and stats_out(got.stats())["dead_attributions"] == 0
     assert observable(fresh(data, "k")) == expected  # a restart loads the same
     again = rebuild(got, deadline=float("inf"))  # compacting a compacted context sheds nothing
     assert (again.dead_edges, again.aliases_dropped) == (0, 0)
@@ -171,7 +172,7 @@ def test_a_follower_sees_the_compacted_context(tmp_path: Path, seed: int) -> Non
         assert got is not None and got is not seen  # reloaded whole: its ids were reassigned
         durable = observable(fresh(data, "k"))
         assert observable(got) == durable
-        assert got.stats()["dead_edges"] == 0
+        assert stats_out(got.stats())["dead_edges"] == 0
         for _ in range(4):
             await write(b if rnd.random() < 0.5 else a, rnd.randrange(1, 10))
             for reg in (a, b):

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from taguru_server.server.wire.render import lanes as lane_wire
+from taguru_server.stages.render import association_out
 from taguru_server.store.model.context import CONCEPT, Context, Meta
 from taguru_server.store.read import activation, activation_graph, banded, citations, gloss
 from taguru_server.store.read import query as query_lane
@@ -440,7 +441,7 @@ def plain_activate(ctx: Context, origins: list[str], decay: float, limit: int) -
             chain.append(parent[chain[-1]])
         chain.reverse()
         matches.append(
-            {"strength": strength[e], "path": [ctx.concepts[c] for c in chain], "association": ctx.association_out(e)}
+            {"strength": strength[e], "path": [ctx.concepts[c] for c in chain], "association": association_out(ctx, e)}
         )
     return {"total": len(strength), "matches": matches}
 
@@ -899,7 +900,7 @@ def test_cached_candidates_and_citations_follow_every_write(seed: int) -> None:
                 fresh[3],
                 fresh[4],
             )
-            assert dumps(cached.payload) == plain_dumps(ctx.association_out(e)) == dumps(dict(fresh[1]))
+            assert dumps(cached.payload) == plain_dumps(association_out(ctx, e)) == dumps(dict(fresh[1]))
             found = resolve_citations(ctx, (cached,))
             assert found == {
                 loc: c for loc in cached.locators if not isinstance(c := citations.find_citation(ctx, *loc), str)

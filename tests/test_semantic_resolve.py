@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from stage_support import make_context
 
-from taguru_server.server.wire.render.lanes import resolve
+from taguru_server.server.wire.render.lanes import ladder_out, resolve
 from taguru_server.store.index.vectors import GlossStore, GlossTable, fnv1a64, normalize
 from taguru_server.store.model.context import CONCEPT, LABEL
 from taguru_server.store.read.gloss import concept_gloss
-from taguru_server.store.read.semantic import candidates, ladder, lexical, wants_vector
+from taguru_server.store.read.semantic import candidates, lexical, wants_vector
 
 TABLE = [("りんご", [1, 0, 0]), ("アップル", [0.96, 0.28, 0]), ("みかん", [0.28, 0.96, 0])]
 
@@ -38,7 +38,7 @@ def fruit():
 def run(ctx, cue: str, floor: float = 0.35, limit: int = 100, model: str | None = "fake-table"):
     found = lexical(ctx, CONCEPT, cue, 0.3)
     sem = candidates(ctx, CONCEPT, table(cue), floor) if wants_vector(ctx, CONCEPT, found, model) else []
-    return ladder(ctx, CONCEPT, found, sem, limit)
+    return ladder_out(ctx, CONCEPT, found, sem, limit)
 
 
 def test_the_worked_example() -> None:
@@ -66,7 +66,7 @@ def test_no_vector_call_without_a_provider_a_table_or_under_another_model() -> N
 def test_overflow_leaves_from_the_lexical_tail_first() -> None:
     ctx = fruit()
     found = lexical(ctx, CONCEPT, "赤", 0.3)  # exact hit on 赤 (confident, but the ladder is exercised directly)
-    out = ladder(ctx, CONCEPT, found, [("りんご", 0.9), ("みかん", 0.8)], 2)
+    out = ladder_out(ctx, CONCEPT, found, [("りんご", 0.9), ("みかん", 0.8)], 2)
     assert [(c["name"], c["tier"]) for c in out] == [("りんご", "semantic"), ("みかん", "semantic")]
-    out = ladder(ctx, CONCEPT, found, [("赤", 0.9), ("みかん", 0.8)], 2)
+    out = ladder_out(ctx, CONCEPT, found, [("赤", 0.9), ("みかん", 0.8)], 2)
     assert [(c["name"], c["tier"]) for c in out] == [("赤", "lexical"), ("みかん", "semantic")]

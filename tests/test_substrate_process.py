@@ -262,6 +262,7 @@ def edge(s: str, o: str, w: float = 1.0) -> dict[str, Any]:
 
 def read_store(data: Path) -> dict[str, dict[str, Any]]:
     """The landed contexts, read straight from the data dir while no server holds it."""
+    from taguru_server.server.wire.render.contexts import stats_out
     from taguru_server.store.persist.registry import Registry
     from taguru_server.store.persist.sqlite import SqlitePersistence
 
@@ -271,7 +272,7 @@ def read_store(data: Path) -> dict[str, dict[str, Any]]:
         for name in registry.names():
             ctx = registry.get(name)
             assert ctx is not None
-            out[name] = {"stats": ctx.stats(), "passages": sorted(ctx.sources[s] for s in ctx.passages)}
+            out[name] = {"stats": stats_out(ctx.stats()), "passages": sorted(ctx.sources[s] for s in ctx.passages)}
         return out
     finally:
         registry.close()

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from taguru_server.stages.render import association_out
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.walks import PATHS_BUDGET, Trail, adjacency, concept_ids
 
@@ -84,7 +85,7 @@ def plain_explore(
     matches = []
     for (hop, _s, _l, _o), e in page:
         chain = _chain(parent, reached[e][1])
-        matches.append({"distance": hop, "path": [concepts[c] for c in chain], "association": ctx.association_out(e)})
+        matches.append({"distance": hop, "path": [concepts[c] for c in chain], "association": association_out(ctx, e)})
     return {"total": total, "matches": matches}
 
 
@@ -196,7 +197,7 @@ def plain_paths(
                 "distance": len(edges),
                 "path": [concepts[c] for c in nodes],
                 "strength": float(min(abs(ctx.edges.weight[e]) for e in edges)),
-                "associations": [ctx.association_out(e) for e in edges],
+                "associations": [association_out(ctx, e) for e in edges],
             }
         )
     return {"total": len(found), "capped": capped, "matches": matches}
@@ -251,4 +252,4 @@ def page_by_weight(ctx: Context, edges: list[int], limit: int, after: dict[str, 
         bound = (-abs(float(after["weight"])), *triple)
         keyed = [ke for ke in keyed if ke[0][1:] != triple and ke[0] > bound]
     page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
-    return {"total": total, "matches": [ctx.association_out(e) for _k, e in page]}
+    return {"total": total, "matches": [association_out(ctx, e) for _k, e in page]}

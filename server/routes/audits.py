@@ -21,6 +21,7 @@ from taguru_server.server.routes.common import before_start, count_read, permit
 from taguru_server.server.state import EMBEDDER_KEY
 from taguru_server.server.wire.audits import CONSOLIDATION_AUDIT, DRIFT_AUDIT, VOCABULARY_AUDIT
 from taguru_server.server.wire.render import audits as audit_wire
+from taguru_server.server.wire.render.consolidation import consolidation_out
 from taguru_server.store.derive import audits, consolidation
 from taguru_server.store.derive import twins as twins_module
 from taguru_server.store.errors import ApiError, Code, budget_spent
@@ -151,14 +152,16 @@ async def consolidation_audit(call: Call) -> Any:
         async with call.registry.quiesced():
             found = await sweep(call, ctx, (CONCEPT,), args) if "merge" in sections else None
             return await apart(
-                lambda: consolidation.consolidation(
-                    ctx,
-                    sections,
-                    limit=args["limit"],
-                    evidence_cap=args["evidence_cap"],
-                    floor_secs=args["floor_secs"],
-                    deadline=call.deadline,
-                    twins=found,
+                lambda: consolidation_out(
+                    consolidation.consolidation(
+                        ctx,
+                        sections,
+                        limit=args["limit"],
+                        evidence_cap=args["evidence_cap"],
+                        floor_secs=args["floor_secs"],
+                        deadline=call.deadline,
+                        twins=found,
+                    )
                 )
             )
 

@@ -15,6 +15,7 @@ from taguru_server.server.routes.contexts import revision
 from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.wire.render.lanes import search_lanes
 from taguru_server.server.wire.specs import COMMUNITY_SEARCH
+from taguru_server.stages.render import community_hit_out, hit_lanes
 from taguru_server.store.derive.communities import (
     NoArtifact,
     artifact_name,
@@ -56,14 +57,14 @@ async def search_communities(call: Call) -> Any:
     ctx.meta.record_read(not hits)
     metrics = call.app_state.get(METRICS_KEY)
     if metrics is not None:
-        metrics.hits_served([{"lanes": hit.lanes} for hit in hits])
+        metrics.hits_served([{"lanes": hit_lanes(hit.hit)} for hit in hits])
     return {
         "derived": derived,
         "algorithm": manifest.get("algorithm"),
         "stale": recorded != ctx.meta.rev_graph,
         "revision": {"recorded_graph": recorded, "current_graph": ctx.meta.rev_graph},
         "plan": {"contexts": [{"context": name, "lanes": search_lanes(found, state)}]},
-        "hits": [hit.record for hit in hits],
+        "hits": [community_hit_out(hit) for hit in hits],
     }
 
 

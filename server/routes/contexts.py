@@ -9,6 +9,7 @@ from taguru_server.server.decode import parse_json
 from taguru_server.server.errors import HttpError, malformed
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, MAX_DESCRIPTION_BYTES, keyset_limit
 from taguru_server.server.wire import specs
+from taguru_server.server.wire.render.contexts import stats_out
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.model import operations
 from taguru_server.store.model.context import Context, Meta
@@ -99,7 +100,7 @@ def directory_entry(ctx: Context) -> dict[str, Any]:
         "loaded": True,
         "dice_floor": m.dice_floor,
         "semantic_floor": _f32_or_none(m.semantic_floor),
-        "stats": ctx.stats(),
+        "stats": stats_out(ctx.stats()),
         "usage": {
             "reads": m.reads,
             "empty_reads": m.empty_reads,

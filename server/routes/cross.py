@@ -26,6 +26,7 @@ from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.tenancy import scope_refusal, seen_groups
 from taguru_server.server.wire import groups as group_wire
 from taguru_server.server.wire.render import lanes as lane_wire
+from taguru_server.stages.render import association_out
 from taguru_server.store.errors import ApiError, Code, no_context, too_many_items
 from taguru_server.store.model.context import Context
 from taguru_server.store.persist.groups import closure
@@ -95,7 +96,7 @@ def merged_page(
     page = heapq.nsmallest(limit, keyed) if limit < len(keyed) else sorted(keyed)
     return {
         "total": sum(len(edges) for _ctx, edges in found),
-        "matches": [{"context": found[i][0].name, **found[i][0].association_out(e)} for _k, i, e in page],
+        "matches": [{"context": found[i][0].name, **association_out(found[i][0], e)} for _k, i, e in page],
         "plan": {"contexts": targets},
     }
 

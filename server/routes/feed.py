@@ -7,9 +7,10 @@ from typing import Any
 
 from taguru_server.server.call import Call, Route
 from taguru_server.server.routes.common import query_int
+from taguru_server.server.wire.render.feed import page_result
 from taguru_server.stages.model import gate
 from taguru_server.store.errors import ApiError, no_context
-from taguru_server.store.persist.feed import DEFAULT_LIMIT, MAX_LIMIT, page_result, parse_cursor
+from taguru_server.store.persist.feed import DEFAULT_LIMIT, MAX_LIMIT, parse_cursor
 
 
 async def changes(call: Call) -> Any:

@@ -227,7 +227,7 @@ def _resolve(kind: int) -> Handler:
         floors = (args["semantic_floor"], ctx.meta.semantic_floor, call.settings.semantic_floor)
         embedder = call.app_state.get(EMBEDDER_KEY)
         extra = await semantic_tier(embedder, ctx, kind, cue, found[:limit], found, floors, call.deadline)
-        result = semantic.ladder(ctx, kind, found, extra, limit)
+        result = lane_wire.ladder_out(ctx, kind, found, extra, limit)
         count_read(ctx, not result)
         metrics = call.app_state.get(METRICS_KEY)
         if metrics is not None:

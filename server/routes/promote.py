@@ -15,6 +15,7 @@ from taguru_server.server.errors import malformed
 from taguru_server.server.routes import audits as audit_routes
 from taguru_server.server.routes import common
 from taguru_server.server.wire.audits import DRY_RUN, PROMOTE
+from taguru_server.server.wire.render.consolidation import consolidation_out
 from taguru_server.store.derive import audits, consolidation
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.model.context import CONCEPT, Context
@@ -90,7 +91,9 @@ async def _epilogue(call: Call, into: str) -> dict[str, Any]:
             return {"audit_skipped": "no_context"}
         twins = await audit_routes.sweep(call, ctx, (CONCEPT,), {"dice_floor": None, "cosine_floor": None})
         return {
-            "audit": consolidation.consolidation(ctx, set(consolidation.CHECKS), deadline=call.deadline, twins=twins)
+            "audit": consolidation_out(
+                consolidation.consolidation(ctx, set(consolidation.CHECKS), deadline=call.deadline, twins=twins)
+            )
         }
     except (audits.Expired, ApiError):  # the sweep's only refusal is its mid-scan 408
         return {"audit_skipped": "deadline_exceeded"}

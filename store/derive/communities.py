@@ -12,7 +12,8 @@ from taguru_server.store.model.context import Context
 from taguru_server.store.persist.registry import Registry
 from taguru_server.store.read import passages
 from taguru_server.store.read import query as query_lane
-from taguru_server.store.read.vector_lane import LaneState, VectorQuery
+from taguru_server.store.read.passages import PassageHit
+from taguru_server.store.read.vector_lane import FusedHit, LaneState, VectorQuery
 
 MANIFEST_SOURCE = "communities:manifest"
 COMMUNITY_PREFIX = "community:"
@@ -67,26 +68,34 @@ def recorded_graph_revision(manifest: dict[str, Any]) -> int:
 
 @attrs.frozen
 class CommunityHit:
-    """A community summary paragraph found by search, and its wire record (with manifest facts and members)."""
+    """A community summary paragraph found by search: the search hit, the manifest's facts, its members."""
 
     community: str
-    paragraph: int
-    text: str
-    record: dict[str, Any]
-    lanes: dict[str, Any] = attrs.field(factory=dict)  # which lanes found it (the metrics count them)
+    hit: PassageHit | FusedHit  # BM25's hit, or the fused hit when the vector lane ran
+    facts: tuple[tuple[str, Any], ...]  # the manifest's level, parent and concept_count that are set, in that order
+    members: tuple[tuple[str, float], ...]  # (concept, strength) by |strength| desc, name asc; at most MAX_MEMBERS
+    members_truncated: bool
+
+    @property
+    def paragraph(self) -> int:
+        return self.hit.paragraph
+
+    @property
+    def text(self) -> str:
+        return self.hit.text
 
 
 def community_hits(
     derived_ctx: Context, manifest: dict[str, Any], query: str, limit: int, vector: VectorQuery | None = None
 ) -> tuple[passages.PassageSearch, LaneState | None, tuple[CommunityHit, ...]]:
     """Search the artifact's passages (BM25, and its vector lane with its own vectors and floor when it runs);
-    keep community records, with manifest facts and members. Also the vector lane's state, for the plan."""
+    keep the community hits, with manifest facts and members. Also the vector lane's state, for the plan."""
     found, state, searched = passages.searched(derived_ctx, query, limit + 1, vector=vector)
     return found, state, _records(derived_ctx, manifest, searched, limit)
 
 
 def _records(
-    derived_ctx: Context, manifest: dict[str, Any], searched: list[Any], limit: int
+    derived_ctx: Context, manifest: dict[str, Any], searched: list[PassageHit | FusedHit], limit: int
 ) -> tuple[CommunityHit, ...]:
     by_id: dict[str, dict[str, Any]] = {}
     for entry in manifest.get("communities") or []:
@@ -99,23 +108,14 @@ def _records(
         if len(hits) >= limit:
             break
         cid = hit.source[len(COMMUNITY_PREFIX) :]
-        wire = hit.to_wire()
-        score = wire["score"]  # BM25's raw f32, or the fused score when the vector lane ran
-        out: dict[str, Any] = {"community": cid, "score": score, "text": hit.text, "paragraph": hit.paragraph}
         facts = by_id.get(cid, {})
-        for key in ("level", "parent", "concept_count"):
-            if key in facts and facts[key] is not None:
-                out[key] = facts[key]
+        kept = tuple((key, facts[key]) for key in ("level", "parent", "concept_count") if facts.get(key) is not None)
         members, truncated = _members(derived_ctx, hit.source)
-        if members:
-            out["members"] = members
-        if truncated:
-            out["members_truncated"] = True
-        hits.append(CommunityHit(cid, hit.paragraph, hit.text, out, wire["lanes"]))
+        hits.append(CommunityHit(cid, hit, kept, members, truncated))
     return tuple(hits)
 
 
-def _members(ctx: Context, subject: str) -> tuple[list[dict[str, Any]], bool]:
+def _members(ctx: Context, subject: str) -> tuple[tuple[tuple[str, float], ...], bool]:
     edges = query_lane.query_edges(ctx, [subject], ["contains"], None)
     rows = sorted(((ctx.concepts[ctx.edges.object[e]], ctx.weight(e)) for e in edges), key=lambda r: (-abs(r[1]), r[0]))
-    return [{"name": n, "strength": float(w)} for n, w in rows[:MAX_MEMBERS]], len(rows) > MAX_MEMBERS
+    return tuple((n, float(w)) for n, w in rows[:MAX_MEMBERS]), len(rows) > MAX_MEMBERS

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
+
+import attrs
 
 from taguru_server.store.derive.audits import DEFAULT_FLOOR, _check
 from taguru_server.store.derive.twins import Twins, semantic_pairs, sweep
@@ -15,6 +16,121 @@ CHECKS = ("merge", "contradiction", "staleness")
 FNV_BASIS = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 MASK64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+# ----- the audit's typed result ---------------------------------------------------------------
+
+
+@attrs.frozen
+class Fact:
+    """A neighbour fact of a concept: an edge out of it or into it, by label, with the other end."""
+
+    direction: str  # "out" or "in"
+    label: str
+    other: str
+
+
+@attrs.frozen
+class MergeCandidate:
+    """Two concepts that may be one: name similarity, the overlap of their neighbour facts, its evidence."""
+
+    a: str
+    b: str
+    tier: str  # "lexical" or "semantic"
+    name_score: float
+    overlap: float
+    shared_total: int
+    only_a_total: int
+    only_b_total: int
+    shared: tuple[Fact, ...]  # each list at most the evidence cap long
+    only_a: tuple[Fact, ...]
+    only_b: tuple[Fact, ...]
+    fingerprint: str
+
+
+@attrs.frozen
+class MergeSection:
+    """The merge check: how many pairs were ranked, the first `limit`, the semantic tier's note."""
+
+    total: int
+    candidates: tuple[MergeCandidate, ...]
+    semantic_note: str | None
+
+
+@attrs.frozen
+class ObjectRow:
+    """One object of a (subject, label) with several: its weight, count, sources, latest dated source."""
+
+    object: str
+    weight: float
+    count: int
+    sources: tuple[str, ...]
+    latest: int | None
+
+
+@attrs.frozen
+class ObjectsCandidate:
+    """A (subject, label) with several live objects, and how functional the label tends to be."""
+
+    subject: str
+    label: str
+    functional_tendency: float
+    objects: tuple[ObjectRow, ...]
+    fingerprint: str
+
+
+@attrs.frozen
+class ContestedCandidate:
+    """An edge that some sources support and others dispute."""
+
+    subject: str
+    label: str
+    object: str
+    weight: float
+    count: int
+    supporting_sources: tuple[str, ...]
+    disputing_sources: tuple[str, ...]
+    fingerprint: str
+
+
+@attrs.frozen
+class ContradictionSection:
+    """The contradiction check: how many candidates there are, the first `limit` (objects, then contested)."""
+
+    total: int
+    candidates: tuple[ObjectsCandidate | ContestedCandidate, ...]
+
+
+@attrs.frozen
+class StaleCandidate:
+    """An edge whose latest dated source lags its subject's neighbourhood by `gap` seconds."""
+
+    subject: str
+    label: str
+    object: str
+    latest: int
+    neighborhood_latest: int
+    gap: int
+    sources: tuple[str, ...]
+    fingerprint: str
+
+
+@attrs.frozen
+class StalenessSection:
+    """The staleness check: how many edges lag, how many live edges have no dated source, the first `limit`."""
+
+    total: int
+    undatable: int
+    candidates: tuple[StaleCandidate, ...]
+
+
+@attrs.frozen
+class Consolidation:
+    """The consolidation audit's result: the requested sections (None when not requested)."""
+
+    merge: MergeSection | None = None
+    contradiction: ContradictionSection | None = None
+    staleness: StalenessSection | None = None
 
 
 # ----- fingerprints ------------------------------------------------------------------------
@@ -72,9 +188,7 @@ def _neighbours(ctx: Context, x: int) -> set[tuple[int, int, int]]:
     return out
 
 
-def _merge_candidate(
-    ctx: Context, a: str, b: str, tier: str, score: float, cap: int
-) -> tuple[tuple[float, float, str, str], dict[str, Any]]:
+def _merge_candidate(ctx: Context, a: str, b: str, tier: str, score: float, cap: int) -> MergeCandidate:
     ia, ib = ctx.concept_id.get(a), ctx.concept_id.get(b)
     na = _neighbours(ctx, ia) if ia is not None else set()
     nb = _neighbours(ctx, ib) if ib is not None else set()
@@ -82,8 +196,8 @@ def _merge_candidate(
     union = len(shared) + len(only_a) + len(only_b)
     overlap = len(shared) / union if union else 0.0
 
-    def fact(t: tuple[int, int, int]) -> dict[str, str]:
-        return {"direction": "out" if t[0] == 0 else "in", "label": ctx.labels[t[1]], "other": ctx.concepts[t[2]]}
+    def fact(t: tuple[int, int, int]) -> Fact:
+        return Fact("out" if t[0] == 0 else "in", ctx.labels[t[1]], ctx.concepts[t[2]])
 
     def text(t: tuple[int, int, int]) -> str:
         return f"{t[0]}|{ctx.labels[t[1]]}|{ctx.concepts[t[2]]}"
@@ -94,24 +208,23 @@ def _merge_candidate(
         d = field(d, tag)
         for s in sorted(text(t) for t in facts):
             d = field(d, s)
-    candidate = {
-        "a": a,
-        "b": b,
-        "tier": tier,
-        "name_score": score,
-        "overlap": overlap,
-        "shared_total": len(shared),
-        "only_a_total": len(only_a),
-        "only_b_total": len(only_b),
-        "shared": [fact(t) for t in shared[:cap]],
-        "only_a": [fact(t) for t in only_a[:cap]],
-        "only_b": [fact(t) for t in only_b[:cap]],
-        "fingerprint": hex16(d),
-    }
-    return (-overlap, -score, a, b), candidate
+    return MergeCandidate(
+        a,
+        b,
+        tier,
+        score,
+        overlap,
+        len(shared),
+        len(only_a),
+        len(only_b),
+        tuple(fact(t) for t in shared[:cap]),
+        tuple(fact(t) for t in only_a[:cap]),
+        tuple(fact(t) for t in only_b[:cap]),
+        hex16(d),
+    )
 
 
-def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: float | None) -> dict[str, Any]:
+def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: float | None) -> MergeSection:
     pairs: list[tuple[str, str, str, float]] = [
         (ctx.concepts[a], ctx.concepts[b], "lexical", d) for a, b, d in found.lexical[CONCEPT]
     ]
@@ -140,47 +253,37 @@ def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: fl
         union = len(na) + len(nb) - shared
         ranked.append(((-(shared / union if union else 0.0), -score, a, b), tier))
     ranked.sort()
-    top = [_merge_candidate(ctx, k[2], k[3], tier, -k[1], cap)[1] for k, tier in ranked[:limit]]
-    out: dict[str, Any] = {"total": len(ranked), "candidates": top}
-    if found.note is not None:
-        out["semantic_note"] = found.note
-    return out
+    top = tuple(_merge_candidate(ctx, k[2], k[3], tier, -k[1], cap) for k, tier in ranked[:limit])
+    return MergeSection(len(ranked), top, found.note)
 
 
 def _objects_candidate(
     ctx: Context, subject: int, label: int, edges: list[int], tendency: float, times: dict[int, int]
-) -> dict[str, Any]:
+) -> ObjectsCandidate:
     rows = []
     for e in edges:
         records = [rec for rec in ctx.edges.attributions[e] if rec[1] != 0.0]
-        row: dict[str, Any] = {
-            "object": ctx.concepts[ctx.edges.object[e]],
-            "weight": ctx.weight(e),
-            "count": ctx.edges.count[e],
-            "sources": [ctx.sources[rec[0]] for rec in records],
-        }
         dated = [times[rec[0]] for rec in records if rec[0] in times]
-        if dated:
-            row["latest"] = max(dated)
-        rows.append(row)
+        rows.append(
+            ObjectRow(
+                ctx.concepts[ctx.edges.object[e]],
+                ctx.weight(e),
+                ctx.edges.count[e],
+                tuple(ctx.sources[rec[0]] for rec in records),
+                max(dated) if dated else None,
+            )
+        )
     s_name, l_name = ctx.concepts[subject], ctx.labels[label]
     d = fields(FNV_BASIS, "objects", s_name, l_name)
-    for row in sorted(rows, key=lambda r: r["object"]):
-        d = field(d, row["object"])
-        d = fold(d, u64le(row["count"]))
-        d = fold(d, f64le(row["weight"]))
-        d = fields(d, *sorted(row["sources"]))
-    return {
-        "kind": "objects",
-        "subject": s_name,
-        "label": l_name,
-        "functional_tendency": tendency,
-        "objects": rows,
-        "fingerprint": hex16(d),
-    }
+    for row in sorted(rows, key=lambda r: r.object):
+        d = field(d, row.object)
+        d = fold(d, u64le(row.count))
+        d = fold(d, f64le(row.weight))
+        d = fields(d, *sorted(row.sources))
+    return ObjectsCandidate(s_name, l_name, tendency, tuple(rows), hex16(d))
 
 
-def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
+def _contested_candidate(ctx: Context, e: int) -> ContestedCandidate | None:
     records = ctx.edges.attributions[e]
     supporting = [ctx.sources[r[0]] for r in records if r[1] > 0.0]
     disputing = [ctx.sources[r[0]] for r in records if r[1] < 0.0]
@@ -190,20 +293,14 @@ def _contested_candidate(ctx: Context, e: int) -> dict[str, Any] | None:
     d = fields(FNV_BASIS, "contested", s, lab, o)
     d = fold(fold(d, u64le(ctx.edges.count[e])), f64le(ctx.edges.weight[e]))
     d = fields(d, "+", *sorted(supporting), "-", *sorted(disputing))
-    return {
-        "kind": "contested",
-        "subject": s,
-        "label": lab,
-        "object": o,
-        "weight": ctx.weight(e),
-        "count": ctx.edges.count[e],
-        "supporting_sources": supporting,
-        "disputing_sources": disputing,
-        "fingerprint": hex16(d),
-    }
+    return ContestedCandidate(
+        s, lab, o, ctx.weight(e), ctx.edges.count[e], tuple(supporting), tuple(disputing), hex16(d)
+    )
 
 
-def contradiction_section(ctx: Context, limit: int, times: dict[int, int], deadline: float | None) -> dict[str, Any]:
+def contradiction_section(
+    ctx: Context, limit: int, times: dict[int, int], deadline: float | None
+) -> ContradictionSection:
     groups: dict[tuple[int, int], list[int]] = {}
     contested: list[int] = []
     for e in range(len(ctx.edges.subject)):
@@ -228,17 +325,17 @@ def contradiction_section(ctx: Context, limit: int, times: dict[int, int], deadl
         if len(edges) >= 2
     )
     # only the candidates inside `limit` are rendered (rows, sources, fingerprint)
-    shown: list[dict[str, Any]] = [
+    shown: list[ObjectsCandidate | ContestedCandidate] = [
         _objects_candidate(ctx, s, lab, groups[(s, lab)], tendency[lab], times)
         for _t, _l, _s, s, lab in objects[:limit]
     ]
     shown += [c for c in map(lambda e: _contested_candidate(ctx, e), contested[: max(limit - len(shown), 0)]) if c]
-    return {"total": len(objects) + len(contested), "candidates": shown}
+    return ContradictionSection(len(objects) + len(contested), tuple(shown))
 
 
 def staleness_section(
     ctx: Context, limit: int, floor_secs: int, times: dict[int, int], deadline: float | None
-) -> dict[str, Any]:
+) -> StalenessSection:
     latest: dict[int, int] = {}
     undatable = 0
     neighbourhood: dict[int, int] = {}
@@ -274,19 +371,9 @@ def staleness_section(
         when, top = latest[e], neighbourhood[ctx.edges.subject[e]]
         d = fields(FNV_BASIS, "stale", sn, ln, on)
         d = fold(fold(d, u64le(when)), u64le(top))
-        shown.append(
-            {
-                "subject": sn,
-                "label": ln,
-                "object": on,
-                "latest": when,
-                "neighborhood_latest": top,
-                "gap": -negative,
-                "sources": [ctx.sources[r[0]] for r in ctx.edges.attributions[e]],
-                "fingerprint": hex16(d),
-            }
-        )
-    return {"total": len(found), "undatable": undatable, "candidates": shown}
+        sources = tuple(ctx.sources[r[0]] for r in ctx.edges.attributions[e])
+        shown.append(StaleCandidate(sn, ln, on, when, top, -negative, sources, hex16(d)))
+    return StalenessSection(len(found), undatable, tuple(shown))
 
 
 def consolidation(
@@ -301,18 +388,18 @@ def consolidation(
     deadline: float | None = None,
     vectors: bool = False,
     twins: Twins | None = None,
-) -> dict[str, Any]:
+) -> Consolidation:
     """The consolidation audit's result with the requested sections; raises Expired past the budget.
 
     `twins` is the concept sweep when the caller ran it already (off the event loop)."""
-    out: dict[str, Any] = {"detector": DETECTOR}
+    merge = contradiction = staleness = None
     if "merge" in checks:
         if twins is None:
             twins = sweep(ctx, (CONCEPT,), dice_floor, cosine_floor, deadline, vectors)
-        out["merge"] = merge_section(ctx, twins, limit, evidence_cap, deadline)
+        merge = merge_section(ctx, twins, limit, evidence_cap, deadline)
     times = effective_times(ctx) if checks & {"contradiction", "staleness"} else {}
     if "contradiction" in checks:
-        out["contradiction"] = contradiction_section(ctx, limit, times, deadline)
+        contradiction = contradiction_section(ctx, limit, times, deadline)
     if "staleness" in checks:
-        out["staleness"] = staleness_section(ctx, limit, floor_secs, times, deadline)
-    return out
+        staleness = staleness_section(ctx, limit, floor_secs, times, deadline)
+    return Consolidation(merge, contradiction, staleness)

@@ -80,6 +80,23 @@ class AliasRefused(Exception):
     """An alias pair the context cannot take; the message is the reason phrase."""
 
 
+@attrs.frozen
+class ContextStats:
+    """A context's sizes, its dead and unsourced edges, its best-connected concepts and first labels."""
+
+    associations: int
+    concepts: int
+    labels: int
+    sources: int
+    footprint_bytes: int
+    dead_edges: int
+    dead_attributions: int
+    unsourced_edges: int
+    unsourced_weight: float
+    top_concepts: tuple[tuple[str, int], ...]  # (concept, live degree), at most 10: degree desc, id asc
+    label_sample: tuple[str, ...]  # the first 50 labels by id
+
+
 class Context:
     """The in-memory state of one context; the single source for every read lane."""
 
@@ -431,37 +448,8 @@ class Context:
         c = self.edges.count[e]
         return self.edges.weight[e] / c if c else 0.0
 
-    def association_out(self, e: int) -> dict[str, Any]:
-        """The AssociationOut wire shape of one edge."""
-        attributions = []
-        sources = self.sources
-        for sid, rsum, rcount, paragraph in self.edges.attributions[e]:
-            section = locator = None
-            if paragraph is not None:
-                passage = self.passages.get(sid)
-                if passage is not None:
-                    section = passage.section_for(paragraph)
-                    locator = passage.locator_for(paragraph)
-            attributions.append(
-                {
-                    "source": sources[sid],
-                    "weight": float(rsum),
-                    "count": rcount,
-                    "paragraph": paragraph,
-                    "section": section,
-                    "locator": locator,
-                }
-            )
-        return {
-            "subject": self.concepts[self.edges.subject[e]],
-            "label": self.labels[self.edges.label[e]],
-            "object": self.concepts[self.edges.object[e]],
-            "weight": float(self.weight(e)),
-            "count": self.edges.count[e],
-            "attributions": attributions,
-        }
-
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> ContextStats:
+        """The context's sizes, dead and unsourced edges, its best-connected concepts and first labels."""
         live_degree = [0] * len(self.concepts)
         dead = unsourced = 0
         unsourced_weight = 0.0
@@ -485,20 +473,19 @@ class Context:
                 unsourced += 1
                 unsourced_weight += abs(self.edges.weight[e] - covered_sum)
         order = sorted(range(len(self.concepts)), key=lambda c: (-live_degree[c], c))[:10]
-        return {
-            "associations": len(self.edges.subject),
-            "concepts": len(self.concepts),
-            "labels": len(self.labels),
-            "sources": len(self.sources),
-            "footprint_bytes": self.footprint_bytes(),
-            "dead_edges": dead,
-            "dead_attributions": self.meta.dead_attributions,
-            "arena_slack": 0,
-            "unsourced_edges": unsourced,
-            "unsourced_weight": float(unsourced_weight),
-            "top_concepts": [{"label": self.concepts[c], "count": live_degree[c]} for c in order],
-            "label_sample": self.labels[:50],
-        }
+        return ContextStats(
+            associations=len(self.edges.subject),
+            concepts=len(self.concepts),
+            labels=len(self.labels),
+            sources=len(self.sources),
+            footprint_bytes=self.footprint_bytes(),
+            dead_edges=dead,
+            dead_attributions=self.meta.dead_attributions,
+            unsourced_edges=unsourced,
+            unsourced_weight=float(unsourced_weight),
+            top_concepts=tuple((self.concepts[c], live_degree[c]) for c in order),
+            label_sample=tuple(self.labels[:50]),
+        )
 
     def seal_indexes(self) -> None:
         """Build the context's own index views up front (BM25 segments, lexicon views)."""

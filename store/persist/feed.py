@@ -54,13 +54,9 @@ def stale() -> ApiError:
     return ApiError(Code.STALE_CURSOR, STALE)
 
 
-def page_result(page: FeedPage, since: tuple[int, int] | None) -> dict[str, Any]:
-    """The wire result for a page read after `since` (None: start tailing), or the 410."""
-    if since is None:
-        return {"events": [], "next": cursor(page.epoch, page.latest), "more": False}
+def check_held(page: FeedPage, since: tuple[int, int]) -> None:
+    """Raise the 410 unless the page continues the cursor `since`: same epoch, not past the latest seq,
+    and no event after it evicted before it was read."""
     epoch, seq = since
     if epoch != page.epoch or seq > page.latest or (page.front is not None and seq + 1 < page.front):
         raise stale()
-    events = [{"seq": s, "kind": kind, **fields} for s, kind, fields in page.events]
-    served_to = page.events[-1][0] if page.events else seq
-    return {"events": events, "next": cursor(page.epoch, served_to), "more": served_to < page.latest}

@@ -173,7 +173,7 @@ def evict_feed(db: Sql, cid: int) -> None:
     The events name sources and concepts, so an erasure cannot keep them. What is left is one row
     of kind EVICTED at the last seq, never served: the epoch stays, so a cursor that had seen every
     event still reads on (the next event is that seq + 1), and one that had not answers 410, as
-    when retention drops events it had not read (`page_result`).
+    when retention drops events it had not read (`feed.check_held`).
     """
     latest = db.execute("SELECT COALESCE(MAX(seq), 0) FROM feed WHERE ctx = ?", (cid,)).fetchone()[0]
     db.execute("DELETE FROM feed WHERE ctx = ?", (cid,))

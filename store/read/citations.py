@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from taguru_server.store.model.context import Context
@@ -25,15 +23,6 @@ class Citation:
     source: str
     section: str | None
     locator: Locator | None
-
-    def to_wire(self) -> dict[str, Any]:
-        loc = self.locator
-        return {
-            "text": self.text,
-            "source": self.source,
-            "section": self.section,
-            "locator": None if loc is None else {"kind": loc.kind, "value": loc.value},
-        }
 
 
 def find_citation(ctx: Context, source: str, paragraph: int) -> Citation | str:

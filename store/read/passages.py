@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ParamSpec
+from typing import ParamSpec
 
 import attrs
 import numpy as np
@@ -38,16 +38,6 @@ class PassageHit:
     score: float
     text: str
     rank: int
-
-    def to_wire(self) -> dict[str, Any]:
-        s = self.score
-        return {
-            "source": self.source,
-            "paragraph": self.paragraph,
-            "score": s,
-            "text": self.text,
-            "lanes": {"bm25": {"rank": self.rank, "score": s}},
-        }
 
 
 @attrs.frozen

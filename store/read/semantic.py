@@ -8,14 +8,11 @@ at or above the floor join the lexical candidates they do not repeat.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from taguru_server.store.index.vectors import GlossTable
 from taguru_server.store.model.context import CONCEPT, Context
-from taguru_server.store.read.gloss import concept_gloss, label_gloss
-from taguru_server.store.read.resolve import GLOSSED_CANDIDATES, ResolveMatch, resolve_matches
+from taguru_server.store.read.resolve import ResolveMatch, resolve_matches
 from taguru_server.store.read.vector_lane import sequential_dot
 
 CONFIDENT = 0.5
@@ -63,8 +60,8 @@ def candidates(ctx: Context, kind: int, q: np.ndarray, floor: float) -> list[tup
 
 
 def ladder(
-    ctx: Context, kind: int, found: list[ResolveMatch], semantic: list[tuple[str, float]], limit: int
-) -> list[dict[str, Any]]:
+    found: list[ResolveMatch], semantic: list[tuple[str, float]], limit: int
+) -> tuple[list[ResolveMatch], list[tuple[str, float]]]:
     """Lexical candidates (cut to `limit`), then new semantic ones; overflow leaves from the lexical tail first."""
     lex = found[:limit]
     seen = {m.name for m in lex}
@@ -74,15 +71,4 @@ def ladder(
         cut = min(over, len(lex))
         lex = lex[: len(lex) - cut]
         sem = sem[: len(sem) - (over - cut)] if over > cut else sem
-    gloss = concept_gloss if kind == CONCEPT else label_gloss
-    ids = ctx.concept_id if kind == CONCEPT else ctx.label_id
-    out: list[dict[str, Any]] = []
-    for m in lex:
-        out.append({"name": m.name, "score": m.score, "tier": "lexical", "kind": m.kind, "_record": m.record})
-    for name, score in sem:
-        out.append({"name": name, "score": score, "tier": "semantic", "_record": ids.get(name)})
-    for i, item in enumerate(out):
-        record = item.pop("_record")
-        if i < GLOSSED_CANDIDATES and record is not None:
-            item["gloss"] = gloss(ctx, record)
-    return out
+    return lex, sem

@@ -21,7 +21,6 @@ import numpy as np
 
 from taguru_server.store.index.vectors import PassageStore, fnv1a64
 from taguru_server.store.model.context import Context
-from taguru_server.store.wire import F32 as WireF32
 
 F32 = np.float32
 RRF_K = F32(60.0)
@@ -140,20 +139,6 @@ class FusedHit:
     text: str
     bm25: tuple[int, float] | None
     vector: tuple[int, float] | None
-
-    def to_wire(self) -> dict[str, Any]:
-        lanes: dict[str, Any] = {}
-        if self.bm25 is not None:
-            lanes["bm25"] = {"rank": self.bm25[0], "score": WireF32(self.bm25[1])}
-        if self.vector is not None:
-            lanes["vector"] = {"rank": self.vector[0], "score": WireF32(self.vector[1])}
-        return {
-            "source": self.source,
-            "paragraph": self.paragraph,
-            "score": WireF32(self.score),
-            "text": self.text,
-            "lanes": lanes,
-        }
 
 
 def _rrf(rank: int) -> Any:

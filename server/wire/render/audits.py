@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from taguru_server.stages.render import association_out
 from taguru_server.store.derive import audits
 from taguru_server.store.derive.twins import Twins, semantic_pairs
 from taguru_server.store.model.context import CONCEPT, LABEL, Context
@@ -35,6 +36,6 @@ def unsourced(
     """(total past the floor, one wire page) of the unsourced sweep: weight and count left, the association."""
     total, page = audits.unsourced(ctx, floor, limit, after, deadline)
     return total, [
-        {"unsourced_weight": u.weight, "unsourced_count": u.count, "association": ctx.association_out(u.edge)}
+        {"unsourced_weight": u.weight, "unsourced_count": u.count, "association": association_out(ctx, u.edge)}
         for u in page
     ]

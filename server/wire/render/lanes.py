@@ -1,7 +1,7 @@
 """The wire results of the single-context read lanes, rendered from the store's typed results.
 
-resolve (its candidates with their glosses), describe, the query and recall pages, activate, passage
-search (BM25 and the vector lane's plan entries) and citations.
+resolve (its candidates with their glosses, and the ladder with the semantic tier), describe, the query
+and recall pages, activate, passage search (BM25 and the vector lane's plan entries) and citations.
 """
 
 from __future__ import annotations
@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec
 
+from taguru_server.stages.render import association_out, citation_out, passage_hit_out
 from taguru_server.store.model.context import CONCEPT, Context
 from taguru_server.store.read.activation import activation
 from taguru_server.store.read.citations import find_citation
 from taguru_server.store.read.gloss import concept_gloss, description, label_gloss
 from taguru_server.store.read.passages import NO_EMBEDDINGS, PassageHit, PassageSearch, searched
 from taguru_server.store.read.query import page_edges
-from taguru_server.store.read.resolve import GLOSSED_CANDIDATES, resolve_matches
+from taguru_server.store.read.resolve import GLOSSED_CANDIDATES, ResolveMatch, resolve_matches
+from taguru_server.store.read.semantic import ladder
 from taguru_server.store.read.spread import Activation
 from taguru_server.store.read.vector_lane import FusedHit, LaneState
 from taguru_server.store.wire import F32
@@ -31,6 +33,26 @@ def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) ->
         if i < GLOSSED_CANDIDATES:
             item["gloss"] = concept_gloss(ctx, m.record) if kind == CONCEPT else label_gloss(ctx, m.record)
         out.append(item)
+    return out
+
+
+def ladder_out(
+    ctx: Context, kind: int, found: list[ResolveMatch], semantic: list[tuple[str, float]], limit: int
+) -> list[dict[str, Any]]:
+    """The resolve ladder's wire candidates (`semantic.ladder`'s cut): lexical, then semantic; the first few
+    with a gloss."""
+    lex, sem = ladder(found, semantic, limit)
+    gloss = concept_gloss if kind == CONCEPT else label_gloss
+    ids = ctx.concept_id if kind == CONCEPT else ctx.label_id
+    out: list[dict[str, Any]] = []
+    for m in lex:
+        out.append({"name": m.name, "score": m.score, "tier": "lexical", "kind": m.kind, "_record": m.record})
+    for name, score in sem:
+        out.append({"name": name, "score": score, "tier": "semantic", "_record": ids.get(name)})
+    for i, item in enumerate(out):
+        record = item.pop("_record")
+        if i < GLOSSED_CANDIDATES and record is not None:
+            item["gloss"] = gloss(ctx, record)
     return out
 
 
@@ -50,7 +72,7 @@ def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, An
     """The query (or recall) page of the matching edges: their total, the page's associations, the plan."""
     return {
         "total": len(edges),
-        "matches": [ctx.association_out(e) for e in page_edges(ctx, edges, limit, after)],
+        "matches": [association_out(ctx, e) for e in page_edges(ctx, edges, limit, after)],
         "plan": {"contexts": [ctx.name]},
     }
 
@@ -66,7 +88,7 @@ def render_activation(ctx: Context, found: Activation) -> dict[str, Any]:
     return {
         "total": found.total,
         "matches": [
-            {"strength": m.strength, "path": [concepts[c] for c in m.path], "association": ctx.association_out(m.edge)}
+            {"strength": m.strength, "path": [concepts[c] for c in m.path], "association": association_out(ctx, m.edge)}
             for m in found.matches
         ],
     }
@@ -96,7 +118,7 @@ def render_search(
     entry: dict[str, Any] = {"context": ctx.name, "lanes": search_lanes(found, state)}
     if found.eligible_sources is not None:
         entry["filter"] = {"eligible_sources": found.eligible_sources, "total_sources": found.total_sources}
-    return {"plan": {"contexts": [entry]}, "hits": [hit.to_wire() for hit in hits]}
+    return {"plan": {"contexts": [entry]}, "hits": [passage_hit_out(hit) for hit in hits]}
 
 
 def rendered(
@@ -117,4 +139,4 @@ search_passages = rendered(searched)
 def citation(ctx: Context, source: str, paragraph: int) -> dict[str, Any] | str:
     """The citation's wire shape, or 'no_source' / 'no_paragraph'."""
     found = find_citation(ctx, source, paragraph)
-    return found if isinstance(found, str) else found.to_wire()
+    return found if isinstance(found, str) else citation_out(found)

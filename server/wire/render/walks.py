@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from taguru_server.stages.render import association_out
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.walks import PATHS_BUDGET, explored, trails, unreached
 
@@ -16,7 +17,7 @@ def explore(
     found = explored(ctx, origins, max_depth, limit, after)
     concepts = ctx.concepts
     matches = [
-        {"distance": m.distance, "path": [concepts[c] for c in m.path], "association": ctx.association_out(m.edge)}
+        {"distance": m.distance, "path": [concepts[c] for c in m.path], "association": association_out(ctx, m.edge)}
         for m in found.matches
     ]
     return {"total": found.total, "matches": matches}
@@ -33,7 +34,7 @@ def paths(
             "distance": m.distance,
             "path": [concepts[c] for c in m.path],
             "strength": m.strength,
-            "associations": [ctx.association_out(e) for e in m.edges],
+            "associations": [association_out(ctx, e) for e in m.edges],
         }
         for m in found.matches
     ]
@@ -45,4 +46,4 @@ def unreachable_from(
 ) -> dict[str, Any]:
     """unreachable_from's wire page: {total, matches: [association]}."""
     found = unreached(ctx, origins, limit, after, check)
-    return {"total": found.total, "matches": [ctx.association_out(e) for e in found.edges]}
+    return {"total": found.total, "matches": [association_out(ctx, e) for e in found.edges]}

@@ -1,0 +1,108 @@
+"""The wire records of typed store results that the evidence package and the server's responses share.
+
+The store returns typed results; their JSON shapes are drawn here, below the server (which may import
+stages, never the other way), so an evidence item's payload and a route's response are one rendering:
+an edge's AssociationOut, a passage hit, a citation, a community hit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taguru_server.store.derive.communities import CommunityHit
+from taguru_server.store.model.context import Context
+from taguru_server.store.read.citations import Citation
+from taguru_server.store.read.passages import PassageHit
+from taguru_server.store.read.vector_lane import FusedHit
+from taguru_server.store.wire import F32
+
+
+def association_out(ctx: Context, e: int) -> dict[str, Any]:
+    """The AssociationOut wire shape of one edge."""
+    attributions = []
+    sources = ctx.sources
+    for sid, rsum, rcount, paragraph in ctx.edges.attributions[e]:
+        section = locator = None
+        if paragraph is not None:
+            passage = ctx.passages.get(sid)
+            if passage is not None:
+                section = passage.section_for(paragraph)
+                locator = passage.locator_for(paragraph)
+        attributions.append(
+            {
+                "source": sources[sid],
+                "weight": float(rsum),
+                "count": rcount,
+                "paragraph": paragraph,
+                "section": section,
+                "locator": locator,
+            }
+        )
+    return {
+        "subject": ctx.concepts[ctx.edges.subject[e]],
+        "label": ctx.labels[ctx.edges.label[e]],
+        "object": ctx.concepts[ctx.edges.object[e]],
+        "weight": float(ctx.weight(e)),
+        "count": ctx.edges.count[e],
+        "attributions": attributions,
+    }
+
+
+def passage_hit_out(hit: PassageHit | FusedHit) -> dict[str, Any]:
+    """The wire record of a passage hit: BM25's alone, or fused with each lane's own rank and raw score."""
+    if isinstance(hit, PassageHit):
+        s = hit.score
+        return {
+            "source": hit.source,
+            "paragraph": hit.paragraph,
+            "score": s,
+            "text": hit.text,
+            "lanes": {"bm25": {"rank": hit.rank, "score": s}},
+        }
+    return {
+        "source": hit.source,
+        "paragraph": hit.paragraph,
+        "score": F32(hit.score),
+        "text": hit.text,
+        "lanes": _fused_lanes(hit),
+    }
+
+
+def _fused_lanes(hit: FusedHit) -> dict[str, Any]:
+    lanes: dict[str, Any] = {}
+    if hit.bm25 is not None:
+        lanes["bm25"] = {"rank": hit.bm25[0], "score": F32(hit.bm25[1])}
+    if hit.vector is not None:
+        lanes["vector"] = {"rank": hit.vector[0], "score": F32(hit.vector[1])}
+    return lanes
+
+
+def hit_lanes(hit: PassageHit | FusedHit) -> dict[str, Any]:
+    """The `lanes` of a passage hit's wire record: which lanes found it, each with its rank and raw score."""
+    if isinstance(hit, PassageHit):
+        return {"bm25": {"rank": hit.rank, "score": hit.score}}
+    return _fused_lanes(hit)
+
+
+def citation_out(citation: Citation) -> dict[str, Any]:
+    """The wire record of a citation: text, source, section and locator (kind and value)."""
+    loc = citation.locator
+    return {
+        "text": citation.text,
+        "source": citation.source,
+        "section": citation.section,
+        "locator": None if loc is None else {"kind": loc.kind, "value": loc.value},
+    }
+
+
+def community_hit_out(found: CommunityHit) -> dict[str, Any]:
+    """The wire record of a community hit: the search hit's score (BM25's raw f32, or the fused score when
+    the vector lane ran), the manifest's facts, and its members when it has any."""
+    hit = found.hit
+    score = hit.score if isinstance(hit, PassageHit) else F32(hit.score)
+    out: dict[str, Any] = {"community": found.community, "score": score, "text": hit.text, "paragraph": hit.paragraph}
+    out.update(found.facts)
+    if found.members:
+        out["members"] = [{"name": n, "strength": w} for n, w in found.members]
+    if found.members_truncated:
+        out["members_truncated"] = True
+    return out
