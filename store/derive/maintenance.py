@@ -76,14 +76,7 @@ def _replay_edges(ctx: Context, new: Context, deadline: float) -> int:
     cmap = [-1] * len(concepts)
     lmap = [-1] * len(labels)
     smap = [-1] * len(sources)
-    e_s, e_l, e_o, e_sum, e_cnt, e_attr = (
-        ctx.edges.subject,
-        ctx.edges.label,
-        ctx.edges.object,
-        ctx.edges.weight,
-        ctx.edges.count,
-        ctx.edges.attributions,
-    )
+    e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.edges.columns()
     source_edges = new.source_edges
     now = time.monotonic
     for e in range(len(e_s)):

@@ -51,6 +51,10 @@ class EdgeTable:
             self.attributions.append([])
         return e
 
+    def columns(self) -> tuple[list[int], list[int], list[int], list[float], list[int], list[list[list[Any]]]]:
+        """The six columns in their order: subject, label, object, weight, count, attributions."""
+        return self.subject, self.label, self.object, self.weight, self.count, self.attributions
+
     def triple(self, e: int) -> Triple:
         """(subject, label, object) ids of edge `e`."""
         return self.subject[e], self.label[e], self.object[e]

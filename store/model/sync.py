@@ -103,14 +103,7 @@ def _truncate_edges(ctx: Context, keep: int) -> None:
             linked = ctx.source_edges.get(rec[0])
             if linked is not None:
                 linked.discard(e)
-    for column in (
-        ctx.edges.subject,
-        ctx.edges.label,
-        ctx.edges.object,
-        ctx.edges.weight,
-        ctx.edges.count,
-        ctx.edges.attributions,
-    ):
+    for column in ctx.edges.columns():
         del column[keep:]
 
 

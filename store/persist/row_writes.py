@@ -85,14 +85,7 @@ def prepared_write(ctx: Context) -> Callable[[Sql], int]:
     concepts = [(cid, i, ctx.concepts[i]) for i in range(d.concepts_from, len(ctx.concepts))]
     labels = [(cid, i, ctx.labels[i]) for i in range(d.labels_from, len(ctx.labels))]
     sources = [(cid, i, ctx.sources[i]) for i in range(d.sources_from, len(ctx.sources))]
-    e_s, e_l, e_o, e_sum, e_cnt, e_attr = (
-        ctx.edges.subject,
-        ctx.edges.label,
-        ctx.edges.object,
-        ctx.edges.weight,
-        ctx.edges.count,
-        ctx.edges.attributions,
-    )
+    e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.edges.columns()
     edges = [
         (cid, e, e_s[e], e_l[e], e_o[e], e_sum[e], e_cnt[e], attrs_json(e_attr[e]) if e_attr[e] else "")
         for e in sorted(d.edges)
