@@ -167,6 +167,7 @@ def _run_offline(
     """One stream into the store; a shared store (other processes may write it) in one write section."""
     import asyncio
 
+    from taguru_server.server.wire.render.imports import batches_out
     from taguru_server.store.transfer.group_import import restore_groups
     from taguru_server.store.transfer.importer import run_import
 
@@ -174,7 +175,7 @@ def _run_offline(
         outcomes = run_import(registry, batches, dry_run=dry_run, commit_every=commit_every, on_commit=on_commit)
         if not dry_run:  # the stream's group records, after every batch (a parsed stream carries them)
             restore_groups(registry, getattr(batches, "groups", []), len(outcomes))
-        return outcomes
+        return batches_out(outcomes)
 
     if not registry.shared:
         return both(2000)

@@ -280,6 +280,9 @@ STORE_DICT_RESULTS_ALLOWED = {
     "taguru_server.store.persist.catch_up._by_context",
     "taguru_server.store.persist.persistence.Persistence.changes_after",
     "taguru_server.store.persist.rows.RowStore.changes_after",
+    "taguru_server.store.index.index_file.read_arrays",  # an index file's stored header
+    "taguru_server.store.model.passage.Passage.meta_json",  # a passage's stored markers (its row's JSON)
+    "taguru_server.store.transfer.import_records.decode_line",  # one parsed line of an import stream (input)
 }
 
 
@@ -317,12 +320,12 @@ def test_the_store_renders_no_wire_records() -> None:
     assert offending == []
 
 
-def test_the_read_lanes_derivations_and_persistence_return_typed_results() -> None:
-    """No function of store/read, store/derive or store/persist is annotated to return a JSON dict (or a
-    list of them), but for the persisted formats listed."""
+def test_the_store_returns_typed_results() -> None:
+    """No function of the store is annotated to return a JSON dict (or a list of them), but for the
+    persisted formats listed."""
     offending = sorted(
         name
-        for name, node in store_functions({"read", "derive", "persist"})
+        for name, node in store_functions(set())
         if returns_json_dict(node) and name not in STORE_DICT_RESULTS_ALLOWED
     )
     assert offending == []

@@ -329,7 +329,7 @@ def test_a_promotion_reaches_another_worker(tmp_path: Path) -> None:
             batches, dropped = moves.render(src, "dest", ["s1"])
             assert dropped == 0
             outcomes = moves.apply(a, "dest", batches, dry_run=False, deadline=None, commit=lambda c: a.commit([c]))
-            assert outcomes[0]["associations"] == 2
+            assert outcomes[0].counts.associations == 2
         b.catch_up()
         got = b.get("dest")
         fresh = Registry(open_store(str(data), url)).get("dest")

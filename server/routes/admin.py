@@ -18,6 +18,7 @@ from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
 from taguru_server.server.store_health import probe_for
 from taguru_server.server.tenancy import check_group_records, seen_groups
 from taguru_server.server.version import VERSION, version_body
+from taguru_server.server.wire.render.imports import batches_out, groups_out
 from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.persist.registry import CommitFailed
 from taguru_server.store.persist.writer import COMMIT_ANSWER_MARGIN_SECS
@@ -70,14 +71,14 @@ async def import_stream(call: Call) -> Any:
             ),
         )
         if dry_run or not batches.groups:
-            return {"batches": outcomes}
+            return {"batches": batches_out(outcomes)}
         seen = seen_groups(call)
         groups = await call.registry.apply_off_loop(
             set(), lambda: restore_groups(call.registry, batches.groups, len(outcomes), call.deadline, note_write, seen)
         )
     except CommitFailed as exc:
         raise not_durable(exc, "the import could not be made durable; the landed prefix is intact") from None
-    return {"batches": outcomes, "groups": groups}
+    return {"batches": batches_out(outcomes), "groups": groups_out(groups)}
 
 
 async def protocol(call: Call) -> Raw:

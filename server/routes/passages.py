@@ -21,6 +21,7 @@ from taguru_server.server.routes.common import (
 from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.wire import specs
 from taguru_server.server.wire.render import lanes as lane_wire
+from taguru_server.server.wire.render.imports import passages_stored_out
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.model import operations
 from taguru_server.store.text import query_terms
@@ -39,7 +40,7 @@ async def post_sources(call: Call) -> Any:
     ctx = call.context()
     totals = operations.store_passages(ctx, store.passages(int(time.time())))
     await call.commit(ctx)
-    return totals
+    return passages_stored_out(totals)
 
 
 async def lookup_sources(call: Call) -> Any:

@@ -16,6 +16,7 @@ from taguru_server.server.routes import audits as audit_routes
 from taguru_server.server.routes import common
 from taguru_server.server.wire.audits import DRY_RUN, PROMOTE
 from taguru_server.server.wire.render.consolidation import consolidation_out
+from taguru_server.server.wire.render.imports import batches_out
 from taguru_server.store.derive import audits, consolidation
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.model.context import CONCEPT, Context
@@ -144,7 +145,7 @@ async def promote(call: Call) -> Any:
             commit=commit,
         ),
     )
-    result: dict[str, Any] = {"batches": outcomes, "aliases_dropped": dropped}
+    result: dict[str, Any] = {"batches": batches_out(outcomes), "aliases_dropped": dropped}
     if not dry_run and args["audit"] is not False:
         result.update(await _epilogue(call, into))
     return result

@@ -12,18 +12,63 @@ data written either way yields the same model, the same revisions and the same e
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import attrs
 
 from taguru_server.store.model.context import AliasRefused, Context
 from taguru_server.store.model.passage import StoreCounts
 
+
+@attrs.define
+class PassagesStored:
+    """What a passage store request did: how many passages, with the summed marker counts."""
+
+    stored: int = 0
+    questions_stored: int = 0
+    questions_dropped: int = 0
+    sections_stored: int = 0
+    sections_dropped: int = 0
+    locators_stored: int = 0
+    locators_dropped: int = 0
+
+    def add(self, counts: StoreCounts) -> None:
+        """Count one stored passage and its markers."""
+        self.stored += 1
+        self.questions_stored += counts.questions_stored
+        self.questions_dropped += counts.questions_dropped
+        self.sections_stored += counts.sections_stored
+        self.sections_dropped += counts.sections_dropped
+        self.locators_stored += counts.locators_stored
+        self.locators_dropped += counts.locators_dropped
+
+
+@attrs.define
+class BatchCounts:
+    """What one import batch did (or, dry, would do) to its context, fields in the outcome's wire order."""
+
+    retracted: int = 0
+    associations: int = 0
+    aliases: int = 0
+    passage_stored: bool = False
+    passage_dropped: bool = False
+    questions_stored: int = 0
+    questions_dropped: int = 0
+    sections_stored: int = 0
+    sections_dropped: int = 0
+    locators_stored: int = 0
+    locators_dropped: int = 0
+    association_paragraphs_dropped: int = 0
+    schema_violations: int = 0
+
+    def set_markers(self, counts: StoreCounts) -> None:
+        """The marker counts of the batch's passage store."""
+        self.questions_stored, self.questions_dropped = counts.questions_stored, counts.questions_dropped
+        self.sections_stored, self.sections_dropped = counts.sections_stored, counts.sections_dropped
+        self.locators_stored, self.locators_dropped = counts.locators_stored, counts.locators_dropped
+
+
 ASSOCIATIONS_PER_EVENT = 10_000
 """Associations per `associations_added` change-feed event of an import batch."""
-
-PASSAGE_COUNTS: tuple[str, ...] = tuple(attrs.fields_dict(StoreCounts))
-"""The kept and dropped marker counts of a passage store, in their wire order."""
 
 Association = tuple[str, str, str, float, str | None, int | None]
 """(subject, label, object, weight, source or None, paragraph or None) of one asserted association."""
@@ -116,14 +161,11 @@ def remove_aliases(ctx: Context, names: Iterable[tuple[int, str]]) -> int:
     return removed
 
 
-def store_passages(ctx: Context, passages: Sequence[PassageIn]) -> dict[str, int]:
+def store_passages(ctx: Context, passages: Sequence[PassageIn]) -> PassagesStored:
     """Store each passage (replacing its source's); returns how many, with the summed marker counts."""
-    totals = {"stored": 0, **dict.fromkeys(PASSAGE_COUNTS, 0)}
+    totals = PassagesStored()
     for passage in passages:
-        counts = _store_passage(ctx, passage)
-        totals["stored"] += 1
-        for key, value in attrs.asdict(counts).items():
-            totals[key] += value
+        totals.add(_store_passage(ctx, passage))
     if passages:
         ctx.meta.record_write()
     return totals
@@ -164,47 +206,33 @@ def configure(
 # ----- the write of one import batch ---------------------------------------------------------
 
 
-def unchanged() -> dict[str, Any]:
-    """The counts of a batch that changes nothing, in the import outcome's wire order."""
-    return {
-        "retracted": 0,
-        "associations": 0,
-        "aliases": 0,
-        "passage_stored": False,
-        "passage_dropped": False,
-        **dict.fromkeys(PASSAGE_COUNTS, 0),
-        "association_paragraphs_dropped": 0,
-        "schema_violations": 0,
-    }
-
-
 def replace_source(
     ctx: Context,
     source: str,
     passage: PassageIn | None,
     associations: list[SourcedRow],
     aliases: Sequence[Alias],
-) -> dict[str, Any]:
+) -> BatchCounts:
     """Replace one source's whole truth: retract what it held, store its passage, assert its
-    associations, register the aliases; returns the counts (`unchanged`'s shape)."""
-    out = unchanged()
+    associations, register the aliases; returns the counts."""
+    out = BatchCounts()
     sid = ctx.find_source(source)
     if sid is not None:
         had_passage = sid in ctx.passages
-        out["retracted"], _removed = _retract_source(ctx, source)
-        out["passage_dropped"] = had_passage and passage is None
+        out.retracted, _removed = _retract_source(ctx, source)
+        out.passage_dropped = had_passage and passage is None
     if passage is not None:
-        out["passage_stored"] = True
-        out.update(attrs.asdict(_store_passage(ctx, passage)))
+        out.passage_stored = True
+        out.set_markers(_store_passage(ctx, passage))
     dropped = 0
     for start in range(0, len(associations), ASSOCIATIONS_PER_EVENT):  # one feed event per chunk, as the reference
         chunk = associations[start : start + ASSOCIATIONS_PER_EVENT]
         dropped += ctx.assert_many(chunk, source)
         ctx.emit("associations_added", count=len(chunk))
-    out["associations"] = len(associations)
-    out["association_paragraphs_dropped"] = dropped
-    out["aliases"] = _add_aliases(ctx, aliases)
-    if associations or aliases or passage is not None or out["retracted"] or out["passage_dropped"]:
+    out.associations = len(associations)
+    out.association_paragraphs_dropped = dropped
+    out.aliases = _add_aliases(ctx, aliases)
+    if associations or aliases or passage is not None or out.retracted or out.passage_dropped:
         ctx.meta.record_write()
     return out
 

@@ -203,6 +203,16 @@ def _as_written(registry: Registry, seen: Groups, line: GroupLine) -> GroupRecor
     return GroupRecord.of(line.record.description, line.record.contexts, {*line.record.groups, *hidden})
 
 
+@attrs.frozen
+class GroupOutcome:
+    """One group record's outcome: created, replaced or unchanged, with its member counts."""
+
+    name: str
+    outcome: str
+    contexts: int
+    groups: int
+
+
 def restore_groups(
     registry: Registry,
     lines: list[GroupLine],
@@ -210,7 +220,7 @@ def restore_groups(
     deadline: float | None = None,
     on_commit: Callable[[], None] | None = None,
     seen: Groups | None = None,
-) -> list[dict[str, Any]]:
+) -> list[GroupOutcome]:
     """Validate the stream's group records as a set, then write the changed ones in one transaction.
 
     `seen` (default: every standing group) is the caller's view of the standing groups: children are
@@ -221,16 +231,14 @@ def restore_groups(
     view = registry.groups if seen is None else seen
     written = {g.name: _as_written(registry, view, g) for g in lines}
     _check(registry, lines, batches, view, written)
-    outcomes: list[dict[str, Any]] = []
+    outcomes: list[GroupOutcome] = []
     changed: dict[str, GroupRecord] = {}
     for g in lines:
         standing = view.get(g.name)
         outcome = "created" if standing is None else "unchanged" if standing == g.record else "replaced"
         if outcome != "unchanged":
             changed[g.name] = written[g.name]
-        outcomes.append(
-            {"name": g.name, "outcome": outcome, "contexts": len(g.record.contexts), "groups": len(g.record.groups)}
-        )
+        outcomes.append(GroupOutcome(g.name, outcome, len(g.record.contexts), len(g.record.groups)))
     if deadline is not None and time.monotonic() > deadline:
         err = ApiError(
             Code.TIMEOUT,

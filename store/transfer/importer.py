@@ -17,7 +17,8 @@ import attrs
 from taguru_server.store.errors import ApiError, Code, Issue, timed_out
 from taguru_server.store.model import operations
 from taguru_server.store.model.context import CONCEPT, LABEL, Context
-from taguru_server.store.model.operations import PassageIn
+from taguru_server.store.model.operations import BatchCounts, PassageIn
+from taguru_server.store.model.passage import StoreCounts
 from taguru_server.store.persist.registry import Registry
 from taguru_server.store.persist.writer import collector_paused
 from taguru_server.store.text import WHITE_SPACE, split_paragraphs
@@ -256,26 +257,40 @@ def alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | N
     return None
 
 
-def _outcome(batch: Batch, created: bool) -> dict[str, Any]:
-    return {"context": batch.context, "source": batch.source, "created": created, **operations.unchanged()}
+@attrs.frozen
+class BatchOutcome:
+    """One batch's outcome: its context and source, whether it created the context, and its counts."""
+
+    context: str
+    source: str
+    created: bool
+    counts: BatchCounts
 
 
-def predict(ctx: Context | None, batch: Batch, created: bool) -> dict[str, Any]:
+def predict(ctx: Context | None, batch: Batch, created: bool) -> BatchOutcome:
     """What applying the batch would report, computed without writing."""
-    out = _outcome(batch, created)
+    out = BatchCounts()
     sid = ctx.find_source(batch.source) if ctx is not None else None
     if ctx is not None and sid is not None:
-        out["retracted"] = len(ctx.source_edges.get(sid, ()))
-        out["passage_dropped"] = batch.passage is None and sid in ctx.passages
+        out.retracted = len(ctx.source_edges.get(sid, ()))
+        out.passage_dropped = batch.passage is None and sid in ctx.passages
     n = len(split_paragraphs(batch.passage)) if batch.passage is not None else 0
     if batch.passage is not None:
-        out["passage_stored"] = True
+        out.passage_stored = True
         kept_q = sum(1 for p, _q in batch.questions if p < n)
-        out["questions_stored"], out["questions_dropped"] = kept_q, len(batch.questions) - kept_q
-        for key, markers in (("sections", batch.sections), ("locators", batch.locators)):
-            kept = {m[0] for m in markers if m[0] < n}
-            out[f"{key}_stored"], out[f"{key}_dropped"] = len(kept), len(markers) - len(kept)
-    out["associations"] = len(batch.associations)
+        sections = {m[0] for m in batch.sections if m[0] < n}
+        locators = {m[0] for m in batch.locators if m[0] < n}
+        out.set_markers(
+            StoreCounts(
+                kept_q,
+                len(batch.questions) - kept_q,
+                len(sections),
+                len(batch.sections) - len(sections),
+                len(locators),
+                len(batch.locators) - len(locators),
+            )
+        )
+    out.associations = len(batch.associations)
     seen_records: set[tuple[str, str, str]] = set()
     dropped = 0
     for s, lab, o, _w, p in batch.associations:
@@ -284,12 +299,12 @@ def predict(ctx: Context | None, batch: Batch, created: bool) -> dict[str, Any]:
         seen_records.add((s, lab, o))
         if p is not None and p >= n:
             dropped += 1
-    out["association_paragraphs_dropped"] = dropped
-    out["aliases"] = len(batch.aliases)
-    return out
+    out.association_paragraphs_dropped = dropped
+    out.aliases = len(batch.aliases)
+    return BatchOutcome(batch.context, batch.source, created, out)
 
 
-def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> dict[str, Any]:
+def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> BatchOutcome:
     """Steps 3-6 of one batch on a context that exists (or was just created): the source's truth replaced."""
     passage = None
     if batch.passage is not None:
@@ -297,7 +312,7 @@ def apply_batch(ctx: Context, batch: Batch, created: bool, now: int) -> dict[str
         markers = (batch.questions, batch.sections, batch.locators)
         passage = PassageIn(batch.source, batch.passage, *markers, batch.tags, stored_at, batch.date)
     counts = operations.replace_source(ctx, batch.source, passage, batch.associations, batch.aliases)
-    return {**_outcome(batch, created), **counts}
+    return BatchOutcome(batch.context, batch.source, created, counts)
 
 
 def run_import(
@@ -309,7 +324,7 @@ def run_import(
     deadline: float | None = None,
     timeout_secs: int = 30,
     on_commit: Callable[[int], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[BatchOutcome]:
     """Apply batches in order, committing in groups; a refusal keeps the landed prefix."""
     # A bulk load creates millions of long-lived objects and no reference cycles worth
     # collecting meanwhile; the cyclic collector would re-scan them over and over.
@@ -334,8 +349,8 @@ def _run_import(
     deadline: float | None,
     timeout_secs: int,
     on_commit: Callable[[int], None] | None,
-) -> list[dict[str, Any]]:
-    outcomes: list[dict[str, Any]] = []
+) -> list[BatchOutcome]:
+    outcomes: list[BatchOutcome] = []
     pending: list[Context] = []
     will_exist: set[str] = set()
     now = int(time.time())

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 
@@ -25,6 +24,7 @@ from taguru_server.store.model.context import CONCEPT, LABEL, Context
 from taguru_server.store.persist.registry import Registry
 from taguru_server.store.transfer.importer import (
     Batch,
+    BatchOutcome,
     Stop,
     alias_refusal,
     apply_batch,
@@ -139,9 +139,9 @@ def apply(
     dry_run: bool,
     deadline: float | None,
     commit: Callable[[Context], None],
-) -> list[dict[str, Any]]:
+) -> list[BatchOutcome]:
     """Preview or apply every batch in order; the landed prefix is committed before any refusal."""
-    outcomes: list[dict[str, Any]] = []
+    outcomes: list[BatchOutcome] = []
     ctx = registry.get(into)
     now = int(time.time())
     seen: list[tuple[str, str, str, float, int | None]] = []

@@ -1,0 +1,37 @@
+"""The import outcomes as the wire shows them: a batch's (`POST /import`, promote, `taguru import
+--json`), a group record's, and a passage store's counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from taguru_server.store.model.operations import PassagesStored
+from taguru_server.store.transfer.group_import import GroupOutcome
+from taguru_server.store.transfer.importer import BatchOutcome
+
+
+def batch_out(outcome: BatchOutcome) -> dict[str, Any]:
+    """One batch: context, source, created, then its counts in their field order."""
+    return {
+        "context": outcome.context,
+        "source": outcome.source,
+        "created": outcome.created,
+        **attrs.asdict(outcome.counts),
+    }
+
+
+def batches_out(outcomes: list[BatchOutcome]) -> list[dict[str, Any]]:
+    """Every batch's outcome, in stream order."""
+    return [batch_out(o) for o in outcomes]
+
+
+def groups_out(outcomes: list[GroupOutcome]) -> list[dict[str, Any]]:
+    """Every group record's outcome, in stream order."""
+    return [attrs.asdict(o) for o in outcomes]
+
+
+def passages_stored_out(totals: PassagesStored) -> dict[str, Any]:
+    """A passage store's counts."""
+    return attrs.asdict(totals)
