@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from taguru_server.store.model.context import AliasRefused, Context
-from taguru_server.store.model.passage import StoreCounts
+from taguru_server.store.model.passage import NO_MARKERS, StoreCounts
 
 
 @attrs.define
@@ -24,47 +24,21 @@ class PassagesStored:
     """What a passage store request did: how many passages, with the summed marker counts."""
 
     stored: int = 0
-    questions_stored: int = 0
-    questions_dropped: int = 0
-    sections_stored: int = 0
-    sections_dropped: int = 0
-    locators_stored: int = 0
-    locators_dropped: int = 0
-
-    def add(self, counts: StoreCounts) -> None:
-        """Count one stored passage and its markers."""
-        self.stored += 1
-        self.questions_stored += counts.questions_stored
-        self.questions_dropped += counts.questions_dropped
-        self.sections_stored += counts.sections_stored
-        self.sections_dropped += counts.sections_dropped
-        self.locators_stored += counts.locators_stored
-        self.locators_dropped += counts.locators_dropped
+    markers: StoreCounts = NO_MARKERS
 
 
 @attrs.define
 class BatchCounts:
-    """What one import batch did (or, dry, would do) to its context, fields in the outcome's wire order."""
+    """What one import batch did (or, dry, would do) to its context."""
 
     retracted: int = 0
     associations: int = 0
     aliases: int = 0
     passage_stored: bool = False
     passage_dropped: bool = False
-    questions_stored: int = 0
-    questions_dropped: int = 0
-    sections_stored: int = 0
-    sections_dropped: int = 0
-    locators_stored: int = 0
-    locators_dropped: int = 0
+    markers: StoreCounts = NO_MARKERS  # of the batch's passage
     association_paragraphs_dropped: int = 0
     schema_violations: int = 0
-
-    def set_markers(self, counts: StoreCounts) -> None:
-        """The marker counts of the batch's passage store."""
-        self.questions_stored, self.questions_dropped = counts.questions_stored, counts.questions_dropped
-        self.sections_stored, self.sections_dropped = counts.sections_stored, counts.sections_dropped
-        self.locators_stored, self.locators_dropped = counts.locators_stored, counts.locators_dropped
 
 
 ASSOCIATIONS_PER_EVENT = 10_000
@@ -165,7 +139,8 @@ def store_passages(ctx: Context, passages: Sequence[PassageIn]) -> PassagesStore
     """Store each passage (replacing its source's); returns how many, with the summed marker counts."""
     totals = PassagesStored()
     for passage in passages:
-        totals.add(_store_passage(ctx, passage))
+        totals.stored += 1
+        totals.markers = totals.markers.plus(_store_passage(ctx, passage))
     if passages:
         ctx.meta.record_write()
     return totals
@@ -223,7 +198,7 @@ def replace_source(
         out.passage_dropped = had_passage and passage is None
     if passage is not None:
         out.passage_stored = True
-        out.set_markers(_store_passage(ctx, passage))
+        out.markers = _store_passage(ctx, passage)
     dropped = 0
     for start in range(0, len(associations), ASSOCIATIONS_PER_EVENT):  # one feed event per chunk, as the reference
         chunk = associations[start : start + ASSOCIATIONS_PER_EVENT]

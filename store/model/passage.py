@@ -83,3 +83,11 @@ class StoreCounts:
     sections_dropped: int
     locators_stored: int
     locators_dropped: int
+
+    def plus(self, other: StoreCounts) -> StoreCounts:
+        """The two counts summed field by field."""
+        return StoreCounts(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
+
+
+NO_MARKERS = StoreCounts(0, 0, 0, 0, 0, 0)
+"""The counts of a passage store that kept and dropped nothing (or of no passage)."""

@@ -280,15 +280,13 @@ def predict(ctx: Context | None, batch: Batch, created: bool) -> BatchOutcome:
         kept_q = sum(1 for p, _q in batch.questions if p < n)
         sections = {m[0] for m in batch.sections if m[0] < n}
         locators = {m[0] for m in batch.locators if m[0] < n}
-        out.set_markers(
-            StoreCounts(
-                kept_q,
-                len(batch.questions) - kept_q,
-                len(sections),
-                len(batch.sections) - len(sections),
-                len(locators),
-                len(batch.locators) - len(locators),
-            )
+        out.markers = StoreCounts(
+            kept_q,
+            len(batch.questions) - kept_q,
+            len(sections),
+            len(batch.sections) - len(sections),
+            len(locators),
+            len(batch.locators) - len(locators),
         )
     out.associations = len(batch.associations)
     seen_records: set[tuple[str, str, str]] = set()

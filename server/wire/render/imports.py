@@ -13,12 +13,21 @@ from taguru_server.store.transfer.importer import BatchOutcome
 
 
 def batch_out(outcome: BatchOutcome) -> dict[str, Any]:
-    """One batch: context, source, created, then its counts in their field order."""
+    """One batch: context, source, created, then its counts (the passage's marker counts after
+    `passage_dropped`)."""
+    c = outcome.counts
     return {
         "context": outcome.context,
         "source": outcome.source,
         "created": outcome.created,
-        **attrs.asdict(outcome.counts),
+        "retracted": c.retracted,
+        "associations": c.associations,
+        "aliases": c.aliases,
+        "passage_stored": c.passage_stored,
+        "passage_dropped": c.passage_dropped,
+        **attrs.asdict(c.markers),
+        "association_paragraphs_dropped": c.association_paragraphs_dropped,
+        "schema_violations": c.schema_violations,
     }
 
 
@@ -33,5 +42,5 @@ def groups_out(outcomes: list[GroupOutcome]) -> list[dict[str, Any]]:
 
 
 def passages_stored_out(totals: PassagesStored) -> dict[str, Any]:
-    """A passage store's counts."""
-    return attrs.asdict(totals)
+    """A passage store's counts: how many, then the summed marker counts."""
+    return {"stored": totals.stored, **attrs.asdict(totals.markers)}
