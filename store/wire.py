@@ -161,6 +161,8 @@ def _enc(o: Any, out: list[str]) -> None:
         out.append(format_f64(o))
     elif t is F32:
         out.append(format_f32(o))
+    elif t is Encoded:
+        out.append(o.data.decode("utf-8"))
     elif isinstance(o, np.floating):
         out.append(format_f32(float(o)) if o.dtype == np.float32 else format_f64(float(o)))
     elif isinstance(o, np.integer):
@@ -191,6 +193,8 @@ def _special(o: Any) -> orjson.Fragment:
         return orjson.Fragment(o.json)
     if t is F32:
         return orjson.Fragment(format_f32(o))
+    if t is Encoded:
+        return orjson.Fragment(o.data)
     return orjson.Fragment(plain_dumps(o))  # numpy scalars, other subclasses, or the plain writer's TypeError
 
 
@@ -218,6 +222,37 @@ def dumps(o: Any) -> str:
         return orjson.dumps(o, default=_special, option=_COMPILED).decode("utf-8")
     except orjson.JSONEncodeError:
         return plain_dumps(o)
+
+
+class Encoded:
+    """A value's compact JSON as UTF-8 bytes, encoded ahead (in a worker thread): the encoders emit it verbatim."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def encode_in_pieces(o: Any, piece: int = 1024) -> Encoded:
+    """`dumps_bytes(o)`, encoded a list slice at a time, for results of tens of MB made in a worker thread.
+
+    The compiled encoder holds the interpreter lock for a whole call, so one call over such a result
+    stalls every other thread (the event loop included) for as long; between pieces a worker thread
+    lets the others run. Dict values that are `Encoded` already are spliced in as they are."""
+    return Encoded(_pieces(o, piece))
+
+
+def _pieces(o: Any, piece: int) -> bytes:
+    t = type(o)
+    if t is Encoded:
+        data: bytes = o.data
+        return data
+    if t is dict and o:
+        return b"{" + b",".join(dumps_bytes(k) + b":" + _pieces(v, piece) for k, v in o.items()) + b"}"
+    if (t is list or t is tuple) and len(o) > piece:
+        slices = (dumps_bytes(list(o[i : i + piece]))[1:-1] for i in range(0, len(o), piece))
+        return b"[" + b",".join(slices) + b"]"
+    return dumps_bytes(o)
 
 
 def _reject_constant(name: str) -> Any:

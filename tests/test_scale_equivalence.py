@@ -804,6 +804,23 @@ def test_compiled_encoder_prints_what_the_plain_writer_prints(seed: int) -> None
         assert dumps_bytes(value) == plain.encode("utf-8")
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_encoding_in_pieces_prints_what_one_call_prints(seed: int) -> None:
+    from taguru_server.store.wire import Encoded, dumps_bytes, encode_in_pieces
+
+    rng = random.Random(seed)
+    for _ in range(40):
+        rows = [_random_wire_value(rng) for _ in range(rng.randint(0, 40))]
+        value = {"total": len(rows), "rows": rows, "nested": {"rows": tuple(rows), "n": None}}
+        whole = dumps_bytes(value)
+        for piece in (1, 3, 1024):
+            assert encode_in_pieces(value, piece).data == whole
+        inner = encode_in_pieces(rows, 2)
+        spliced = {"total": len(rows), "rows": inner, "nested": {"rows": inner, "n": None}}
+        assert encode_in_pieces(spliced, 5).data == whole == dumps_bytes(spliced)
+        assert isinstance(inner, Encoded)
+
+
 def test_compiled_encoder_floats_and_refusals() -> None:
     from taguru_server.store.wire import F32, dumps, format_f32, format_f64, plain_dumps
 

@@ -5,7 +5,8 @@ read (`middleware.heavy_before_body`) to the end of the handler; the drift audit
 only for its twin sweep, after its own sweeps. In-process calls (MCP tools) take it at the
 start of the handler. The sweeps run on the event loop over the live context, checking the
 request's deadline as they go; the twin sweeps (the expensive part) run in a worker thread over
-copies of the spelling index and name vectors, so the event loop keeps serving meanwhile.
+copies of the spelling index and name vectors, so the event loop keeps serving meanwhile; large
+results are drawn and encoded there too (in pieces, so the loop gets the interpreter between them).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from taguru_server.store.derive import twins as twins_module
 from taguru_server.store.errors import ApiError, Code, budget_spent
 from taguru_server.store.model.context import CONCEPT, LABEL, Context
 from taguru_server.store.persist.writer import collector_paused
+from taguru_server.store.wire import Encoded, encode_in_pieces
 
 # ----- shared pieces ------------------------------------------------------------------------
 
@@ -83,9 +85,10 @@ async def sweep(call: Call, ctx: Context, kinds: tuple[int, ...], args: dict[str
     return await apart(lambda: twins_module.sweep(ctx, kinds, dice, cosine, call.deadline, vectors))
 
 
-async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+async def twins(call: Call, ctx: Context, args: dict[str, Any]) -> Encoded:
+    """The vocabulary result, drawn and encoded in the worker thread (tens of MB on a twin-heavy context)."""
     found = await sweep(call, ctx, (CONCEPT, LABEL), args)
-    return await apart(lambda: audit_wire.vocabulary(ctx, found))
+    return await apart(lambda: encode_in_pieces(audit_wire.vocabulary(ctx, found)))
 
 
 # ----- handlers ----------------------------------------------------------------------------
@@ -108,23 +111,25 @@ async def drift_audit(call: Call) -> Any:
     ctx = call.context()
     floor = 0.0 if args["unsourced_floor"] is None else float(args["unsourced_floor"])
 
-    def sweeps() -> tuple[tuple[int, list[dict[str, Any]]], tuple[dict[str, str], dict[str, str]]]:
-        return audit_wire.unsourced(ctx, floor, args["limit"], args["after"], call.deadline), audits.dead_aliases(ctx)
+    def sweeps() -> tuple[int, Encoded, tuple[dict[str, str], dict[str, str]]]:
+        total, page = audit_wire.unsourced(ctx, floor, args["limit"], args["after"], call.deadline)
+        return total, encode_in_pieces(page), audits.dead_aliases(ctx)
 
     async with call.registry.quiesced():
-        (total, page), (dead_concepts, dead_labels) = await apart(sweeps)
+        total, page, (dead_concepts, dead_labels) = await apart(sweeps)
         found = None
         if args["include_twins"]:
             with permit(call.app_state):
                 found = await twins(call, ctx, args)
     count_read(ctx, False)
-    return {
+    result = {
         "total": total,
         "unsourced": page,
         "dead_concept_aliases": dead_concepts,
         "dead_label_aliases": dead_labels,
         "twins": found,
     }
+    return await asyncio.to_thread(encode_in_pieces, result)  # the pieces are spliced, the dead aliases encoded
 
 
 def checked_sections(checks: list[str]) -> set[str]:
@@ -152,15 +157,17 @@ async def consolidation_audit(call: Call) -> Any:
         async with call.registry.quiesced():
             found = await sweep(call, ctx, (CONCEPT,), args) if "merge" in sections else None
             return await apart(
-                lambda: consolidation_out(
-                    consolidation.consolidation(
-                        ctx,
-                        sections,
-                        limit=args["limit"],
-                        evidence_cap=args["evidence_cap"],
-                        floor_secs=args["floor_secs"],
-                        deadline=call.deadline,
-                        twins=found,
+                lambda: encode_in_pieces(
+                    consolidation_out(
+                        consolidation.consolidation(
+                            ctx,
+                            sections,
+                            limit=args["limit"],
+                            evidence_cap=args["evidence_cap"],
+                            floor_secs=args["floor_secs"],
+                            deadline=call.deadline,
+                            twins=found,
+                        )
                     )
                 )
             )
