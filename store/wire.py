@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -113,14 +114,28 @@ def encoded(value: dict[str, Any]) -> EncodedDict:
     return out
 
 
+class Encoded:
+    """A value's compact JSON as UTF-8 bytes, encoded ahead (in a worker thread): the encoders emit it verbatim."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+_VERBATIM: dict[type, Callable[[Any], str]] = {
+    RawJSON: str.__str__,
+    EncodedDict: lambda o: str(o.json),
+    Encoded: lambda o: str(o.data.decode("utf-8")),
+}
+
+
 def _enc(o: Any, out: list[str]) -> None:
     t = type(o)
     if t is str:
         out.append(encode_basestring(o))
-    elif t is RawJSON:
-        out.append(o)
-    elif t is EncodedDict:
-        out.append(o.json)
+    elif t in _VERBATIM:
+        out.append(_VERBATIM[t](o))
     elif t is dict:
         if not o:
             out.append("{}")
@@ -161,8 +176,6 @@ def _enc(o: Any, out: list[str]) -> None:
         out.append(format_f64(o))
     elif t is F32:
         out.append(format_f32(o))
-    elif t is Encoded:
-        out.append(o.data.decode("utf-8"))
     elif isinstance(o, np.floating):
         out.append(format_f32(float(o)) if o.dtype == np.float32 else format_f64(float(o)))
     elif isinstance(o, np.integer):
@@ -222,15 +235,6 @@ def dumps(o: Any) -> str:
         return orjson.dumps(o, default=_special, option=_COMPILED).decode("utf-8")
     except orjson.JSONEncodeError:
         return plain_dumps(o)
-
-
-class Encoded:
-    """A value's compact JSON as UTF-8 bytes, encoded ahead (in a worker thread): the encoders emit it verbatim."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
 
 
 def encode_in_pieces(o: Any, piece: int = 1024) -> Encoded:
