@@ -170,6 +170,23 @@ def _struct(v: Any, path: _Path, f: Field) -> dict[str, Any]:
     return f.nested.decode_at(v, path)
 
 
+def _struct_map(v: Any, path: _Path, f: Field) -> dict[str, Any]:
+    assert f.nested is not None
+    if not isinstance(v, dict):
+        raise Refusal(path, f"invalid type: {describe_value(v)}, expected a map")
+    return {key: f.nested.decode_at(item, path + (key,)) for key, item in v.items()}
+
+
+def _variant(v: Any, path: _Path, f: Field) -> str:
+    assert f.choices is not None
+    if not isinstance(v, str):
+        raise Refusal(path, f"invalid type: {describe_value(v)}, expected {f.note or 'a string'}")
+    if v not in f.choices:
+        expected = ", ".join(f"`{c}`" for c in f.choices)
+        raise Refusal(path, f"unknown variant `{v}`, expected one of {expected}")
+    return v
+
+
 _KINDS: dict[str, tuple[Callable[[Any, _Path, Field], Any], dict[str, Any]]] = {  # decoder, JSON Schema
     "string": (_string, {"type": "string"}),
     "usize": (_uint, {"type": "integer", "minimum": 0, "maximum": MAX_U64}),  # 64-bit on the reference's targets
@@ -182,6 +199,8 @@ _KINDS: dict[str, tuple[Callable[[Any, _Path, Field], Any], dict[str, Any]]] = {
     "one_or_many": (_one_or_many, {"type": ["string", "array"], "items": {"type": "string"}}),
     "string_map": (_string_map, {"type": "object", "additionalProperties": {"type": "string"}}),
     "struct": (_struct, {}),
+    "struct_map": (_struct_map, {"type": "object"}),
+    "variant": (_variant, {"type": "string"}),
 }
 _NUMERIC = frozenset({"usize", "u32", "u64", "f64", "f32"})
 
@@ -212,6 +231,7 @@ class Field:
     null_is_absent: bool = True
     alias_of: str | None = None
     rules: dict[str, Any] | None = attrs.field(default=None, eq=False)
+    choices: tuple[str, ...] | None = None  # a `variant`'s spellings
 
     @property
     def description(self) -> str:
@@ -336,7 +356,15 @@ class Spec:
 def _field_schema(f: Field, own_requirement: bool) -> dict[str, Any]:
     """One field as published: its kind, item cap and rules; null allowed where it decodes as absent
     (a required field that is null is missing, unless an alias may stand in for it)."""
-    schema = f.nested.json_schema() if f.nested is not None else dict(_KINDS[f.kind][1])
+    schema: dict[str, Any]
+    if f.kind == "struct_map" and f.nested is not None:
+        schema = {"type": "object", "additionalProperties": f.nested.json_schema()}
+    elif f.nested is not None:
+        schema = f.nested.json_schema()
+    else:
+        schema = dict(_KINDS[f.kind][1])
+    if f.choices is not None:
+        schema["enum"] = list(f.choices)
     if f.max_items is not None:
         schema["maxItems"] = f.max_items
     if f.rules:

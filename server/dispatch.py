@@ -107,9 +107,10 @@ def in_process(app: web.Application) -> Dispatch:
             result = await run_routed(call, route)
             if isinstance(result, Raw):  # a body that is not enveloped (a group's export line)
                 return result.status, result.body
+            extra = None
             if isinstance(result, Reply):
-                result = result.result
-            return 200, dumps_bytes(ok_body(result, time.perf_counter() - started))
+                result, extra = result.result, result.extra
+            return 200, dumps_bytes(ok_body(result, time.perf_counter() - started, extra))
         except ApiError as err:
             return status_of(err), dumps_bytes(error_body(err, time.perf_counter() - started))
 

@@ -82,6 +82,15 @@ class Metrics:
             ["op", "outcome"],
             registry=self.registry,
         )
+        self.schema_checks = Counter(
+            "taguru_schema_checks",
+            "Schema checks that gated a real write, by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in ("ok", "warned", "refused"):
+            self.schema_checks.labels(outcome)
+        self.schema_violations: dict[str, int] = {}  # context → violations its counted checks found, since boot
         build = Gauge("taguru_build_info", "The running build (value 1)", ["version", "python"], registry=self.registry)
         build.labels(VERSION, platform.python_version()).set(1)
         self.inflight = Gauge("taguru_inflight_requests", "Requests in flight (holding a slot)", registry=self.registry)
@@ -129,6 +138,11 @@ class Metrics:
             else:
                 lane = "bm25_only"
             self.lane_contributions.labels(lane).inc()
+
+    def schema_checked(self, context: str, outcome: str, violations: int) -> None:
+        """Count one schema check that gated a real write, and the violations it found."""
+        self.schema_checks.labels(outcome).inc()
+        self.schema_violations[context] = self.schema_violations.get(context, 0) + violations
 
     def stage_finished(self, stage: str, status: str, reason: str | None, seconds: float) -> None:
         """Record one evidence stage's duration and outcome."""

@@ -11,11 +11,13 @@ from taguru_server.store.wire import Encoded, dumps_bytes
 
 
 class Reply:
-    """The `result` to envelope plus extra HTTP headers (e.g. Server-Timing)."""
+    """The `result` to envelope plus extra HTTP headers (e.g. Server-Timing) and extra envelope keys
+    after `time` (a warned write's `issues` and `schema_violations`)."""
 
-    def __init__(self, result: Any, headers: dict[str, str]) -> None:
+    def __init__(self, result: Any, headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> None:
         self.result = result
         self.headers = headers
+        self.extra = extra
 
 
 class Raw:
@@ -27,9 +29,12 @@ class Raw:
         self.content_type = content_type
 
 
-def ok_body(result: Any, elapsed: float) -> dict[str, Any]:
-    """The success envelope."""
-    return {"result": result, "status": "ok", "time": elapsed}
+def ok_body(result: Any, elapsed: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The success envelope (with any extra keys after `time`)."""
+    body = {"result": result, "status": "ok", "time": elapsed}
+    if extra:
+        body.update(extra)
+    return body
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -48,11 +53,11 @@ def render(result: Any, started: float) -> web.StreamResponse:
         if result.content_type:
             raw.content_type = result.content_type
         return raw
-    headers = None
+    headers = extra = None
     if isinstance(result, Reply):
-        headers, result = result.headers, result.result
+        headers, extra, result = result.headers, result.extra, result.result
     if isinstance(result, Encoded):  # encoded ahead, off the loop: spliced into the envelope, not re-encoded
         elapsed = dumps_bytes(time.perf_counter() - started)
         body = b"".join((b'{"result":', result.data, b',"status":"ok","time":', elapsed, b"}"))
         return web.Response(body=body, content_type="application/json", charset="utf-8", headers=headers)
-    return json_response(ok_body(result, time.perf_counter() - started), headers=headers)
+    return json_response(ok_body(result, time.perf_counter() - started, extra), headers=headers)

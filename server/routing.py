@@ -29,6 +29,7 @@ from taguru_server.server.routes import (
     maintenance,
     passages,
     promote,
+    schema,
     walks,
 )
 from taguru_server.server.wire.specs import EVIDENCE
@@ -54,6 +55,7 @@ ROUTES: list[Route] = [
     *export.ROUTES,
     *admin.IMPORT_ROUTES,
     *audits.ROUTES,
+    *schema.ROUTES,
     *promote.ROUTES,
     *maintenance.ROUTES,
     *mcp.ROUTES,

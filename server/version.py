@@ -15,7 +15,7 @@ def version_body() -> dict[str, Any]:
         "mcp_contract": {"current": 1, "supported": [1]},
         "mcp_protocol": {"supported": ["2024-11-05", "2025-03-26", "2025-06-18"]},
         "batch_formats": [1],
-        "schema_formats": [],
+        "schema_formats": [1],
         "image_formats": [],
         "communities_formats": [1],
     }

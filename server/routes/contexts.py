@@ -109,7 +109,7 @@ def directory_entry(ctx: Context) -> dict[str, Any]:
             "last_write_epoch": m.last_write_epoch,
         },
         "revision": revision(ctx),
-        "schema_mode": None,
+        "schema_mode": None if ctx.schema is None else ctx.schema.mode,
     }
 
 

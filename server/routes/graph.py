@@ -9,18 +9,22 @@ import structlog
 
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
+from taguru_server.server.metrics import Metrics
+from taguru_server.server.reply import Reply
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_ASSOCIATIONS,
     MAX_INPUT_ITEMS,
     MAX_MATCH_LIMIT,
     MAX_WEIGHT,
+    before_start,
     check_cursor,
     clamp_limit,
     count_read,
     keyset_limit,
     keyset_page,
 )
+from taguru_server.server.schema_gate import gate_associations
 from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
 from taguru_server.server.wire import specs
@@ -28,6 +32,7 @@ from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.model import operations
 from taguru_server.store.model.context import CONCEPT, LABEL, Context
+from taguru_server.store.model.schema import SCHEMA_TYPE
 from taguru_server.store.read import query as query_lane
 from taguru_server.store.read import semantic
 from taguru_server.store.text import utf8_len
@@ -83,10 +88,30 @@ async def post_associations(call: Call) -> Any:
                 items.append((item["subject"], item["label"], item["object"], float(w), item.get("source"), p))  # type: ignore[arg-type]
     if issues:
         raise collected("the associations batch", issues)
+    before_start(call)
+    extra = gate_associations(call.registry.get(call.name or ""), [item[:3] for item in items], _metrics(call))
     ctx = call.context()
     added = operations.assert_associations(ctx, items)
     await call.commit(ctx)
-    return added
+    return added if extra is None else Reply(added, extra=extra)
+
+
+def _metrics(call: Call) -> Metrics | None:
+    return call.app_state.get(METRICS_KEY)
+
+
+def _refuse_reserved_label_alias(call: Call, labels: dict[str, str]) -> None:
+    """Once a context has a schema (any mode), no label alias may come to resolve to `schema:type`."""
+    ctx = call.registry.get(call.name or "")
+    if ctx is None or ctx.schema is None:
+        return
+    reserved = sorted(alias for alias, canonical in labels.items() if canonical == SCHEMA_TYPE)
+    if reserved:
+        raise ApiError(
+            Code.INVALID_ARGUMENT,
+            f"label alias '{reserved[0]}' would resolve to 'schema:type', the relation label reserved for type "
+            "assertions (ADR 0009 §6.3) — rename the alias",
+        )
 
 
 async def _triple(call: Call) -> tuple[str, str, str]:
@@ -128,6 +153,7 @@ async def post_aliases(call: Call) -> Any:
             for what, value in pair:
                 if not value:
                     raise ApiError(Code.INVALID_ARGUMENT, f"{what} must not be empty; nothing was applied")
+    _refuse_reserved_label_alias(call, args["labels"] or {})
     aliases = [(kind, alias, canonical) for kind, m in maps for alias, canonical in m.items()]
     return await _alias_write(
         call,
@@ -289,7 +315,12 @@ async def activate(call: Call) -> Any:
 # the table keeps the published order: these routes, the passage routes, then the read lanes
 ROUTES: list[Route] = [
     Route(
-        "POST", "/contexts/{name}/associations", post_associations, "write", request="AssociationBatch", response="int"
+        "POST",
+        "/contexts/{name}/associations",
+        post_associations,
+        "write",
+        request="AssociationBatch",
+        response="warned:int",
     ),
     Route(
         "POST",

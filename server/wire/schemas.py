@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from taguru_server.server.decode import MAX_U32, MAX_U64, Spec
-from taguru_server.server.wire import audits, explain, groups, imports, maintenance, walks
+from taguru_server.server.wire import audits, explain, groups, imports, maintenance, schema, walks
 from taguru_server.server.wire.json_schema import (
     ASSOCIATION,
     BOOL,
@@ -87,7 +87,7 @@ SHARED: dict[str, Any] = {
                 {"reads": INT, "empty_reads": INT, "writes": INT, "last_read_epoch": INT, "last_write_epoch": INT}
             ),
             "revision": ref("Revision"),
-            "schema_mode": {"type": "null"},
+            "schema_mode": {"type": ["string", "null"], "enum": ["off", "warn", "strict", None]},
         }
     ),
     "ContextList": obj({"total": INT, "contexts": {"type": "array", "items": ref("DirectoryEntry")}}),
@@ -445,6 +445,7 @@ REST: dict[str, Any] = {
     ),
     **explain.COMPONENTS,
     **audits.COMPONENTS,
+    **schema.COMPONENTS,
     **imports.COMPONENTS,
     **walks.COMPONENTS,
     **maintenance.COMPONENTS,
@@ -475,6 +476,10 @@ def result_schema(shape: str) -> dict[str, Any]:
     """The JSON Schema of a successful body for a response shape name."""
     if shape.startswith("bare:"):
         return ref(shape[5:])
+    if shape.startswith("warned:"):  # a write a schema in warn mode may report on (issues after `time`)
+        plain = result_schema(shape[7:])
+        extra = {"issues": {"type": "array", "items": ref("Issue")}, "schema_violations": INT}
+        return {**plain, "properties": {**plain["properties"], **extra}}
     inner: dict[str, Any]
     if shape == "bool":
         inner = BOOL

@@ -18,6 +18,7 @@ from taguru_server.store.index.lexicon import Lexicon
 from taguru_server.store.index.vectors import ContextVectors
 from taguru_server.store.model.edges import EdgeTable
 from taguru_server.store.model.passage import Passage, StoreCounts
+from taguru_server.store.model.schema import Schema, stored
 
 F64_MAX = sys.float_info.max
 CONCEPT, LABEL = 0, 1
@@ -41,6 +42,7 @@ class Meta:
     dead_attributions: int = 0
     last_read_epoch: int = 0
     last_write_epoch: int = 0
+    schema: str | None = None  # the installed schema document, normalized (`store.model.schema`), or None
 
     def record_read(self, empty: bool = False) -> None:
         """Advisory usage: one retrieval (and whether it found nothing)."""
@@ -127,6 +129,12 @@ class Context:
         self.dirty = Dirty()
         self.created = False
         self.index_restored: Any = None  # what the load took from the persisted index (`store.bm25_snapshot`)
+
+    @property
+    def schema(self) -> Schema | None:
+        """The installed schema document (any mode), or None when the context never installed one."""
+        text = self.meta.schema
+        return None if text is None else stored(text)
 
     def emit(self, kind: str, **fields: Any) -> None:
         """Record a change-feed event; it is written (and numbered) with the commit that makes its write durable."""

@@ -17,6 +17,7 @@ import attrs
 
 from taguru_server.store.model.context import AliasRefused, Context
 from taguru_server.store.model.passage import NO_MARKERS, StoreCounts
+from taguru_server.store.model.schema import Schema
 
 
 @attrs.define
@@ -176,6 +177,20 @@ def configure(
         m.semantic_floor = semantic_floor
     m.rev_config += 1
     ctx.dirty.meta = True
+
+
+def install_schema(ctx: Context, schema: Schema) -> bool:
+    """Install (or replace) the context's schema document; False (nothing changed) when it is the same document.
+
+    An effective install is one configuration revision and one `schema_updated` event."""
+    text = schema.text()
+    if ctx.meta.schema == text:
+        return False
+    ctx.meta.schema = text
+    ctx.meta.rev_config += 1
+    ctx.dirty.meta = True
+    ctx.emit("schema_updated", mode=schema.mode)
+    return True
 
 
 # ----- the write of one import batch ---------------------------------------------------------

@@ -48,6 +48,7 @@ _META_FIELDS = (
     "dead_attributions",
     "last_read_epoch",
     "last_write_epoch",
+    "schema",
 )
 
 

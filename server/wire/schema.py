@@ -1,0 +1,78 @@
+"""The wire shapes of the schema routes: the document (closed at every level), validate's and audit's bodies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taguru_server.server.decode import Field, Spec
+from taguru_server.server.wire.json_schema import INT, STR, STRS, obj, ref
+from taguru_server.server.wire.specs import CURSOR
+from taguru_server.store.model.schema import MODES
+
+TYPE_ENTRY = Spec(
+    "TypeDecl",
+    (Field("is_a", "strings", "the types this one is (a subtype of)", default=[]),),
+    closed=True,
+)
+RELATION_ENTRY = Spec(
+    "RelationDecl",
+    (
+        Field("domain", "strings", "types the subject must meet (or a subtype); empty: any", default=[]),
+        Field("range", "strings", "types the object must meet (or a subtype); empty: any", default=[]),
+    ),
+    closed=True,
+)
+DOCUMENT_FIELDS = (
+    Field("schema", "u64", "the document format; 1 is the only one", True, null_is_absent=False),
+    Field("mode", "variant", "off, warn or strict", True, null_is_absent=False, choices=MODES),
+    Field("closed_labels", "bool", "refuse labels with no relation entry", True, null_is_absent=False),
+    Field("types", "struct_map", "type name → its is_a", True, nested=TYPE_ENTRY, null_is_absent=False),
+    Field("relations", "struct_map", "label → domain and range", True, nested=RELATION_ENTRY, null_is_absent=False),
+)
+SCHEMA_DOCUMENT = Spec(
+    "SchemaDocument",
+    DOCUMENT_FIELDS,
+    closed=True,
+    refuse_duplicates=True,
+    description="a context's schema document (closed at every level)",
+)
+SCHEMA_VALIDATE = Spec(
+    "SchemaValidateRequest",
+    (
+        Field("document", "struct", "the proposed document", True, nested=SCHEMA_DOCUMENT, null_is_absent=False),
+        Field("limit", "usize", "violations page size, default 100, ceiling 1000", default=100, ceiling=1000),
+        Field("after", "struct", "keyset cursor", nested=CURSOR),
+    ),
+    closed=True,
+)
+SCHEMA_AUDIT = Spec(
+    "SchemaAuditRequest",
+    (
+        Field("limit", "usize", "violations page size, default 100, ceiling 1000", default=100, ceiling=1000),
+        Field("after", "struct", "keyset cursor", nested=CURSOR),
+    ),
+    closed=True,
+    description="optional body: an empty body means every default",
+)
+
+
+_ISSUE = obj({"path": STR, "kind": STR, "expected": STR, "actual": STR})
+_NAMES = obj({"total": INT, "names": STRS})
+COMPONENTS: dict[str, Any] = {
+    "Schema": SCHEMA_DOCUMENT.json_schema(),
+    "SchemaAudit": obj(
+        {
+            "total": INT,
+            "violations": {
+                "type": "array",
+                "items": obj({"association": ref("AssociationOut"), "issues": {"type": "array", "items": _ISSUE}}),
+            },
+            "untyped_concepts": _NAMES,
+            "undeclared_types": _NAMES,
+            "unknown_labels": _NAMES,
+            "reserved_alias_conflicts": obj(
+                {"total": INT, "aliases": {"type": "object", "additionalProperties": {"const": "schema:type"}}}
+            ),
+        }
+    ),
+}
