@@ -3,7 +3,7 @@ count the check, refuse under strict, and carry a warned write's issues to its s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from taguru_server.server.errors import issue_out
@@ -17,6 +17,15 @@ def counted(metrics: Metrics | None, ctx: Context, mode: str, found: Checked) ->
     """Record a check that gated a real write (never a dry run or an audit)."""
     if metrics is not None:
         metrics.schema_checked(ctx.name, found.outcome(mode), len(found.violations))
+
+
+def schema_counter(metrics: Metrics) -> Callable[[Context, str, Checked], None]:
+    """The importer's hook: count each check that gates a real batch apply."""
+
+    def count(ctx: Context, mode: str, found: Checked) -> None:
+        counted(metrics, ctx, mode, found)
+
+    return count
 
 
 def warned_extra(listed: Sequence[Issue], total: int) -> dict[str, Any] | None:

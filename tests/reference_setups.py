@@ -103,6 +103,25 @@ SETUPS: dict[str, tuple[list[Call], str | None]] = {
         ],
         "corpus-i",
     ),
+    # groups AG and AH (schemas)
+    "add_associations_warn": (
+        [
+            ("PUT", "/contexts/corpus-g", None),
+            (
+                "PUT",
+                "/contexts/corpus-g/schema",
+                {
+                    "closed_labels": False,
+                    "mode": "warn",
+                    "relations": {"杜氏": {"domain": ["Brewery"], "range": ["Person"]}},
+                    "schema": 1,
+                    "types": {"Brewery": {"is_a": []}, "Person": {"is_a": []}},
+                },
+            ),
+        ],
+        "corpus-g",
+    ),
+    "import_with_schema": ([], None),
 }
 SETUPS["aliases_list"] = (
     SETUPS["aliases_register"][0] + [recorded("http", "aliases_register", "corpus-h")],

@@ -21,6 +21,8 @@ SUBSTRATE_FIXTURES = [
     "import_refusal_durable_prefix",
     "associations_store",
     "labels",
+    "add_associations_warn",
+    "import_with_schema",
 ]
 
 # Values the contract leaves to each implementation (substrate spec §3.2, and the intended

@@ -13,17 +13,19 @@ from taguru_server.server.mcp.protocol import protocol_text
 from taguru_server.server.metrics import render_metrics
 from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
-from taguru_server.server.reply import Raw, json_response
+from taguru_server.server.reply import Raw, Reply, json_response
+from taguru_server.server.schema_gate import schema_counter
 from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
 from taguru_server.server.store_health import probe_for
 from taguru_server.server.tenancy import check_group_records, seen_groups
 from taguru_server.server.version import VERSION, version_body
-from taguru_server.server.wire.render.imports import batches_out, groups_out
+from taguru_server.server.wire.render.imports import batches_out, groups_out, schemas_out, warned_extra
 from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.persist.registry import CommitFailed
 from taguru_server.store.persist.writer import COMMIT_ANSWER_MARGIN_SECS
 from taguru_server.store.transfer.group_import import restore_groups
 from taguru_server.store.transfer.importer import ParseError, parse_stream, run_import
+from taguru_server.store.transfer.schema_records import install_records
 
 
 async def import_stream(call: Call) -> Any:
@@ -53,7 +55,16 @@ async def import_stream(call: Call) -> Any:
                 f"'{batch.source}'); nothing was applied",
                 integrity="nothing_written",
             )
+    for record in batches.schemas:
+        if not call.principal.may_access(record.context):
+            raise ApiError(
+                Code.FORBIDDEN,
+                f"key '{call.principal.key}' has no grant on context '{record.context}' (a schema record); "
+                "nothing was applied",
+                integrity="nothing_written",
+            )
     check_group_records(call, batches.groups)
+    metrics = call.app_state.get(METRICS_KEY)
     try:
         # applied in the writer thread, so a large import does not stop the event loop; it ends a little before
         # the request's deadline, so its own refusal (naming the durable prefix) is the answer
@@ -68,17 +79,35 @@ async def import_stream(call: Call) -> Any:
                 on_commit=lambda _landed: note_write(),
                 # several workers: one commit per write section (ids are assigned in memory under its lock)
                 commit_every=len(batches) + 1 if call.registry.shared else 512,
+                count_schema=None if metrics is None else schema_counter(metrics),
             ),
         )
-        if dry_run or not batches.groups:
-            return {"batches": batches_out(outcomes)}
-        seen = seen_groups(call)
-        groups = await call.registry.apply_off_loop(
-            set(), lambda: restore_groups(call.registry, batches.groups, len(outcomes), call.deadline, note_write, seen)
-        )
+        result: dict[str, Any] = {"batches": batches_out(outcomes)}
+        extra = warned_extra(outcomes)
+        if dry_run:
+            return _with(result, extra)
+        if batches.schemas:
+            installed = await call.registry.apply_off_loop(
+                {record.context for record in batches.schemas},
+                lambda: install_records(
+                    call.registry, batches.schemas, len(outcomes), call.deadline - COMMIT_ANSWER_MARGIN_SECS, note_write
+                ),
+            )
+            result["schemas"] = schemas_out(installed)
+        if batches.groups:
+            seen = seen_groups(call)
+            groups = await call.registry.apply_off_loop(
+                set(),
+                lambda: restore_groups(call.registry, batches.groups, len(outcomes), call.deadline, note_write, seen),
+            )
+            result["groups"] = groups_out(groups)
     except CommitFailed as exc:
         raise not_durable(exc, "the import could not be made durable; the landed prefix is intact") from None
-    return {"batches": batches_out(outcomes), "groups": groups_out(groups)}
+    return _with(result, extra)
+
+
+def _with(result: dict[str, Any], extra: dict[str, Any] | None) -> Any:
+    return result if extra is None else Reply(result, extra=extra)
 
 
 async def protocol(call: Call) -> Raw:
@@ -87,7 +116,7 @@ async def protocol(call: Call) -> Raw:
 
 
 IMPORT_ROUTES: list[Route] = [
-    Route("POST", "/import", import_stream, "admin", request="jsonl", response="ImportResult")
+    Route("POST", "/import", import_stream, "admin", request="jsonl", response="warned:ImportResult")
 ]
 PROTOCOL_ROUTES: list[Route] = [Route("GET", "/protocol", protocol, "read", response="markdown")]
 

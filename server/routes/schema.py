@@ -20,8 +20,8 @@ from taguru_server.store.derive import schema_audit
 from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.model import operations
 from taguru_server.store.model.context import Context
-from taguru_server.store.model.schema import SCHEMA_TYPE, Schema, SchemaRefused, from_document
-from taguru_server.store.model.schema_check import label_alias_canonicals
+from taguru_server.store.model.schema import Schema, SchemaRefused, from_document
+from taguru_server.store.transfer.schema_records import reserved_alias, reserved_alias_text
 
 
 def no_schema(name: str) -> ApiError:
@@ -42,18 +42,6 @@ def checked(doc: dict[str, Any]) -> Schema:
         return from_document(doc)
     except SchemaRefused as exc:
         raise ApiError(Code.INVALID_ARGUMENT, str(exc)) from None
-
-
-def reserved_alias(ctx: Context) -> str | None:
-    """The first persisted label alias (registration order) whose canonical is `schema:type`."""
-    return next((a for a, c in label_alias_canonicals(ctx).items() if c == SCHEMA_TYPE), None)
-
-
-def reserved_alias_text(alias: str) -> str:
-    return (
-        f"label alias '{alias}' resolves to 'schema:type', the relation label reserved for type assertions "
-        "(ADR 0009 §6.3) — rename the alias before installing this schema"
-    )
 
 
 async def get_schema(call: Call) -> Any:

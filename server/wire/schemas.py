@@ -239,9 +239,13 @@ SHARED: dict[str, Any] = {
     "ImportResult": obj(
         {
             "batches": {"type": "array", "items": ref("ImportOutcome")},
+            "schemas": {"type": "array", "items": ref("SchemaImportOutcome")},
             "groups": {"type": "array", "items": ref("GroupImportOutcome")},
         },
         ["batches"],
+    ),
+    "SchemaImportOutcome": obj(
+        {"context": STR, "mode": {"enum": ["off", "warn", "strict"]}, "types": INT, "relations": INT}
     ),
     "GroupImportOutcome": obj(
         {"name": STR, "outcome": {"enum": ["created", "unchanged", "replaced"]}, "contexts": INT, "groups": INT}

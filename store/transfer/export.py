@@ -42,6 +42,8 @@ import attrs
 
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.model.context import CONCEPT, LABEL
+from taguru_server.store.model.schema import stored
+from taguru_server.store.transfer.schema_records import record_line
 from taguru_server.store.wire import format_f32, format_f64
 
 UNSOURCED = "export:unsourced"
@@ -320,8 +322,14 @@ class ContextExport:
             self.close()
 
     def lines(self) -> Iterator[str]:
-        """The export, a batch at a time (each item is one or more whole lines)."""
+        """The export, a batch at a time (each item is one or more whole lines), after the context's
+        `taguru_schema` record when its schema's mode is not off."""
         self.batches = self.associations = self.aliases = self.passages = 0
+        schema_text = self.meta.get("schema")
+        if schema_text:  # a schema in force travels first; an `off` one does not travel
+            schema = stored(schema_text)
+            if schema.mode != "off":
+                yield record_line(self.name, schema) + "\n"
         first = True
         for source, passage, attributed in self._buckets():
             self.batches += 1

@@ -169,9 +169,7 @@ def decode_line(n: int, line: str, decode: Callable[[str], Any]) -> dict[str, An
 
 
 def parse_op_line(n: int, rec: dict[str, Any], current: Batch | None, alias_seen: set[tuple[int, str]]) -> None:
-    """Classify one non-header line and add it to the current batch."""
-    if "taguru_schema" in rec:  # (group records are read by `parse_stream` before this)
-        raise ParseError(f"line {n}: schema records are not supported by this server")
+    """Classify one op line (not a header, schema or group record) and add it to the current batch."""
     kind = next((_CLASS_OF[k] for k in _CLASSIFY if k in rec), None)
     if kind is None:
         raise ParseError(f"line {n}: unrecognized record: expected a batch header or an op line")

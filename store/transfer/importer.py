@@ -14,11 +14,12 @@ from typing import Any
 
 import attrs
 
-from taguru_server.store.errors import ApiError, Code, Issue, timed_out
+from taguru_server.store.errors import MAX_LISTED_ISSUES, ApiError, Code, Issue, collected, timed_out
 from taguru_server.store.model import operations
 from taguru_server.store.model.context import CONCEPT, LABEL, Context
 from taguru_server.store.model.operations import BatchCounts, PassageIn
 from taguru_server.store.model.passage import StoreCounts
+from taguru_server.store.model.schema_check import Checked, check, issues
 from taguru_server.store.persist.registry import Registry
 from taguru_server.store.persist.writer import collector_paused
 from taguru_server.store.text import WHITE_SPACE, split_paragraphs
@@ -36,6 +37,7 @@ from taguru_server.store.transfer.import_records import (
     parse_op_line,
     read_header,
 )
+from taguru_server.store.transfer.schema_records import SchemaRecord, parse_schema_record
 
 # The association-line shortcuts below only ever accept what the full checks accept, with
 # the same values; tests/test_scale_equivalence.py compares both ways (this switch off).
@@ -63,9 +65,11 @@ _FAST_NAME_CHARS = MAX_NAME_BYTES // 4  # a name this short cannot exceed the by
 
 
 class Stream(list[Batch]):
-    """A parsed stream: its batches in order, and its `taguru_group` records (applied after every batch)."""
+    """A parsed stream: its batches in order, then its `taguru_schema` records (installed after every batch)
+    and its `taguru_group` records (applied after those)."""
 
     groups: list[GroupLine]
+    schemas: list[SchemaRecord]
 
 
 def parse_stream(data: bytes | str) -> Stream:
@@ -74,18 +78,26 @@ def parse_stream(data: bytes | str) -> Stream:
     if text.startswith("\ufeff"):
         text = text[1:]
     batches = parse_lines(text, 1, set(), set())
-    _check_paragraph_references(batches, bool(batches.groups))
+    _check_paragraph_references(batches, bool(batches.groups or batches.schemas))
     return batches
 
 
-def parse_lines(text: str, first_line: int, seen: set[tuple[str, str]], group_names: set[str]) -> Stream:
-    """The batches (and group records) of one stretch of a stream that starts at a batch header (or the
-    stream's start), its first line numbered `first_line`; `seen` holds the (context, source) pairs and
-    `group_names` the group records of the earlier stretches. A stream parsed stretch by stretch,
-    followed by `check_batches` over the stretches' batches in order, is refused exactly where
-    `parse_stream` refuses it whole."""
+def parse_lines(
+    text: str,
+    first_line: int,
+    seen: set[tuple[str, str]],
+    group_names: set[str],
+    schema_contexts: set[str] | None = None,
+) -> Stream:
+    """The batches (and schema and group records) of one stretch of a stream that starts at a batch header
+    (or the stream's start), its first line numbered `first_line`; `seen` holds the (context, source)
+    pairs, `group_names` the group records and `schema_contexts` the schema records' contexts of the
+    earlier stretches. A stream parsed stretch by stretch, followed by `check_batches` over the
+    stretches' batches in order, is refused exactly where `parse_stream` refuses it whole."""
     batches = Stream()
     batches.groups = []
+    batches.schemas = []
+    stated = set() if schema_contexts is None else schema_contexts
     current: Batch | None = None
     alias_seen: set[tuple[int, str]] = set()
     decode = DECODER.decode
@@ -120,6 +132,10 @@ def parse_lines(text: str, first_line: int, seen: set[tuple[str, str]], group_na
             current = _open_batch(n, rec, seen)
             alias_seen = set()
             batches.append(current)
+            continue
+        if "taguru_schema" in rec:  # a schema record closes the batch before it
+            current = None
+            batches.schemas.append(parse_schema_record(n, rec, stated))
             continue
         if "taguru_group" in rec:  # a group record closes the batch before it
             current = None
@@ -259,12 +275,49 @@ def alias_refusal(ctx: Context | None, batch: Batch, index: int) -> ApiError | N
 
 @attrs.frozen
 class BatchOutcome:
-    """One batch's outcome: its context and source, whether it created the context, and its counts."""
+    """One batch's outcome: its context and source, whether it created the context, and its counts; `warned`
+    holds the first issues of a schema in warn mode (paths prefixed `batches[{b}].`)."""
 
     context: str
     source: str
     created: bool
     counts: BatchCounts
+    warned: tuple[Issue, ...] = ()
+
+
+SchemaCounter = Callable[[Context, str, Checked], None]
+"""Called for each schema check that gates a real batch apply: the context, the schema's mode and the findings."""
+
+
+def schema_refusal(
+    ctx: Context | None, batch: Batch, index: int, count: SchemaCounter | None
+) -> tuple[ApiError | None, list[Issue]]:
+    """Step 2, the schema prediction: a batch on a context with a schema is judged as it will apply
+    (its label alias lines declared, its own source about to be retracted). Returns the refusal (409 for
+    a label alias to the reserved label, 400 for strict violations), else the warned issues (prefixed)."""
+    schema = None if ctx is None else ctx.schema
+    if ctx is None or schema is None:
+        return None, []
+    declared = {alias: canonical for kind, alias, canonical in batch.aliases if kind == LABEL}
+    ops = [(s, lab, o) for s, lab, o, _w, _p in batch.associations]
+    found = check(ctx, schema, ops, declared, batch.source)
+    if count is not None:
+        count(ctx, schema.mode, found)
+    prefix = f"batches[{index}]."
+    if found.reserved:
+        return _batch_refusal(Code.CONFLICT, "this batch's label aliases", found.reserved, prefix), []
+    listed = issues(found.violations)
+    if listed and schema.mode == "strict":
+        return _batch_refusal(Code.INVALID_ARGUMENT, "this batch's associations", listed, prefix), []
+    return None, [attrs.evolve(i, path=prefix + i.path) for i in listed]
+
+
+def _batch_refusal(code: Code, what: str, found: list[Issue], prefix: str) -> ApiError:
+    """The collected refusal of one batch: batch-relative bullets, stream-prefixed issues (the listed ones)."""
+    err = collected(what, found)
+    err.code = code
+    err.issues = [attrs.evolve(i, path=prefix + i.path) for i in found[:MAX_LISTED_ISSUES]]
+    return err
 
 
 def predict(ctx: Context | None, batch: Batch, created: bool) -> BatchOutcome:
@@ -322,8 +375,10 @@ def run_import(
     deadline: float | None = None,
     timeout_secs: int = 30,
     on_commit: Callable[[int], None] | None = None,
+    count_schema: SchemaCounter | None = None,
 ) -> list[BatchOutcome]:
-    """Apply batches in order, committing in groups; a refusal keeps the landed prefix."""
+    """Apply batches in order, committing in groups; a refusal keeps the landed prefix. `count_schema` is
+    told of every schema check that gates a real apply (never of a dry run's)."""
     # A bulk load creates millions of long-lived objects and no reference cycles worth
     # collecting meanwhile; the cyclic collector would re-scan them over and over.
     with collector_paused():
@@ -335,6 +390,7 @@ def run_import(
             deadline=deadline,
             timeout_secs=timeout_secs,
             on_commit=on_commit,
+            count_schema=count_schema,
         )
 
 
@@ -347,6 +403,7 @@ def _run_import(
     deadline: float | None,
     timeout_secs: int,
     on_commit: Callable[[int], None] | None,
+    count_schema: SchemaCounter | None,
 ) -> list[BatchOutcome]:
     outcomes: list[BatchOutcome] = []
     pending: list[Context] = []
@@ -382,6 +439,9 @@ def _run_import(
         ctx = registry.get(batch.context)
         exists = ctx is not None or (dry_run and batch.context in will_exist)
         refusal = alias_refusal(ctx, batch, i)
+        warned: list[Issue] = []
+        if refusal is None:
+            refusal, warned = schema_refusal(ctx, batch, i, None if dry_run else count_schema)
         if refusal is None and not exists and batch.create is None:
             refusal = no_create_block(batch.context, i)
         if refusal is not None:
@@ -391,14 +451,14 @@ def _run_import(
         if dry_run:
             created = not exists
             will_exist.add(batch.context)
-            outcomes.append(predict(ctx, batch, created))
+            outcomes.append(_warned(predict(ctx, batch, created), warned))
             continue
         created = ctx is None
         if ctx is None:
             assert batch.create is not None
             ctx = registry.create(batch.context, meta_from_create(batch.create))
         try:
-            outcomes.append(apply_batch(ctx, batch, created, now))
+            outcomes.append(_warned(apply_batch(ctx, batch, created, now), warned))
         except Exception:
             registry.rollback(pending + [ctx])
             raise
@@ -408,6 +468,14 @@ def _run_import(
     if not dry_run:
         flush()
     return outcomes
+
+
+def _warned(outcome: BatchOutcome, warned: list[Issue]) -> BatchOutcome:
+    """The outcome with its schema violations counted and the first of them kept for the envelope."""
+    if not warned:
+        return outcome
+    outcome.counts.schema_violations = len(warned)
+    return attrs.evolve(outcome, warned=tuple(warned[:MAX_LISTED_ISSUES]))
 
 
 @attrs.frozen
