@@ -210,7 +210,35 @@ def import_stream(body: Any) -> Any:
     return [line for part in parts for line in (part.records() if isinstance(part, _Batch) else [part])]
 
 
+def acyclic_types(document: Any) -> Any:
+    """A schema document whose `is_a` parents are declared-later-free: each type may only name types that
+    sort before it or are undeclared, and no chain is deeper than 8 (else 400: a cycle, a deep chain)."""
+    if not isinstance(document, dict) or not isinstance(document.get("types"), dict):
+        return document
+    types = document["types"]
+    depth: dict[str, int] = {}
+    kept: dict[str, Any] = {}
+    for name in sorted(types):
+        entry = types[name]
+        if not isinstance(entry, dict) or not isinstance(entry.get("is_a"), list):
+            kept[name] = entry
+            depth[name] = 1
+            continue
+        parents = [p for p in entry["is_a"] if not (isinstance(p, str) and p in types and (p >= name or depth[p] >= 8))]
+        depth[name] = 1 + max((depth[p] for p in parents if isinstance(p, str) and p in depth), default=0)
+        kept[name] = {**entry, "is_a": parents}
+    return {**document, "types": kept}
+
+
+def validated_document(body: Any) -> Any:
+    if isinstance(body, dict) and "document" in body:
+        return {**body, "document": acyclic_types(body["document"])}
+    return body
+
+
 RULES: dict[str, Callable[[Any], Any]] = {
+    "PUT /contexts/{name}/schema": acyclic_types,
+    "POST /contexts/{name}/schema/validate": validated_document,
     "POST /import": import_stream,
     "POST /contexts/{name}/sources/search": source_filter,
     "POST /contexts/{name}/sources/search/explain": source_filter,
