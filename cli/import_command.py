@@ -54,15 +54,31 @@ def cmd_import(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         return _import_remote(args, files)
     parsed: list[tuple[Path, str, list[Any]]] = []
+    stated: set[str] = set()
 
     def parse(f: Path) -> None:
         text = f.read_bytes().decode("utf-8")  # bytes: a lone \r must not become a line break
-        parsed.append((f, text, parse_stream(text)))
+        stream = parse_stream(text)
+        _one_record_per_context(stream.schemas, stated)
+        parsed.append((f, text, stream))
 
     refusal = _validate_files(files, parse)
     if refusal is not None:
         return _finish(args, [], refusal)
     return _import_offline(args, parsed)
+
+
+def _one_record_per_context(records: list[Any], stated: set[str]) -> None:
+    """Across the files of one run, one `taguru_schema` record owns one context's schema."""
+    from taguru_server.store.transfer.importer import ParseError
+
+    for rec in records:
+        if rec.context in stated:
+            raise ParseError(
+                f"context '{rec.context}' schema is already stated by an earlier file — one record owns one "
+                "context's schema"
+            )
+        stated.add(rec.context)
 
 
 def _validate_files(files: list[Path], check: Callable[[Path], object]) -> str | None:
@@ -91,9 +107,11 @@ def _import_progress(args: argparse.Namespace, total: int) -> Any:
     return Progress(f"taguru import: {verb}", total, sys.stderr, unit="batches")
 
 
-def _finish(args: argparse.Namespace, batches: list[Any], error: str | None) -> int:
+def _finish(
+    args: argparse.Namespace, batches: list[Any], error: str | None, extra: dict[str, Any] | None = None
+) -> int:
     if args.json:
-        doc: dict[str, Any] = {"dry_run": bool(args.dry_run), "batches": batches}
+        doc: dict[str, Any] = {"dry_run": bool(args.dry_run), "batches": batches, **(extra or {})}
         if error:
             doc["error"] = error
         print(json.dumps(doc, ensure_ascii=False))
@@ -111,6 +129,7 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
 
     settings = settings_or_exit(args)
     outcomes: list[Any] = []
+    report = SchemaReport(args)
     try:
         # with PostgreSQL, replicas may be serving: the import takes the store's write lock instead
         lock = DataDirLock(settings.data_dir).__enter__() if not settings.database_url else None
@@ -127,13 +146,14 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
             # a preview runs every file as one stream, so contexts an earlier file creates count as existing
             streams = [[b for _f, _t, bs in parsed for b in bs]] if args.dry_run else [bs for _f, _t, bs in parsed]
             progress = _import_progress(args, sum(len(bs) for bs in streams))
-            for batches in streams:
+            names = ["(all files)"] if args.dry_run else [f.name for f, _t, _bs in parsed]
+            for name, batches in zip(names, streams, strict=True):
                 on_commit = functools.partial(_advance, progress, len(outcomes))
                 try:
-                    outcomes.extend(_run_offline(registry, batches, args.dry_run, on_commit))
+                    outcomes.extend(_run_offline(registry, batches, args.dry_run, on_commit, report.file(name)))
                 except ApiError as exc:
                     progress.close()
-                    return _finish(args, outcomes, exc.message)
+                    return _finish(args, outcomes, exc.message, report.extra())
                 progress.update(len(outcomes))
             progress.close()
             said: list[str] = []
@@ -148,21 +168,84 @@ def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list
     finally:
         if lock is not None:
             lock.__exit__(None, None, None)
-    code = _finish(args, outcomes, None)
+    code = _finish(args, outcomes, None, report.extra())
     if not args.json:
         for line in said:
             print(line, file=sys.stderr)
     for line in failed:
         print(line, file=sys.stderr)
-    return EXIT_FAIL if failed else code
+    return EXIT_FAIL if failed or report.failed() else code
 
 
 def _advance(progress: Any, before: int, landed: int) -> None:
     progress.update(before + landed)
 
 
+class SchemaReport:
+    """What the schema did to an offline import: refused batches (skipped, the rest applied), warned ones, and
+    the stream's `taguru_schema` records installed or not; printed as it goes, summed for `--json`."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.refused: list[dict[str, str]] = []
+        self.installed: list[dict[str, Any]] = []
+        self.records = 0
+        self.record_failures = 0
+        self.name = ""
+
+    def file(self, name: str) -> SchemaReport:
+        self.name = name
+        return self
+
+    def batch_refused(self, batch: Any, err: Any) -> None:
+        self.refused.append({"context": batch.context, "source": batch.source, "error": err.message})
+        print(f"taguru: import: {self.name}: {err.message}", file=sys.stderr)
+
+    def warned(self, outcomes: list[dict[str, Any]]) -> None:
+        for o in outcomes:
+            if o["schema_violations"] and not self.args.json:
+                print(
+                    f"{self.name}: context '{o['context']}', source '{o['source']}' imported, "
+                    f"schema warnings: {o['schema_violations']}"
+                )
+
+    def install(self, registry: Any, records: list[Any]) -> None:
+        """Each record on its own, in stream order (a failure does not stop the next)."""
+        from taguru_server.store.transfer.schema_records import SchemaOutcome, install_one
+
+        for rec in records:
+            self.records += 1
+            got = install_one(registry, rec)
+            if isinstance(got, SchemaOutcome):
+                self.installed.append(
+                    {"context": got.context, "mode": got.mode, "types": got.types, "relations": got.relations}
+                )
+                if not self.args.json:
+                    print(f"{self.name}: context '{rec.context}' schema installed (mode: {got.mode})")
+            else:
+                self.record_failures += 1
+                print(f"taguru: import: {self.name}: context '{rec.context}': {got}", file=sys.stderr)
+        if records and not self.args.json:
+            print(f"import: {len(self.installed)} of {self.records} schema record(s) installed")
+
+    def failed(self) -> bool:
+        return bool(self.refused or self.record_failures)
+
+    def extra(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.refused:
+            out["failed_batches"] = self.refused
+        if self.installed:
+            out["schemas"] = self.installed
+        return out
+
+
 def _run_offline(
-    registry: Any, batches: list[Any], dry_run: bool, on_commit: Callable[[int], None] | None = None
+    registry: Any,
+    batches: list[Any],
+    dry_run: bool,
+    on_commit: Callable[[int], None] | None = None,
+    report: SchemaReport | None = None,
 ) -> list[dict[str, Any]]:
     """One stream into the store; a shared store (other processes may write it) in one write section."""
     import asyncio
@@ -172,10 +255,22 @@ def _run_offline(
     from taguru_server.store.transfer.importer import run_import
 
     def both(commit_every: int) -> list[dict[str, Any]]:
-        outcomes = run_import(registry, batches, dry_run=dry_run, commit_every=commit_every, on_commit=on_commit)
-        if not dry_run:  # the stream's group records, after every batch (a parsed stream carries them)
+        outcomes = run_import(
+            registry,
+            batches,
+            dry_run=dry_run,
+            commit_every=commit_every,
+            on_commit=on_commit,
+            on_schema_refused=None if report is None else report.batch_refused,
+        )
+        out = batches_out(outcomes)
+        if report is not None:
+            report.warned(out)
+        if not dry_run:  # the stream's schema records, then its group records, after every batch
+            if report is not None:
+                report.install(registry, getattr(batches, "schemas", []))
             restore_groups(registry, getattr(batches, "groups", []), len(outcomes))
-        return batches_out(outcomes)
+        return out
 
     if not registry.shared:
         return both(2000)

@@ -376,9 +376,11 @@ def run_import(
     timeout_secs: int = 30,
     on_commit: Callable[[int], None] | None = None,
     count_schema: SchemaCounter | None = None,
+    on_schema_refused: Callable[[Batch, ApiError], None] | None = None,
 ) -> list[BatchOutcome]:
     """Apply batches in order, committing in groups; a refusal keeps the landed prefix. `count_schema` is
-    told of every schema check that gates a real apply (never of a dry run's)."""
+    told of every schema check that gates a real apply (never of a dry run's); with `on_schema_refused`, a
+    batch the schema refuses is handed to it and skipped, and the batches after it still apply."""
     # A bulk load creates millions of long-lived objects and no reference cycles worth
     # collecting meanwhile; the cyclic collector would re-scan them over and over.
     with collector_paused():
@@ -391,6 +393,7 @@ def run_import(
             timeout_secs=timeout_secs,
             on_commit=on_commit,
             count_schema=count_schema,
+            on_schema_refused=on_schema_refused,
         )
 
 
@@ -404,6 +407,7 @@ def _run_import(
     timeout_secs: int,
     on_commit: Callable[[int], None] | None,
     count_schema: SchemaCounter | None,
+    on_schema_refused: Callable[[Batch, ApiError], None] | None,
 ) -> list[BatchOutcome]:
     outcomes: list[BatchOutcome] = []
     pending: list[Context] = []
@@ -442,6 +446,9 @@ def _run_import(
         warned: list[Issue] = []
         if refusal is None:
             refusal, warned = schema_refusal(ctx, batch, i, None if dry_run else count_schema)
+            if refusal is not None and on_schema_refused is not None:
+                on_schema_refused(batch, refusal)  # the offline import reports it and goes on
+                continue
         if refusal is None and not exists and batch.create is None:
             refusal = no_create_block(batch.context, i)
         if refusal is not None:

@@ -175,12 +175,29 @@ def install_records(
                 batches,
                 i,
             )
-        if install_schema(ctx, rec.schema):
-            registry.commit([ctx])
-            if on_commit is not None:
-                on_commit()
-        out.append(SchemaOutcome(rec.context, rec.schema.mode, len(rec.schema.types), len(rec.schema.relations)))
+        out.append(_install(registry, ctx, rec, on_commit))
     return out
+
+
+def _install(
+    registry: Registry, ctx: Context, rec: SchemaRecord, on_commit: Callable[[], None] | None
+) -> SchemaOutcome:
+    if install_schema(ctx, rec.schema):
+        registry.commit([ctx])
+        if on_commit is not None:
+            on_commit()
+    return SchemaOutcome(rec.context, rec.schema.mode, len(rec.schema.types), len(rec.schema.relations))
+
+
+def install_one(registry: Registry, rec: SchemaRecord) -> SchemaOutcome | str:
+    """One record, on its own (the offline import: a failure does not stop the next): the outcome, or why not."""
+    ctx = registry.get(rec.context)
+    if ctx is None:
+        return f"does not exist — {MUST_EXIST}"
+    alias = reserved_alias(ctx)
+    if alias is not None:
+        return reserved_alias_text(alias)
+    return _install(registry, ctx, rec, None)
 
 
 def missing_context(context: str) -> ApiError:
