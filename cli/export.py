@@ -11,6 +11,7 @@ stream goes to stdout.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -141,6 +142,7 @@ def _remote(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
         raise ExportFailed(str(exc)) from None
     client = TaguruClient(args.url, bearer_token(env), timeout=EXPORT_TIMEOUT_SECS)
     path = "/contexts/" + quote(args.name, safe="") + "/export"
+    _schema_format_check(client, args.url)
     with sink() as out:
         counting = _Counting(out)
         try:
@@ -153,6 +155,21 @@ def _remote(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
             error = server_error(reply, client.base + path)
             raise ExportFailed(error.error if error.error is not None else f"HTTP {reply.status}")
     return f"{counting.size} byte(s)"
+
+
+def _schema_format_check(client: TaguruClient, base: str) -> None:
+    """A server that writes schema records in a format this CLI cannot read is refused before anything is
+    fetched (a server that reports no `schema_formats` writes none)."""
+    try:
+        reply = client.send_sync("GET", "/version")
+        formats = json.loads(reply.body).get("schema_formats") if reply.status == 200 else None
+    except (TransportError, ValueError, AttributeError):
+        return  # the export request itself reports an unreachable server
+    if isinstance(formats, list) and 1 not in formats:
+        raise ExportFailed(
+            f"this CLI reads schema format 1 but the server at {base} writes {json.dumps(formats)} — nothing was "
+            "fetched; upgrade this CLI"
+        )
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -119,7 +119,9 @@ def _finish(
         print(f"taguru import: {error}", file=sys.stderr)
     else:
         verb = "previewed" if args.dry_run else "imported"
-        print(f"taguru import: {verb} {len(batches)} batch(es)", file=sys.stderr)
+        warnings = sum(int(b.get("schema_violations", 0)) for b in batches if isinstance(b, dict))
+        said = f", {warnings} schema warning(s)" if warnings else ""
+        print(f"taguru import: {verb} {len(batches)} batch(es){said}", file=sys.stderr)
     return EXIT_FAIL if error else EXIT_OK
 
 
@@ -288,15 +290,23 @@ def _import_remote(args: argparse.Namespace, files: list[Path]) -> int:
     from taguru_server.cli.stream_import import Budget, validate
 
     total = 0
+    stated: set[str] = set()
 
     def count(f: Path) -> None:
         nonlocal total
-        total += validate(f, CHUNK_BUDGET)
+        mine: set[str] = set()
+        total += validate(f, CHUNK_BUDGET, mine)
+        _one_record_per_context([_Named(c) for c in sorted(mine)], stated)
 
     refusal = _validate_files(files, count)
     if refusal is not None:
         return _finish(args, [], refusal)
     client = TaguruClient(args.url, bearer_token(command_environment(args)), timeout=IMPORT_TIMEOUT_SECS)
+    if stated:
+        refused = _schema_preflight(client, args.url)
+        if refused is not None:
+            print(f"taguru: import: {refused}", file=sys.stderr)
+            return EXIT_FAIL
     path = "/import" + ("?dry_run=true" if args.dry_run else "")
     outcomes: list[Any] = []
     budget = Budget(CHUNK_BUDGET)
@@ -308,6 +318,38 @@ def _import_remote(args: argparse.Namespace, files: list[Path]) -> int:
     return _finish(args, outcomes, error)
 
 
+class _Named:
+    """A schema record's context, as the cross-file check reads it."""
+
+    def __init__(self, context: str) -> None:
+        self.context = context
+
+
+def _schema_preflight(client: TaguruClient, base: str) -> str | None:
+    """Before a stream with schema records is sent: the server must read schema format 1 (`GET /version`)."""
+    try:
+        reply = client.send_sync("GET", "/version")
+        formats = json.loads(reply.body).get("schema_formats") if reply.status == 200 else None
+    except (TransportError, ValueError, AttributeError):
+        return None  # the first batch request reports an unreachable server
+    if formats is None:
+        return (
+            f"this CLI writes schema format 1 but the server at {base} does not report a schema_formats — nothing "
+            "was sent; upgrade the server, or import without the taguru_schema record"
+        )
+    if 1 not in formats:
+        return (
+            f"this CLI writes schema format 1 but the server at {base} reads {json.dumps(formats)} — nothing was "
+            "sent; upgrade the server, or import without the taguru_schema record"
+        )
+    return None
+
+
+def _compact_records(lines: list[str]) -> list[str]:
+    """Schema records as compact lines (the server re-checks them)."""
+    return [json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":")) for line in lines]
+
+
 def _send_files(
     args: argparse.Namespace,
     client: TaguruClient,
@@ -317,16 +359,17 @@ def _send_files(
     outcomes: list[Any],
     progress: Any,
 ) -> str | None:
-    """Each file's batches in stretches, then its group records; the first error, or None."""
+    """Each file's batches in stretches, then its schema and group records; the first error, or None."""
     from taguru_server.cli.stream_import import stretches
 
     for f in files:
         groups: list[str] = []
-        for stretch in stretches(f, budget, groups):
+        schemas: list[str] = []
+        for stretch in stretches(f, budget, groups, schemas):
             error = _send_pieces(args, client, path, stretch.pieces, budget, outcomes, progress)
             if error is not None:
                 return error
-        error = _send_groups(args, client, path, groups, outcomes, progress)
+        error = _send_groups(args, client, path, _compact_records(schemas) + groups, outcomes, progress)
         if error is not None:
             return error
     return None

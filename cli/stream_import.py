@@ -20,6 +20,7 @@ from taguru_server.store.transfer.importer import Batch, Stream, check_batches, 
 
 HEADER_KEY = "taguru_batch"
 GROUP_KEY = "taguru_group"
+SCHEMA_KEY = "taguru_schema"
 
 
 @attrs.frozen
@@ -30,8 +31,8 @@ class Stretch:
     lines: list[str]
     pieces: list[str]  # one NDJSON text per batch, as sent
 
-    def parse(self, seen: set[tuple[str, str]], group_names: set[str]) -> Stream:
-        return parse_lines("\n".join(self.lines), self.first_line, seen, group_names)
+    def parse(self, seen: set[tuple[str, str]], group_names: set[str], schema_contexts: set[str]) -> Stream:
+        return parse_lines("\n".join(self.lines), self.first_line, seen, group_names, schema_contexts)
 
 
 @attrs.define
@@ -77,15 +78,26 @@ def is_header(line: str) -> bool:
 
 def is_group(line: str) -> bool:
     """Whether the line is a `taguru_group` record (sent after every batch of its file, in one request)."""
-    return HEADER_KEY not in line and _has_key(line, GROUP_KEY)
+    return HEADER_KEY not in line and SCHEMA_KEY not in line and _has_key(line, GROUP_KEY)
+
+
+def is_schema(line: str) -> bool:
+    """Whether the line is a `taguru_schema` record (sent after every batch of its file, before its groups)."""
+    return HEADER_KEY not in line and _has_key(line, SCHEMA_KEY)
+
+
+def is_record(line: str) -> bool:
+    """A schema or group record: kept out of the batch pieces."""
+    return is_group(line) or is_schema(line)
 
 
 class _Stretcher:
     """Collects lines into batches and batches into stretches under the budget."""
 
-    def __init__(self, budget: Budget, groups: list[str]) -> None:
+    def __init__(self, budget: Budget, groups: list[str], schemas: list[str]) -> None:
         self.budget = budget
         self.groups = groups  # the file's group records, wherever they stand, kept out of the pieces
+        self.schemas = schemas  # and its schema records
         self.first = 1  # line number of lines[0]
         self.lines: list[str] = []
         self.pieces: list[str] = []
@@ -98,7 +110,7 @@ class _Stretcher:
         if self.batch_at is None:
             return None
         at = self.batch_at
-        piece = "\n".join(x for x in self.lines[at:] if not is_group(x)).rstrip("\n") + "\n"
+        piece = "\n".join(x for x in self.lines[at:] if not is_record(x)).rstrip("\n") + "\n"
         cost = len(piece.encode("utf-8"))
         done = None
         if self.pieces and self.size + cost > self.budget.size:
@@ -114,19 +126,24 @@ class _Stretcher:
         if is_header(line):
             done = self.close_batch()
             self.batch_at, self.batch_first = len(self.lines), n
+        elif is_schema(line):
+            self.schemas.append(line)
         elif is_group(line):
             self.groups.append(line)
         self.lines.append(line)
         return done
 
 
-def stretches(path: Path, budget: Budget, groups: list[str] | None = None) -> Iterator[Stretch]:
+def stretches(
+    path: Path, budget: Budget, groups: list[str] | None = None, schemas: list[str] | None = None
+) -> Iterator[Stretch]:
     """The file as stretches of whole batches, each at most `budget.size` bytes unless one batch is larger.
 
-    Its `taguru_group` records are appended to `groups` instead of being sent with a stretch: the
-    sender posts them after the file's last batch, so every context they name exists by then.
+    Its `taguru_schema` and `taguru_group` records are appended to `schemas` and `groups` instead of
+    being sent with a stretch: the sender posts them after the file's last batch, so every context
+    they name exists by then.
     """
-    st = _Stretcher(budget, [] if groups is None else groups)
+    st = _Stretcher(budget, [] if groups is None else groups, [] if schemas is None else schemas)
     for n, line in _lines(path):
         done = st.add(n, line)
         if done is not None:
@@ -138,20 +155,24 @@ def stretches(path: Path, budget: Budget, groups: list[str] | None = None) -> It
         yield Stretch(st.first, st.lines, st.pieces)
 
 
-def validate(path: Path, budget: int) -> int:
-    """Parse the whole file stretch by stretch; the number of batches, or the refusal `parse_stream` raises."""
+def validate(path: Path, budget: int, schema_contexts: set[str] | None = None) -> int:
+    """Parse the whole file stretch by stretch; the number of batches, or the refusal `parse_stream` raises.
+    `schema_contexts` collects the contexts its schema records name (one record per context in a file)."""
     seen: set[tuple[str, str]] = set()
     group_names: set[str] = set()
+    stated: set[str] = set()
     first_unbacked: Batch | None = None
     count = 0
     groups = 0
     for stretch in stretches(path, Budget(budget)):
-        parsed = stretch.parse(seen, group_names)
-        groups += len(parsed.groups)
+        parsed = stretch.parse(seen, group_names, stated)
+        groups += len(parsed.groups) + len(parsed.schemas)
         for b in parsed:
             count += 1
             if first_unbacked is None and b.needs_passage_line is not None and b.passage is None:
                 first_unbacked = b
     if first_unbacked is not None or count == 0:
         check_batches([first_unbacked] if first_unbacked is not None else [], groups > 0)
+    if schema_contexts is not None:
+        schema_contexts |= stated
     return count

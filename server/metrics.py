@@ -156,3 +156,16 @@ _INTEGRAL_LE = re.compile(rb'le="(\d+)\.0"')
 def render_metrics(registry: CollectorRegistry) -> bytes:
     """Prometheus text with integral bucket bounds written as the reference writes them (`1`, not `1.0`)."""
     return _INTEGRAL_LE.sub(rb'le="\1"', generate_latest(registry))
+
+
+def context_rows(metrics: Metrics, contexts: list[str]) -> bytes:
+    """The per-context families (`TAGURU_METRICS_PER_CONTEXT`): one row per selected context, zeros included."""
+    lines = [
+        "# HELP taguru_context_schema_violations_total Schema violations found by the checks that gated real writes",
+        "# TYPE taguru_context_schema_violations_total counter",
+    ]
+    for name in contexts:
+        label = name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        count = metrics.schema_violations.get(name, 0)
+        lines.append(f'taguru_context_schema_violations_total{{context="{label}"}} {count}.0')
+    return ("\n".join(lines) + "\n").encode("utf-8")

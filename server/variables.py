@@ -134,6 +134,8 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_MCP_MAX_CONCURRENT_TOOLS", int, 8, "taguru mcp: concurrent tool calls", W),
     # the stage executor (pipeline/executor.py: check_contracts, switched on by the command at start-up)
     _v("TAGURU_CHECK_CONTRACTS", bool, False, "1: check every stage's declared output types", IG, shown="0"),
+    # /metrics (server/routes/admin.py: per_context_rows)
+    _unset("TAGURU_METRICS_PER_CONTEXT", "per-context metric rows: 1 or all, or N (the N largest)", IG, "none"),
     # tracing (server/tracing.py: wanted); the OpenTelemetry SDK reads the rest of OTEL_* itself
     _v("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", str, None, "the OTLP traces endpoint: tracing on", A),
     _v("OTEL_EXPORTER_OTLP_ENDPOINT", str, None, "the OTLP endpoint: tracing on", A),

@@ -453,3 +453,117 @@ def test_offline_record_failures_do_not_stop_the_next(
         in err
     )
     assert "import: 1 of 2 schema record(s) installed" in out
+
+
+async def test_cli_export_and_import_by_url_carry_the_record(client: Client, tmp_path: Path, capsys: Any) -> None:
+    import asyncio
+
+    from taguru_server.cli.main import main
+
+    await client.ok("PUT", "/contexts/sake", {"description": "酒蔵の知識"})
+    doc = {**d("warn"), "types": {"Brewery": {"is_a": []}}, "relations": {"杜氏": {"domain": ["Brewery"], "range": []}}}
+    await client.ok("PUT", "/contexts/sake/schema", doc)
+    out = tmp_path / "sake.jsonl"
+    code = await asyncio.to_thread(main, ["export", "sake", "--url", client.base, "--output", str(out)])
+    assert code == 0, capsys.readouterr().err
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith('{"taguru_schema":1,"context":"sake","mode":"warn"') and "taguru_batch" in lines[1]
+    await client.ok("DELETE", "/contexts/sake")
+    code = await asyncio.to_thread(main, ["import", "--url", client.base, str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert (await client.ok("GET", "/contexts/sake/schema"))["result"] == doc
+    await client.ok("PUT", "/contexts/sake/schema", d("warn"))
+    code = await asyncio.to_thread(main, ["import", "--url", client.base, _write(tmp_path, "dv.jsonl", DV)])
+    assert code == 0 and "1 schema warning(s)" in capsys.readouterr().err
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# ----- promote and metrics ---------------------------------------------------------------------
+
+
+async def _scratch(client: Client) -> None:
+    await client.ok("PUT", "/contexts/scratch", {"description": "s"})
+    await client.ok(
+        "POST",
+        "/contexts/scratch/associations",
+        [
+            {"subject": "田中", "label": "schema:type", "object": "Person", "weight": 1.0, "source": "s:a"},
+            {"subject": "田中", "label": "杜氏", "object": "青嶺酒造", "weight": 1.0, "source": "s:a"},
+        ],
+    )
+
+
+async def test_promote_is_judged_by_the_destination_schema(client: Client) -> None:
+    await _scratch(client)
+    await client.ok("PUT", "/contexts/scratch/schema", d("off"))  # the scratch's own schema never travels
+    await sake(client, "strict")
+    body = {"into": "sake", "sources": ["s:a"], "audit": False}
+    status, got, _h = await client.call("POST", "/contexts/scratch/promote", body)
+    assert status == 400 and got["integrity"] == "nothing_written", got
+    assert got["issues"][0]["path"] == "batches[0].associations[1].subject"
+    assert await associations(client) == 0
+    status, got, _h = await client.call("POST", "/contexts/scratch/promote?dry_run=true", body)
+    assert status == 400
+    await client.ok("PUT", "/contexts/sake/schema", d("warn"))
+    got = await client.ok("POST", "/contexts/scratch/promote", body)
+    assert got["schema_violations"] == 1 and got["issues"][0]["path"].startswith("batches[0].")
+    assert got["result"]["batches"][0]["schema_violations"] == 1
+    assert await associations(client) == 2
+    assert (await client.ok("GET", "/contexts/sake/schema"))["result"]["mode"] == "warn"
+
+
+def _metric(text: str, name: str) -> float:
+    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+async def test_schema_checks_are_counted_for_real_writes_only(client: Client) -> None:
+    await sake(client, "strict")
+    names = [f'taguru_schema_checks_total{{outcome="{o}"}}' for o in ("ok", "warned", "refused")]
+
+    async def counts() -> list[float]:
+        raw = await client.session.get(client.base + "/metrics")
+        text = (await raw.read()).decode()
+        return [_metric(text, n) for n in names]
+
+    assert await counts() == [0.0, 0.0, 0.0]
+    assert (await post(client, DV, dry_run=True))[0] == 400
+    assert await counts() == [0.0, 0.0, 0.0]
+    assert (await post(client, DV))[0] == 400
+    assert await counts() == [0.0, 0.0, 1.0]
+    await client.ok("PUT", "/contexts/sake/schema", d("warn"))
+    assert (await post(client, DV))[0] == 200
+    await client.ok(
+        "POST", "/contexts/sake/associations", [{"subject": "a", "label": "b", "object": "c", "weight": 1.0}]
+    )
+    assert await counts() == [1.0, 1.0, 1.0]
+    await client.ok("PUT", "/contexts/plain", {"description": "d"})
+    await client.ok(
+        "POST", "/contexts/plain/associations", [{"subject": "a", "label": "b", "object": "c", "weight": 1.0}]
+    )
+    assert await counts() == [1.0, 1.0, 1.0]
+
+
+async def test_per_context_violation_rows(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    await sake(client, "strict")
+    await client.ok("PUT", "/contexts/nomi", {"description": "d"})
+    await client.ok("PUT", "/contexts/nomi/schema", d("warn"))
+    assert (await post(client, DV, dry_run=True))[0] == 400
+    assert (await post(client, DV))[0] == 400
+    assert (await post(client, DV.replace('"sake"', '"nomi"')))[0] == 200
+
+    async def scrape() -> str:
+        raw = await client.session.get(client.base + "/metrics")
+        return (await raw.read()).decode()
+
+    assert "taguru_context_schema_violations_total" not in await scrape()
+    monkeypatch.setenv("TAGURU_METRICS_PER_CONTEXT", "1")
+    text = await scrape()
+    assert _metric(text, 'taguru_context_schema_violations_total{context="sake"}') == 1.0
+    assert _metric(text, 'taguru_context_schema_violations_total{context="nomi"}') == 1.0
+    await client.ok("PUT", "/contexts/empty", {"description": "d"})
+    assert _metric(await scrape(), 'taguru_context_schema_violations_total{context="empty"}') == 0.0

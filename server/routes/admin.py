@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from taguru_server.server.call import Call, Probe, Route, not_durable, note_write
 from taguru_server.server.errors import HttpError
 from taguru_server.server.mcp.protocol import protocol_text
-from taguru_server.server.metrics import render_metrics
+from taguru_server.server.metrics import context_rows, render_metrics
 from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
 from taguru_server.server.reply import Raw, Reply, json_response
@@ -18,6 +18,7 @@ from taguru_server.server.schema_gate import schema_counter
 from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
 from taguru_server.server.store_health import probe_for
 from taguru_server.server.tenancy import check_group_records, seen_groups
+from taguru_server.server.variables import current
 from taguru_server.server.version import VERSION, version_body
 from taguru_server.server.wire.render.imports import batches_out, groups_out, schemas_out, warned_extra
 from taguru_server.store.errors import ApiError, Code
@@ -171,8 +172,34 @@ async def version(request: web.Request) -> web.StreamResponse:
 
 
 async def metrics(request: web.Request) -> web.StreamResponse:
-    body = render_metrics(request.app[METRICS_KEY].registry)
+    collected = request.app[METRICS_KEY]
+    body = render_metrics(collected.registry)
+    registry = request.app.get(REGISTRY_KEY)
+    selected = per_context_rows(current("TAGURU_METRICS_PER_CONTEXT"), registry)
+    if selected is not None:
+        body += context_rows(collected, selected)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def per_context_rows(setting: str | None, registry: Any) -> list[str] | None:
+    """The contexts that get per-context rows: `1`/`all` every one, `N` the N largest; None when off."""
+    value = (setting or "").strip().lower()
+    if not value or value in ("0", "false", "off") or registry is None:
+        return None
+    names = sorted(registry.names())
+    if value in ("1", "all", "true"):
+        return names
+    try:
+        n = int(value)
+    except ValueError:
+        return None
+    sized = sorted(names, key=lambda name: (-_footprint(registry, name), name))
+    return sorted(sized[: max(n, 0)])
+
+
+def _footprint(registry: Any, name: str) -> int:
+    ctx = registry.get(name) if registry.is_loaded(name) else None
+    return int(ctx.footprint_bytes()) if ctx is not None else 0
 
 
 def probes(routes: list[Route]) -> list[Probe]:

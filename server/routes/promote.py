@@ -12,11 +12,14 @@ from typing import Any
 
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.errors import malformed
+from taguru_server.server.reply import Reply
 from taguru_server.server.routes import audits as audit_routes
 from taguru_server.server.routes import common
+from taguru_server.server.schema_gate import schema_counter
+from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.wire.audits import DRY_RUN, PROMOTE
 from taguru_server.server.wire.render.consolidation import consolidation_out
-from taguru_server.server.wire.render.imports import batches_out
+from taguru_server.server.wire.render.imports import batches_out, warned_extra
 from taguru_server.store.derive import audits, consolidation
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.model.context import CONCEPT, Context
@@ -134,6 +137,7 @@ async def promote(call: Call) -> Any:
             raise not_durable(exc, "the promotion could not be made durable; nothing was applied") from None
         note_write()
 
+    metrics = call.app_state.get(METRICS_KEY)
     outcomes = await call.registry.apply_off_loop(  # in the writer thread, commits included
         {into},
         lambda: moves.apply(
@@ -143,14 +147,24 @@ async def promote(call: Call) -> Any:
             dry_run=dry_run,
             deadline=call.deadline - COMMIT_ANSWER_MARGIN_SECS,
             commit=commit,
+            count_schema=None if metrics is None else schema_counter(metrics),
         ),
     )
     result: dict[str, Any] = {"batches": batches_out(outcomes), "aliases_dropped": dropped}
     if not dry_run and args["audit"] is not False:
         result.update(await _epilogue(call, into))
-    return result
+    extra = warned_extra(outcomes)
+    return result if extra is None else Reply(result, extra=extra)
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/contexts/{name}/promote", promote, "write", request=PROMOTE, response="Promotion", query=(DRY_RUN,))
+    Route(
+        "POST",
+        "/contexts/{name}/promote",
+        promote,
+        "write",
+        request=PROMOTE,
+        response="warned:Promotion",
+        query=(DRY_RUN,),
+    )
 ]

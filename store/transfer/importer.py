@@ -458,14 +458,14 @@ def _run_import(
         if dry_run:
             created = not exists
             will_exist.add(batch.context)
-            outcomes.append(_warned(predict(ctx, batch, created), warned))
+            outcomes.append(with_warnings(predict(ctx, batch, created), warned))
             continue
         created = ctx is None
         if ctx is None:
             assert batch.create is not None
             ctx = registry.create(batch.context, meta_from_create(batch.create))
         try:
-            outcomes.append(_warned(apply_batch(ctx, batch, created, now), warned))
+            outcomes.append(with_warnings(apply_batch(ctx, batch, created, now), warned))
         except Exception:
             registry.rollback(pending + [ctx])
             raise
@@ -477,7 +477,7 @@ def _run_import(
     return outcomes
 
 
-def _warned(outcome: BatchOutcome, warned: list[Issue]) -> BatchOutcome:
+def with_warnings(outcome: BatchOutcome, warned: list[Issue]) -> BatchOutcome:
     """The outcome with its schema violations counted and the first of them kept for the envelope."""
     if not warned:
         return outcome

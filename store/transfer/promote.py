@@ -25,12 +25,15 @@ from taguru_server.store.persist.registry import Registry
 from taguru_server.store.transfer.importer import (
     Batch,
     BatchOutcome,
+    SchemaCounter,
     Stop,
     alias_refusal,
     apply_batch,
     no_create_block,
     noted,
     predict,
+    schema_refusal,
+    with_warnings,
 )
 
 RESERVED = ("export:unsourced", "export:empty")
@@ -139,8 +142,10 @@ def apply(
     dry_run: bool,
     deadline: float | None,
     commit: Callable[[Context], None],
+    count_schema: SchemaCounter | None = None,
 ) -> list[BatchOutcome]:
-    """Preview or apply every batch in order; the landed prefix is committed before any refusal."""
+    """Preview or apply every batch in order; the landed prefix is committed before any refusal. The
+    destination's schema judges every batch as an import's (a real promote counts its checks)."""
     outcomes: list[BatchOutcome] = []
     ctx = registry.get(into)
     now = int(time.time())
@@ -159,14 +164,17 @@ def apply(
         # a preview seeds each batch with what the earlier ones would intern
         checked = attrs.evolve(batch, associations=seen + batch.associations) if dry_run and seen else batch
         refusal = alias_refusal(ctx, checked, i)
+        warned: list[Issue] = []
+        if refusal is None:
+            refusal, warned = schema_refusal(ctx, batch, i, None if dry_run else count_schema)
         if refusal is not None:
             raise stop(refusal, _refused(dry_run), i)
         if dry_run:
-            outcomes.append(predict(ctx, batch, False))
+            outcomes.append(with_warnings(predict(ctx, batch, False), warned))
             seen.extend(batch.associations)
             continue
         try:
-            outcomes.append(apply_batch(ctx, batch, False, now))
+            outcomes.append(with_warnings(apply_batch(ctx, batch, False, now), warned))
         except Exception:
             registry.rollback([ctx])
             raise
