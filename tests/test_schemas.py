@@ -322,3 +322,63 @@ async def test_the_reserved_label_alias_is_refused_once_a_schema_exists(client: 
         )
         # concept aliases are not affected
         await client.ok("POST", f"/contexts/{name}/aliases", {"concepts": {"くら": "蔵"}})
+
+
+# ----- type filters on the cross-context query ------------------------------------------------
+
+SEED = [
+    assoc("青嶺酒造", "schema:type", "Brewery"),
+    assoc("青嶺酒造", "杜氏", "高瀬"),
+    assoc("高瀬", "schema:type", "Person"),
+    assoc("霧沢町", "所在", "雲居県"),
+]
+RETRIEVAL = {
+    "schema": 1,
+    "mode": "warn",
+    "closed_labels": False,
+    "types": {"Organization": {"is_a": []}, "Brewery": {"is_a": ["Organization"]}, "Person": {"is_a": []}},
+    "relations": {},
+}
+
+
+async def test_cross_query_type_filter_is_evaluated_per_target_schema(client: Client) -> None:
+    for name in ("typed", "untyped"):
+        await client.ok("PUT", f"/contexts/{name}", {"description": "d"})
+        await client.ok("POST", f"/contexts/{name}/associations", SEED)
+    await client.ok("PUT", "/contexts/typed/schema", RETRIEVAL)
+    body = {"contexts": ["typed", "untyped"], "label": ["杜氏", "所在"]}
+    got = (await client.ok("POST", "/query", {**body, "subject_types": "Brewery"}))["result"]
+    assert got["total"] == 1
+    assert [(m["context"], m["subject"]) for m in got["matches"]] == [("typed", "青嶺酒造")]
+    got = (await client.ok("POST", "/query", {**body, "subject_types": ["Organization"]}))["result"]
+    assert got["total"] == 1
+    got = (await client.ok("POST", "/query", {**body, "object_types": "Organization"}))["result"]
+    assert got["total"] == 0
+    assert (await client.ok("POST", "/query", body))["result"]["total"] == 4
+
+
+async def test_a_refused_strict_write_changes_nothing_across_a_restart(settings_factory) -> None:
+    from conftest import start_client
+
+    settings = settings_factory()
+    server, client, session = await start_client(settings)
+    try:
+        await sake(client, V)
+        await client.ok("POST", "/contexts/sake/associations", [assoc("蔵", "schema:type", "Brewery")])
+        before = (await client.ok("GET", "/contexts/sake"))["result"]
+        assert (await client.call("POST", "/contexts/sake/associations", DOMAIN_BATCH))[0] == 400
+        assert (await client.ok("GET", "/contexts/sake"))["result"]["revision"] == before["revision"]
+    finally:
+        await session.close()
+        await server.close()
+    server, client, session = await start_client(settings)
+    try:
+        after = (await client.ok("GET", "/contexts/sake"))["result"]
+        assert (after["stats"]["associations"], after["revision"]) == (1, before["revision"])
+        assert after["schema_mode"] == "strict"
+        assert (await client.ok("GET", "/contexts/sake/schema"))["result"] == V
+        matches = (await client.ok("POST", "/contexts/sake/query", {"subject": "高瀬"}))["result"]
+        assert matches["total"] == 0
+    finally:
+        await session.close()
+        await server.close()

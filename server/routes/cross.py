@@ -31,6 +31,7 @@ from taguru_server.store.errors import ApiError, Code, no_context, too_many_item
 from taguru_server.store.model.context import Context
 from taguru_server.store.persist.groups import closure
 from taguru_server.store.read import query
+from taguru_server.store.read.type_filter import apply_type_filter
 from taguru_server.store.text import query_terms
 
 NO_WINDOW = "since/until are not supported on cross-context search — window one context at a time"
@@ -127,20 +128,19 @@ async def cross_query(call: Call) -> Any:
             raise too_many_items(key, len(values))
     if all(not v for v in positions.values()):
         raise ApiError(Code.INVALID_ARGUMENT, "'subject', 'label', or 'object' must pin at least one value")
-    typed = False
     for key in ("subject_types", "object_types"):
         values = args[key]
         if values is not None and len(values) > MAX_INPUT_ITEMS:
             raise too_many_items(key, len(values))
-        typed = typed or bool(values)
     before_start(call)
     targets = cross_targets(call, args["contexts"], args["groups"])
     before_start(call)
     found = []
     for name in targets:
         ctx = _target(call, name)
-        # no schemas here: a type filter keeps nothing
-        edges = [] if typed else query.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
+        edges = query.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
+        # each target's own schema judges its matches (a target without one contributes nothing)
+        edges = apply_type_filter(ctx, edges, args["subject_types"], args["object_types"])
         count_read(ctx, not edges)
         found.append((ctx, edges))
     return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
