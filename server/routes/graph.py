@@ -32,7 +32,7 @@ from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.model import operations
 from taguru_server.store.model.context import CONCEPT, LABEL, Context
-from taguru_server.store.model.schema import SCHEMA_TYPE
+from taguru_server.store.model.schema import RESERVED_WHY, SCHEMA_TYPE
 from taguru_server.store.read import query as query_lane
 from taguru_server.store.read import semantic
 from taguru_server.store.text import utf8_len
@@ -109,8 +109,7 @@ def _refuse_reserved_label_alias(call: Call, labels: dict[str, str]) -> None:
     if reserved:
         raise ApiError(
             Code.INVALID_ARGUMENT,
-            f"label alias '{reserved[0]}' would resolve to 'schema:type', the relation label reserved for type "
-            "assertions (ADR 0009 §6.3) — rename the alias",
+            f"label alias '{reserved[0]}' would resolve to 'schema:type', {RESERVED_WHY} — rename the alias",
         )
 
 

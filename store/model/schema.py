@@ -26,6 +26,7 @@ MAX_TYPE_DEPTH = 8
 MAX_NAME_BYTES = 1024
 MAX_ISSUE_TYPE_NAMES = 8
 MAX_AUDIT_NAMES = 100
+RESERVED_WHY = "the relation label reserved for type assertions (ADR 0009 \u00a76.3)"  # as the wire spells it
 
 
 class SchemaRefused(Exception):

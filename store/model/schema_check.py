@@ -14,12 +14,10 @@ import attrs
 
 from taguru_server.store.errors import Issue
 from taguru_server.store.model.context import LABEL, Context
-from taguru_server.store.model.schema import SCHEMA_TYPE, Schema, join_capped
+from taguru_server.store.model.schema import RESERVED_WHY, SCHEMA_TYPE, Schema, join_capped
 
 RESERVED_EXPECTED = "a canonical spelling other than the one reserved for type assertions"
-RESERVED_ACTUAL = (
-    "resolves to 'schema:type', the relation label reserved for type assertions (ADR 0009 §6.3) — rename the alias"
-)
+RESERVED_ACTUAL = f"resolves to 'schema:type', {RESERVED_WHY} — rename the alias"
 CLOSED_EXPECTED = "a label declared in this context's schema (closed_labels)"
 CLOSED_ACTUAL = "not declared in this context's schema"
 

@@ -17,7 +17,7 @@ import attrs
 from taguru_server.store.errors import ApiError, Code, Issue
 from taguru_server.store.model.context import Context
 from taguru_server.store.model.operations import install_schema
-from taguru_server.store.model.schema import MODES, SCHEMA_TYPE, Schema, SchemaRefused, from_document
+from taguru_server.store.model.schema import MODES, RESERVED_WHY, SCHEMA_TYPE, Schema, SchemaRefused, from_document
 from taguru_server.store.model.schema_check import label_alias_canonicals
 from taguru_server.store.persist.registry import Registry
 from taguru_server.store.text import utf8_len
@@ -225,6 +225,6 @@ MUST_EXIST = (
 
 def reserved_alias_text(alias: str) -> str:
     return (
-        f"label alias '{alias}' resolves to 'schema:type', the relation label reserved for type assertions "
-        "(ADR 0009 §6.3) — rename the alias before installing this schema"
+        f"label alias '{alias}' resolves to 'schema:type', {RESERVED_WHY} — rename the alias before installing "
+        "this schema"
     )
