@@ -376,6 +376,93 @@ async def test_mcp_tools_forward_windows(client: Client) -> None:
     assert typed["total"] == 0
 
 
+# ----- the reference's library-level cases (doc-old dated 100, doc-new 200; "until 150" = {doc-old})
+
+
+async def library(client: Client, name: str, rows: list[tuple[str, str, str, float, str]]) -> None:
+    await make_context(client, name)
+    body = [{"subject": s, "label": lab, "object": o, "weight": w, "source": src} for s, lab, o, w, src in rows]
+    assert_ok(await client.call("POST", ctx_path(name, "associations"), body))
+    passages = {"passages": {"doc-old": "古。", "doc-new": "新。"}, "dates": {"doc-old": 100, "doc-new": 200}}
+    assert_ok(await client.call("POST", ctx_path(name, "sources"), passages))
+
+
+LIBRARY = [
+    ("蔵", "杜氏", "高瀬", 1.0, "doc-old"),
+    ("蔵", "杜氏", "青山", 1.0, "doc-new"),
+    ("蔵", "銘柄", "青嶺", 2.0, "doc-old"),
+    ("蔵", "銘柄", "青嶺", 4.0, "doc-new"),
+]
+OLD = {"until": 150}
+
+
+async def test_library_hide_reweigh_recall_and_every_source(client: Client) -> None:
+    await library(client, "lib", LIBRARY)
+    hidden = await post(client, "lib", "query", {"subject": "蔵", "label": "杜氏", **OLD})
+    assert [m["object"] for m in hidden["matches"]] == ["高瀬"]
+    assert (await post(client, "lib", "query", {"subject": "蔵", "label": "杜氏"}))["total"] == 2
+    brand = await post(client, "lib", "query", {"subject": "蔵", "label": "銘柄", **OLD})
+    assert brand["matches"] == [assoc("蔵", "銘柄", "青嶺", 2.0, 1, att("doc-old", 2.0))]
+    plain = await post(client, "lib", "query", {"subject": "蔵", "label": "銘柄"})
+    assert plain["matches"] == [assoc("蔵", "銘柄", "青嶺", 3.0, 2, att("doc-old", 2.0), att("doc-new", 4.0))]
+    recalled = await post(client, "lib", "recall", {"cue": "蔵", **OLD})
+    assert recalled["total"] == 2
+    assert {a["source"] for m in recalled["matches"] for a in m["attributions"]} == {"doc-old"}
+    every = await post(client, "lib", "query", {"subject": "蔵", "since": 0})
+    assert every == await post(client, "lib", "query", {"subject": "蔵"})
+    for route in ROUTES:  # every source eligible: every read as unwindowed
+        assert await post(client, "lib", route, {**VALID[route], "since": 100}) == await post(
+            client, "lib", route, VALID[route]
+        )
+    # a passage the graph never attested adds nothing to the window
+    stray = {"passages": {"存在しないソース": "無。"}, "dates": {"存在しないソース": 100}}
+    assert_ok(await client.call("POST", ctx_path("lib", "sources"), stray))
+    again = await post(client, "lib", "query", {"subject": "蔵", "label": "杜氏", **OLD})
+    assert [m["object"] for m in again["matches"]] == ["高瀬"]
+    # an empty window answers empty everywhere
+    for route in ROUTES:
+        assert (await post(client, "lib", route, {**VALID[route], "until": 0}))["total"] == 0
+
+
+async def test_library_walks_do_not_bridge(client: Client) -> None:
+    await library(client, "bridge", [("a", "r", "b", 1.0, "doc-new"), ("b", "r", "c", 1.0, "doc-old")])
+    assert (await post(client, "bridge", "explore", {"origins": ["a"], **OLD}))["total"] == 0
+    assert (await post(client, "bridge", "activate", {"origins": ["a"], "decay": 1.0, **OLD}))["total"] == 0
+    from_b = await post(client, "bridge", "activate", {"origins": ["b"], "decay": 1.0, **OLD})
+    assert from_b["total"] == 1 and from_b["matches"][0]["association"]["object"] == "c"
+    rows = [
+        ("蔵", "銘柄", "青嶺", 3.0, "doc-old"),
+        ("蔵", "杜氏", "高瀬", 1.0, "doc-old"),
+        ("蔵", "杜氏", "高瀬", 9.0, "doc-new"),
+    ]
+    await library(client, "rank", rows)
+    windowed = await post(client, "rank", "activate", {"origins": ["蔵"], **OLD})
+    assert windowed["matches"][0]["association"]["label"] == "銘柄"
+    plain = await post(client, "rank", "activate", {"origins": ["蔵"]})
+    assert plain["matches"][0]["association"]["label"] == "杜氏"
+
+
+async def test_library_retracted_edge_and_registry_join(client: Client) -> None:
+    await library(client, "gone", LIBRARY)
+    assert_ok(
+        await client.call(
+            "POST", ctx_path("gone", "associations/retract"), {"subject": "蔵", "label": "杜氏", "object": "高瀬"}
+        )
+    )
+    assert (await post(client, "gone", "query", {"subject": "蔵", "label": "杜氏", **OLD}))["total"] == 0
+    await make_context(client, "join")
+    rows = [
+        {"subject": "蔵", "label": "杜氏", "object": "高瀬", "weight": 1.0, "source": "doc-old"},
+        {"subject": "蔵", "label": "杜氏", "object": "青山", "weight": 1.0, "source": "doc-new"},
+        {"subject": "蔵", "label": "幽霊", "object": "無日付", "weight": 1.0, "source": "doc-undated"},
+    ]
+    assert_ok(await client.call("POST", ctx_path("join", "associations"), rows))
+    passages = {"passages": {"doc-old": "古。", "doc-new": "新。"}, "dates": {"doc-old": 100, "doc-new": 200}}
+    assert_ok(await client.call("POST", ctx_path("join", "sources"), passages))
+    joined = await post(client, "join", "query", {"subject": "蔵", "since": 150})
+    assert joined["total"] == 1 and joined["matches"][0]["object"] == "青山"
+
+
 # ----- store level ------------------------------------------------------------------------------
 
 

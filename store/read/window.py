@@ -54,21 +54,13 @@ def attribution_columns(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if cached is not None and cached[0] == key:
         found: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = cached[1]
     else:
-        rec_edge: list[int] = []
-        rec_src: list[int] = []
-        rec_sum: list[float] = []
-        rec_cnt: list[int] = []
-        for e, records in enumerate(ctx.edges.attributions):
-            for sid, rsum, rcount, _paragraph in records:
-                rec_edge.append(e)
-                rec_src.append(sid)
-                rec_sum.append(rsum)
-                rec_cnt.append(rcount)
+        per_edge = ctx.edges.attributions
+        flat = [rec for records in per_edge for rec in records]
         found = (
-            np.array(rec_edge, dtype=np.int64),
-            np.array(rec_src, dtype=np.int64),
-            np.array(rec_sum, dtype=np.float64),
-            np.array(rec_cnt, dtype=np.float64),
+            np.repeat(np.arange(len(per_edge), dtype=np.int64), [len(records) for records in per_edge]),
+            np.array([rec[0] for rec in flat], dtype=np.int64),
+            np.array([rec[1] for rec in flat], dtype=np.float64),
+            np.array([rec[2] for rec in flat], dtype=np.float64),
         )
         ctx.read_cache["attribution_columns"] = (key, found)
     return found
@@ -130,7 +122,7 @@ class WindowView:
             keep = self.mask[rec_src] if len(rec_src) else np.zeros(0, dtype=bool)
             edges = rec_edge[keep]
             counts = np.bincount(edges, weights=rec_cnt[keep], minlength=m).astype(np.int64)
-            sums = np.bincount(edges, weights=rec_sum[keep], minlength=m)
+            sums = np.bincount(edges, weights=rec_sum[keep], minlength=m).astype(np.float64)
             with np.errstate(invalid="ignore"):
                 for e in np.flatnonzero(~np.isfinite(sums)).tolist():
                     sums[e] = self.totals(e)[1]
