@@ -20,6 +20,7 @@ from substrate_support import assert_error, assert_ok, ctx_path, make_context
 
 from taguru_server.store.model.context import F64_MAX, Context, Meta
 from taguru_server.store.read.activation import activation, windowed_activation
+from taguru_server.store.read.spread import activation_plain
 from taguru_server.store.read.walks import explored
 from taguru_server.store.read.window import Window, WindowView, window_view
 
@@ -508,8 +509,18 @@ def test_windowed_walks_equal_the_stripped_graph(seed: int) -> None:
             for decay in (0.5, 0.9, 1.0):
                 got = windowed_activation(ctx, view, origins, decay, 10)
                 assert got == activation(other, origins, decay, 10), (window, origins, decay)
+            counts, sums = view.arrays()
+            plain = activation_plain(ctx, origins, 0.5, 10, counts.tolist(), sums.tolist())
+            assert windowed_activation(ctx, view, origins, 0.5, 10) == plain  # banded and heap walk agree
             want = explored(other, origins, 10, 1000, None)
             assert explored(ctx, origins, 10, 1000, None, view.walk_graph()) == want
+            if len(want.matches) > 4:
+                m = want.matches[4]
+                s, lab, o = ctx.edges.triple(m.edge)
+                after = {"distance": m.distance, "subject": ctx.concepts[s], "label": ctx.labels[lab]}
+                after["object"] = ctx.concepts[o]
+                paged = explored(ctx, origins, 10, 3, after, view.walk_graph())
+                assert paged == explored(other, origins, 10, 3, after)
 
 
 def test_windowed_sum_saturates() -> None:
