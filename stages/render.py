@@ -13,14 +13,16 @@ from taguru_server.store.model.context import Context
 from taguru_server.store.read.citations import Citation
 from taguru_server.store.read.passages import PassageHit
 from taguru_server.store.read.vector_lane import FusedHit
+from taguru_server.store.read.window import WindowView
 from taguru_server.store.wire import F32
 
 
-def association_out(ctx: Context, e: int) -> dict[str, Any]:
-    """The AssociationOut wire shape of one edge."""
+def attributions_out(ctx: Context, records: list[list[Any]]) -> list[dict[str, Any]]:
+    """The wire attributions of an edge's records: source, raw weight, count, paragraph, and the
+    paragraph's section and locator resolved from the stored passage."""
     attributions = []
     sources = ctx.sources
-    for sid, rsum, rcount, paragraph in ctx.edges.attributions[e]:
+    for sid, rsum, rcount, paragraph in records:
         section = locator = None
         if paragraph is not None:
             passage = ctx.passages.get(sid)
@@ -37,13 +39,31 @@ def association_out(ctx: Context, e: int) -> dict[str, Any]:
                 "locator": locator,
             }
         )
+    return attributions
+
+
+def association_out(ctx: Context, e: int) -> dict[str, Any]:
+    """The AssociationOut wire shape of one edge."""
     return {
         "subject": ctx.concepts[ctx.edges.subject[e]],
         "label": ctx.labels[ctx.edges.label[e]],
         "object": ctx.concepts[ctx.edges.object[e]],
         "weight": float(ctx.weight(e)),
         "count": ctx.edges.count[e],
-        "attributions": attributions,
+        "attributions": attributions_out(ctx, ctx.edges.attributions[e]),
+    }
+
+
+def windowed_association_out(ctx: Context, e: int, view: WindowView) -> dict[str, Any]:
+    """The AssociationOut wire shape of one edge inside a window: its eligible attributions only, the
+    windowed count and their mean weight."""
+    return {
+        "subject": ctx.concepts[ctx.edges.subject[e]],
+        "label": ctx.labels[ctx.edges.label[e]],
+        "object": ctx.concepts[ctx.edges.object[e]],
+        "weight": float(view.weight(e)),
+        "count": view.totals(e)[0],
+        "attributions": attributions_out(ctx, view.records(e)),
     }
 
 

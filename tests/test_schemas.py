@@ -382,3 +382,50 @@ async def test_a_refused_strict_write_changes_nothing_across_a_restart(settings_
     finally:
         await session.close()
         await server.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "total", "subjects"),
+    [
+        ({"label": ["杜氏", "所在"]}, 2, None),
+        ({"label": ["杜氏", "所在"], "subject_types": "Brewery"}, 1, ["青嶺酒造"]),
+        ({"label": ["杜氏", "所在"], "subject_types": "Organization"}, 1, ["青嶺酒造"]),
+        ({"label": ["杜氏", "所在"], "object_types": "Person"}, 1, ["青嶺酒造"]),
+        ({"label": ["杜氏", "所在"], "object_types": "Organization"}, 0, []),
+        ({"label": ["杜氏", "所在"], "subject_types": "存在しない型"}, 0, []),
+        ({"subject": "青嶺酒造", "subject_types": "Brewery"}, 2, ["青嶺酒造", "青嶺酒造"]),
+        ({"label": ["杜氏", "所在"], "subject_types": ["Person", "Brewery"]}, 1, ["青嶺酒造"]),
+    ],
+)
+async def test_query_filters_by_type_and_expands_through_is_a(
+    client: Client, body: dict[str, Any], total: int, subjects: list[str] | None
+) -> None:
+    await sake(client)
+    await client.ok("POST", "/contexts/sake/associations", SEED)
+    await client.ok("PUT", "/contexts/sake/schema", RETRIEVAL)
+    got = (await client.ok("POST", "/contexts/sake/query", body))["result"]
+    assert got["total"] == total
+    if subjects is not None:
+        assert [m["subject"] for m in got["matches"]] == subjects
+
+
+async def test_query_type_filters_need_a_schema_and_a_pinned_position(client: Client) -> None:
+    await sake(client)
+    await client.ok("POST", "/contexts/sake/associations", SEED)
+    body = {"subject": "青嶺酒造", "subject_types": "Brewery"}
+    assert (await client.ok("POST", "/contexts/sake/query", body))["result"]["total"] == 0
+    assert (await client.ok("POST", "/contexts/sake/query", {"subject": "青嶺酒造"}))["result"]["total"] == 2
+    status, got, _h = await client.call("POST", "/contexts/sake/query", {"subject_types": "Brewery"})
+    assert (status, got["error"]) == (400, "'subject', 'label', or 'object' must pin at least one value")
+    status, got, _h = await client.call(
+        "POST", "/contexts/sake/query", {"label": "x", "object_types": [f"T{i}" for i in range(1001)]}
+    )
+    assert (status, got["code"], got["error"]) == (
+        400,
+        "over_limit",
+        "object_types carries 1001 items, past the per-request limit of 1000; split the request",
+    )
+    await client.ok("PUT", "/contexts/sake/schema", {**RETRIEVAL, "mode": "off"})  # installed in any mode
+    assert (await client.ok("POST", "/contexts/sake/query", body))["result"]["total"] == 2
+    windowed = {**body, "until": 1}  # the window hides the facts, not the types
+    assert (await client.ok("POST", "/contexts/sake/query", windowed))["result"]["total"] == 0

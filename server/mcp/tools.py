@@ -174,6 +174,7 @@ _PAGE = {
 }
 _POSITION = {"description": "a name or a list of names (an OR-set)", **_ONE_OR_MANY}
 _GROUP = _str_prop("Group name (from list_groups)")
+_WINDOW_END = _int_prop("assertion-time window end (exclusive), epoch seconds. until alone = as-of")
 _TARGETS = {
     "contexts": {
         "description": "search these contexts at once (instead of 'context')",
@@ -294,12 +295,28 @@ TOOLS: tuple[Tool, ...] = (
             "object": _POSITION,
             "limit": _int_prop("page size (default 100)"),
             "after": {"description": "cursor", "type": "object"},
+            "subject_types": {
+                "description": "filter: subject's declared type(s), is_a-expanded",
+                "type": ["string", "array"],
+            },
+            "object_types": {
+                "description": "filter: object's declared type(s), is_a-expanded",
+                "type": ["string", "array"],
+            },
+            "since": _int_prop(
+                "assertion-time window start, epoch seconds, half-open [since, until): only facts an "
+                "in-window-dated source attests, weights from those attributions alone. Single context only"
+            ),
+            "until": _int_prop(
+                "assertion-time window end (exclusive), epoch seconds. until alone = as-of (knowledge "
+                "available by then). Single context only"
+            ),
             **_TARGETS,
         },
         (),
         "POST",
         "/contexts/{context}/query",
-        ("subject", "label", "object", "limit", "after", "subject_types", "object_types"),
+        ("subject", "label", "object", "limit", "after", "subject_types", "object_types", "since", "until"),
         cross_path="/query",
     ),
     Tool(
@@ -309,12 +326,18 @@ TOOLS: tuple[Tool, ...] = (
             "context": _CONTEXT,
             "cue": _str_prop("exact name"),
             "limit": _int_prop("page size (default 100)"),
+            "since": _int_prop(
+                "assertion-time window start, epoch seconds, half-open [since, until). Single context only"
+            ),
+            "until": _int_prop(
+                "assertion-time window end (exclusive), epoch seconds. until alone = as-of. Single context only"
+            ),
             **_TARGETS,
         },
         ("cue",),
         "POST",
         "/contexts/{context}/recall",
-        ("cue", "limit", "after"),
+        ("cue", "limit", "after", "since", "until"),
         cross_path="/recall",
     ),
     Tool(
@@ -325,11 +348,16 @@ TOOLS: tuple[Tool, ...] = (
             "origins": {"description": "origin concept names", "items": {"type": "string"}, "type": "array"},
             "decay": {"description": "decay per hop (default 0.5)", "type": "number"},
             "limit": _int_prop("max associations (default 20)"),
+            "since": _int_prop(
+                "assertion-time window start, epoch seconds, half-open [since, until): out-of-window evidence "
+                "neither ranks nor conducts activation"
+            ),
+            "until": _WINDOW_END,
         },
         ("context", "origins"),
         "POST",
         "/contexts/{context}/activate",
-        ("origins", "decay", "limit"),
+        ("origins", "decay", "limit", "since", "until"),
     ),
     Tool(
         "explore",
@@ -340,11 +368,16 @@ TOOLS: tuple[Tool, ...] = (
             "max_depth": _int_prop("hop ceiling (default and ceiling 10)"),
             "limit": _int_prop("page size (default 100, ceiling 1000)"),
             "after": {"description": "cursor: distance, subject, label, object of the last match", "type": "object"},
+            "since": _int_prop(
+                "assertion-time window start, epoch seconds, half-open [since, until): an edge no in-window "
+                "source attests neither reports nor bridges"
+            ),
+            "until": _WINDOW_END,
         },
         ("context", "origins"),
         "POST",
         "/contexts/{context}/explore",
-        ("origins", "max_depth", "limit", "after"),
+        ("origins", "max_depth", "limit", "after", "since", "until"),
     ),
     Tool(
         "paths",

@@ -24,6 +24,7 @@ from taguru_server.server.routes.common import (
     keyset_limit,
     keyset_page,
 )
+from taguru_server.server.routes.passages import read_window
 from taguru_server.server.schema_gate import gate_associations
 from taguru_server.server.semantic import semantic_tier
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY
@@ -35,6 +36,8 @@ from taguru_server.store.model.context import CONCEPT, LABEL, Context
 from taguru_server.store.model.schema import RESERVED_WHY, SCHEMA_TYPE
 from taguru_server.store.read import query as query_lane
 from taguru_server.store.read import semantic
+from taguru_server.store.read.type_filter import apply_type_filter
+from taguru_server.store.read.window import window_view
 from taguru_server.store.text import utf8_len
 from taguru_server.store.wire import format_number
 
@@ -281,9 +284,26 @@ async def query(call: Call) -> Any:
             raise too_many_items(key, len(values))
     if all(v is None for v in positions.values()):
         raise ApiError(Code.INVALID_ARGUMENT, "'subject', 'label', or 'object' must pin at least one value")
+    subject_types, object_types = args["subject_types"], args["object_types"]
+    for key, values in (("subject_types", subject_types), ("object_types", object_types)):
+        if values is not None and len(values) > MAX_INPUT_ITEMS:
+            raise too_many_items(key, len(values))
+    typed = bool(subject_types) or bool(object_types)
+    if typed:
+        before_start(call)
+        call.context()  # a type filter looks its context up before the window check
+    window = read_window(call, args["since"], args["until"])
     ctx = call.context()
     edges = query_lane.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
-    result = lane_wire.page_matches(ctx, edges, limit, after)
+    view = None if window is None else window_view(ctx, window)
+    if view is not None:
+        edges = [e for e in edges if view.alive(e)]
+    if typed:
+        edges = apply_type_filter(ctx, edges, subject_types, object_types)
+    if view is None:
+        result = lane_wire.page_matches(ctx, edges, limit, after)
+    else:
+        result = lane_wire.windowed_page_matches(ctx, view, edges, limit, after)
     count_read(ctx, not result["matches"])
     return result
 
@@ -293,8 +313,14 @@ async def recall(call: Call) -> Any:
     cue = args["cue"]
     limit = clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT)
     after = args["after"]
+    window = read_window(call, args["since"], args["until"])
     ctx = call.context()
-    result = lane_wire.page_matches(ctx, query_lane.recall_edges(ctx, cue), limit, after)
+    if window is None:
+        result = lane_wire.page_matches(ctx, query_lane.recall_edges(ctx, cue), limit, after)
+    else:
+        view = window_view(ctx, window)
+        edges = [e for e in query_lane.recall_edges(ctx, cue) if view.alive(e)]
+        result = lane_wire.windowed_page_matches(ctx, view, edges, limit, after)
     count_read(ctx, not result["matches"])
     return result
 
@@ -305,8 +331,13 @@ async def activate(call: Call) -> Any:
     limit = clamp_limit(args["limit"], 20)
     if len(origins) > MAX_INPUT_ITEMS:
         raise too_many_items("origins", len(origins))
+    window = read_window(call, args["since"], args["until"])
     ctx = call.context()
-    result = lane_wire.activate(ctx, origins, min(max(0.5 if decay is None else decay, 0.0), 1.0), limit)
+    decay = min(max(0.5 if decay is None else decay, 0.0), 1.0)
+    if window is None:
+        result = lane_wire.activate(ctx, origins, decay, limit)
+    else:
+        result = lane_wire.windowed_activate(ctx, window_view(ctx, window), origins, decay, limit)
     count_read(ctx, not result["matches"])
     return result
 

@@ -11,6 +11,7 @@ from taguru_server.server.passage_store import read_passage_store
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_PASSAGES,
+    before_start,
     check_cursor,
     clamp_limit,
     count_read,
@@ -24,6 +25,7 @@ from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.server.wire.render.imports import passages_stored_out
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.model import operations
+from taguru_server.store.read.window import Window, window_of
 from taguru_server.store.text import query_terms
 
 
@@ -124,6 +126,16 @@ def check_source_filter(tags: list[str] | None, since: int | None, until: int | 
         )
     if tags is not None and len(set(tags)) > 32:
         raise ApiError(Code.OVER_LIMIT, f"{len(set(tags))} distinct filter tags where at most 32 may be named")
+
+
+def read_window(call: Call, since: int | None, until: int | None) -> Window | None:
+    """A graph read's window, or None when neither bound is given: with one, the budget (408), then the
+    search's window check (400); both before the context is looked up."""
+    window = window_of(since, until)
+    if window is not None:
+        before_start(call)
+        check_source_filter(None, since, until)
+    return window
 
 
 async def search_sources(call: Call) -> Any:

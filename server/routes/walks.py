@@ -9,11 +9,13 @@ from typing import Any
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import Spec
 from taguru_server.server.routes.common import before_start, count_read
+from taguru_server.server.routes.passages import read_window
 from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.wire import walks as walk_specs
 from taguru_server.server.wire.render import walks as walk_wire
 from taguru_server.store.errors import budget_spent
 from taguru_server.store.model.context import Context
+from taguru_server.store.read.window import window_view
 
 
 def _searched(call: Call, ctx: Context, op: str, empty: bool) -> None:
@@ -39,11 +41,17 @@ def _walker(spec: Spec, op: str, walk: Callable[[Context, dict[str, Any]], dict[
     return handler
 
 
-explore = _walker(
-    walk_specs.EXPLORE,
-    "explore",
-    lambda ctx, args: walk_wire.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"]),
-)
+async def explore(call: Call) -> Any:
+    args = await call.decode(walk_specs.EXPLORE)
+    before_start(call)
+    window = read_window(call, args["since"], args["until"])
+    ctx = call.context()
+    view = None if window is None else window_view(ctx, window)
+    result = walk_wire.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"], view)
+    _searched(call, ctx, "explore", result["total"] == 0)
+    return result
+
+
 paths = _walker(
     walk_specs.PATHS,
     "paths",

@@ -78,6 +78,11 @@ RESOLVE = body(
 )
 DESCRIBE = body("DescribeRequest", Field("concept", "string", "exact spelling", True))
 CURSOR = cursor("Cursor", Field("weight", "f64", "the last match's weight", True))
+# the assertion-time window of the graph reads: the sources whose `date ?? stored_at` is in [since, until)
+WINDOW = (
+    Field("since", "u64", "assertion-time window start, epoch seconds, inclusive"),
+    Field("until", "u64", "assertion-time window end, epoch seconds, exclusive"),
+)
 QUERY = body(
     "QueryRequest",
     Field("subject", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
@@ -85,6 +90,9 @@ QUERY = body(
     Field("object", "one_or_many", "a name or an OR-set of names", rules=MAX_INPUT),
     Field("limit", "usize", "default 100, ceiling 1000"),
     Field("after", "struct", "keyset cursor", nested=CURSOR),
+    Field("subject_types", "one_or_many", "a type or an OR-set of types the subject declares", rules=MAX_INPUT),
+    Field("object_types", "one_or_many", "a type or an OR-set of types the object declares", rules=MAX_INPUT),
+    *WINDOW,
     description="pins at least one of subject, label, object (each at most 1000 names)",
     rules=({"anyOf": [given("subject"), given("label"), given("object")]},),
 )
@@ -93,12 +101,14 @@ RECALL = body(
     Field("cue", "string", "exact spelling of a subject, object or label", True),
     Field("limit", "usize", "default 100, ceiling 1000"),
     Field("after", "struct", "keyset cursor", nested=CURSOR),
+    *WINDOW,
 )
 ACTIVATE = body(
     "ActivateRequest",
     Field("origins", "strings", "origin concepts", True, rules=MAX_INPUT),
     Field("decay", "f64", "default 0.5, clamped to [0, 1]"),
     Field("limit", "usize", "default 20, ceiling 1000"),
+    *WINDOW,
 )
 SOURCE_FILTER = (
     Field("tags", "strings", "eligible sources carry any of these tags", rules={**TAGS, **MAX_INPUT}),

@@ -10,7 +10,7 @@ from typing import Any
 
 from taguru_server.server.decode import Field
 from taguru_server.server.wire.json_schema import BOOL, INT, NUM, STRS, obj, ref
-from taguru_server.server.wire.specs import CURSOR, body, cursor
+from taguru_server.server.wire.specs import CURSOR, WINDOW, body, cursor
 from taguru_server.store.read.walks import MAX_DEPTH
 
 MAX_NAMES = 1000
@@ -22,6 +22,7 @@ EXPLORE = body(
     Field("max_depth", "usize", "hop ceiling", default=MAX_DEPTH, ceiling=MAX_DEPTH),
     Field("limit", "usize", "page size", default=100, ceiling=1000),
     Field("after", "struct", "keyset cursor: the last match's distance and triple", nested=EXPLORE_CURSOR),
+    *WINDOW,
 )
 PATHS = body(
     "PathsRequest",

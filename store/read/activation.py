@@ -1,4 +1,4 @@
-"""The activate lane: spreading activation from origins, cached per read version, and its wire result."""
+"""The activate lane: spreading activation from origins (cached per read version), also inside a time window."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from taguru_server.store.model.context import Context
 from taguru_server.store.read.banded import activate_banded
 from taguru_server.store.read.cache import versioned_cache
 from taguru_server.store.read.spread import Activation, activation_plain, seed_ids
+from taguru_server.store.read.window import WindowView
 
 # Banded activation is exact when a flow can never reach its producer's activation; with
 # decay this close to 1 rounding could break that, so the plain heap walk runs instead.
@@ -35,3 +36,12 @@ def activation(ctx: Context, origins: list[str], decay: float, limit: int, total
             found = activation_plain(ctx, origins, decay, limit)
         memo[key if found.total >= 0 else (*key, "matches")] = found
     return found
+
+
+def windowed_activation(ctx: Context, view: WindowView, origins: list[str], decay: float, limit: int) -> Activation:
+    """Spreading activation inside a window: eligibility, fan totals and scores on the windowed
+    counts and sums at every hop (the same walks as `activation`, over the window's graph). Not cached."""
+    if 0.0 < decay < BANDED_DECAY_MAX:
+        return activate_banded(ctx, origins, decay, limit, True, view.activation_graph())
+    counts, sums = view.arrays()
+    return activation_plain(ctx, origins, decay, limit, counts.tolist(), sums.tolist())

@@ -41,13 +41,20 @@ class ActivationGraph:
         "heavy_abs",
     )
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(
+        self, ctx: Context, window_counts: np.ndarray | None = None, window_sums: np.ndarray | None = None
+    ) -> None:
+        """The graph of the context's edges; `window_counts` and `window_sums` (a window's, by edge
+        id) replace the edges' own counts and sums when given."""
         n = len(ctx.concepts)
         m = len(ctx.edges.subject)
         e_s = np.array(ctx.edges.subject, dtype=np.int64) if m else np.zeros(0, np.int64)
         e_o = np.array(ctx.edges.object, dtype=np.int64) if m else np.zeros(0, np.int64)
-        cnt = np.array(ctx.edges.count, dtype=np.int64) if m else np.zeros(0, np.int64)
-        absum = np.abs(np.array(ctx.edges.weight, dtype=np.float64)) if m else np.zeros(0)
+        if window_counts is not None and window_sums is not None:
+            cnt, absum = window_counts, np.abs(window_sums)
+        else:
+            cnt = np.array(ctx.edges.count, dtype=np.int64) if m else np.zeros(0, np.int64)
+            absum = np.abs(np.array(ctx.edges.weight, dtype=np.float64)) if m else np.zeros(0)
         use = (cnt > 0) & (absum > 0)  # dead or zero-sum edges neither score nor carry flow
         ids = np.flatnonzero(use)
         inward = ids[e_s[ids] != e_o[ids]]  # a self-loop is visited once, as outgoing

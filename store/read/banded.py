@@ -253,7 +253,9 @@ def _strongest_matches(
     return tuple(matches)
 
 
-def activate_banded(ctx: Context, origins: list[str], decay: float, limit: int, total: bool = True) -> Activation:
+def activate_banded(
+    ctx: Context, origins: list[str], decay: float, limit: int, total: bool = True, graph: ActivationGraph | None = None
+) -> Activation:
     """The heap walk's results, settling a whole band of final activations at a time.
 
     A node's activation is final once it exceeds every flow the unsettled nodes can still
@@ -266,9 +268,10 @@ def activate_banded(ctx: Context, origins: list[str], decay: float, limit: int, 
     edge's producer (its first-settled endpoint) and each concept's parent (the first
     settled neighbour whose flow equals its activation). Edges are scored band by band
     until no later producer can reach the current `limit`-th strength; `total` is then the
-    count of live non-zero edges with a settled endpoint.
+    count of live non-zero edges with a settled endpoint. `graph` (a window's) replaces the
+    context's activation graph when given.
     """
-    g = activation_graph(ctx)
+    g = activation_graph(ctx) if graph is None else graph
     seeds = seed_ids(ctx, origins)
     if not seeds:
         return Activation(0, ())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 
 import attrs
 
@@ -28,18 +29,32 @@ class Activation:
     matches: tuple[Activated, ...]
 
 
-def activation_plain(ctx: Context, origins: list[str], decay: float, limit: int) -> Activation:
-    """Spreading activation as the reference defines it: a max-heap walk over every reachable concept."""
-    strength, source, parent, scored_total = spread(ctx, origins, decay)
+def activation_plain(
+    ctx: Context,
+    origins: list[str],
+    decay: float,
+    limit: int,
+    counts: Sequence[int] | None = None,
+    sums: Sequence[float] | None = None,
+) -> Activation:
+    """Spreading activation as the reference defines it: a max-heap walk over every reachable concept
+    (over a window's edge counts and sums when given)."""
+    strength, source, parent, scored_total = spread(ctx, origins, decay, counts, sums)
     ranked = heapq.nsmallest(limit, strength, key=lambda e: (-strength[e], e))
     matches = tuple(Activated(e, float(strength[e]), tuple(_path(parent, source[e]))) for e in ranked)
     return Activation(scored_total, matches)
 
 
 def spread(
-    ctx: Context, origins: list[str], decay: float
+    ctx: Context,
+    origins: list[str],
+    decay: float,
+    counts: Sequence[int] | None = None,
+    sums: Sequence[float] | None = None,
 ) -> tuple[dict[int, float], dict[int, int], dict[int, int], int]:
-    """Run activation; returns per-edge strength, producing concept, parent links, scored count."""
+    """Run activation; returns per-edge strength, producing concept, parent links, scored count.
+
+    `counts` and `sums` (a window's, by edge id) replace the edges' own when given."""
     best: dict[int, float] = {}
     parent: dict[int, int] = {}
     heap: list[tuple[float, int]] = []
@@ -52,7 +67,9 @@ def spread(
     settled: set[int] = set()
     strength: dict[int, float] = {}
     source: dict[int, int] = {}
-    e_sum, e_cnt, e_s, e_o = ctx.edges.weight, ctx.edges.count, ctx.edges.subject, ctx.edges.object
+    e_sum: Sequence[float] = ctx.edges.weight if sums is None else sums
+    e_cnt: Sequence[int] = ctx.edges.count if counts is None else counts
+    e_s, e_o = ctx.edges.subject, ctx.edges.object
     while heap:
         neg_a, c = heapq.heappop(heap)
         if c in settled:

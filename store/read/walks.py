@@ -313,9 +313,17 @@ class Explored:
     matches: tuple[Reached, ...]
 
 
-def explored(ctx: Context, origins: list[str], max_depth: int, limit: int, after: dict[str, Any] | None) -> Explored:
-    """Every live association within `max_depth` hops of the origins, nearest first, one page."""
-    g = walk_graph(ctx)
+def explored(
+    ctx: Context,
+    origins: list[str],
+    max_depth: int,
+    limit: int,
+    after: dict[str, Any] | None,
+    graph: WalkGraph | None = None,
+) -> Explored:
+    """Every live association within `max_depth` hops of the origins, nearest first, one page (over
+    `graph`, a window's, when given)."""
+    g = walk_graph(ctx) if graph is None else graph
     reach = _Reach(g, np.array(concept_ids(ctx, origins), dtype=np.int64), max_depth)
     edges = reach.edges(g, max_depth)
     total = len(edges)

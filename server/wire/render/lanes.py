@@ -1,7 +1,8 @@
 """The wire results of the single-context read lanes, rendered from the store's typed results.
 
 resolve (its candidates with their glosses, and the ladder with the semantic tier), describe, the query
-and recall pages, activate, passage search (BM25 and the vector lane's plan entries) and citations.
+and recall pages and activate (each also inside a time window), passage search (BM25 and the vector
+lane's plan entries) and citations.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec
 
-from taguru_server.stages.render import association_out, citation_out, passage_hit_out
+from taguru_server.stages.render import association_out, citation_out, passage_hit_out, windowed_association_out
 from taguru_server.store.model.context import CONCEPT, Context
-from taguru_server.store.read.activation import activation
+from taguru_server.store.read.activation import activation, windowed_activation
 from taguru_server.store.read.citations import find_citation
 from taguru_server.store.read.gloss import concept_gloss, description, label_gloss
 from taguru_server.store.read.passages import NO_EMBEDDINGS, PassageHit, PassageSearch, searched
@@ -20,6 +21,7 @@ from taguru_server.store.read.resolve import GLOSSED_CANDIDATES, ResolveMatch, r
 from taguru_server.store.read.semantic import ladder
 from taguru_server.store.read.spread import Activation
 from taguru_server.store.read.vector_lane import FusedHit, LaneState
+from taguru_server.store.read.window import WindowView, windowed_page
 from taguru_server.store.wire import F32
 
 P = ParamSpec("P")
@@ -77,6 +79,17 @@ def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, An
     }
 
 
+def windowed_page_matches(
+    ctx: Context, view: WindowView, edges: list[int], limit: int, after: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The query (or recall) page of the edges alive in a window, ranked and rendered on their windowed view."""
+    return {
+        "total": len(edges),
+        "matches": [windowed_association_out(ctx, e, view) for e in windowed_page(view, edges, limit, after)],
+        "plan": {"contexts": [ctx.name]},
+    }
+
+
 def activate(ctx: Context, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
     """The activate lane's wire result (`activation`, rendered)."""
     return render_activation(ctx, activation(ctx, origins, decay, limit))
@@ -89,6 +102,23 @@ def render_activation(ctx: Context, found: Activation) -> dict[str, Any]:
         "total": found.total,
         "matches": [
             {"strength": m.strength, "path": [concepts[c] for c in m.path], "association": association_out(ctx, m.edge)}
+            for m in found.matches
+        ],
+    }
+
+
+def windowed_activate(ctx: Context, view: WindowView, origins: list[str], decay: float, limit: int) -> dict[str, Any]:
+    """The activate lane's wire result inside a window (`windowed_activation`, rendered on the windowed view)."""
+    found = windowed_activation(ctx, view, origins, decay, limit)
+    concepts = ctx.concepts
+    return {
+        "total": found.total,
+        "matches": [
+            {
+                "strength": m.strength,
+                "path": [concepts[c] for c in m.path],
+                "association": windowed_association_out(ctx, m.edge, view),
+            }
             for m in found.matches
         ],
     }
