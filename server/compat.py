@@ -12,12 +12,6 @@ from urllib.parse import unquote
 
 # (method, path template, role the reference requires: read | write | admin | exempt)
 UNSUPPORTED: tuple[tuple[str, str, str], ...] = (
-    # schemas
-    ("GET", "/contexts/{name}/schema", "read"),
-    ("PUT", "/contexts/{name}/schema", "write"),
-    # the schema audits
-    ("POST", "/contexts/{name}/schema/audit", "read"),
-    ("POST", "/contexts/{name}/schema/validate", "read"),
     # OAuth (mounted by the reference only when TAGURU_PUBLIC_URL is set)
     ("GET", "/.well-known/oauth-protected-resource", "exempt"),
     ("GET", "/.well-known/oauth-protected-resource/mcp", "exempt"),

@@ -282,6 +282,7 @@ STORE_DICT_RESULTS_ALLOWED = {
     "taguru_server.store.persist.rows.RowStore.changes_after",
     "taguru_server.store.index.index_file.read_arrays",  # an index file's stored header
     "taguru_server.store.model.passage.Passage.meta_json",  # a passage's stored markers (its row's JSON)
+    "taguru_server.store.model.schema.Schema.document",  # a context's stored schema document (its serialized form)
     "taguru_server.store.transfer.import_records.decode_line",  # one parsed line of an import stream (input)
 }
 

@@ -66,6 +66,7 @@ async def test_optional_bodies_and_query_parameters_are_published(client: Client
         ("put", "/groups/{name}"),
         ("post", "/contexts/{name}/vocabulary/audit"),
         ("post", "/contexts/{name}/drift/audit"),
+        ("post", "/contexts/{name}/schema/audit"),
     }
     published = {
         (method, template)

@@ -114,7 +114,7 @@ def test_every_record_names_its_request_and_result() -> None:
         assert route.response, (route.method, route.template)
         assert response_shape(route.method, route.template) == route.response
         if route.response not in MEDIA_SHAPES:
-            name = route.response.removeprefix("bare:")
+            name = route.response.removeprefix("bare:").removeprefix("warned:")
             assert name in components or name in ("bool", "int", "names", "candidates"), route.template
         if isinstance(route.request, str) and route.request != "jsonl":
             assert route.request in components, (route.method, route.template)
@@ -143,7 +143,12 @@ def test_the_typed_bodies_are_published_in_route_table_order() -> None:
 
 def test_the_flags_the_middlewares_read_are_on_the_records() -> None:
     heavy = {(r.method, r.template) for r in ROUTES if r.heavy_before_body}
-    assert heavy == {("POST", "/contexts/{name}/vocabulary/audit"), ("POST", "/contexts/{name}/consolidation/audit")}
+    assert heavy == {
+        ("POST", "/contexts/{name}/vocabulary/audit"),
+        ("POST", "/contexts/{name}/consolidation/audit"),
+        ("POST", "/contexts/{name}/schema/audit"),
+        ("POST", "/contexts/{name}/schema/validate"),
+    }
     own = {(r.method, r.template) for r in ROUTES if r.own_write_section}
     assert own == {("POST", "/contexts/{name}/embeddings/refresh"), ("POST", "/maintenance/compact")}
     for route in ROUTES:

@@ -299,7 +299,9 @@ async def test_ten_asserted_types_are_capped_in_the_text(client: Client) -> None
 
 async def test_types_resolve_through_aliases_and_negative_weights_are_judged(client: Client) -> None:
     await sake(client)
-    await client.ok("POST", "/contexts/sake/associations", [assoc("高瀬", "schema:type", "Person"), assoc("a", "l", "b")])
+    await client.ok(
+        "POST", "/contexts/sake/associations", [assoc("高瀬", "schema:type", "Person"), assoc("a", "l", "b")]
+    )
     await client.ok("POST", "/contexts/sake/aliases", {"concepts": {"タカセ": "高瀬"}, "labels": {"とうじ": "l"}})
     await client.ok("PUT", "/contexts/sake/schema", doc("strict", relations={"l": {"domain": ["Brewery"]}}))
     status, body, _ = await client.call("POST", "/contexts/sake/associations", [assoc("タカセ", "とうじ", "x", -1.0)])

@@ -110,7 +110,7 @@ def _refuse_reserved_label_alias(call: Call, labels: dict[str, str]) -> None:
         raise ApiError(
             Code.INVALID_ARGUMENT,
             f"label alias '{reserved[0]}' would resolve to 'schema:type', the relation label reserved for type "
-            "assertions (ADR 0009 §6.3) — rename the alias",
+            "assertions (ADR 0009 \u00a76.3) — rename the alias",
         )
 
 

@@ -52,7 +52,7 @@ def reserved_alias(ctx: Context) -> str | None:
 def reserved_alias_text(alias: str) -> str:
     return (
         f"label alias '{alias}' resolves to 'schema:type', the relation label reserved for type assertions "
-        "(ADR 0009 §6.3) — rename the alias before installing this schema"
+        "(ADR 0009 \u00a76.3) — rename the alias before installing this schema"
     )
 
 

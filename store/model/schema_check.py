@@ -18,7 +18,7 @@ from taguru_server.store.model.schema import SCHEMA_TYPE, Schema, join_capped
 
 RESERVED_EXPECTED = "a canonical spelling other than the one reserved for type assertions"
 RESERVED_ACTUAL = (
-    "resolves to 'schema:type', the relation label reserved for type assertions (ADR 0009 §6.3) — rename the alias"
+    "resolves to 'schema:type', the relation label reserved for type assertions (ADR 0009 \u00a76.3) — rename the alias"
 )
 CLOSED_EXPECTED = "a label declared in this context's schema (closed_labels)"
 CLOSED_ACTUAL = "not declared in this context's schema"
