@@ -7,6 +7,7 @@ import heapq
 import attrs
 
 from taguru_server.store.model.context import Context
+from taguru_server.store.model.schema_check import hidden_label
 
 FLOW_FLOOR = 1e-6
 
@@ -39,7 +40,9 @@ def activation_plain(ctx: Context, origins: list[str], decay: float, limit: int)
 def spread(
     ctx: Context, origins: list[str], decay: float
 ) -> tuple[dict[int, float], dict[int, int], dict[int, int], int]:
-    """Run activation; returns per-edge strength, producing concept, parent links, scored count."""
+    """Run activation; returns per-edge strength, producing concept, parent links, scored count.
+
+    Dead edges, and once a schema is installed the `schema:type` edges, neither weigh nor carry flow."""
     best: dict[int, float] = {}
     parent: dict[int, int] = {}
     heap: list[tuple[float, int]] = []
@@ -53,6 +56,7 @@ def spread(
     strength: dict[int, float] = {}
     source: dict[int, int] = {}
     e_sum, e_cnt, e_s, e_o = ctx.edges.weight, ctx.edges.count, ctx.edges.subject, ctx.edges.object
+    hidden, e_lab = hidden_label(ctx), ctx.edges.label
     while heap:
         neg_a, c = heapq.heappop(heap)
         if c in settled:
@@ -60,6 +64,8 @@ def spread(
         settled.add(c)
         a = -neg_a
         edges = [e for e in ctx.out_edges[c] if e_cnt[e] > 0] + [e for e in ctx.in_edges[c] if e_cnt[e] > 0]
+        if hidden is not None:
+            edges = [e for e in edges if e_lab[e] != hidden]
         total = 0.0
         for e in edges:
             total += abs(e_sum[e])
