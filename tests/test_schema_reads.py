@@ -215,6 +215,20 @@ async def test_without_a_schema_the_walks_answer_as_before(client: Client) -> No
     assert [a != b for a, b in zip(before, changed, strict=True)] == [True, True, True, False, True]
 
 
+async def test_recall_query_stats_and_the_contradiction_check_still_see_the_label(client: Client) -> None:
+    await context(client, *TYPED, ("青嶺酒造", "schema:type", "Organization"))
+    await install(client, OFF0)
+    query = await result(client, "POST", "/contexts/sake/query", {"label": "schema:type"})
+    assert query["total"] == 3
+    recall = await result(client, "POST", "/contexts/sake/recall", {"cue": "Brewery"})
+    assert ("旧銘酒造", "schema:type", "Brewery") in triples(recall["matches"], None)
+    stats = (await result(client, "GET", "/contexts/sake"))["stats"]
+    assert "schema:type" in stats["label_sample"] and stats["labels"] == 1
+    checks = {"checks": ["contradiction"]}
+    contradiction = (await result(client, "POST", "/contexts/sake/consolidation/audit", checks))["contradiction"]
+    assert [(c["subject"], c["label"]) for c in contradiction["candidates"]] == [("青嶺酒造", "schema:type")]
+
+
 # ----- the twin sweeps ---------------------------------------------------------------------------------
 
 
@@ -258,6 +272,29 @@ def test_the_semantic_pairs_naming_a_type_name_are_dropped() -> None:
     kept = TypeNames(frozenset({"Brewery"}), frozenset({1})).drop(found)
     assert kept.lexical == {CONCEPT: [(2, 3, 0.8)], LABEL: [(0, 1, 0.7)]}
     assert kept.semantic == {CONCEPT: [(0.8, "酒蔵", "蔵元")], LABEL: [(0.7, "Brewery", "醸造所")]}
+
+
+async def test_semantic_twin_pairs_naming_a_type_name_are_dropped(settings_factory: Any) -> None:
+    from fake_embedder import FRUITY, FakeEmbedder, table
+    from semantic_support import serving
+
+    async with serving(settings_factory, FakeEmbedder(table(FRUITY))) as client:
+        await context(client, ("りんご", "色", "赤"), ("アップル", "色", "赤"), ("青果", "schema:type", "アップル"))
+        await client.ok("POST", "/contexts/sake/embeddings/refresh", raw=b"")
+
+        def semantic(found: dict[str, Any]) -> set[tuple[str, str]]:
+            return {(p["a"], p["b"]) for p in found["semantic_concepts"]}
+
+        before = await result(client, "POST", "/contexts/sake/vocabulary/audit")
+        assert ("りんご", "アップル") in semantic(before)
+        merge = {"checks": ["merge"]}
+        candidates = (await result(client, "POST", "/contexts/sake/consolidation/audit", merge))["merge"]["candidates"]
+        assert {"りんご", "アップル"} in [{c["a"], c["b"]} for c in candidates]
+        await install(client, OFF0)
+        after = await result(client, "POST", "/contexts/sake/vocabulary/audit")
+        assert semantic(after) == {p for p in semantic(before) if "アップル" not in p}
+        candidates = (await result(client, "POST", "/contexts/sake/consolidation/audit", merge))["merge"]["candidates"]
+        assert {"りんご", "アップル"} not in [{c["a"], c["b"]} for c in candidates]
 
 
 # ----- the consolidation merge --------------------------------------------------------------------------
