@@ -64,7 +64,7 @@ async def test_an_unsupported_route_says_so_after_the_role_check(auth_client: Cl
 
 
 async def test_other_unknown_paths_keep_the_reference_text(auth_client: Client) -> None:
-    for method, uri in (("GET", "/nope"), ("POST", "/contexts/x/nope"), ("DELETE", "/contexts/x/schemas")):
+    for method, uri in (("GET", "/nope"), ("POST", "/contexts/x/nope"), ("DELETE", "/contexts/x/nope")):
         assert_error(
             await auth_client.call(method, uri, token=TOKENS["admin"], content_type=None),
             404,

@@ -429,3 +429,23 @@ async def test_query_type_filters_need_a_schema_and_a_pinned_position(client: Cl
     assert (await client.ok("POST", "/contexts/sake/query", body))["result"]["total"] == 2
     windowed = {**body, "until": 1}  # the window hides the facts, not the types
     assert (await client.ok("POST", "/contexts/sake/query", windowed))["result"]["total"] == 0
+
+
+async def test_windowed_walks_also_leave_type_assertions_out(client: Client) -> None:
+    await sake(client)
+    await client.ok(
+        "POST",
+        "/contexts/sake/associations",
+        [assoc("蔵", "schema:type", "Brewery", source="d"), assoc("蔵", "所在地", "町", source="d")],
+    )
+    await client.ok("POST", "/contexts/sake/sources", {"passages": {"d": "蔵は町にある。"}, "dates": {"d": 100}})
+    windowed = {"origins": ["蔵"], "since": 0}
+    assert (await client.ok("POST", "/contexts/sake/activate", windowed))["result"]["total"] == 2
+    assert (await client.ok("POST", "/contexts/sake/explore", windowed))["result"]["total"] == 2
+    await client.ok("PUT", "/contexts/sake/schema", OFF0)
+    got = (await client.ok("POST", "/contexts/sake/activate", windowed))["result"]
+    assert got["total"] == 1 and got["matches"][0]["association"]["label"] == "所在地"
+    assert (await client.ok("POST", "/contexts/sake/explore", windowed))["result"]["total"] == 1
+    for decay in (0.5, 1.0):  # the banded walk and the plain one
+        body = {**windowed, "decay": decay}
+        assert (await client.ok("POST", "/contexts/sake/activate", body))["result"]["total"] == 1

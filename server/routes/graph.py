@@ -240,7 +240,8 @@ async def list_labels(call: Call) -> Any:
     check_cursor(call.query.get("after"), call.query.get("prefix"))
     keyset_limit(call)
     ctx = call.context()
-    total, page = keyset_page(ctx.labels, call)
+    names = ctx.labels if ctx.meta.schema is None else [n for n in ctx.labels if n != SCHEMA_TYPE]
+    total, page = keyset_page(names, call)  # a schema hides the reserved label from the page and the total
     return {"total": total, "labels": page}
 
 

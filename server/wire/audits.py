@@ -89,6 +89,8 @@ _MERGE = obj(
         "b": STR,
         "tier": {"enum": ["lexical", "semantic"]},
         "name_score": NUM,
+        "types_a": STRS,
+        "types_b": STRS,
         "overlap": NUM,
         "shared_total": INT,
         "only_a_total": INT,
@@ -97,7 +99,21 @@ _MERGE = obj(
         "only_a": _FACTS,
         "only_b": _FACTS,
         "fingerprint": STR,
-    }
+    },
+    [
+        "a",
+        "b",
+        "tier",
+        "name_score",
+        "overlap",
+        "shared_total",
+        "only_a_total",
+        "only_b_total",
+        "shared",
+        "only_a",
+        "only_b",
+        "fingerprint",
+    ],
 )
 _OBJECT_ROW = obj(
     {"object": STR, "weight": NUM, "count": INT, "sources": STRS, "latest": INT},

@@ -100,7 +100,7 @@ SHARED: dict[str, Any] = {
         }
     ),
     "ResolveCandidate": obj(
-        {"name": STR, "score": NUM, "tier": STR, "kind": STR, "gloss": STR}, ["name", "score", "tier"]
+        {"name": STR, "score": NUM, "tier": STR, "kind": STR, "gloss": STR, "types": STRS}, ["name", "score", "tier"]
     ),
     "LabelCount": obj({"label": STR, "count": INT}),
     "Description": {
@@ -110,7 +110,9 @@ SHARED: dict[str, Any] = {
                     "concept": STR,
                     "as_subject": {"type": "array", "items": ref("LabelCount")},
                     "as_object": {"type": "array", "items": ref("LabelCount")},
-                }
+                    "types": STRS,
+                },
+                ["concept", "as_subject", "as_object"],
             ),
             {"type": "null"},
         ]

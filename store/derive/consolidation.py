@@ -9,6 +9,8 @@ import attrs
 from taguru_server.store.derive.audits import DEFAULT_FLOOR, _check
 from taguru_server.store.derive.twins import Twins, semantic_pairs, sweep
 from taguru_server.store.model.context import CONCEPT, Context
+from taguru_server.store.model.schema_check import hidden_label
+from taguru_server.store.read.gloss import concept_types
 
 DETECTOR = "consolidation/1"
 CHECKS = ("merge", "contradiction", "staleness")
@@ -32,12 +34,15 @@ class Fact:
 
 @attrs.frozen
 class MergeCandidate:
-    """Two concepts that may be one: name similarity, the overlap of their neighbour facts, its evidence."""
+    """Two concepts that may be one: name similarity, each side's asserted types (a schema installed), the
+    overlap of their neighbour facts, its evidence."""
 
     a: str
     b: str
     tier: str  # "lexical" or "semantic"
     name_score: float
+    types_a: tuple[str, ...]
+    types_b: tuple[str, ...]
     overlap: float
     shared_total: int
     only_a_total: int
@@ -175,23 +180,26 @@ def effective_times(ctx: Context) -> dict[int, int]:
     return out
 
 
-def _neighbours(ctx: Context, x: int) -> set[tuple[int, int, int]]:
+def _neighbours(ctx: Context, x: int, hidden: int | None = None) -> set[tuple[int, int, int]]:
+    """A concept's live neighbour facts (direction, label, other end), the `hidden` label's left out."""
     out: set[tuple[int, int, int]] = set()
     for e in ctx.out_edges[x]:
-        if ctx.edges.count[e] > 0:
+        if ctx.edges.count[e] > 0 and ctx.edges.label[e] != hidden:
             out.add((0, ctx.edges.label[e], ctx.edges.object[e]))
             if ctx.edges.object[e] == x:
                 out.add((1, ctx.edges.label[e], x))
     for e in ctx.in_edges[x]:
-        if ctx.edges.count[e] > 0:
+        if ctx.edges.count[e] > 0 and ctx.edges.label[e] != hidden:
             out.add((1, ctx.edges.label[e], ctx.edges.subject[e]))
     return out
 
 
-def _merge_candidate(ctx: Context, a: str, b: str, tier: str, score: float, cap: int) -> MergeCandidate:
+def _merge_candidate(
+    ctx: Context, a: str, b: str, tier: str, score: float, cap: int, hidden: int | None
+) -> MergeCandidate:
     ia, ib = ctx.concept_id.get(a), ctx.concept_id.get(b)
-    na = _neighbours(ctx, ia) if ia is not None else set()
-    nb = _neighbours(ctx, ib) if ib is not None else set()
+    na = _neighbours(ctx, ia, hidden) if ia is not None else set()
+    nb = _neighbours(ctx, ib, hidden) if ib is not None else set()
     shared, only_a, only_b = sorted(na & nb), sorted(na - nb), sorted(nb - na)
     union = len(shared) + len(only_a) + len(only_b)
     overlap = len(shared) / union if union else 0.0
@@ -213,6 +221,8 @@ def _merge_candidate(ctx: Context, a: str, b: str, tier: str, score: float, cap:
         b,
         tier,
         score,
+        () if ia is None else concept_types(ctx, ia),
+        () if ib is None else concept_types(ctx, ib),
         overlap,
         len(shared),
         len(only_a),
@@ -231,12 +241,13 @@ def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: fl
     pairs.extend((a, b, "semantic", float(score)) for a, b, score in semantic_pairs(ctx, CONCEPT, found))
     # every pair is ranked on its overlap; only the first `limit` get their evidence lists and fingerprint
     neighbours: dict[str, set[tuple[int, int, int]]] = {}
+    hidden = hidden_label(ctx)  # a schema leaves the type assertions out of the evidence
 
     def live(name: str) -> set[tuple[int, int, int]]:
         got = neighbours.get(name)
         if got is None:
             x = ctx.concept_id.get(name)
-            got = neighbours[name] = _neighbours(ctx, x) if x is not None else set()
+            got = neighbours[name] = _neighbours(ctx, x, hidden) if x is not None else set()
         return got
 
     seen: set[tuple[str, str]] = set()
@@ -253,7 +264,7 @@ def merge_section(ctx: Context, found: Twins, limit: int, cap: int, deadline: fl
         union = len(na) + len(nb) - shared
         ranked.append(((-(shared / union if union else 0.0), -score, a, b), tier))
     ranked.sort()
-    top = tuple(_merge_candidate(ctx, k[2], k[3], tier, -k[1], cap) for k, tier in ranked[:limit])
+    top = tuple(_merge_candidate(ctx, k[2], k[3], tier, -k[1], cap, hidden) for k, tier in ranked[:limit])
     return MergeSection(len(ranked), top, found.note)
 
 

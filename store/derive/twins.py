@@ -18,6 +18,7 @@ import numpy as np
 from taguru_server.store.derive.audits import Expired, _check
 from taguru_server.store.index.lexicon import Lexicon
 from taguru_server.store.model.context import CONCEPT, Context
+from taguru_server.store.model.schema_check import type_names
 from taguru_server.store.wire import F32
 
 NO_VECTORS_NOTE = "ベクトル未生成のため意味的検出はスキップ (POST embeddings/refresh を実行)"
@@ -220,12 +221,41 @@ class Twins:
 
 
 @attrs.frozen
+class TypeNames:
+    """The type names of a context with a schema (by name, and the interned ones by concept id)."""
+
+    names: frozenset[str]
+    ids: frozenset[int]
+
+    @classmethod
+    def of(cls, ctx: Context) -> TypeNames | None:
+        """None when the context has no schema (nothing is dropped)."""
+        schema = ctx.schema
+        if schema is None:
+            return None
+        names = frozenset(type_names(ctx, schema))
+        return cls(names, frozenset(c for c in map(ctx.concept_id.get, names) if c is not None))
+
+    def drop(self, found: Twins) -> Twins:
+        """The concept pairs, lexical and semantic, where neither side is a type name; label pairs untouched."""
+        if CONCEPT not in found.lexical:
+            return found
+        ids, names = self.ids, self.names
+        lexical = {**found.lexical, CONCEPT: [p for p in found.lexical[CONCEPT] if p[0] not in ids and p[1] not in ids]}
+        semantic = {**found.semantic, CONCEPT: [p for p in found.semantic[CONCEPT] if not {p[1], p[2]} & names]}
+        return Twins(lexical, semantic, found.note)
+
+
+@attrs.frozen
 class TwinSweep:
-    """The twin sweeps of one context: prepared on the event loop (copies), run anywhere, finished on the loop."""
+    """The twin sweeps of one context: prepared on the event loop (copies), run anywhere, finished on the loop.
+
+    With a schema installed, concept pairs naming a type name are dropped after the sweeps."""
 
     kinds: tuple[int, ...]
     lexical: tuple[SpellingIndex, ...]
     vectors: tuple[NameVectors, ...] | None  # None: no gloss vectors serve
+    types: TypeNames | None = None
 
     @classmethod
     def prepare(cls, ctx: Context, kinds: tuple[int, ...], vectors: bool) -> TwinSweep:
@@ -234,10 +264,15 @@ class TwinSweep:
             kinds,
             tuple(SpellingIndex.of(ctx.lexicons[k]) for k in kinds),
             tuple(NameVectors.of(ctx, k) for k in kinds) if served else None,
+            TypeNames.of(ctx) if CONCEPT in kinds else None,
         )
 
     def run(self, dice_floor: float, cosine_floor: float, deadline: float | None) -> Twins:
         """Raises Expired when the budget runs out in the lexical half; the semantic half notes it instead."""
+        found = self._run(dice_floor, cosine_floor, deadline)
+        return found if self.types is None else self.types.drop(found)
+
+    def _run(self, dice_floor: float, cosine_floor: float, deadline: float | None) -> Twins:
         lexical = {k: idx.twins(dice_floor, deadline) for k, idx in zip(self.kinds, self.lexical, strict=True)}
         semantic: dict[int, list[tuple[float, str, str]]] = {k: [] for k in self.kinds}
         if deadline is not None and time.monotonic() > deadline:

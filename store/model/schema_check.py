@@ -77,6 +77,23 @@ def live_types(ctx: Context, concept: int, skip: Callable[[int], bool] | None = 
     }
 
 
+def hidden_label(ctx: Context) -> int | None:
+    """The label id the read walks leave out: `schema:type`'s once a schema is installed (any mode), else None."""
+    if ctx.meta.schema is None:
+        return None
+    return ctx.label_id.get(SCHEMA_TYPE)
+
+
+def type_names(ctx: Context, schema: Schema) -> set[str]:
+    """Every type name: the document's declared types and the object of every live `schema:type` edge."""
+    out = set(schema.types)
+    lab = ctx.label_id.get(SCHEMA_TYPE)
+    if lab is not None:
+        edges = ctx.edges
+        out.update(ctx.concepts[edges.object[e]] for e in ctx.label_edges[lab] if edges.count[e] > 0)
+    return out
+
+
 def asserted_types(ctx: Context, name: str) -> list[str]:
     """The sorted live types of a concept named (alias-folded), as asserted (never `is_a`-expanded)."""
     cid = ctx.find_concept(name)

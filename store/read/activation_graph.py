@@ -1,17 +1,25 @@
-"""The activation graph: per graph version, each concept's live, non-zero edges in |sum| order."""
+"""The activation graph: per graph version, each concept's live, non-zero edges in |sum| order.
+
+Once a schema is installed the `schema:type` edges are left out (`schema_check.hidden_label`): they
+neither score, nor count toward a fan total, nor carry flow. The graph is kept per graph version and
+hidden label, so an install (which moves no graph revision) builds a new one.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from taguru_server.store.model.context import Context
+from taguru_server.store.model.schema_check import hidden_label
 
 
 def current_graph(ctx: Context) -> ActivationGraph | None:
-    """The activation graph if it is built for the current graph version (never builds it)."""
+    """The activation graph of every live edge if it is built for the current graph version (never builds it).
+
+    A graph leaving the `schema:type` edges out is not returned: the glosses read every edge."""
     cached = ctx.read_cache.get("activation")
-    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts):
-        return cached[2]
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts) and cached[2] is None:
+        return cached[3]
     return None
 
 
@@ -42,10 +50,14 @@ class ActivationGraph:
     )
 
     def __init__(
-        self, ctx: Context, window_counts: np.ndarray | None = None, window_sums: np.ndarray | None = None
+        self,
+        ctx: Context,
+        window_counts: np.ndarray | None = None,
+        window_sums: np.ndarray | None = None,
+        hidden: int | None = None,
     ) -> None:
         """The graph of the context's edges; `window_counts` and `window_sums` (a window's, by edge
-        id) replace the edges' own counts and sums when given."""
+        id) replace the edges' own counts and sums when given; edges labelled `hidden` are left out."""
         n = len(ctx.concepts)
         m = len(ctx.edges.subject)
         e_s = np.array(ctx.edges.subject, dtype=np.int64) if m else np.zeros(0, np.int64)
@@ -56,6 +68,8 @@ class ActivationGraph:
             cnt = np.array(ctx.edges.count, dtype=np.int64) if m else np.zeros(0, np.int64)
             absum = np.abs(np.array(ctx.edges.weight, dtype=np.float64)) if m else np.zeros(0)
         use = (cnt > 0) & (absum > 0)  # dead or zero-sum edges neither score nor carry flow
+        if hidden is not None:
+            use &= np.array(ctx.edges.label, dtype=np.int64) != hidden
         ids = np.flatnonzero(use)
         inward = ids[e_s[ids] != e_o[ids]]  # a self-loop is visited once, as outgoing
         node = np.concatenate((e_s[ids], e_o[inward]))
@@ -99,9 +113,11 @@ class ActivationGraph:
 
 
 def activation_graph(ctx: Context) -> ActivationGraph:
+    """The activation walk's graph for the current graph version and hidden label (built on first use)."""
+    hidden = hidden_label(ctx)
     cached = ctx.read_cache.get("activation")
-    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts):
-        return cached[2]
-    graph = ActivationGraph(ctx)
-    ctx.read_cache["activation"] = (ctx.graph_version, len(ctx.concepts), graph)
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts) and cached[2] == hidden:
+        return cached[3]
+    graph = ActivationGraph(ctx, hidden=hidden)
+    ctx.read_cache["activation"] = (ctx.graph_version, len(ctx.concepts), hidden, graph)
     return graph

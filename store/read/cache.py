@@ -15,13 +15,15 @@ def warm(ctx: Context) -> None:
 
 
 def read_version(ctx: Context) -> tuple[int, ...]:
-    """What a cached read result may depend on: edges and their attributions, passages, names.
+    """What a cached read result may depend on: edges and their attributions, passages, names, settings.
 
     Every edge or attribution change bumps `graph_version`, every passage store or removal
-    bumps `rev_passages` and the BM25 index version; a rebuilt context is a new object with
-    its own `read_cache`."""
+    bumps `rev_passages` and the BM25 index version; a schema install (which changes what the
+    walks leave out) bumps only `rev_config`; a rebuilt context is a new object with its own
+    `read_cache`."""
     return (
         ctx.graph_version,
+        ctx.meta.rev_config,
         ctx.meta.rev_passages,
         ctx.bm25.version,
         len(ctx.edges.subject),

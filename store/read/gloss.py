@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from taguru_server.store.model.context import CONCEPT, LABEL, Context
+from taguru_server.store.model.schema_check import live_types
 from taguru_server.store.read.activation_graph import current_graph
 from taguru_server.store.read.cache import versioned_cache
 
@@ -100,15 +101,25 @@ class LabelCount:
 
 @attrs.frozen
 class Description:
-    """The describe lane's result: the concept's canonical name and its label tallies on either side."""
+    """The describe lane's result: the concept's canonical name, its label tallies on either side, and
+    (a schema installed) its asserted types."""
 
     concept: str
     as_subject: tuple[LabelCount, ...]
     as_object: tuple[LabelCount, ...]
+    types: tuple[str, ...] = ()
+
+
+def concept_types(ctx: Context, c: int) -> tuple[str, ...]:
+    """A concept's live asserted types, sorted (never `is_a`-expanded); none without a schema."""
+    if ctx.meta.schema is None:
+        return ()
+    return tuple(sorted(live_types(ctx, c)))
 
 
 def description(ctx: Context, concept: str) -> Description | None:
-    """A concept's live edges tallied by label as subject and as object (count desc, then label id), or None."""
+    """A concept's live edges tallied by label as subject and as object (count desc, then label id), and its
+    types, or None."""
     c = ctx.find_concept(concept)
     if c is None:
         return None
@@ -123,4 +134,4 @@ def description(ctx: Context, concept: str) -> Description | None:
         )
 
     as_object = ctx.in_edges[c] + [e for e in ctx.out_edges[c] if ctx.edges.object[e] == c]
-    return Description(ctx.concepts[c], tally(ctx.out_edges[c]), tally(as_object))
+    return Description(ctx.concepts[c], tally(ctx.out_edges[c]), tally(as_object), concept_types(ctx, c))

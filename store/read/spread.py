@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import attrs
 
 from taguru_server.store.model.context import Context
+from taguru_server.store.model.schema_check import hidden_label
 
 FLOW_FLOOR = 1e-6
 
@@ -54,7 +55,8 @@ def spread(
 ) -> tuple[dict[int, float], dict[int, int], dict[int, int], int]:
     """Run activation; returns per-edge strength, producing concept, parent links, scored count.
 
-    `counts` and `sums` (a window's, by edge id) replace the edges' own when given."""
+    `counts` and `sums` (a window's, by edge id) replace the edges' own when given. Dead edges, and once
+    a schema is installed the `schema:type` edges, neither weigh nor carry flow."""
     best: dict[int, float] = {}
     parent: dict[int, int] = {}
     heap: list[tuple[float, int]] = []
@@ -70,6 +72,7 @@ def spread(
     e_sum: Sequence[float] = ctx.edges.weight if sums is None else sums
     e_cnt: Sequence[int] = ctx.edges.count if counts is None else counts
     e_s, e_o = ctx.edges.subject, ctx.edges.object
+    hidden, e_lab = hidden_label(ctx), ctx.edges.label
     while heap:
         neg_a, c = heapq.heappop(heap)
         if c in settled:
@@ -77,6 +80,8 @@ def spread(
         settled.add(c)
         a = -neg_a
         edges = [e for e in ctx.out_edges[c] if e_cnt[e] > 0] + [e for e in ctx.in_edges[c] if e_cnt[e] > 0]
+        if hidden is not None:
+            edges = [e for e in edges if e_lab[e] != hidden]
         total = 0.0
         for e in edges:
             total += abs(e_sum[e])

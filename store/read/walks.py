@@ -11,6 +11,10 @@ version): a level's new concepts, taken in first-occurrence order of the previou
 adjacency entries, are exactly the ones the one-at-a-time queue would append, in its order.
 The depth-first trail enumeration runs entry by entry, as its budget is counted per entry.
 `tests/walks_plain.py` holds the walks as the contract writes them; both must agree exactly.
+
+Once a schema is installed the `schema:type` edges are hidden from every walk
+(`schema_check.hidden_label`): never reported, never a hop or a bridge, never an orphan; paths
+still draws them from the budget, as it draws dead edges.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import attrs
 import numpy as np
 
 from taguru_server.store.model.context import Context
+from taguru_server.store.model.schema_check import hidden_label
 
 MAX_DEPTH = 10  # explore and paths clamp max_depth to this
 PATHS_BUDGET = 100_000  # adjacency entries paths may draw, over all origins
@@ -65,11 +70,13 @@ class WalkGraph:
     """Live adjacency in visit order as CSR arrays, edge columns, and name ranks (byte order).
 
     A concept's entries are its live outgoing edges, then its live incoming edges other than
-    self-loops (a self-loop's second sighting changes nothing in a breadth-first walk).
+    self-loops (a self-loop's second sighting changes nothing in a breadth-first walk). A hidden
+    label's edges count as dead.
     """
 
     __slots__ = (
         "n",
+        "hidden",
         "ptr",
         "other",
         "edge",
@@ -85,13 +92,16 @@ class WalkGraph:
         "trail_adj",
     )
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, hidden: int | None = None) -> None:
         self.n = n = len(ctx.concepts)
+        self.hidden = hidden
         self.e_s = np.array(ctx.edges.subject, dtype=np.int64)
         self.e_l = np.array(ctx.edges.label, dtype=np.int64)
         self.e_o = np.array(ctx.edges.object, dtype=np.int64)
         counts = np.array(ctx.edges.count, dtype=np.int64)
         self.live = counts > 0
+        if hidden is not None:
+            self.live &= self.e_l != hidden
         sums = np.array(ctx.edges.weight, dtype=np.float64)
         # -|sum / count| (the averaged weight, as Context.weight divides it); dead edges 0
         self.neg_abs_weight = np.zeros(len(counts), dtype=np.float64)
@@ -149,13 +159,13 @@ def _name_order(ctx: Context) -> tuple[list[str], np.ndarray, list[str], np.ndar
 
 
 def walk_graph(ctx: Context) -> WalkGraph:
-    """The context's WalkGraph for its current graph version (built on first use)."""
-    key = (ctx.graph_version, len(ctx.concepts), len(ctx.labels), len(ctx.edges.subject))
+    """The context's WalkGraph for its current graph version and hidden label (built on first use)."""
+    key = (ctx.graph_version, len(ctx.concepts), len(ctx.labels), len(ctx.edges.subject), hidden_label(ctx))
     cached = ctx.read_cache.get("walks")
     if cached is not None and cached[0] == key:
         graph: WalkGraph = cached[1]
         return graph
-    graph = WalkGraph(ctx)
+    graph = WalkGraph(ctx, key[-1])
     ctx.read_cache["walks"] = (key, graph)
     return graph
 
@@ -374,17 +384,18 @@ def hops_to_targets(g: WalkGraph, targets: list[int], max_depth: int) -> np.ndar
 
 
 def _trail_entries(ctx: Context, g: WalkGraph, c: int) -> tuple[list[int], list[int], np.ndarray]:
-    """One concept's adjacency for the trail walk: each entry's neighbour (-1: a dead edge or a
-    self-loop), its edge id, and the neighbour as an index into a hop array one longer than the
+    """One concept's adjacency for the trail walk: each entry's neighbour (-1: a dead or hidden edge
+    or a self-loop), its edge id, and the neighbour as an index into a hop array one longer than the
     concept count (-1 becomes its last slot, which is never near a target)."""
     got = g.trail_adj.get(c)
     if got is None:
         edges = adjacency(ctx, c)
-        e_s, e_o, e_cnt = ctx.edges.subject, ctx.edges.object, ctx.edges.count
+        e_s, e_o, e_cnt, e_l = ctx.edges.subject, ctx.edges.object, ctx.edges.count, ctx.edges.label
+        hidden = g.hidden
         nbs = []
         for e in edges:
             s, o = e_s[e], e_o[e]
-            nbs.append(-1 if e_cnt[e] == 0 or s == o else (o if s == c else s))
+            nbs.append(-1 if e_cnt[e] == 0 or s == o or e_l[e] == hidden else (o if s == c else s))
         index = np.array(nbs, dtype=np.int64)
         index[index < 0] = g.n
         got = g.trail_adj[c] = (nbs, edges, index)

@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 
 from taguru_server.store.model.context import Context, _saturate
+from taguru_server.store.model.schema_check import hidden_label
 from taguru_server.store.read.activation_graph import ActivationGraph
 from taguru_server.store.read.cache import versioned_cache
 from taguru_server.store.read.passages import eligible_sources
@@ -133,7 +134,7 @@ class WindowView:
         """The activation graph of the windowed edges: windowed counts and sums in place of the global ones."""
         if self._activation is None:
             counts, sums = self.arrays()
-            self._activation = ActivationGraph(self.ctx, counts, sums)
+            self._activation = ActivationGraph(self.ctx, counts, sums, hidden=hidden_label(self.ctx))
         return self._activation
 
     def walk_graph(self) -> WalkGraph:

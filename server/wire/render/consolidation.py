@@ -42,11 +42,12 @@ def _facts(facts: tuple[Fact, ...]) -> list[dict[str, str]]:
 
 
 def _merge_candidate(c: MergeCandidate) -> dict[str, Any]:
-    return {
-        "a": c.a,
-        "b": c.b,
-        "tier": c.tier,
-        "name_score": c.name_score,
+    out: dict[str, Any] = {"a": c.a, "b": c.b, "tier": c.tier, "name_score": c.name_score}
+    if c.types_a:
+        out["types_a"] = list(c.types_a)
+    if c.types_b:
+        out["types_b"] = list(c.types_b)
+    return out | {
         "overlap": c.overlap,
         "shared_total": c.shared_total,
         "only_a_total": c.only_a_total,

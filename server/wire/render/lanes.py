@@ -14,7 +14,7 @@ from taguru_server.stages.render import association_out, citation_out, passage_h
 from taguru_server.store.model.context import CONCEPT, Context
 from taguru_server.store.read.activation import activation, windowed_activation
 from taguru_server.store.read.citations import find_citation
-from taguru_server.store.read.gloss import concept_gloss, description, label_gloss
+from taguru_server.store.read.gloss import concept_gloss, concept_types, description, label_gloss
 from taguru_server.store.read.passages import NO_EMBEDDINGS, PassageHit, PassageSearch, searched
 from taguru_server.store.read.query import page_edges
 from taguru_server.store.read.resolve import GLOSSED_CANDIDATES, ResolveMatch, resolve_matches
@@ -34,6 +34,7 @@ def resolve(ctx: Context, kind: int, cue: str, dice_floor: float, limit: int) ->
         item: dict[str, Any] = {"name": m.name, "score": m.score, "tier": "lexical", "kind": m.kind}
         if i < GLOSSED_CANDIDATES:
             item["gloss"] = concept_gloss(ctx, m.record) if kind == CONCEPT else label_gloss(ctx, m.record)
+            _add_types(ctx, kind, item, m.record)
         out.append(item)
     return out
 
@@ -55,7 +56,16 @@ def ladder_out(
         record = item.pop("_record")
         if i < GLOSSED_CANDIDATES and record is not None:
             item["gloss"] = gloss(ctx, record)
+            _add_types(ctx, kind, item, record)
     return out
+
+
+def _add_types(ctx: Context, kind: int, item: dict[str, Any], record: int) -> None:
+    """A glossed concept candidate's `types` (a schema installed, the concept typed); never on a label."""
+    if kind == CONCEPT:
+        types = concept_types(ctx, record)
+        if types:
+            item["types"] = list(types)
 
 
 def describe(ctx: Context, concept: str) -> dict[str, Any] | None:
@@ -63,11 +73,14 @@ def describe(ctx: Context, concept: str) -> dict[str, Any] | None:
     found = description(ctx, concept)
     if found is None:
         return None
-    return {
+    out: dict[str, Any] = {
         "concept": found.concept,
         "as_subject": [{"label": t.label, "count": t.count} for t in found.as_subject],
         "as_object": [{"label": t.label, "count": t.count} for t in found.as_object],
     }
+    if found.types:
+        out["types"] = list(found.types)
+    return out
 
 
 def page_matches(ctx: Context, edges: list[int], limit: int, after: dict[str, Any] | None) -> dict[str, Any]:
