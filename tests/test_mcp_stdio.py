@@ -302,7 +302,7 @@ def test_raw_framing(server: RunningServer) -> None:
     # no token against a server with auth on: the routed call comes back as the server's 401
     assert replies[2][0]["result"]["isError"] is True
     assert replies[2][0]["result"]["content"][0]["text"].startswith("HTTP 401: ")
-    assert b"TAGURU_API_TOKEN is not set" in err
+    assert b"taguru-mcp: TAGURU_API_TOKEN not set; requests go out without credentials" in err
 
 
 @pytest.mark.parametrize(
@@ -331,3 +331,67 @@ def test_a_bad_url_is_one_line_and_exit_2(flags: list[str], url: str | None, tex
     assert proc.returncode == 2 and proc.stdout == "", proc
     assert proc.stderr.startswith(text) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "hunter2" not in proc.stderr
+
+
+def _piped(server: RunningServer, lines: list[Any], *command: str, **env: str) -> tuple[list[dict[str, Any]], str, int]:
+    """Write every line, close stdin, read every reply: what a script piping into the bridge gets."""
+    payload = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
+    environ.update(TAGURU_URL=server.url, PYTHONPATH=str(ROOT), TAGURU_API_TOKEN="atok", **env)
+    argv = list(command) or [PYTHON, "-m", "taguru_server.cli", "mcp"]
+    done = subprocess.run(argv, cwd=ROOT, env=environ, input=payload, capture_output=True, timeout=120)
+    replies = [json.loads(x) for x in done.stdout.splitlines()]
+    for line, reply in zip(done.stdout.decode().splitlines(), replies, strict=True):  # compact, sorted keys
+        assert line == json.dumps(reply, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return replies, done.stderr.decode(), done.returncode
+
+
+def _tool_call(rid: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def test_every_call_piped_before_eof_is_answered(server: RunningServer) -> None:
+    calls = [_tool_call(i, "recall", {"context": "sake", "cue": "青嶺酒造"}) for i in range(1, 13)]
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2024-11-05"}}
+    replies, _err, code = _piped(server, [init, *calls], TAGURU_MCP_MAX_CONCURRENT_TOOLS="2")
+    assert code == 0
+    assert sorted(r["id"] for r in replies) == list(range(13))
+    assert replies[0]["id"] == 0 and replies[0]["result"]["protocolVersion"] == "2024-11-05"
+    for reply in replies[1:]:
+        assert json.loads(reply["result"]["content"][0]["text"])["result"]["total"] == 1
+
+
+def test_inline_methods_and_the_protocol_gate(server: RunningServer) -> None:
+    modern = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+    old = {"io.modelcontextprotocol/protocolVersion": "2025-01-01"}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "x", "_meta": modern}},
+        {"jsonrpc": "2.0", "id": 3, "method": "no/such"},
+        {"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"_meta": old}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}},
+        {"jsonrpc": "2.0", "id": 5, "method": "ping"},
+    ]
+    replies, _err, code = _piped(server, lines)
+    by_id = {r["id"]: r for r in replies}
+    assert code == 0 and sorted(by_id) == [1, 2, 3, 4, 5]
+    assert by_id[1]["result"]["supportedVersions"] == ["2026-07-28"]
+    assert by_id[1]["result"]["instructions"].startswith("Taguru keeps knowledge contexts")
+    assert "nextCursor" not in by_id[2]["result"] and by_id[2]["result"]["tools"]
+    assert by_id[3]["error"] == {"code": -32601, "message": "unknown method 'no/such'"}
+    assert by_id[4]["error"] == {
+        "code": -32022,
+        "message": "unsupported protocol version",
+        "data": {"supported": ["2026-07-28"], "requested": "2025-01-01"},
+    }
+    assert by_id[5]["result"] == {}
+
+
+def test_the_taguru_mcp_command_is_the_same_bridge(server: RunningServer) -> None:
+    command = Path(PYTHON).with_name("taguru-mcp")
+    if not command.exists():
+        pytest.skip("the console scripts are not installed in this environment")
+    call = _tool_call(7, "list_contexts", {})
+    replies, err, code = _piped(server, [call], str(command))
+    assert code == 0 and [r["id"] for r in replies] == [7], err
+    assert "sake" in replies[0]["result"]["content"][0]["text"]

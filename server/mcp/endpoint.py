@@ -106,19 +106,21 @@ async def _handle(call: Call) -> Raw:
     if method == "ping":
         return _reply(rid, {})
     if method == "tools/list":
-        return _reply(
-            rid,
-            {
-                "tools": [t.definition() for t in TOOLS],
-                "ttlMs": 3600000,
-                "cacheScope": "private",
-                "resultType": "complete",
-                "_meta": SERVER_META,
-            },
-        )
+        return _reply(rid, tools_list_result())
     if method == "tools/call":
         return _reply(rid, await call_tool(call, params))
     raise RpcError(METHOD_NOT_FOUND, f"unknown method '{method}'", 200, rid=rid)
+
+
+def tools_list_result() -> dict[str, Any]:
+    """The `tools/list` result (every tool; no paging), shared with the stdio bridge."""
+    return {
+        "tools": [t.definition() for t in TOOLS],
+        "ttlMs": 3600000,
+        "cacheScope": "private",
+        "resultType": "complete",
+        "_meta": SERVER_META,
+    }
 
 
 async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,18 @@
-"""`taguru mcp`: the stdio MCP bridge (docs/operations.md, "MCP"), built on the official `mcp` SDK's server side.
+"""`taguru mcp` / `taguru-mcp`: the stdio MCP bridge (docs/operations.md, "MCP").
 
 It is an HTTP client of a running server: each `tools/call` is forwarded as one JSON-RPC
 `tools/call` to `POST {TAGURU_URL}/mcp`, where the server routes it in process exactly as it does
 for its own MCP clients, so the texts are the server's: a 2xx routed call gives the raw body, a
 failed one `HTTP <code>: <body>` plus `structuredContent`. A non-2xx answer from `/mcp` itself
 (a wrong token, say) is shaped the same way; no answer at all is `failed to reach the taguru
-server`. The tool list is the server's own (`server.mcp.tools.TOOLS`). stdout carries only JSON-RPC
-frames; every log line goes to stderr.
+server`. The tool list is the server's own (`server.mcp.tools.TOOLS`).
+
+One JSON-RPC message per stdin line, each through the per-line gate (frame cap, UTF-8, JSON, no
+batches, cancellation, protocol version); `initialize`, `ping`, `tools/list` and `server/discover`
+are answered inline, each `tools/call` goes to a pool of workers through a bounded queue and is
+answered when it completes (match replies by id). When stdin closes, every queued and running call
+is still answered before the bridge exits 0. stdout carries only JSON-RPC frames (compact, sorted
+keys, one per line); every log line goes to stderr.
 
 Environment: `TAGURU_URL` (http://127.0.0.1:8248), `TAGURU_API_TOKEN` (sent as Bearer),
 `TAGURU_MCP_TIMEOUT_SECS` (75), `TAGURU_MCP_MAX_LINE_BYTES` (64 MiB),
@@ -16,12 +22,14 @@ Environment: `TAGURU_URL` (http://127.0.0.1:8248), `TAGURU_API_TOKEN` (sent as B
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import json
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator, Mapping
+import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
@@ -29,10 +37,12 @@ import structlog
 
 from taguru_server.server.mcp.jsonrpc import (
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     PARSE_ERROR,
     SERVER_ERROR,
     batch_refused,
     error_frame,
+    reply_frame,
     shape_problem,
 )
 from taguru_server.server.variables import process_environment
@@ -41,10 +51,6 @@ from taguru_server.store.json_depth import parse_bounded
 # The CLI imports this module to register `taguru mcp`, so the MCP SDK, aiohttp and the tool
 # table are imported only when the bridge actually runs (they cost seconds on a cold start).
 if TYPE_CHECKING:
-    import mcp_types as types
-    from mcp.server.lowlevel import Server
-    from mcp.shared.message import SessionMessage
-
     from taguru_server.client.http import TaguruClient
     from taguru_server.server.config import BridgeSettings
     from taguru_server.server.otel import Tracing
@@ -55,6 +61,9 @@ QUEUE_FACTOR = 4
 INSTRUCTIONS_TIMEOUT_CAP = 5.0
 UNREACHABLE = "failed to reach the taguru server"
 QUEUE_FULL = "tool queue is full; retry the call"
+PANICKED = "internal error: the tool call panicked; see the bridge's stderr log"
+MODERN_PROTOCOL = "2026-07-28"
+PROTOCOL_KEY = "io.modelcontextprotocol/protocolVersion"
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -69,27 +78,17 @@ def _is_loopback(host: str | None) -> bool:
 
 
 def startup_warnings(settings: BridgeSettings) -> None:
+    """The two start-up warnings, as plain stderr lines."""
     if settings.token is None:
-        log.warning(
-            "bridge.no_token",
-            message="TAGURU_API_TOKEN is not set; calls go out unauthenticated (fine for a server with auth off)",
-        )
+        print("taguru-mcp: TAGURU_API_TOKEN not set; requests go out without credentials", file=sys.stderr)
         return
     parts = urlsplit(settings.url)
     if parts.scheme == "http" and not _is_loopback(parts.hostname):
-        log.warning(
-            "bridge.token_over_plain_http",
-            message="TAGURU_API_TOKEN is sent over plain http to a non-loopback host; use https",
+        print(
+            "taguru-mcp: TAGURU_URL is plain http beyond loopback, so TAGURU_API_TOKEN travels unencrypted — prefer "
+            "https, or tunnel to loopback",
+            file=sys.stderr,
         )
-
-
-def _tool_error(text: str, structured: Any = None) -> types.CallToolResult:
-    import mcp_types as types
-
-    fields: dict[str, Any] = {"content": [types.TextContent(type="text", text=text)], "is_error": True}
-    if isinstance(structured, dict):
-        fields["structured_content"] = structured
-    return types.CallToolResult(**fields)
 
 
 TRACE_FIELDS = ("traceparent", "tracestate")
@@ -123,32 +122,27 @@ class Forwarder:
         return reply.status, reply.body
 
     async def instructions(self) -> str:
-        """The server's own `initialize.instructions`, else the bundled copy (with a warning)."""
+        """`GET /protocol` (at most 5 s), served as `initialize.instructions`; else the bundled copy."""
         from taguru_server.client.http import TransportError
-        from taguru_server.server.mcp.protocol import LATEST_PROTOCOL, protocol_text
-        from taguru_server.server.version import VERSION
+        from taguru_server.server.mcp.protocol import INSTRUCTIONS
 
         try:
-            status, raw = await self.post(
-                "initialize",
-                {
-                    "protocolVersion": LATEST_PROTOCOL,
-                    "capabilities": {},
-                    "clientInfo": {"name": "taguru-mcp-bridge", "version": VERSION},
-                },
-                min(self.settings.timeout, INSTRUCTIONS_TIMEOUT_CAP),
+            reply = await self.client.send(
+                "GET", "/protocol", timeout=min(self.settings.timeout, INSTRUCTIONS_TIMEOUT_CAP)
             )
-            text = json.loads(raw)["result"]["instructions"] if status == 200 else None
-        except (TransportError, ValueError, KeyError, TypeError):
-            text = None
-        if isinstance(text, str):
-            return text
-        log.warning(
-            "bridge.instructions_fallback",
-            url=self.settings.url,
-            message="could not read the server's instructions; using the bundled copy",
+            if reply.status < 400:
+                return reply.body.decode("utf-8")
+            problem = f"HTTP {reply.status}"
+        except TransportError as exc:
+            problem = exc.detail
+        except UnicodeDecodeError:
+            problem = "the body is not UTF-8"
+        print(
+            f"taguru-mcp: GET /protocol failed ({problem}); serving the bundled copy — is the server up at "
+            f"{self.settings.url}?",
+            file=sys.stderr,
         )
-        return protocol_text()
+        return INSTRUCTIONS
 
     async def forward(
         self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None
@@ -172,200 +166,253 @@ class Forwarder:
             tracing.tool_result(span, _routed_status(status, raw), len(raw))
             return status, raw
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None = None
-    ) -> types.CallToolResult:
-        import mcp_types as types
-        from mcp.shared.exceptions import MCPError
-
+    async def call_tool(self, name: str, arguments: Any, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """One tool call's `result`: the server's own, or a tool error of the bridge's."""
         from taguru_server.client.http import TransportError
 
         try:
-            status, raw = await self.forward(name, arguments, meta)
+            status, raw = await self.forward(name, arguments if isinstance(arguments, dict) else None, meta)
         except TransportError:
             log.warning("taguru.degrade", reason="bridge_unreachable", tool=name)
-            return _tool_error(UNREACHABLE)
+            return tool_error(UNREACHABLE)
         text = raw.decode("utf-8", "replace")
         try:
             reply = json.loads(text)
         except ValueError:
             reply = None
         if status >= 300 or not isinstance(reply, dict):
-            return _tool_error(f"HTTP {status}: {text}", reply)
+            return tool_error(f"HTTP {status}: {text}", reply)
         result = reply.get("result")
-        if not isinstance(result, dict):
-            found = reply.get("error")
-            error: dict[str, Any] = found if isinstance(found, dict) else {}
-            raise MCPError(
-                code=int(error.get("code", SERVER_ERROR)),
-                message=str(error.get("message", text)),
-                data=error.get("data"),
-            )
-        content = [
-            types.TextContent(type="text", text=str(c.get("text", "")))
-            for c in result.get("content", [])
-            if isinstance(c, dict)
-        ]
-        fields: dict[str, Any] = {"content": content}
-        if result.get("isError"):
-            fields["is_error"] = True
-        if isinstance(result.get("structuredContent"), dict):
-            fields["structured_content"] = result["structuredContent"]
-        return types.CallToolResult(**fields)
+        if isinstance(result, dict):
+            return result
+        found = reply.get("error")
+        error: dict[str, Any] = found if isinstance(found, dict) else {}
+        raise ToolRpcError(int(error.get("code", SERVER_ERROR)), str(error.get("message", text)), error.get("data"))
 
 
-def tool_list() -> list[types.Tool]:
-    """The HTTP endpoint's own tool definitions (`server.mcp.tools.TOOLS`), as SDK models."""
-    import mcp_types as types
+class ToolRpcError(Exception):
+    """The server answered a forwarded call with a JSON-RPC error: the bridge answers with the same."""
 
-    from taguru_server.server.mcp.tools import TOOLS
+    def __init__(self, code: int, message: str, data: Any) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
 
-    return [types.Tool.model_validate(t.definition()) for t in TOOLS]
+
+def tool_error(text: str, structured: Any = None) -> dict[str, Any]:
+    """A tool error result, with `structuredContent` when the body was a JSON object."""
+    from taguru_server.server.mcp.protocol import SERVER_META
+
+    out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+    if isinstance(structured, dict):
+        out["structuredContent"] = structured
+    out["resultType"] = "complete"
+    out["_meta"] = SERVER_META
+    return out
 
 
-def build_server(forwarder: Forwarder, instructions: str) -> Server[Any]:
-    """The official SDK's low-level server with the HTTP endpoint's tools, forwarding every call."""
-    import anyio
-    import mcp_types as types
-    from mcp.server.lowlevel import Server
-    from mcp.shared.exceptions import MCPError
-
+def inline_result(method: str, params: dict[str, Any], instructions: str) -> dict[str, Any] | None:
+    """The answer to a method the bridge answers itself, as `POST /mcp` would; None for an unknown one."""
+    from taguru_server.server.mcp.endpoint import tools_list_result
+    from taguru_server.server.mcp.protocol import LATEST_PROTOCOL, SERVER_META, SUPPORTED_PROTOCOLS
     from taguru_server.server.version import VERSION
 
-    tools = tool_list()
-    limit = forwarder.settings.max_concurrent
-    running = anyio.Semaphore(limit)
-    admitted = 0
+    if method == "initialize":
+        asked = params.get("protocolVersion")
+        return {
+            "protocolVersion": asked if asked in SUPPORTED_PROTOCOLS else LATEST_PROTOCOL,
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "taguru", "version": VERSION},
+            "instructions": instructions,
+        }
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return tools_list_result()
+    if method == "server/discover":
+        return {
+            "supportedVersions": [MODERN_PROTOCOL],
+            "capabilities": {"tools": {}},
+            "instructions": instructions,
+            "ttlMs": 3600000,
+            "cacheScope": "private",
+            "resultType": "complete",
+            "_meta": SERVER_META,
+        }
+    return None
 
-    async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
 
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        nonlocal admitted
-        if admitted >= limit * (1 + QUEUE_FACTOR):
-            raise MCPError(code=SERVER_ERROR, message=QUEUE_FULL)
-        admitted += 1
+class Call:
+    """One queued `tools/call`: its id (and the id's JSON text, which cancellation matches), its params."""
+
+    __slots__ = ("rid", "key", "params", "cancelled", "done")
+
+    def __init__(self, rid: Any, params: dict[str, Any]) -> None:
+        self.rid = rid
+        self.key = json.dumps(rid)
+        self.params = params
+        self.cancelled = False
+        self.done = False
+
+
+class Bridge:
+    """The stdio side: the per-line gate, inline answers, the worker pool, cancellation, and the drain at EOF."""
+
+    def __init__(self, forwarder: Forwarder, instructions: str, out: BinaryIO) -> None:
+        self.forwarder = forwarder
+        self.instructions = instructions
+        self.out = out
+        self.lock = threading.Lock()
+        workers = forwarder.settings.max_concurrent
+        self.queue: asyncio.Queue[Call] = asyncio.Queue(maxsize=workers * QUEUE_FACTOR)
+        self.live: list[Call] = []  # queued or running, in queue order
+        self.workers = [asyncio.ensure_future(self._work()) for _ in range(workers)]
+
+    def write(self, frame: dict[str, Any]) -> None:
+        """One compact frame with sorted keys on its own line, flushed at once."""
+        data = json.dumps(frame, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        with self.lock:
+            self.out.write(data + b"\n")
+            self.out.flush()
+
+    def line(self, raw: bytes) -> None:
+        """Gates 2-9 for one line (the frame cap is the reader's)."""
         try:
-            async with running:
-                return await forwarder.call_tool(params.name, params.arguments, params.meta)
-        finally:
-            admitted -= 1
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.write(error_frame(PARSE_ERROR, "line is not UTF-8"))
+            return
+        if not text.strip():
+            return
+        try:
+            value = parse_bounded(json.loads, text)  # the nesting limit of every JSON request
+        except ValueError:
+            self.write(error_frame(PARSE_ERROR, "line is not JSON"))
+            return
+        if isinstance(value, list):
+            self.write(error_frame(INVALID_REQUEST, batch_refused("line")))
+            return
+        self.message(value)
 
-    return Server(
-        "taguru", version=VERSION, instructions=instructions, on_list_tools=list_tools, on_call_tool=call_tool
-    )
+    def message(self, value: Any) -> None:
+        """One JSON-RPC message: cancellation, shape, notification, protocol version, then queue or answer."""
+        if isinstance(value, dict) and self._cancellation(value):
+            return
+        problem = shape_problem(value)
+        if problem is not None:
+            self.write(error_frame(INVALID_REQUEST, problem[0], problem[1]))
+            return
+        rid, method = value.get("id"), value["method"]
+        if rid is None:
+            return  # a notification
+        params = value.get("params") if isinstance(value.get("params"), dict) else {}
+        meta = params.get("_meta")
+        asked = meta.get(PROTOCOL_KEY) if isinstance(meta, dict) else None
+        if isinstance(asked, str) and asked != MODERN_PROTOCOL:
+            data = {"supported": [MODERN_PROTOCOL], "requested": asked}
+            self.write(error_frame(-32022, "unsupported protocol version", rid, data))
+            return
+        if method == "tools/call":
+            self._queue(Call(rid, params))
+            return
+        result = inline_result(method, params, self.instructions)
+        if result is None:
+            self.write(error_frame(METHOD_NOT_FOUND, f"unknown method '{method}'", rid))
+        else:
+            self.write(reply_frame(rid, result))
 
+    def _cancellation(self, value: dict[str, Any]) -> bool:
+        """A well-formed `notifications/cancelled`: the most recently queued live call with that id goes silent."""
+        params = value.get("params")
+        if (
+            value.get("method") != "notifications/cancelled"
+            or "id" in value
+            or value.get("jsonrpc") != "2.0"
+            or not isinstance(params, dict)
+            or "requestId" not in params
+        ):
+            return False
+        key = json.dumps(params["requestId"])
+        for call in reversed(self.live):
+            if call.key == key and not call.done:
+                call.cancelled = True
+                break
+        return True
 
-def _error_frame(code: int, message: str, rid: str | int | None = None) -> SessionMessage:
-    import mcp_types as types
-    from mcp.shared.message import SessionMessage
+    def _queue(self, call: Call) -> None:
+        try:
+            self.queue.put_nowait(call)
+        except asyncio.QueueFull:
+            self.write(error_frame(SERVER_ERROR, QUEUE_FULL, call.rid))
+            return
+        self.live.append(call)
 
-    return SessionMessage(types.JSONRPCError.model_validate(error_frame(code, message, rid)))
-
-
-class FramedStdin:
-    """Newline-delimited frames from a binary stream, with the bridge's own framing refusals.
-
-    Blank lines are skipped; a line past the frame cap, not UTF-8, not JSON or a batch array is
-    answered on `refusals` and never reaches the SDK (which would drop it silently).
-    """
-
-    def __init__(self, raw: BinaryIO, cap: int, refusals: Any) -> None:
-        self.raw = raw
-        self.cap = cap
-        self.refusals = refusals
-        self.sent = 0  # refusals queued ...
-        self.written = 0  # ... and relayed to stdout (counted by the relay)
-
-    async def _refuse(self, frame: Any) -> None:
-        self.sent += 1
-        await self.refusals.send(frame)
-
-    async def drained(self, limit_secs: float = 5.0) -> None:
-        """Wait (bounded) until every queued refusal reached stdout, so EOF loses none."""
-        import anyio
-
-        with anyio.move_on_after(limit_secs):
-            while self.written < self.sent:
-                await anyio.sleep(0.005)
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._lines()
-
-    async def _lines(self) -> AsyncIterator[str]:
-        import anyio.to_thread
-
-        def readline(size: int) -> Any:
-            return anyio.to_thread.run_sync(self.raw.readline, size, abandon_on_cancel=True)
-
+    async def _work(self) -> None:
         while True:
-            line = await readline(self.cap + 2)
-            if not line:
-                await self.drained()
-                return
-            if len(line.rstrip(b"\r\n")) > self.cap:
-                while line and not line.endswith(b"\n"):  # drop the rest of the oversized frame
-                    line = await readline(1024 * 1024)
-                await self._refuse(_error_frame(PARSE_ERROR, f"line exceeds the {self.cap}-byte frame cap"))
-                continue
-            if not line.strip():
-                continue
+            call = await self.queue.get()
             try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError:
-                await self._refuse(_error_frame(PARSE_ERROR, "line is not UTF-8"))
-                continue
-            try:
-                value = parse_bounded(json.loads, text)  # the nesting limit of every JSON request
-            except ValueError:
-                await self._refuse(_error_frame(PARSE_ERROR, "line is not JSON"))
-                continue
-            if isinstance(value, list):
-                await self._refuse(_error_frame(INVALID_REQUEST, batch_refused("line")))
-                continue
-            problem = shape_problem(value, replies=True)
-            if problem is not None:
-                message, rid = problem
-                # the SDK's ids are strings or integers
-                await self._refuse(_error_frame(INVALID_REQUEST, message, rid if isinstance(rid, (str, int)) else None))
-                continue
-            yield text
+                if not call.cancelled:
+                    frame = await self._run(call)
+                    if not call.cancelled:
+                        self.write(frame)
+            finally:
+                call.done = True
+                self.live.remove(call)
+                self.queue.task_done()
+
+    async def _run(self, call: Call) -> dict[str, Any]:
+        params = call.params
+        name = params.get("name")
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else None
+        try:
+            result = await self.forwarder.call_tool(
+                name if isinstance(name, str) else "", params.get("arguments"), meta
+            )
+        except ToolRpcError as err:
+            return error_frame(err.code, err.message, call.rid, err.data)
+        except Exception:
+            log.exception("bridge.tool_call_failed")
+            result = tool_error(PANICKED)
+        return reply_frame(call.rid, result)
+
+    async def drain(self) -> None:
+        """Stdin closed: every queued and running call is answered, then the workers stop."""
+        await self.queue.join()
+        for worker in self.workers:
+            worker.cancel()
+        await asyncio.gather(*self.workers, return_exceptions=True)
 
 
-async def serve(settings: BridgeSettings, stdin: BinaryIO | None = None, tracing: Tracing | None = None) -> None:
-    """Run the bridge until stdin closes."""
-    import anyio
-    from mcp.server.stdio import stdio_server
-    from mcp.shared.message import SessionMessage
+async def read_lines(bridge: Bridge, stdin: BinaryIO, cap: int) -> None:
+    """Read stdin (in a thread) until EOF; an oversized line is refused and the rest of it drained."""
+    loop = asyncio.get_running_loop()
+    while True:
+        raw = await loop.run_in_executor(None, stdin.readline, cap + 2)
+        if not raw:
+            return
+        if len(raw.rstrip(b"\r\n")) > cap:
+            while raw and not raw.endswith(b"\n"):  # drop the rest of the oversized frame
+                raw = await loop.run_in_executor(None, stdin.readline, 1024 * 1024)
+            bridge.write(error_frame(PARSE_ERROR, f"line exceeds the {cap}-byte frame cap"))
+            continue
+        bridge.line(raw.rstrip(b"\r\n"))
 
+
+async def serve(
+    settings: BridgeSettings, stdin: BinaryIO | None = None, tracing: Tracing | None = None, out: BinaryIO | None = None
+) -> None:
+    """Run the bridge until stdin closes and every call it took is answered."""
     from taguru_server.client.http import TaguruClient
 
     startup_warnings(settings)
-    bridge = TaguruClient(
+    bridge_client = TaguruClient(
         settings.url, settings.token, timeout=settings.timeout, max_response_bytes=None, connections=100
     )
-    async with bridge as client:
+    async with bridge_client as client:
         forwarder = Forwarder(settings, client, tracing)
-        server = build_server(forwarder, await forwarder.instructions())
-        send_refusal, receive_refusal = anyio.create_memory_object_stream[SessionMessage](64)
-        framed = FramedStdin(stdin if stdin is not None else sys.stdin.buffer, settings.max_line_bytes, send_refusal)
+        bridge = Bridge(forwarder, await forwarder.instructions(), out if out is not None else sys.stdout.buffer)
         log.info("bridge.ready", url=settings.url)
-        # the SDK only iterates `stdin`; it still claims fd 1, so stray output can never reach the wire
-        async with stdio_server(stdin=framed) as (read_stream, write_stream):  # type: ignore[arg-type]
-            async with anyio.create_task_group() as tg:
-
-                async def relay_refusals() -> None:
-                    async with receive_refusal:
-                        async for frame in receive_refusal:
-                            try:
-                                await write_stream.send(frame)
-                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                                return
-                            framed.written += 1
-
-                tg.start_soon(relay_refusals)
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-                tg.cancel_scope.cancel()
+        await read_lines(bridge, stdin if stdin is not None else sys.stdin.buffer, settings.max_line_bytes)
+        await bridge.drain()
 
 
 def _url_refused(url: str, given_as: str) -> str | None:
@@ -375,8 +422,6 @@ def _url_refused(url: str, given_as: str) -> str | None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    import anyio
-
     from taguru_server.server.config import Configuration
     from taguru_server.server.logging import configure_logging, lenient_log_settings
 
@@ -393,7 +438,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     tracing = tracing_for(env)  # OTEL_EXPORTER_OTLP_*: the bridge's tool-call spans
     try:
-        anyio.run(serve, settings, None, tracing)
+        asyncio.run(serve(settings, None, tracing))
     except KeyboardInterrupt:
         pass
     finally:
