@@ -395,3 +395,64 @@ def test_the_taguru_mcp_command_is_the_same_bridge(server: RunningServer) -> Non
     replies, err, code = _piped(server, [call], str(command))
     assert code == 0 and [r["id"] for r in replies] == [7], err
     assert "sake" in replies[0]["result"]["content"][0]["text"]
+
+
+def test_a_pipelined_backlog_drains_through_a_small_pool(server: RunningServer) -> None:
+    calls = [_tool_call(i, "list_contexts", {}) for i in range(50)]
+    replies, _err, code = _piped(server, calls, TAGURU_MCP_MAX_CONCURRENT_TOOLS="2")
+    assert code == 0
+    assert sorted(r["id"] for r in replies) == list(range(50))  # every id exactly one reply
+    for reply in replies:
+        assert "result" in reply or reply["error"] == {"code": -32000, "message": "tool queue is full; retry the call"}
+
+
+def test_initialize_is_answered_despite_a_stalled_protocol_probe() -> None:
+    with socket.socket() as listener:  # accepts connections and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
+        environ.update(TAGURU_URL=url, PYTHONPATH=str(ROOT))
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        done = subprocess.run(
+            [PYTHON, "-m", "taguru_server.cli", "mcp"],
+            cwd=ROOT,
+            env=environ,
+            input=(json.dumps(init) + "\n").encode(),
+            capture_output=True,
+            timeout=30,
+        )
+    reply = json.loads(done.stdout.splitlines()[0])
+    assert reply["result"]["instructions"].startswith("Taguru keeps knowledge contexts")
+    assert b"taguru-mcp: GET /protocol failed (" in done.stderr
+    assert f"serving the bundled copy — is the server up at {url}?".encode() in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "token", "warned"),
+    [
+        ("http://10.0.0.5:8248", "t", True),
+        ("http://taguru.internal:8248", "t", True),
+        ("http://10.0.0.5:8248", None, False),
+        ("https://10.0.0.5:8248", "t", False),
+        ("http://localhost:8248", "t", False),
+        ("http://127.0.0.1:8248", "t", False),
+        ("http://[::1]:8248", "t", False),
+    ],
+)
+def test_the_plaintext_token_warning_fires_only_off_loopback_over_http(
+    url: str, token: str | None, warned: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from taguru_server.server.config import bridge_settings
+    from taguru_server.server.mcp.stdio import startup_warnings
+
+    env = {"TAGURU_URL": url} | ({"TAGURU_API_TOKEN": token} if token else {})
+    startup_warnings(bridge_settings(env))
+    assert ("travels unencrypted" in capsys.readouterr().err) is warned
+
+
+@pytest.mark.parametrize(("raw", "secs"), [("120", 120.0), ("", 75.0), ("0", 75.0), ("-5", 75.0), ("soon", 75.0)])
+def test_a_zero_or_unparseable_timeout_falls_back_to_the_default(raw: str, secs: float) -> None:
+    from taguru_server.server.config import bridge_settings
+
+    assert bridge_settings({"TAGURU_MCP_TIMEOUT_SECS": raw}).timeout == secs
