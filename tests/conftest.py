@@ -235,10 +235,48 @@ def postgres_cluster() -> Any:
         cluster.stop()
 
 
+# Modules that never open a store, start a server or run a command (the stages, the walks and encoders
+# against in-memory contexts, the static checks): the PostgreSQL pass would run them unchanged a
+# second time, so it leaves them out (tests/test_backend_free.py holds each to that).
+BACKEND_FREE = frozenset(
+    {
+        "test_architecture",
+        "test_decode",
+        "test_error_codes",
+        "test_evaluate_compare",
+        "test_evaluate_gate",
+        "test_graph",
+        "test_protocol",
+        "test_routes_declared",
+        "test_scale_equivalence",
+        "test_schema_walks",
+        "test_semantic_resolve",
+        "test_stage_activate",
+        "test_stage_budget",
+        "test_stage_cite",
+        "test_stage_contradict",
+        "test_stage_dedup",
+        "test_stage_diversify",
+        "test_stage_fuse",
+        "test_stage_near_dup",
+        "test_stage_passages",
+        "test_stage_query",
+        "test_stage_rerank",
+        "test_substrate_config",
+        "test_walks",
+    }
+)
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Tests of the SQLite file itself (damage, identity, the data-dir lock) do not apply to PostgreSQL."""
+    """Tests of the SQLite file itself (damage, identity, the data-dir lock) do not apply to PostgreSQL,
+    and the backend-free modules ran in the SQLite pass."""
     if backend() != "postgres":
         return
+    kept = [item for item in items if item.module.__name__ not in BACKEND_FREE]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.module.__name__ in BACKEND_FREE])
+        items[:] = kept
     skip = pytest.mark.skip(reason="tests the embedded SQLite store itself")
     once = pytest.mark.skip(reason="starts its own PostgreSQL; ran in the first pass")
     for item in items:
