@@ -567,3 +567,39 @@ async def test_per_context_violation_rows(client: Client, monkeypatch: pytest.Mo
     assert _metric(text, 'taguru_context_schema_violations_total{context="nomi"}') == 1.0
     await client.ok("PUT", "/contexts/empty", {"description": "d"})
     assert _metric(await scrape(), 'taguru_context_schema_violations_total{context="empty"}') == 0.0
+
+
+async def test_an_export_round_trip_of_a_schemad_context_reproduces_every_read(client: Client) -> None:
+    await sake(client, "warn")
+    await client.ok("POST", "/contexts/sake/sources", {"passages": {"a.md": "田中は杜氏。\n\n青嶺酒造は蔵。"}})
+    facts = [
+        {"subject": "田中", "label": "schema:type", "object": "Person", "weight": 1.0, "source": "a.md"},
+        {"subject": "青嶺酒造", "label": "schema:type", "object": "Brewery", "weight": 1.0, "source": "a.md"},
+        {"subject": "青嶺酒造", "label": "杜氏", "object": "田中", "weight": 2.0, "source": "a.md", "paragraph": 1},
+        {"subject": "田中", "label": "杜氏", "object": "x", "weight": 1.0, "source": "b.md"},
+    ]
+    await client.ok("POST", "/contexts/sake/associations", facts)
+    reads = [
+        ("GET", "/contexts/sake/schema", None),
+        ("POST", "/contexts/sake/describe", {"concept": "青嶺酒造"}),
+        ("POST", "/contexts/sake/query", {"label": "杜氏", "subject_types": "Brewery"}),
+        ("POST", "/contexts/sake/recall", {"cue": "田中"}),
+        ("POST", "/contexts/sake/activate", {"origins": ["青嶺酒造"]}),
+        ("GET", "/contexts/sake/labels", None),
+        ("POST", "/contexts/sake/schema/audit", None),
+    ]
+
+    async def answers() -> list[Any]:
+        out = []
+        for method, path, body in reads:
+            got = await client.ok(method, path, body)
+            out.append(got["result"])
+        return out
+
+    before = await answers()
+    raw = await client.session.get(client.base + "/contexts/sake/export")
+    text = (await raw.read()).decode("utf-8")
+    await client.ok("DELETE", "/contexts/sake")
+    status, body = await post(client, text)
+    assert status == 200 and "issues" not in body, body  # the data lands before the schema installs
+    assert await answers() == before

@@ -4,6 +4,7 @@ directory's `schema_mode`, the revision bump and the change-feed event; the sche
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -449,3 +450,14 @@ async def test_windowed_walks_also_leave_type_assertions_out(client: Client) -> 
     for decay in (0.5, 1.0):  # the banded walk and the plain one
         body = {**windowed, "decay": decay}
         assert (await client.ok("POST", "/contexts/sake/activate", body))["result"]["total"] == 1
+
+
+async def test_the_mcp_query_tool_forwards_type_filters(client: Client) -> None:
+    await sake(client)
+    await client.ok("POST", "/contexts/sake/associations", SEED)
+    await client.ok("PUT", "/contexts/sake/schema", RETRIEVAL)
+    arguments = {"context": "sake", "label": ["杜氏", "所在"], "subject_types": "Brewery"}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "query", "arguments": arguments}}
+    status, reply, _h = await client.call("POST", "/mcp", message)
+    assert status == 200 and not reply["result"].get("isError"), reply
+    assert json.loads(reply["result"]["content"][0]["text"])["result"]["total"] == 1
