@@ -57,11 +57,8 @@ exec "$python" -m taguru_server.cli serve "\$@"
 EOF
 chmod +x "$launcher"
 
-# Tests that fail by an intended, documented difference (docs/compatibility.md).
-deselect=(
-  # POST /flush answers [] (every write is durable at its commit; graph-reads.md §5.1)
-  --deselect tests/integration/test_full_loop.py::test_flush_names_dirty_contexts
-)
+# Tests that fail by an intended, documented difference (docs/compatibility.md): none.
+deselect=()
 
 cmd=("$venv/bin/python" -m pytest tests/integration -q -p no:cacheprovider \
   -o asyncio_default_fixture_loop_scope=function "${deselect[@]}" "$@")

@@ -56,8 +56,22 @@ async def post(client: Client, path: str, body: Any = None, token: str = "admin"
 
 
 async def test_flush_answers_an_empty_list_without_a_body_or_content_type(auth_client: Client) -> None:
+    assert assert_ok(await post(auth_client, "/flush")) == ["other", "sake"]  # the fixture's contexts
     assert assert_ok(await post(auth_client, "/flush")) == []
     assert assert_ok(await auth_client.call("POST", "/flush", raw=b"junk", token=TOKENS["admin"])) == []
+
+
+async def test_flush_names_the_contexts_written_since_the_previous_flush(auth_client: Client) -> None:
+    assert_ok(await post(auth_client, "/flush"))
+    for name in ("zeta", "alpha", "idle"):
+        assert_ok(await auth_client.call("PUT", f"/contexts/{name}", {"description": "d"}, token=TOKENS["admin"]))
+    assert assert_ok(await post(auth_client, "/flush")) == ["alpha", "idle", "zeta"]  # a create is a write
+    assert assert_ok(await post(auth_client, "/flush")) == []
+    for name in ("zeta", "alpha"):
+        body = [{"subject": "a", "label": "b", "object": "c", "weight": 1.0}]
+        assert_ok(await auth_client.call("POST", f"/contexts/{name}/associations", body, token=TOKENS["admin"]))
+    assert assert_ok(await post(auth_client, "/flush")) == ["alpha", "zeta"]
+    assert assert_ok(await post(auth_client, "/flush")) == []
 
 
 async def test_flush_refuses_roles_and_scoped_keys(auth_client: Client) -> None:

@@ -42,10 +42,11 @@ _now = time.monotonic  # the clock of the entry gates (a test moves it)
 
 
 async def flush(call: Call) -> Any:
-    """POST /flush: every write is durable at its commit, so nothing is pending and no name is listed."""
+    """POST /flush: the contexts written since this process's previous flush (every write is durable at its
+    commit already, so nothing else happens)."""
     _server_wide(call, "flush is server-wide (it names every flushed context); a context-scoped key cannot call it")
     gate(_remaining(call))
-    return []
+    return call.registry.flushed()
 
 
 async def _compact_one(call: Call, ctx: Context) -> dict[str, Any]:

@@ -48,6 +48,7 @@ class Registry(CatchUp):
         self.shared = shared
         self.eventual = False  # TAGURU_READ_CONSISTENCY=eventual: reads skip the check (NOTIFY keeps them close)
         self._applied = persistence.latest_change() if shared else 0
+        self._flushed = persistence.latest_change()  # `flushed`: the change-log position of the last flush
         self._section = asyncio.Lock()
         self._known: dict[str, tuple[int, Meta]] = {
             name: (cid, meta) for cid, name, meta in persistence.list_contexts()
@@ -77,6 +78,15 @@ class Registry(CatchUp):
         # called after a catch-up changed the directory (another process created or dropped a context),
         # so contexts can be loaded in the background rather than by the first request that names them
         self.on_directory: Callable[[], None] | None = None
+
+    def flushed(self) -> list[str]:
+        """The contexts written (by any process) since this process's previous flush, in name order; every
+        one of those writes was already durable at its commit, so a flush only moves the mark."""
+        latest, ids = self.persistence.contexts_changed_after(self._flushed)
+        self._flushed = latest
+        names = {cid: name for name, (cid, _meta) in self._known.items()}
+        names.update({ctx.cid: name for name, ctx in self._loaded.items()})
+        return sorted(names[cid] for cid in ids if cid in names)
 
     def problem(self) -> str | None:
         """Why the store is not healthy, in words that name nothing stored, or None."""

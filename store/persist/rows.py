@@ -357,6 +357,16 @@ class RowStore:
             raise self._failed(exc) from exc
         return (int(oldest[0]) if oldest else 0), [(q, c, json.loads(t)) for q, c, t in rows]
 
+    def contexts_changed_after(self, seq: int) -> tuple[int, set[int]]:
+        """(the change log's last seq, the ids of the contexts with a change-log row after `seq`)."""
+        try:
+            with self._snapshot() as db:
+                rows = db.execute("SELECT DISTINCT ctx FROM changes WHERE seq > ?", (seq,)).fetchall()
+                latest = _latest(db)
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+        return latest, {int(c) for (c,) in rows if int(c) != 0}
+
     def _rows(self, db: Sql, cid: int, wanted: Dirty) -> DurableRows:
         row = db.execute("SELECT meta FROM contexts WHERE id = ?", (cid,)).fetchone()
         if row is None:
