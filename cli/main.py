@@ -55,7 +55,41 @@ def _log_unknown_settings(names: set[str], env: dict[str, str]) -> None:
         )
 
 
+SERVE_FIRST = ("--config", "--workers")  # a first argument that makes the whole list `serve`'s
+
+
+def normalized(argv: list[str]) -> list[str]:
+    """Bare `taguru` serves (the image's entrypoint); `taguru --config F …` and `--workers N …` are `serve …`."""
+    if not argv:
+        return ["serve"]
+    first = argv[0].split("=", 1)[0]
+    return ["serve", *argv] if first in SERVE_FIRST else argv
+
+
+def version_command(rest: list[str]) -> int:
+    """`taguru version`: the installed version, nothing started."""
+    if rest:
+        print(f"taguru: 'version' takes no argument, got '{rest[0]}' — try 'taguru --help'", file=sys.stderr)
+        return EXIT_USAGE
+    from taguru_server.cli.serve import installed_version
+
+    print(f"taguru {installed_version()}")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
+    args_in = normalized(list(sys.argv[1:] if argv is None else argv))
+    # the two commands that must start fast and never touch the settings: no parser, no server imports
+    if args_in[0] == "health":
+        from taguru_server.cli.health import run as health
+
+        return health(args_in[1:])
+    if args_in[0] == "version":
+        return version_command(args_in[1:])
+    return _main(args_in)
+
+
+def _main(argv: list[str]) -> int:
     from taguru_server.cli.guard import guarded
 
     def run() -> int:
