@@ -1,4 +1,5 @@
-"""`taguru export NAME [-o FILE] [--data-dir DIR | --url URL]`: one context as an import batch stream.
+"""`taguru export NAME [-o FILE] [--data-dir DIR | --url URL]`: one context as an import batch stream
+(`taguru export --out DIR [CONTEXT...]`, every context and group as files: `cli/export_dir.py`).
 
 Offline (the default) it reads the store under the data dir lock, like an offline `taguru import`,
 so a running server must be stopped (or use `--url`); it renders exactly the bytes
@@ -176,6 +177,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.url and args.data_dir:
         print("taguru export: --url and --data-dir cannot be combined", file=sys.stderr)
         return EXIT_USAGE
+    if args.out is not None:
+        if args.output is not None:
+            print("taguru: export: --out and -o cannot be combined — try 'taguru export --help'", file=sys.stderr)
+            return EXIT_USAGE
+        if args.data_dir:
+            args.environment = {**command_environment(args), "TAGURU_DATA_DIR": args.data_dir}
+        from taguru_server.cli.export_dir import cmd_export_out
+
+        return cmd_export_out(args)
+    if len(args.names) != 1:
+        print(
+            "taguru: export: name one context (or use --out DIR [CONTEXT...] for several) — try 'taguru export --help'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    args.name = args.names[0]
     where = args.output if args.output not in (None, "-") else "stdout"
 
     def sink() -> Any:
@@ -202,8 +219,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "export", help="write one context as JSONL import batches (offline, or from a server with --url)"
     )
-    p.add_argument("name", metavar="NAME", help="the context to export")
+    p.add_argument(
+        "names",
+        metavar="CONTEXT",
+        nargs="*",
+        help="the context to export (with --out: the contexts to export; none means every context and group)",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="the file to write (default: stdout)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write one {stem}.jsonl per context (and {stem}.group.jsonl per group) into DIR; a full export "
+        "removes the other *.jsonl files there",
+    )
     p.add_argument(
         "--data-dir",
         metavar="DIR",

@@ -31,7 +31,8 @@ def _input_files(paths: list[str]) -> list[Path]:
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            files.extend(sorted(path.glob("*.jsonl")))
+            # a directory `taguru export --out` wrote: the contexts first, then the groups naming them
+            files.extend(sorted(path.glob("*.jsonl"), key=lambda p: (p.name.endswith(".group.jsonl"), p.name)))
         else:
             files.append(path)
     return files

@@ -43,6 +43,7 @@ import attrs
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.model.context import CONCEPT, LABEL
 from taguru_server.store.model.schema import stored
+from taguru_server.store.persist.groups import GroupRecord
 from taguru_server.store.transfer.schema_records import record_line
 from taguru_server.store.wire import format_f32, format_f64
 
@@ -454,6 +455,26 @@ def _close(db: Any) -> None:
 def _reason(exc: BaseException) -> str:
     name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
     return str(name).removeprefix("SQLITE_").lower()
+
+
+def store_directory(store: Path | str) -> tuple[list[str], dict[str, GroupRecord]]:
+    """Every context name (sorted) and every group record of a store (the SQLite file, or the PostgreSQL
+    URL), read in one snapshot: what a full `taguru export --out` writes."""
+    errors = _errors()
+    try:
+        db: Any = _PgExportDb(store) if isinstance(store, str) else connect(store)
+    except errors as exc:
+        raise unreadable(_reason(exc)) from None
+    try:
+        if not isinstance(db, _PgExportDb):
+            db.execute("BEGIN")
+        names = sorted(str(row[0]) for row in db.execute("SELECT name FROM contexts"))
+        groups = {str(n): GroupRecord.from_json(str(b)) for n, b in db.execute("SELECT name, body FROM context_groups")}
+        return names, dict(sorted(groups.items()))
+    except errors as exc:
+        raise unreadable(_reason(exc)) from None
+    finally:
+        _close(db)
 
 
 def export_text(store: Path | str, name: str) -> str:
