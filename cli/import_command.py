@@ -127,12 +127,32 @@ def _finish(
 
 
 def _import_offline(args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]]) -> int:
-    from taguru_server.server.app import open_registry
-    from taguru_server.store.errors import ApiError, StoreRefused
-
     settings = settings_or_exit(args)
     outcomes: list[Any] = []
     report = SchemaReport(args)
+    if args.dry_run and not settings.database_url and not _store_exists(settings.data_dir):
+        # a preview never creates the store it previews: an absent data dir reads as an empty one
+        import tempfile
+
+        import attrs
+
+        with tempfile.TemporaryDirectory(prefix="taguru-preview-") as scratch:
+            return _import_offline_in(args, parsed, attrs.evolve(settings, data_dir=scratch), outcomes, report)
+    return _import_offline_in(args, parsed, settings, outcomes, report)
+
+
+def _store_exists(data_dir: str) -> bool:
+    from taguru_server.store.persist.sqlite import DB_NAME
+
+    return (Path(data_dir) / DB_NAME).exists()
+
+
+def _import_offline_in(
+    args: argparse.Namespace, parsed: list[tuple[Path, str, list[Any]]], settings: Any, outcomes: list[Any], report: Any
+) -> int:
+    from taguru_server.server.app import open_registry
+    from taguru_server.store.errors import ApiError, StoreRefused
+
     try:
         # with PostgreSQL, replicas may be serving: the import takes the store's write lock instead
         lock = DataDirLock(settings.data_dir).__enter__() if not settings.database_url else None

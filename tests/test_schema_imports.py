@@ -603,3 +603,15 @@ async def test_an_export_round_trip_of_a_schemad_context_reproduces_every_read(c
     status, body = await post(client, text)
     assert status == 200 and "issues" not in body, body  # the data lands before the schema installs
     assert await answers() == before
+
+
+def test_a_dry_run_never_creates_the_store_it_previews(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from pg_support import database_url_for
+
+    if database_url_for(tmp_path / "data"):
+        pytest.skip("the SQLite data dir")
+    code, _out, err = _offline(tmp_path, monkeypatch, capsys, "one.jsonl", CREATE, "--dry-run")
+    assert code == 0, err
+    assert not (tmp_path / "data").exists()

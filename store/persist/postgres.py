@@ -1,6 +1,6 @@
 """PostgreSQL as the shared system of record: every `taguru serve` pointed at one database is a replica.
 
-Selected by `TAGURU_DATABASE_URL=postgresql://…` (driver: `pip install 'taguru-server[postgres]'`).
+Selected by `TAGURU_DATABASE_URL=postgresql://…` (driver: `pip install -e '.[postgres]'`).
 The rows and statements are those of the embedded SQLite store (`store/persist/rows.py`); this module
 adds the connection, versioned migrations applied at boot (or alone by `taguru migrate`), the
 write lock (a transaction-scoped advisory lock, so writes from every replica are serialized and
@@ -29,7 +29,7 @@ from taguru_server.store.errors import StorageFailed, StoreRefused
 from taguru_server.store.persist.rows import RowStore
 from taguru_server.store.persist.sql import Sql
 
-try:  # the driver is an extra: `pip install 'taguru-server[postgres]'`
+try:  # the driver is an extra: `pip install -e '.[postgres]'`
     import psycopg
     from psycopg.pq import TransactionStatus
 except ImportError:  # pragma: no cover - exercised only without the extra
@@ -83,8 +83,7 @@ LATEST = MIGRATIONS[-1][0]
 def require_driver() -> None:
     if psycopg is None:
         raise StoreRefused(
-            "TAGURU_DATABASE_URL names PostgreSQL, but its driver is not installed: "
-            "pip install 'taguru-server[postgres]'"
+            "TAGURU_DATABASE_URL names PostgreSQL, but its driver is not installed: pip install -e '.[postgres]'"
         )
 
 
