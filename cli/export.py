@@ -12,7 +12,6 @@ stream goes to stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -24,6 +23,8 @@ from urllib.parse import quote
 
 from taguru_server.cli.datadir import DataDirBusy, DataDirLock
 from taguru_server.cli.environ import add_server_options, command_environment
+from taguru_server.cli.export_common import EXPORT_TIMEOUT_SECS, ExportFailed, schema_format_check, store_settings
+from taguru_server.cli.export_dir import cmd_export_out
 from taguru_server.client.http import (
     SetupError,
     TaguruClient,
@@ -35,14 +36,9 @@ from taguru_server.client.http import (
 )
 
 if TYPE_CHECKING:
-    from taguru_server.server.config import Settings
+    pass
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-EXPORT_TIMEOUT_SECS = 600
-
-
-class ExportFailed(Exception):
-    """One line for stderr."""
 
 
 @contextmanager
@@ -74,7 +70,7 @@ def _offline(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     from taguru_server.store.persist.sqlite import DB_NAME
     from taguru_server.store.transfer.export import ContextExport
 
-    settings = None if args.data_dir else _store_settings(args)
+    settings = None if args.data_dir else store_settings(args)
     database_url = settings.database_url if settings is not None else None
     if database_url:  # the shared PostgreSQL store: a read-only snapshot, no data-dir lock to take
         try:
@@ -110,19 +106,6 @@ def _write_out(export: Any, sink: Callable[[], Any]) -> str:
     return counts + f", {export.passages} passage(s)"
 
 
-def _store_settings(args: argparse.Namespace) -> Settings:
-    """The server's settings of the command (which store to read), or ExportFailed with the one line."""
-    from taguru_server.server.config import ConfigError, load_configuration
-
-    try:
-        return load_configuration(command_environment(args), args.config).server()
-    except ConfigError as exc:
-        raise ExportFailed(f"configuration refused: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
-        raise ExportFailed(f"cannot read the config file: {reason}") from None
-
-
 class _Counting:
     """A sink that counts what passes through."""
 
@@ -143,7 +126,7 @@ def _remote(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
         raise ExportFailed(str(exc)) from None
     client = TaguruClient(args.url, bearer_token(env), timeout=EXPORT_TIMEOUT_SECS)
     path = "/contexts/" + quote(args.name, safe="") + "/export"
-    _schema_format_check(client, args.url)
+    schema_format_check(client, args.url)
     with sink() as out:
         counting = _Counting(out)
         try:
@@ -158,21 +141,6 @@ def _remote(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     return f"{counting.size} byte(s)"
 
 
-def _schema_format_check(client: TaguruClient, base: str) -> None:
-    """A server that writes schema records in a format this CLI cannot read is refused before anything is
-    fetched (a server that reports no `schema_formats` writes none)."""
-    try:
-        reply = client.send_sync("GET", "/version")
-        formats = json.loads(reply.body).get("schema_formats") if reply.status == 200 else None
-    except (TransportError, ValueError, AttributeError):
-        return  # the export request itself reports an unreachable server
-    if isinstance(formats, list) and 1 not in formats:
-        raise ExportFailed(
-            f"this CLI reads schema format 1 but the server at {base} writes {json.dumps(formats)} — nothing was "
-            "fetched; upgrade this CLI"
-        )
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     if args.url and args.data_dir:
         print("taguru export: --url and --data-dir cannot be combined", file=sys.stderr)
@@ -183,8 +151,6 @@ def cmd_export(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         if args.data_dir:
             args.environment = {**command_environment(args), "TAGURU_DATA_DIR": args.data_dir}
-        from taguru_server.cli.export_dir import cmd_export_out
-
         return cmd_export_out(args)
     if len(args.names) != 1:
         print(

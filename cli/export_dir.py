@@ -166,14 +166,14 @@ def cmd_export_out(args: argparse.Namespace) -> int:
 
 def _offline(args: argparse.Namespace, run: Run) -> bool | None:
     from taguru_server.cli.datadir import DataDirBusy, DataDirLock
-    from taguru_server.cli.export import ExportFailed, _store_settings
+    from taguru_server.cli.export_common import ExportFailed, store_settings
     from taguru_server.store.errors import ApiError
     from taguru_server.store.persist.groups import export_line
     from taguru_server.store.persist.sqlite import DB_NAME
     from taguru_server.store.transfer.export import ContextExport, store_directory
 
     try:
-        settings = _store_settings(args)
+        settings = store_settings(args)
     except ExportFailed as exc:
         raise ExportItemFailed(str(exc)) from None
     store: Path | str
@@ -221,7 +221,7 @@ def _offline(args: argparse.Namespace, run: Run) -> bool | None:
 
 
 def _remote(args: argparse.Namespace, run: Run) -> bool | None:
-    from taguru_server.cli.export import EXPORT_TIMEOUT_SECS, _schema_format_check
+    from taguru_server.cli.export_common import EXPORT_TIMEOUT_SECS, ExportFailed, schema_format_check
     from taguru_server.client.http import SetupError, TaguruClient, TransportError, bearer_token, check_url, environment
 
     try:
@@ -232,9 +232,7 @@ def _remote(args: argparse.Namespace, run: Run) -> bool | None:
     base = args.url.rstrip("/")
     client = TaguruClient(base, bearer_token(env), timeout=EXPORT_TIMEOUT_SECS)
     try:
-        from taguru_server.cli.export import ExportFailed
-
-        _schema_format_check(client, base)
+        schema_format_check(client, base)
     except ExportFailed as exc:
         raise ExportItemFailed(str(exc)) from None
     print(REMOTE_NOTE, file=sys.stderr)

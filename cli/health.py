@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
-import os
 import sys
 import urllib.error
 import urllib.request
@@ -123,7 +122,9 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> int:
     except Usage as exc:
         print(f"taguru: {exc} — try 'taguru --help'", file=sys.stderr)
         return 2
-    environ = dict(os.environ) if env is None else env
+    from taguru_server.server.variables import process_environment
+
+    environ = process_environment() if env is None else env
     try:
         base = target(config, url, environ)
     except PortZero:

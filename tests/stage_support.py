@@ -35,6 +35,12 @@ class MemoryPersistence:
     def list_groups(self) -> dict[str, Any]:
         return {}
 
+    def latest_change(self) -> int:
+        return 0
+
+    def contexts_changed_after(self, seq: int) -> tuple[int, set[int]]:
+        return 0, set()
+
     def write_groups(self, upserts: Any, deletes: Any = ()) -> None:
         return None
 

@@ -593,6 +593,8 @@ async def test_operator_tools_run_under_the_callers_role(auth_client: Client) ->
     assert refused["structuredContent"]["code"] == "forbidden"
     refused = await _tool(auth_client, "rename_context", {"context": "other", "to": "x"}, "botadmin")
     assert refused["structuredContent"]["error"] == "key 'botadmin' has no grant on context 'other'"
+    flushed = json.loads((await _tool(auth_client, "flush", {}, "admin"))["content"][0]["text"])["result"]
+    assert flushed == ["other", "sake"]  # the fixture's writes since boot
     assert json.loads((await _tool(auth_client, "flush", {}, "admin"))["content"][0]["text"])["result"] == []
     outcome = json.loads((await _tool(auth_client, "compact", {"context": "sake"}, "admin"))["content"][0]["text"])
     assert outcome["result"]["dead_edges"] == 0 and outcome["result"]["image_persisted"] is True
