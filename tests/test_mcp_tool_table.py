@@ -332,3 +332,18 @@ def test_retrieve_is_advertised_with_context_and_origins_required() -> None:
     schema = next(t for t in FIXTURE_TOOLS if t["name"] == "retrieve")["inputSchema"]
     assert schema["required"] == ["context", "origins"]
     assert TOOL_BY_NAME["retrieve"].composed
+
+
+def test_every_advertised_property_is_routed_and_nothing_else_is() -> None:
+    for tool in TOOLS:
+        if tool.composed:
+            continue
+        routed = set(tool.body or ()) | set(tool.query) | {c.split(":")[1] for c in tool.checks if ":" in c}
+        routed |= {slot for slot in ("context", "name") if "{" + slot + "}" in tool.path}
+        if tool.whole_body is not None:
+            routed.add(tool.whole_body)
+        if tool.cross_path is not None:
+            routed.add("context")
+        if tool.name == "cite_passage":
+            routed.add("index")  # the deprecated spelling of `paragraph`
+        assert routed == set(tool.properties), (tool.name, routed ^ set(tool.properties))
