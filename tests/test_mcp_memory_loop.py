@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Client, start_client
-
-from taguru_server.server.mcp import endpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -36,6 +36,18 @@ async def auth_client(settings_factory) -> AsyncIterator[Client]:
         TAGURU_KEY_SCOPES=json.dumps(SCOPES),
         TAGURU_AUTH_FAIL_LIMIT_PER_MIN="0",
     )
+    server, client, session = await start_client(settings)
+    try:
+        yield client
+    finally:
+        await session.close()
+        await server.close()
+
+
+@asynccontextmanager
+async def capped_client(settings_factory, tmp_path: Path, cap: int) -> AsyncIterator[Client]:
+    """A second server, on a store of its own, with TAGURU_MCP_MAX_RESULT_BYTES set to `cap`."""
+    settings = settings_factory(TAGURU_DATA_DIR=str(tmp_path / f"capped-{cap}"), TAGURU_MCP_MAX_RESULT_BYTES=str(cap))
     server, client, session = await start_client(settings)
     try:
         yield client
@@ -173,7 +185,7 @@ async def test_groups_ride_the_mcp_transport(client: Client) -> None:
     text_of(await call(client, "delete_context", {"name": "c"}))
 
 
-async def test_flush_export_and_the_result_cap(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_flush_export_and_the_result_cap(client: Client, settings_factory, tmp_path: Path) -> None:
     text_of(await call(client, "create_context", {"name": "sake"}))
     text_of(await call(client, "add_associations", {"context": "sake", "associations": [EDGE]}))
     assert json.loads(text_of(await call(client, "flush", {})))["status"] == "ok"
@@ -185,8 +197,12 @@ async def test_flush_export_and_the_result_cap(client: Client, monkeypatch: pyte
     assert missing["isError"] is True and missing["structuredContent"]["code"] == "no_context"
     manual = text_of(await call(client, "get_protocol", {}))
     assert manual.startswith("Taguru keeps knowledge contexts")
-    monkeypatch.setattr(endpoint, "MAX_RESULT_BYTES", 64)
-    capped = await call(client, "export_context", {"context": "sake"})
+    async with capped_client(settings_factory, tmp_path, 64) as small:
+        text_of(await call(small, "create_context", {"name": "sake"}))
+        text_of(await call(small, "add_associations", {"context": "sake", "associations": [EDGE]}))
+        capped = await call(small, "export_context", {"context": "sake"})
+        status, _b, _h = await small.call("GET", "/contexts/sake/export")
+        assert status == 200
     assert capped["isError"] is True
     assert (
         "GET /contexts/{name}/export" in capped["content"][0]["text"]
@@ -265,3 +281,37 @@ async def test_paths_refusals_and_a_large_write_end_to_end(client: Client) -> No
         client, "retract_association", {"context": "p", "subject": "青嶺酒造", "label": "杜氏", "object": "高瀬"}
     )
     assert json.loads(text_of(gone))["status"] == "ok"
+
+
+async def test_a_rejected_write_carries_its_structured_body(client: Client, settings_factory, tmp_path: Path) -> None:
+    text_of(await call(client, "create_context", {"name": "w"}))
+    bad = {"subject": "a", "label": "l", "object": "b", "weight": "heavy"}
+    refused = await call(client, "add_associations", {"context": "w", "associations": [bad]})
+    text = refused["content"][0]["text"]
+    assert refused["isError"] is True and text.startswith("HTTP 400: ") and "associations[0].weight" in text
+    structured = refused["structuredContent"]
+    assert structured["code"] == "invalid_argument" and structured["integrity"] == "nothing_written"
+    assert structured["retryable_after_correction"] is True
+    assert [(i["path"], i["kind"]) for i in structured["issues"]] == [("associations[0].weight", "type")]
+    async with capped_client(settings_factory, tmp_path, 16) as small:
+        big_error = await call(small, "get_context", {"context": "nope"})
+    assert big_error["content"][0]["text"] == (
+        "HTTP 404: (error body exceeds the MCP response cap, TAGURU_MCP_MAX_RESULT_BYTES)"
+    )
+    assert "structuredContent" not in big_error
+
+
+async def test_the_import_tool_reports_a_durable_prefix_on_a_mid_stream_rejection(client: Client) -> None:
+    lines = [
+        {"taguru_batch": 1, "context": "imp", "source": "one.md", "create": {"description": "d"}},
+        {"subject": "Aomine", "label": "l", "object": "x", "weight": 1.0},
+        {"taguru_batch": 1, "context": "imp", "source": "two.md"},
+        {"alias": "Aomine", "canonical": "存在しない", "kind": "concept"},
+    ]
+    stream = "\n".join(json.dumps(line, ensure_ascii=False) for line in lines)
+    refused = await call(client, "import", {"stream": stream})
+    assert refused["isError"] is True, refused
+    structured = refused["structuredContent"]
+    assert structured["integrity"] == "durable_prefix" and structured["durable_batches"] == 1
+    assert [i["path"] for i in structured["issues"]] == ["batches[1].concepts['Aomine']"]
+    assert refused["content"][0]["text"].startswith("HTTP 409: ")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +16,9 @@ from conftest import Client
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_mcp_memory_loop import capped_client
 
 from taguru_server.server.app import build_app
-from taguru_server.server.mcp import endpoint
 from taguru_server.server.mcp.retrieve import error_kind, run_retrieve
 from taguru_server.server.mcp.tools import ToolFailure
 
@@ -301,15 +302,17 @@ async def test_retrieve_runs_the_composed_loop_end_to_end(client: Client) -> Non
 
 
 async def test_retrieve_over_the_cap_is_refused_like_an_oversized_call(
-    client: Client, monkeypatch: pytest.MonkeyPatch
+    client: Client, settings_factory, tmp_path: Path
 ) -> None:
-    await client.ok("PUT", "/contexts/sake", content_type=None)
     edges = [{"subject": f"cue{i}", "label": "l", "object": "x" * 300, "weight": 1.0} for i in range(10)]
-    await client.ok("POST", "/contexts/sake/associations", edges)
     args = {"context": "sake", "origins": [f"cue{i}" for i in range(10)], "fetch_citations": False}
+    await client.ok("PUT", "/contexts/sake", content_type=None)
+    await client.ok("POST", "/contexts/sake/associations", edges)
     assert "resolved" in (await mcp_call(client, "retrieve", args))["content"][0]["text"]
-    monkeypatch.setattr(endpoint, "MAX_RESULT_BYTES", 1024)
-    capped = await mcp_call(client, "retrieve", args)
+    async with capped_client(settings_factory, tmp_path, 1024) as small:
+        await small.ok("PUT", "/contexts/sake", content_type=None)
+        await small.ok("POST", "/contexts/sake/associations", edges)
+        capped = await mcp_call(small, "retrieve", args)
     text = capped["content"][0]["text"]
     assert capped["isError"] is True and "already exceeds 1024 bytes" in text and "fewer origins" in text
 
@@ -374,3 +377,38 @@ async def test_a_traced_retrieve_is_one_root_with_a_span_per_step(traced: Client
     assert failed["isError"] is True
     root = next(s for s in exporter.get_finished_spans() if s.name == "taguru.retrieve")
     assert (root.attributes or {})["taguru.error.kind"] == "not_found" and root.status.status_code.name == "ERROR"
+
+
+async def test_the_citation_missing_event_fires_only_when_a_citation_404s(traced: Client, exporter) -> None:
+    await seed(traced)
+    exporter.clear()
+    await mcp_call(traced, "retrieve", {"context": "sake", "origins": ["青嶺酒造"]})
+    root = next(s for s in exporter.get_finished_spans() if s.name == "taguru.retrieve")
+    assert "citation_passage_missing" not in [e.attributes["taguru.reason"] for e in root.events if e.attributes]
+    edge = {"subject": "青嶺酒造", "label": "所在地", "object": "霧沢町", "weight": 1.0, "source": "docs/none.md"}
+    await traced.ok("POST", "/contexts/sake/associations", [{**edge, "paragraph": 3}])
+    exporter.clear()
+    out = json.loads(
+        (await mcp_call(traced, "retrieve", {"context": "sake", "origins": ["青嶺酒造"]}))["content"][0]["text"]
+    )
+    assert len(out["associations"]) == 2 and len(out["citations"]) == 1
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    events = [e for e in spans["taguru.retrieve"].events if e.attributes]
+    [missing] = [e for e in events if e.attributes["taguru.reason"] == "citation_passage_missing"]
+    assert missing.attributes["taguru.citation.missing"] == 1
+    assert (spans["taguru.citations"].attributes or {})["taguru.citation.missing"] == 1
+
+
+async def test_an_expired_deadline_emits_the_before_start_skip_event(exporter) -> None:
+    from taguru_server.server.otel import Tracing
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    perform = graph()
+    with pytest.raises(ToolFailure):
+        await run_retrieve({"context": "sake", "origins": ["a"]}, perform, None, Tracing(provider, False), deadline=0.0)
+    [root] = exporter.get_finished_spans()
+    assert root.name == "taguru.retrieve" and root.status.status_code.name == "ERROR"
+    assert (root.attributes or {})["taguru.error.kind"] == "deadline_exceeded"
+    assert [e.attributes["taguru.reason"] for e in root.events if e.attributes] == ["deadline_exceeded_before_start"]
+    assert perform.calls == []

@@ -34,7 +34,6 @@ from taguru_server.server.version import VERSION
 from taguru_server.store.errors import ApiError
 from taguru_server.store.wire import dumps_bytes
 
-MAX_RESULT_BYTES = 8 * 1024 * 1024
 URI_LIMIT = 65534
 CAP_MESSAGE = (
     "tool result exceeds the MCP response cap (TAGURU_MCP_MAX_RESULT_BYTES); narrow the call (a smaller `limit` "
@@ -156,13 +155,12 @@ async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 async def _retrieve(call: Call, args: dict[str, Any], tracing: Any) -> dict[str, Any]:
     """The composed `retrieve`: its steps routed like single calls, bounded by the result cap; its failures are
     plain text (the failing call's body is not attached)."""
+    cap = call.settings.mcp_max_result_bytes
     try:
-        text = await run_retrieve(
-            args, lambda n, a: perform(call, n, a), MAX_RESULT_BYTES, tracing, "remote_mcp", call.deadline
-        )
+        text = await run_retrieve(args, lambda n, a: perform(call, n, a), cap, tracing, "remote_mcp", call.deadline)
     except ToolFailure as failure:
         return _tool_error(failure.text)
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_RESULT_BYTES:
+    if len(text.encode("utf-8", "surrogatepass")) > cap:
         return _tool_error(CAP_MESSAGE)
     return _tool_ok(text)
 
@@ -181,6 +179,7 @@ async def perform(call: Call, name: str, args: dict[str, Any], span: Any = None)
             f"could not build the outbound request: the request URI is {uri} bytes, past the {URI_LIMIT}-byte limit"
         )
     dispatch = call.app_state[DISPATCH_KEY]
+    cap = call.settings.mcp_max_result_bytes
     status, raw = await dispatch(
         call.principal,
         call.deadline,
@@ -189,13 +188,13 @@ async def perform(call: Call, name: str, args: dict[str, Any], span: Any = None)
         request.body,
         request.query,
         request.content_type or "application/json",
-        MAX_RESULT_BYTES,
+        cap,
     )
     if span is not None:
         tracing = call.app_state[TRACING_KEY]
         tracing.tool_result(span, status, len(raw))
     if status >= 400:
-        if len(raw) > MAX_RESULT_BYTES:
+        if len(raw) > cap:
             raise ToolFailure(f"HTTP {status}: (error body exceeds the MCP response cap, TAGURU_MCP_MAX_RESULT_BYTES)")
         text = raw.decode("utf-8", "replace")
         try:
@@ -203,7 +202,7 @@ async def perform(call: Call, name: str, args: dict[str, Any], span: Any = None)
         except ValueError:
             structured = None
         raise ToolFailure(f"HTTP {status}: {text}", structured if isinstance(structured, dict) else None)
-    if len(raw) > MAX_RESULT_BYTES:
+    if len(raw) > cap:
         raise ToolFailure(CAP_MESSAGE)
     return raw
 
