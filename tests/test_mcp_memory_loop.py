@@ -250,6 +250,11 @@ async def test_the_schema_tools_round_trip_through_their_routes(client: Client) 
     assert audit["status"] == "ok"
     validated = json.loads(text_of(await call(client, "validate_schema", {"context": "s", "document": document})))
     assert validated["status"] == "ok"
+    text_of(await call(client, "put_schema", {"context": "s", **document, "closed_labels": True}))
+    unknown = {"subject": "a", "label": "undeclared", "object": "b", "weight": 1.0}
+    refused = await call(client, "add_associations", {"context": "s", "associations": [unknown]})
+    assert refused["isError"] is True and refused["content"][0]["text"].startswith("HTTP ")
+    assert refused["structuredContent"]["integrity"] == "nothing_written"
 
 
 async def test_paths_refusals_and_a_large_write_end_to_end(client: Client) -> None:

@@ -115,6 +115,11 @@ class Tool:
             return target_problem(args)
         if kind == "cite":
             return NO_PARAGRAPH if args.get("paragraph") is None and args.get("index") is None else None
+        if kind == "size":
+            return self._size_problem(args)
+        raise ValueError(f"tool '{self.name}' names an unknown check {check!r}")
+
+    def _size_problem(self, args: dict[str, Any]) -> str | None:
         size = len(str(args.get(self.whole_body or "")).encode("utf-8", "surrogatepass"))
         if size > IMPORT_TOOL_LIMIT:
             return (

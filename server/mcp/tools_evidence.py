@@ -1,8 +1,8 @@
 """The MCP tools that answer a question from one context: evidence assembly, and the composed retrieve (run by
 server/mcp/retrieve.py, not routed).
 
-Each tool is one routed call under the caller's key; the definitions are the reference's, verbatim. The tool
-class is passed in by `tools.py`, which owns it.
+Each tool but `retrieve` is one routed call under the caller's key; the definitions are the reference's,
+verbatim. The tool class is passed in by `tools.py`, which owns it.
 """
 
 from __future__ import annotations
