@@ -31,6 +31,7 @@ bridge_log = structlog.get_logger("taguru.mcp_stdio")  # the bridge's own warnin
 DEFAULT_ADDR = default_str("TAGURU_ADDR")
 DEFAULT_DATA_DIR = default_str("TAGURU_DATA_DIR")
 DEFAULT_MAX_BODY_BYTES = default_int("TAGURU_MAX_BODY_BYTES")
+DEFAULT_MCP_MAX_RESULT_BYTES = default_int("TAGURU_MCP_MAX_RESULT_BYTES")
 DEFAULT_EMBED_TIMEOUT_SECS = default_int("TAGURU_EMBED_TIMEOUT_SECS")
 DEFAULT_FLUSH_SECS = default_int("TAGURU_FLUSH_SECS")
 DEFAULT_PASSAGE_VECTOR_LIMIT = default_int("TAGURU_PASSAGE_VECTOR_LIMIT")
@@ -62,6 +63,7 @@ class Settings:
     addr: str = DEFAULT_ADDR
     data_dir: str = DEFAULT_DATA_DIR
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    mcp_max_result_bytes: int = DEFAULT_MCP_MAX_RESULT_BYTES
     request_timeout_secs: int = default_int("TAGURU_REQUEST_TIMEOUT_SECS")
     header_timeout_secs: int = default_int("TAGURU_HEADER_TIMEOUT_SECS")
     min_body_rate: int = default_int("TAGURU_MIN_BODY_RATE")
@@ -282,6 +284,7 @@ def _server_settings(env: Mapping[str, str]) -> Settings:
         addr=env.get("TAGURU_ADDR", "").strip() or DEFAULT_ADDR,
         data_dir=env.get("TAGURU_DATA_DIR", "").strip() or DEFAULT_DATA_DIR,
         max_body_bytes=_int(env, "TAGURU_MAX_BODY_BYTES", zero_means=DEFAULT_MAX_BODY_BYTES),
+        mcp_max_result_bytes=_int(env, "TAGURU_MCP_MAX_RESULT_BYTES", zero_means=DEFAULT_MCP_MAX_RESULT_BYTES),
         request_timeout_secs=_int(env, "TAGURU_REQUEST_TIMEOUT_SECS", zero_means=1),
         header_timeout_secs=_int(env, "TAGURU_HEADER_TIMEOUT_SECS"),
         min_body_rate=_int(env, "TAGURU_MIN_BODY_RATE"),

@@ -81,11 +81,30 @@ async def run_routed(call: Call, route: Route) -> Any:
         raise ApiError(Code.UNHEALTHY, f"the store could not be read: {exc.args[-1]}") from None
 
 
+async def streamed_body(response: web.StreamResponse, limit: int | None) -> bytes:
+    """The body a handler's own response would send: a plain response's bytes, or what a streamed
+    one renders (`collect`), read up to a little past `limit` bytes."""
+    collect = getattr(response, "collect", None)
+    if collect is not None:
+        body: bytes = await collect(limit)
+        return body
+    if isinstance(response, web.Response) and isinstance(response.body, bytes):
+        return response.body
+    raise ApiError(Code.INTERNAL, "this route's streamed answer cannot be read in process")
+
+
 def in_process(app: web.Application) -> Dispatch:
     """Calls through the same router, role and grant checks and envelopes as HTTP, without a request."""
 
     async def dispatch(
-        principal: Principal, deadline: float, method: str, path: str, body: bytes | None, query: dict[str, str]
+        principal: Principal,
+        deadline: float,
+        method: str,
+        path: str,
+        body: bytes | None,
+        query: dict[str, str],
+        content_type: str = "application/json",
+        limit: int | None = None,
     ) -> tuple[int, bytes]:
         started = time.perf_counter()
         try:
@@ -96,7 +115,7 @@ def in_process(app: web.Application) -> Dispatch:
                 path=path,
                 name=match.name,
                 query=parse_query_string(urlencode(query)),
-                headers=CIMultiDict({"Content-Type": "application/json"}) if body is not None else CIMultiDict(),
+                headers=CIMultiDict({"Content-Type": content_type}) if body is not None else CIMultiDict(),
                 body=body or b"",
                 registry=app[REGISTRY_KEY],
                 settings=app[SETTINGS_KEY],
@@ -105,8 +124,10 @@ def in_process(app: web.Application) -> Dispatch:
                 app_state=AppState(app),
             )
             result = await run_routed(call, route)
-            if isinstance(result, Raw):  # a body that is not enveloped (a group's export line)
+            if isinstance(result, Raw):  # a body that is not enveloped (a group's export line, the manual)
                 return result.status, result.body
+            if isinstance(result, web.StreamResponse):  # a streamed body (a context's export), read in full
+                return result.status, await streamed_body(result, limit)
             extra = None
             if isinstance(result, Reply):
                 result, extra = result.result, result.extra

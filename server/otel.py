@@ -190,6 +190,19 @@ class Tracing:
         ) as span:
             yield span
 
+    @contextmanager
+    def internal_span(self, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
+        """An INTERNAL span under the current one (the composed `retrieve` and its steps)."""
+        with self.tracer.start_as_current_span(
+            name, attributes=attributes, record_exception=False, set_status_on_exception=False
+        ) as span:
+            yield span
+
+    @staticmethod
+    def mark_error(span: Any) -> None:
+        """A span whose operation failed."""
+        span.set_status(Status(StatusCode.ERROR))
+
     @staticmethod
     def tool_result(span: Any, status: int | None, size: int) -> None:
         """A tool call's answer on its span: the result's bytes, the error kind of a failed call (status UNSET)."""

@@ -27,10 +27,21 @@ class Running:
 
 
 class Dispatch(Protocol):
-    """Runs one API call in process under a caller's key and deadline; returns (status, envelope bytes)."""
+    """Runs one API call in process under a caller's key and deadline; returns (status, envelope bytes).
+
+    `content_type` is the body's type; `limit` bounds how much of a streamed body (an export) is read:
+    past it the call stops reading, so the caller sees more than `limit` bytes and no more."""
 
     async def __call__(
-        self, principal: Principal, deadline: float, method: str, path: str, body: bytes | None, query: dict[str, str]
+        self,
+        principal: Principal,
+        deadline: float,
+        method: str,
+        path: str,
+        body: bytes | None,
+        query: dict[str, str],
+        content_type: str = "application/json",
+        limit: int | None = None,
     ) -> tuple[int, bytes]: ...
 
 

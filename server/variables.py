@@ -85,6 +85,7 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_LOG_FORMAT", str, None, "json or console", R, shown="`json`, or `console` when stderr is a TTY"),
     _v("TAGURU_LOG_LEVEL", str, "info", "debug, info, warning or error", R),
     _v("TAGURU_MAX_BODY_BYTES", int, 8 * 1024 * 1024, "413 above it; 0 means the default", R),
+    _v("TAGURU_MCP_MAX_RESULT_BYTES", int, 8 * 1024 * 1024, "one MCP tool result's ceiling; 0 means the default", R),
     _v("TAGURU_REQUEST_TIMEOUT_SECS", int, 30, "a request's budget; 0 means 1", R),
     _v("TAGURU_HEADER_TIMEOUT_SECS", int, 10, "request headers must be in within it; 0 disables", R),
     _v("TAGURU_MIN_BODY_RATE", int, 1024, "bytes per second a body must average after 5 s; 0 disables", R),

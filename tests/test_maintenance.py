@@ -591,16 +591,16 @@ async def test_operator_tools_run_under_the_callers_role(auth_client: Client) ->
     )
     refused = await _tool(auth_client, "flush", {}, "botadmin")
     assert refused["structuredContent"]["code"] == "forbidden"
-    refused = await _tool(auth_client, "rename_context", {"context": "other", "to": "x"}, "botadmin")
+    refused = await _tool(auth_client, "rename_context", {"name": "other", "to": "x"}, "botadmin")
     assert refused["structuredContent"]["error"] == "key 'botadmin' has no grant on context 'other'"
     flushed = json.loads((await _tool(auth_client, "flush", {}, "admin"))["content"][0]["text"])["result"]
     assert flushed == ["other", "sake"]  # the fixture's writes since boot
     assert json.loads((await _tool(auth_client, "flush", {}, "admin"))["content"][0]["text"])["result"] == []
     outcome = json.loads((await _tool(auth_client, "compact", {"context": "sake"}, "admin"))["content"][0]["text"])
     assert outcome["result"]["dead_edges"] == 0 and outcome["result"]["image_persisted"] is True
-    missing = await _tool(auth_client, "rename_context", {"context": "sake"}, "admin")
+    missing = await _tool(auth_client, "rename_context", {"name": "sake"}, "admin")
     assert missing["content"][0]["text"] == "missing required argument 'to'"
-    renamed = await _tool(auth_client, "rename_context", {"context": "sake", "to": "renamed"}, "admin")
+    renamed = await _tool(auth_client, "rename_context", {"name": "sake", "to": "renamed"}, "admin")
     assert json.loads(renamed["content"][0]["text"])["result"] is True
     got = await _tool(auth_client, "recall", {"context": "renamed", "cue": "alpha"}, "admin")
     assert json.loads(got["content"][0]["text"])["result"]["total"] == 1

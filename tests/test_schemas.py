@@ -461,3 +461,34 @@ async def test_the_mcp_query_tool_forwards_type_filters(client: Client) -> None:
     status, reply, _h = await client.call("POST", "/mcp", message)
     assert status == 200 and not reply["result"].get("isError"), reply
     assert json.loads(reply["result"]["content"][0]["text"])["result"]["total"] == 1
+
+
+async def _tool(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    status, reply, _h = await client.call("POST", "/mcp", message)
+    assert status == 200, reply
+    result: dict[str, Any] = reply["result"]
+    return result
+
+
+async def test_schemas_over_mcp(client: Client) -> None:
+    await sake(client)
+    put = await _tool(client, "put_schema", {"context": "sake", **V})
+    assert not put.get("isError") and json.loads(put["content"][0]["text"])["result"] == V
+    got = await _tool(client, "get_schema", {"context": "sake"})
+    assert json.loads(got["content"][0]["text"])["result"] == V
+    refused = await _tool(client, "add_associations", {"context": "sake", "associations": DOMAIN_BATCH})
+    assert refused["isError"] is True and refused["content"][0]["text"].startswith("HTTP 400: ")
+    assert "associations[1].subject" in refused["content"][0]["text"]
+    structured = refused["structuredContent"]
+    assert (structured["code"], structured["integrity"]) == ("invalid_argument", "nothing_written")
+    assert structured["issues"][0]["kind"] == "domain"
+    validated = await _tool(client, "validate_schema", {"context": "sake", "document": V})
+    assert json.loads(validated["content"][0]["text"])["result"]["total"] == 0
+    await client.ok("POST", "/contexts/sake/associations", [assoc("高瀬", "杜氏", "個人A")])
+    await client.ok("PUT", "/contexts/sake/schema", doc("off"))
+    await client.ok("POST", "/contexts/sake/associations", [assoc("高瀬", "schema:type", "Person")])
+    audited = await _tool(client, "audit_schema", {"context": "sake"})
+    assert json.loads(audited["content"][0]["text"])["result"]["total"] == 1
+    missing = await _tool(client, "put_schema", {"context": "sake", "schema": 1, "mode": "off"})
+    assert missing["isError"] is True and missing["content"][0]["text"] == "missing required argument 'closed_labels'"

@@ -1,7 +1,8 @@
-"""The MCP tools of the audits and promote (docs/audits.md): one routed call each, under the caller's key.
+"""The MCP tools of the audits (docs/audits.md): vocabulary, consolidation, coverage, drift and the schema
+audits.
 
-`audit_consolidation` is the reference's definition verbatim (`mcp/audit_consolidation_tool_schema.json`).
-The tool class is passed in by `tools.py`, which owns it.
+Each tool is one routed call under the caller's key; the definitions are the reference's, verbatim. The tool
+class is passed in by `tools.py`, which owns it.
 """
 
 from __future__ import annotations
@@ -9,64 +10,51 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from taguru_server.server.mcp.props import CONTEXT as _CONTEXT
-from taguru_server.server.mcp.props import int_prop as _int_prop
-from taguru_server.server.mcp.props import str_prop as _str_prop
+from taguru_server.server.mcp.props import CONTEXT, int_prop
 
 T = TypeVar("T")
 
-CONSOLIDATION_DESCRIPTION = (
-    "Consolidation candidates (ADR 0012), sections chosen by `checks`: merge (spelling/synonym twins corroborated by "
-    "shared live structure, types attached when a schema exists), contradiction (multiple live objects under one "
-    "subject+label, ranked by how one-object the label usually is, rows dated; plus sign-contested edges with both "
-    "sides' sources), staleness (facts whose latest assertion trails their own subject's newest, with an honest "
-    "undatable count). CANDIDATES for review, never verdicts — judge each, then apply through ordinary writes "
-    "(alias / retract / negative weight / re-import). Every candidate carries a `fingerprint` over its own evidence: "
-    "judge once per fingerprint and reuse the judgment until it moves."
-)
-
 
 def tools(tool: Callable[..., T]) -> tuple[T, ...]:
-    """audit_vocabulary, audit_drift, audit_consolidation and promote, as `tool(...)` builds them."""
+    """audit_vocabulary, audit_consolidation, audit_coverage, audit_drift, audit_schema, validate_schema, as
+    `tool(...)` builds them."""
     return (
         tool(
             "audit_vocabulary",
-            "Spelling twins (bigram Dice over concept and label names, plus gloss-vector twins when vectors exist): "
-            "CANDIDATES for alias review, never verdicts.",
+            (
+                "Vocabulary health check: lexical fork candidates (青嶺酒蔵/青嶺酒造) and "
+                "semantic ones (創業年/設立年; needs embeddings). Candidates, not verdicts — "
+                "same referent → alias onto one canonical; different things that will "
+                "keep colliding → record one ordinary 別物/distinct_from fact (one "
+                "direction suffices; it lands in both glosses and warns future resolves). "
+                "Run at ingest milestones."
+            ),
             {
-                "context": _CONTEXT,
-                "dice_floor": {"description": "lexical floor (default 0.6)", "type": "number"},
+                "context": CONTEXT,
                 "cosine_floor": {"description": "semantic floor (default 0.6)", "type": "number"},
+                "dice_floor": {"description": "lexical floor (default 0.6)", "type": "number"},
             },
             ("context",),
             "POST",
             "/contexts/{context}/vocabulary/audit",
-            ("dice_floor", "cosine_floor"),
-        ),
-        tool(
-            "audit_drift",
-            "Drift in one pass: edges whose weight no source covers (paged like recall, ranked by unsourced weight), "
-            "aliases whose canonical has no live edge, and optionally the vocabulary twins.",
-            {
-                "context": _CONTEXT,
-                "unsourced_floor": {"description": "minimum |unsourced weight| (default 0)", "type": "number"},
-                "limit": _int_prop("unsourced page size (default 100, capped at 1000)"),
-                "after": {
-                    "description": "cursor: the last entry's unsourced_weight, subject, label, object",
-                    "type": "object",
-                },
-                "include_twins": {"description": "also run the vocabulary audit (default false)", "type": "boolean"},
-                "dice_floor": {"description": "twins: lexical floor (default 0.6)", "type": "number"},
-                "cosine_floor": {"description": "twins: semantic floor (default 0.6)", "type": "number"},
-            },
-            ("context",),
-            "POST",
-            "/contexts/{context}/drift/audit",
-            ("unsourced_floor", "limit", "after", "include_twins", "dice_floor", "cosine_floor"),
+            checks=("S:context",),
+            body=("dice_floor", "cosine_floor"),
         ),
         tool(
             "audit_consolidation",
-            CONSOLIDATION_DESCRIPTION,
+            (
+                "Consolidation candidates (ADR 0012), sections chosen by `checks`: merge "
+                "(spelling/synonym twins corroborated by shared live structure, types "
+                "attached when a schema exists), contradiction (multiple live objects "
+                "under one subject+label, ranked by how one-object the label usually is, "
+                "rows dated; plus sign-contested edges with both sides' sources), "
+                "staleness (facts whose latest assertion trails their own subject's "
+                "newest, with an honest undatable count). CANDIDATES for review, never "
+                "verdicts — judge each, then apply through ordinary writes (alias / "
+                "retract / negative weight / re-import). Every candidate carries a "
+                "`fingerprint` over its own evidence: judge once per fingerprint and "
+                "reuse the judgment until it moves."
+            ),
             {
                 "checks": {
                     "description": "required, non-empty: each section is a full-graph pass",
@@ -74,38 +62,216 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                     "minItems": 1,
                     "type": "array",
                 },
-                "context": _CONTEXT,
+                "context": CONTEXT,
                 "cosine_floor": {"description": "merge: semantic floor (default 0.6)", "type": "number"},
                 "dice_floor": {"description": "merge: lexical floor (default 0.6)", "type": "number"},
-                "evidence_cap": _int_prop("per-list merge evidence ceiling (default 20)"),
-                "floor_secs": _int_prop("staleness: minimum gap in seconds (default 0)"),
-                "limit": _int_prop("per-section candidate ceiling (default 100, capped at 1000); totals stay exact"),
+                "evidence_cap": int_prop("per-list merge evidence ceiling (default 20)"),
+                "floor_secs": int_prop("staleness: minimum gap in seconds (default 0)"),
+                "limit": int_prop("per-section candidate ceiling (default 100, capped at 1000); totals stay exact"),
             },
             ("context", "checks"),
             "POST",
             "/contexts/{context}/consolidation/audit",
-            ("checks", "limit", "evidence_cap", "dice_floor", "cosine_floor", "floor_secs"),
+            checks=("S:context", "P:checks"),
+            body=("checks", "limit", "evidence_cap", "dice_floor", "cosine_floor", "floor_secs"),
         ),
         tool(
-            "promote",
-            "Move named sources whole from this context into another, established one (write role; a scoped key "
-            "needs a grant on both): each source's own shares, passage and live aliases, replacing that source "
-            "there. `dry_run` previews the batches without writing; a real run ends with the destination's "
-            "consolidation audit.",
+            "audit_coverage",
+            (
+                "Post-ingest audit: associations unreachable from origins (the document's "
+                "main entities). Non-empty = membership edges are missing — add them "
+                "before finishing."
+            ),
             {
-                "context": _CONTEXT,
-                "into": _str_prop("the destination context (must exist)"),
-                "sources": {"description": "source ids to promote", "items": {"type": "string"}, "type": "array"},
-                "audit": {
-                    "description": "run the destination's consolidation audit afterwards (default true)",
+                "after": {
+                    "description": (
+                        "resume past the previous page's last match — copy every field verbatim "
+                        "from it. total stays constant across pages"
+                    ),
+                    "properties": {
+                        "label": {"type": "string"},
+                        "object": {"type": "string"},
+                        "subject": {"type": "string"},
+                        "weight": {"type": "number"},
+                    },
+                    "required": ["weight", "subject", "label", "object"],
+                    "type": "object",
+                },
+                "context": CONTEXT,
+                "limit": int_prop("default 100, capped at 1000"),
+                "origins": {"items": {"type": "string"}, "type": "array"},
+            },
+            ("context", "origins"),
+            "POST",
+            "/contexts/{context}/unreachable_from",
+            checks=("S:context", "P:origins"),
+            body=("origins", "limit", "after"),
+        ),
+        tool(
+            "audit_drift",
+            (
+                "Graph-vs-archive drift audit: three read-only checks in one call. "
+                "Unsourced weight — edges carrying weight no named source explains, the "
+                "residue plain associate() calls or an export/import round trip leave "
+                "behind — worst-first, paginated, filterable with unsourced_floor. "
+                "Dead-canonical aliases — alias spellings whose canonical concept or "
+                "label has zero live edges left. Optionally (include_twins) the same "
+                "lexical/semantic fork candidates audit_vocabulary finds. Run "
+                "periodically to catch drift audit_coverage and audit_vocabulary don't: "
+                "weight nothing ingested explains, and aliases pointing at names nothing "
+                "uses anymore."
+            ),
+            {
+                "after": {
+                    "description": (
+                        "resume past the previous page's last unsourced match — copy every field "
+                        "verbatim from it. total stays constant across pages"
+                    ),
+                    "properties": {
+                        "label": {"type": "string"},
+                        "object": {"type": "string"},
+                        "subject": {"type": "string"},
+                        "weight": {"type": "number"},
+                    },
+                    "required": ["weight", "subject", "label", "object"],
+                    "type": "object",
+                },
+                "context": CONTEXT,
+                "cosine_floor": {
+                    "description": "semantic floor (default 0.6); only used when include_twins is set",
+                    "type": "number",
+                },
+                "dice_floor": {
+                    "description": "lexical floor (default 0.6); only used when include_twins is set",
+                    "type": "number",
+                },
+                "include_twins": {
+                    "description": (
+                        "also run the lexical/semantic fork-candidate sweep and include it as "
+                        "`twins` (default false — it's the same CPU-bound pairwise scan "
+                        "audit_vocabulary runs)"
+                    ),
                     "type": "boolean",
                 },
-                "dry_run": {"description": "preview only (default false)", "type": "boolean"},
+                "limit": int_prop("default 100, capped at 1000"),
+                "unsourced_floor": {
+                    "description": "minimum unsourced weight (by magnitude) to include; default: any amount at all",
+                    "type": "number",
+                },
             },
-            ("context", "into", "sources"),
+            ("context",),
             "POST",
-            "/contexts/{context}/promote",
-            ("into", "sources", "audit"),
-            query_keys=("dry_run",),
+            "/contexts/{context}/drift/audit",
+            checks=("S:context",),
+            body=("unsourced_floor", "limit", "after", "include_twins", "dice_floor", "cosine_floor"),
+        ),
+        tool(
+            "audit_schema",
+            (
+                "ADR 0009 schema audit: judges every live association against the "
+                "installed schema document, surfacing what a `strict` flip would refuse "
+                "without waiting for one — the pre-existing violations `strict` itself "
+                "can never show (it only judges a write as it happens). Four "
+                "candidates-not-verdicts sections in one call: violations (domain/range "
+                "mismatches, paginated, worst-first), untyped_concepts (asserted no "
+                "schema:type of their own), undeclared_types (asserted type names absent "
+                "from `types`, always reported), unknown_labels (relation labels absent "
+                "from `relations`, only when closed_labels is set), and "
+                "reserved_alias_conflicts (a persisted label alias resolving to the "
+                "reserved schema:type label). Never auto-applies a fix. 404 if the "
+                "context has no installed schema."
+            ),
+            {
+                "after": {
+                    "description": (
+                        "resume past the previous page's last violation — copy every field "
+                        "verbatim from it. total stays constant across pages"
+                    ),
+                    "properties": {
+                        "label": {"type": "string"},
+                        "object": {"type": "string"},
+                        "subject": {"type": "string"},
+                        "weight": {"type": "number"},
+                    },
+                    "required": ["weight", "subject", "label", "object"],
+                    "type": "object",
+                },
+                "context": CONTEXT,
+                "limit": int_prop("default 100, capped at 1000 — pages violations only"),
+            },
+            ("context",),
+            "POST",
+            "/contexts/{context}/schema/audit",
+            checks=("S:context",),
+            body=("limit", "after"),
+        ),
+        tool(
+            "validate_schema",
+            (
+                "Dry-run of a PROPOSED schema document (same shape as put_schema's own "
+                "arguments) against the live graph — never persisted, and reads the "
+                "installed schema for no purpose (the proposed document alone drives the "
+                "judgment, even in a context with none installed yet). The pre-flight "
+                "before flipping mode to strict: run this first with the intended "
+                "document to see every "
+                "violations()/untyped_concepts/undeclared_types/unknown_labels finding it "
+                "would produce once installed. Same response shape as audit_schema."
+            ),
+            {
+                "after": {
+                    "description": (
+                        "resume past the previous page's last violation — copy every field "
+                        "verbatim from it. total stays constant across pages"
+                    ),
+                    "properties": {
+                        "label": {"type": "string"},
+                        "object": {"type": "string"},
+                        "subject": {"type": "string"},
+                        "weight": {"type": "number"},
+                    },
+                    "required": ["weight", "subject", "label", "object"],
+                    "type": "object",
+                },
+                "context": CONTEXT,
+                "document": {
+                    "description": (
+                        "the proposed schema document, same shape as put_schema's own arguments "
+                        "(schema, mode, closed_labels, types, relations), never installed"
+                    ),
+                    "properties": {
+                        "closed_labels": {"type": "boolean"},
+                        "mode": {"enum": ["off", "warn", "strict"], "type": "string"},
+                        "relations": {
+                            "additionalProperties": {
+                                "properties": {
+                                    "domain": {"items": {"type": "string"}, "type": "array"},
+                                    "range": {"items": {"type": "string"}, "type": "array"},
+                                },
+                                "type": "object",
+                            },
+                            "type": "object",
+                        },
+                        "schema": {
+                            "description": "document format version this binary reads (currently 1)",
+                            "type": "integer",
+                        },
+                        "types": {
+                            "additionalProperties": {
+                                "properties": {"is_a": {"items": {"type": "string"}, "type": "array"}},
+                                "type": "object",
+                            },
+                            "type": "object",
+                        },
+                    },
+                    "required": ["schema", "mode", "closed_labels", "types", "relations"],
+                    "type": "object",
+                },
+                "limit": int_prop("default 100, capped at 1000 — pages violations only"),
+            },
+            ("context", "document"),
+            "POST",
+            "/contexts/{context}/schema/validate",
+            checks=("S:context", "P:document"),
+            body=("document", "limit", "after"),
         ),
     )

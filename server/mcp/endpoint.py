@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import parse_json
@@ -23,7 +24,8 @@ from taguru_server.server.mcp.protocol import (
     SUPPORTED_PROTOCOLS,
     protocol_text,
 )
-from taguru_server.server.mcp.tools import TOOL_BY_NAME, TOOLS
+from taguru_server.server.mcp.retrieve import run_retrieve
+from taguru_server.server.mcp.tools import DEFINITIONS, TOOL_BY_NAME, ToolFailure
 from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Raw
 from taguru_server.server.state import DISPATCH_KEY
@@ -32,7 +34,7 @@ from taguru_server.server.version import VERSION
 from taguru_server.store.errors import ApiError
 from taguru_server.store.wire import dumps_bytes
 
-MAX_RESULT_BYTES = 8 * 1024 * 1024
+URI_LIMIT = 65534
 CAP_MESSAGE = (
     "tool result exceeds the MCP response cap (TAGURU_MCP_MAX_RESULT_BYTES); narrow the call (a smaller `limit` "
     "works for most tools), or for a full-context export use GET /contexts/{name}/export over the raw HTTP API, "
@@ -115,16 +117,17 @@ async def _handle(call: Call) -> Raw:
 def tools_list_result() -> dict[str, Any]:
     """The `tools/list` result (every tool; no paging), shared with the stdio bridge."""
     return {
-        "tools": [t.definition() for t in TOOLS],
-        "ttlMs": 3600000,
+        "_meta": SERVER_META,
         "cacheScope": "private",
         "resultType": "complete",
-        "_meta": SERVER_META,
+        "tools": DEFINITIONS,
+        "ttlMs": 3600000,
     }
 
 
 async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    """Run one tool as one routed API call under the caller's key; failures are tool errors, never RPC errors."""
+    """Run one tool as one routed API call under the caller's key (`retrieve`: its composed calls);
+    failures are tool errors, never RPC errors."""
     name = params.get("name")
     if not isinstance(name, str) or not name:
         return _tool_error("tool name is required — params.name was missing, empty, or not a string")
@@ -134,30 +137,76 @@ async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     args = params.get("arguments")
     if not isinstance(args, dict):
         args = {}
+    tracing = call.app_state.get(TRACING_KEY)
+    try:
+        if tool.composed:
+            return await _retrieve(call, args, tracing)
+        problem = tool.problem(args)
+        if problem is not None:
+            raise ToolFailure(problem)
+        if tracing is None:
+            raw = await perform(call, name, args)
+        else:
+            with tracing.tool_span("http_mcp", name, params.get("_meta")) as span:
+                raw = await perform(call, name, args, span)
+    except ToolFailure as failure:
+        return _tool_error(failure.text, failure.structured)
+    return _tool_ok(raw.decode("utf-8", "replace"))
+
+
+async def _retrieve(call: Call, args: dict[str, Any], tracing: Any) -> dict[str, Any]:
+    """The composed `retrieve`: its steps routed like single calls, bounded by the result cap; its failures are
+    plain text (the failing call's body is not attached)."""
+    cap = call.settings.mcp_max_result_bytes
+    try:
+        text = await run_retrieve(args, lambda n, a: perform(call, n, a), cap, tracing, "remote_mcp", call.deadline)
+    except ToolFailure as failure:
+        return _tool_error(failure.text)
+    if len(text.encode("utf-8", "surrogatepass")) > cap:
+        return _tool_error(CAP_MESSAGE)
+    return _tool_ok(text)
+
+
+async def perform(call: Call, name: str, args: dict[str, Any], span: Any = None) -> bytes:
+    """One tool's routed call through the in-process dispatch: its success body, or a `ToolFailure` with the
+    routing refusal, the `HTTP <status>: <body>` of a routed error, or a size-cap text."""
+    tool = TOOL_BY_NAME[name]
     problem = tool.problem(args)
     if problem is not None:
-        return _tool_error(problem)
-    method, path, body, query = tool.request(args)
+        raise ToolFailure(problem)
+    request = tool.request(args)
+    uri = len(request.path) + len(urlencode(request.query))
+    if uri > URI_LIMIT:
+        raise ToolFailure(
+            f"could not build the outbound request: the request URI is {uri} bytes, past the {URI_LIMIT}-byte limit"
+        )
     dispatch = call.app_state[DISPATCH_KEY]
-    tracing = call.app_state.get(TRACING_KEY)
-    if tracing is None:
-        status, raw = await dispatch(call.principal, call.deadline, method, path, body, query)
-    else:
-        with tracing.tool_span("http_mcp", name, params.get("_meta")) as span:
-            status, raw = await dispatch(call.principal, call.deadline, method, path, body, query)
-            tracing.tool_result(span, status, len(raw))
-    text = raw.decode("utf-8")
+    cap = call.settings.mcp_max_result_bytes
+    status, raw = await dispatch(
+        call.principal,
+        call.deadline,
+        request.method,
+        request.path,
+        request.body,
+        request.query,
+        request.content_type or "application/json",
+        cap,
+    )
+    if span is not None:
+        tracing = call.app_state[TRACING_KEY]
+        tracing.tool_result(span, status, len(raw))
     if status >= 400:
-        if len(raw) > MAX_RESULT_BYTES:
-            return _tool_error(f"HTTP {status}: (error body exceeds the MCP response cap, TAGURU_MCP_MAX_RESULT_BYTES)")
+        if len(raw) > cap:
+            raise ToolFailure(f"HTTP {status}: (error body exceeds the MCP response cap, TAGURU_MCP_MAX_RESULT_BYTES)")
+        text = raw.decode("utf-8", "replace")
         try:
             structured = json.loads(text)
         except ValueError:
             structured = None
-        return _tool_error(f"HTTP {status}: {text}", structured)
-    if len(raw) > MAX_RESULT_BYTES:
-        return _tool_error(CAP_MESSAGE)
-    return _tool_ok(text)
+        raise ToolFailure(f"HTTP {status}: {text}", structured if isinstance(structured, dict) else None)
+    if len(raw) > cap:
+        raise ToolFailure(CAP_MESSAGE)
+    return raw
 
 
 ROUTES: list[Route] = [Route("POST", "/mcp", mcp_endpoint, "read", request="JsonRpcRequest", response="jsonrpc")]

@@ -87,6 +87,24 @@ class ExportResponse(web.StreamResponse):
                 await self._stream()
         await super().write_eof(data)
 
+    async def collect(self, limit: int | None = None) -> bytes:
+        """The stream's bytes, rendered in a worker thread a chunk at a time, for a caller in process (an
+        MCP tool); with `limit`, it stops at the first chunk past it. The snapshot is closed either way."""
+        self._streamed = True
+        chunks = self._export.chunks()
+        parts: list[bytes] = []
+        size = 0
+        try:
+            while limit is None or size <= limit:
+                chunk = await asyncio.to_thread(_next, chunks)
+                if chunk is None:
+                    break
+                parts.append(chunk)
+                size += len(chunk)
+        finally:
+            await asyncio.to_thread(_finish, chunks, self._export)
+        return b"".join(parts)
+
     async def _stream(self) -> None:
         chunks = self._export.chunks()
         try:
