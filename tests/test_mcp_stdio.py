@@ -456,3 +456,49 @@ def test_a_zero_or_unparseable_timeout_falls_back_to_the_default(raw: str, secs:
     from taguru_server.server.config import bridge_settings
 
     assert bridge_settings({"TAGURU_MCP_TIMEOUT_SECS": raw}).timeout == secs
+
+
+@pytest.mark.anyio
+async def test_an_agents_memory_loop_over_stdio(server: RunningServer) -> None:
+    """The official client through `taguru mcp`: build, read, correct and follow a memory, then the same
+    calls with a read-only key scoped to another context refused with the server's texts."""
+    from mcp.client.client import Client
+
+    kura = "青嶺酒造は雲居県霧沢町の蔵元である。杜氏は高瀬である。"
+    edge = {
+        "subject": "青嶺酒造",
+        "label": "杜氏",
+        "object": "高瀬",
+        "weight": 1.0,
+        "source": "kura.md",
+        "paragraph": 0,
+    }
+
+    async def call(client: Any, name: str, args: dict[str, Any]) -> Any:
+        result = await client.call_tool(name, args)
+        assert not result.is_error, (name, result.content[0].text)
+        return json.loads(result.content[0].text)
+
+    async with Client(bridge(server.url, "atok")) as client:
+        assert (await call(client, "create_context", {"name": "memory"}))["status"] == "ok"
+        tail = (await call(client, "changes", {"context": "memory"}))["result"]["next"]
+        await call(client, "store_passages", {"context": "memory", "passages": {"kura.md": kura}})
+        await call(client, "add_associations", {"context": "memory", "associations": [edge]})
+        found = await call(client, "retrieve", {"context": "memory", "origins": ["青嶺酒造"]})
+        assert [a["object"] for a in found["associations"]] == ["高瀬"]
+        package = (await call(client, "assemble_evidence", {"context": "memory", "origins": ["青嶺酒造"]}))["result"]
+        assert package["citations"][0]["source"] == "kura.md"
+        await call(client, "retract_source", {"context": "memory", "source": "kura.md"})
+        after = await call(client, "retrieve", {"context": "memory", "origins": ["青嶺酒造"]})
+        assert after["associations"] == []
+        kinds = [
+            e["kind"] for e in (await call(client, "changes", {"context": "memory", "since": tail}))["result"]["events"]
+        ]
+        assert {"associations_added", "source_stored", "source_retracted"} <= set(kinds)
+    async with Client(bridge(server.url, "rtok")) as client:
+        refused = await client.call_tool("recall", {"context": "memory", "cue": "青嶺酒造"})
+        assert refused.is_error and refused.structured_content is not None
+        assert refused.structured_content["error"] == "key 'reader' has no grant on context 'memory'"
+        write = await client.call_tool("add_associations", {"context": "sake", "associations": [edge]})
+        assert write.is_error and write.structured_content is not None
+        assert write.structured_content["error"].startswith("key 'reader' has role 'read', but ")
