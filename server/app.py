@@ -19,7 +19,7 @@ from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.metrics import Metrics
 from taguru_server.server.middleware import MIDDLEWARES, server_span
 from taguru_server.server.oauth.gate import OAuth, enabled_note
-from taguru_server.server.oauth.persist import OAuthState
+from taguru_server.server.oauth.persist import OAuthState, RowBacking
 from taguru_server.server.preload import Preloader
 from taguru_server.server.providers.embedder import (
     ChunkedEmbedder,
@@ -93,9 +93,12 @@ def _auto_embed(registry: Registry, embedder: Embedder | None, settings: Setting
 
 
 def mount_oauth(settings: Settings) -> OAuth:
-    """The OAuth server of TAGURU_PUBLIC_URL, its grant store loaded from the data dir (shared by the workers)."""
+    """The OAuth server of TAGURU_PUBLIC_URL, its grant store loaded from the data dir (SQLite) or the database."""
     assert settings.public_url is not None
-    state = OAuthState(settings.data_dir, shared=settings.workers > 1)
+    if settings.database_url:  # replicas share no disk: the grants are rows of the store
+        state = OAuthState(RowBacking(settings.database_url))
+    else:
+        state = OAuthState.in_data_dir(settings.data_dir, shared=settings.workers > 1)
     state.boot()
     enabled_note(settings.public_url)
     return OAuth(settings.public_url, state)
@@ -138,7 +141,9 @@ def build_app(
     app[KEY_LIMITER_KEY] = KeyRateLimiter(settings.rate_limit_per_min, clock)
     app[DISPATCH_KEY] = in_process(app)
     if settings.public_url is not None:
-        app[OAUTH_KEY] = mount_oauth(settings)
+        oauth = mount_oauth(settings)
+        app[OAUTH_KEY] = oauth
+        app.on_cleanup.append(lambda _app: asyncio.to_thread(oauth.state.backing.close))
 
     async def reranker_ctx(app: web.Application) -> AsyncIterator[None]:
         if rerank is None:

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from pg_support import backend, database_url_for
 
 from taguru_server.server.oauth import tokens
 from taguru_server.server.oauth.clients import (
@@ -21,7 +22,8 @@ from taguru_server.server.oauth.clients import (
 )
 from taguru_server.server.oauth.grants import GrantStore
 from taguru_server.server.oauth.pages import escape
-from taguru_server.server.oauth.persist import OAuthState
+from taguru_server.server.oauth.persist import OAuthState, RowBacking
+from taguru_server.store.persist.backend import open_store
 
 VER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 CH = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
@@ -101,7 +103,7 @@ def test_a_refresh_token_under_the_wrong_client_is_refused_without_burning() -> 
 
 
 def test_refresh_tokens_rotate_and_survive_restart(tmp_path: Path) -> None:
-    state = OAuthState(tmp_path, shared=False, clock=lambda: NOW)
+    state = OAuthState.in_data_dir(tmp_path, shared=False, clock=lambda: NOW)
     state.boot()
     client = state.change(lambda store, now: store.register("claude", [CB], now))
     code = state.change(lambda store, now: store.issue_code(client.client_id, CB, CH, "laptop@claude", now))
@@ -121,13 +123,13 @@ def test_refresh_tokens_rotate_and_survive_restart(tmp_path: Path) -> None:
     assert stat.S_IMODE(os.stat(tmp_path / "oauth.json").st_mode) == 0o600
     assert not (tmp_path / "oauth.live.json").exists()
 
-    restarted = OAuthState(tmp_path, shared=False, clock=lambda: NOW + 10)
+    restarted = OAuthState.in_data_dir(tmp_path, shared=False, clock=lambda: NOW + 10)
     restarted.boot()
     assert restarted.current().identity_of(pair.access_token, NOW + 10) is None  # died with the process
     assert restarted.current().client(client.client_id) is not None
     rotated = restarted.change(lambda store, now: store.use_refresh(pair.refresh_token, client.client_id, now))
     assert rotated is not None and restarted.current().identity_of(rotated.access_token, NOW + 10) == "laptop@claude"
-    again = OAuthState(tmp_path, shared=False, clock=lambda: NOW + 20)
+    again = OAuthState.in_data_dir(tmp_path, shared=False, clock=lambda: NOW + 20)
     again.boot()
     assert again.change(lambda store, now: store.use_refresh(pair.refresh_token, client.client_id, now)) is None
 
@@ -135,13 +137,13 @@ def test_refresh_tokens_rotate_and_survive_restart(tmp_path: Path) -> None:
 @pytest.mark.parametrize("content", ["{not json", '{"clients": []}', '{"clients": [{"client_id": 1}], "refresh": []}'])
 def test_a_corrupt_store_starts_empty_instead_of_failing_the_boot(tmp_path: Path, content: str) -> None:
     (tmp_path / "oauth.json").write_text(content)
-    state = OAuthState(tmp_path, shared=False)
+    state = OAuthState.in_data_dir(tmp_path, shared=False)
     state.boot()
     assert state.current().clients == [] and state.current().refresh == []
 
 
 def test_worker_processes_share_every_grant_through_the_data_dir(tmp_path: Path) -> None:
-    first, second = (OAuthState(tmp_path, shared=True, clock=lambda: NOW) for _ in range(2))
+    first, second = (OAuthState.in_data_dir(tmp_path, shared=True, clock=lambda: NOW) for _ in range(2))
     first.boot()
     second.boot()
     client = first.change(lambda store, now: store.register("claude", [CB], now))
@@ -282,6 +284,31 @@ def test_expired_refresh_tokens_are_swept_on_the_next_mint() -> None:
 def test_a_clock_before_the_epoch_fails_closed() -> None:
     with pytest.raises(tokens.ClockBeforeEpoch):
         tokens.now_secs(-1.0)
-    state = OAuthState("unused", shared=False, clock=lambda: -5.0)
+    state = OAuthState.in_data_dir("unused", shared=False, clock=lambda: -5.0)
     with pytest.raises(tokens.ClockBeforeEpoch):
         state.now()
+
+
+@pytest.mark.skipif(backend() != "postgres", reason="replicas share the grants only on PostgreSQL")
+def test_replicas_share_every_grant_through_the_database(tmp_path: Path) -> None:
+    url = database_url_for(tmp_path / "data")
+    assert url is not None
+    store = open_store(str(tmp_path / "data"), url)  # the schema, with its store_meta table
+    try:
+        first, second = (OAuthState(RowBacking(url), clock=lambda: NOW) for _ in range(2))
+        first.boot()
+        second.boot()
+        client = first.change(lambda grants, now: grants.register("claude", [CB], now))
+        assert second.current().client(client.client_id) is not None
+        code = second.change(lambda grants, now: grants.issue_code(client.client_id, CB, CH, "laptop@claude", now))
+        pair = first.change(lambda grants, now: grants.exchange_code(code, client.client_id, CB, VER, now))
+        assert pair is not None
+        assert second.current().identity_of(pair.access_token, NOW) == "laptop@claude"
+        rotated = second.change(lambda grants, now: grants.use_refresh(pair.refresh_token, client.client_id, now))
+        assert rotated is not None
+        assert first.change(lambda grants, now: grants.use_refresh(pair.refresh_token, client.client_id, now)) is None
+        restarted = OAuthState(RowBacking(url), clock=lambda: NOW)
+        restarted.boot()
+        assert [c.client_id for c in restarted.current().clients] == [client.client_id]
+    finally:
+        store.close()
