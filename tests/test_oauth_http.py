@@ -274,3 +274,20 @@ def test_public_url_needs_a_key_and_blank_leaves_oauth_off(tmp_path) -> None:
     assert load_settings(keyed).public_url is None
     assert load_settings(keyed | {"TAGURU_PUBLIC_URL": "http://taguru.test//"}).public_url == "http://taguru.test"
     assert CH  # the RFC vector the flow uses
+
+
+async def test_authorize_parameters_are_form_decoded_once(settings_factory) -> None:
+    async with oauth_server(settings_factory) as http:
+        _s, client = await http.register()
+        query = urlencode(authorize_params(client["client_id"], code_challenge_method="plain"))
+        status, _b, headers = await http.send("GET", "/oauth/authorize?" + query.replace("st4te", "a+b%2541%7E"))
+        assert status == 303 and headers["Location"].endswith("&state=a+b%2541%7E")
+
+
+async def test_a_client_name_with_a_lone_surrogate_is_refused_as_unparsable(settings_factory) -> None:
+    async with oauth_server(settings_factory) as http:
+        body = b'{"client_name":"x\\ud800y","redirect_uris":["https://a.example/cb"]}'
+        status, text, headers = await http.send(
+            "POST", "/oauth/register", data=body, headers={"Content-Type": "application/json"}
+        )
+        assert status == 400 and headers["Content-Type"].startswith("text/plain") and b"JSON" in text

@@ -96,6 +96,7 @@ async def register(request: web.Request) -> web.StreamResponse:
         return _plain(415, JSON_EXPECTED)
     try:
         body = json.loads(request[BODY_KEY])
+        json.dumps(body, ensure_ascii=False).encode("utf-8")  # a lone surrogate is no JSON text a client may send
     except (ValueError, RecursionError):
         return _plain(400, "Failed to parse the request body as JSON")
     name, uris = request_fields(body)
@@ -145,7 +146,7 @@ def _checked(oauth: OAuth, params: Mapping[str, str]) -> Client | web.Response:
 
 async def consent(request: web.Request) -> web.StreamResponse:
     """GET /oauth/authorize: the consent page, or the refusal the parameters earn."""
-    params = _form(request.query_string)
+    params = _form(request.rel_url.raw_query_string)
     checked = _checked(_oauth(request), params)
     if isinstance(checked, web.StreamResponse):
         return checked
