@@ -14,11 +14,11 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from taguru_server.server import compat
-from taguru_server.server.auth import authenticate
+from taguru_server.server.auth import Principal, authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import at_ceiling, error_response
 from taguru_server.server.logging import start_request_notes
-from taguru_server.server.oauth.gate import MCP_PATH
+from taguru_server.server.oauth.gate import MCP_PATH, OAuth
 from taguru_server.server.oauth.routes import OAUTH_ROUTE_KEY, oauth_route
 from taguru_server.server.routes.common import permit
 from taguru_server.server.routing import (
@@ -195,6 +195,23 @@ async def _oauth_exempt(request: web.Request, handler: NextHandler, method: str,
     return await handler(request)
 
 
+async def _authenticated(request: web.Request, oauth: OAuth | None) -> Principal:
+    """The caller's principal: a configured key, or on `POST /mcp` with OAuth mounted an access token's delegation."""
+    settings = request.app[SETTINGS_KEY]
+    headers = request.headers.getall("Authorization", [])
+    if oauth is None:
+        return authenticate(settings, headers)
+    if request.raw_path.split("?", 1)[0] != MCP_PATH:
+        return authenticate(settings, headers, None, oauth.challenge)
+    try:
+        return authenticate(settings, headers, None, oauth.challenge)
+    except ApiError as err:
+        if err.code is not Code.UNAUTHORIZED or len(headers) != 1:
+            raise
+    await oauth.refreshed()
+    return authenticate(settings, headers, lambda token: oauth.delegated(token, settings), oauth.challenge)
+
+
 @web.middleware
 async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse:
     """Authenticate (failed attempts and per-key requests are rate limited), then check role and grant for the route.
@@ -214,14 +231,8 @@ async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse
         if exempt is not None and exempt[1] == "exempt":
             request[ROUTE_KEY] = exempt[0]
             raise ApiError(Code.UNKNOWN_PATH, compat.unsupported_text(method, exempt[0]))
-    settings = app[SETTINGS_KEY]
-    delegated, challenge = None, "Bearer"
-    if oauth is not None:
-        challenge = oauth.challenge
-        if uri.split("?", 1)[0] == MCP_PATH:
-            delegated = lambda token: oauth.delegated(token, settings)  # noqa: E731
     try:
-        principal = authenticate(settings, request.headers.getall("Authorization", []), delegated, challenge)
+        principal = await _authenticated(request, oauth)
     except ApiError as err:
         if err.code is Code.UNAUTHORIZED:
             address = request.remote or "-"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import structlog
 
 from taguru_server.server.config import Settings
@@ -35,13 +37,19 @@ class OAuth:
             return "Bearer"
         return value
 
+    async def refreshed(self) -> None:
+        """Bring the grants up to date with the other processes (off the event loop: it may read the database)."""
+        if self.state.shared:
+            await asyncio.to_thread(self.state.current)
+
     def delegated(self, token: str, settings: Settings) -> str | None:
-        """The identity an access token acts as, if it is live and its key (or itself) is still configured."""
+        """The identity an access token acts as, if it is live and its key (or itself) is still configured
+        (on the grants as last `refreshed`)."""
         try:
             now = self.state.now()
         except ClockBeforeEpoch:
             return None  # every access token counts as expired
-        identity = self.state.current().identity_of(token, now)
+        identity = self.state.store.identity_of(token, now)
         if identity is None:
             return None
         names = set(settings.tokens.values())

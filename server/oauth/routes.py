@@ -124,9 +124,10 @@ def _metadata_refused(text: str) -> web.Response:
 
 
 # ----- the consent page and its approval ---------------------------------------------------------
-def _checked(oauth: OAuth, params: Mapping[str, str]) -> Client | web.Response:
+async def _checked(oauth: OAuth, params: Mapping[str, str]) -> Client | web.Response:
     """The client, once the request's parameters pass the checks in order; else the page or redirect to answer."""
-    client = oauth.state.current().client(params.get("client_id", ""))
+    await oauth.refreshed()
+    client = oauth.state.store.client(params.get("client_id", ""))
     if client is None:
         return pages.refusal_page(UNKNOWN_CLIENT)
     redirect_uri, state = params.get("redirect_uri", ""), params.get("state", "")
@@ -147,7 +148,7 @@ def _checked(oauth: OAuth, params: Mapping[str, str]) -> Client | web.Response:
 async def consent(request: web.Request) -> web.StreamResponse:
     """GET /oauth/authorize: the consent page, or the refusal the parameters earn."""
     params = _form(request.rel_url.raw_query_string)
-    checked = _checked(_oauth(request), params)
+    checked = await _checked(_oauth(request), params)
     if isinstance(checked, web.StreamResponse):
         return checked
     return pages.consent_page(checked.client_name, params)
@@ -181,7 +182,7 @@ async def approve(request: web.Request) -> web.StreamResponse:
         return _plain(415, FORM_EXPECTED)
     params = _form(request[BODY_KEY])
     oauth = _oauth(request)
-    checked = _checked(oauth, params)
+    checked = await _checked(oauth, params)
     if isinstance(checked, web.StreamResponse):
         return checked
     name = _key_name(request.app[SETTINGS_KEY].tokens, params.get("key", ""))
