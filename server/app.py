@@ -18,6 +18,8 @@ from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.metrics import Metrics
 from taguru_server.server.middleware import MIDDLEWARES, server_span
+from taguru_server.server.oauth.gate import OAuth, enabled_note
+from taguru_server.server.oauth.persist import OAuthState, RowBacking
 from taguru_server.server.preload import Preloader
 from taguru_server.server.providers.embedder import (
     ChunkedEmbedder,
@@ -38,6 +40,7 @@ from taguru_server.server.state import (
     INFLIGHT_KEY,
     KEY_LIMITER_KEY,
     METRICS_KEY,
+    OAUTH_KEY,
     PRELOAD_KEY,
     REGISTRY_KEY,
     RERANK_OBSERVER_KEY,
@@ -89,6 +92,18 @@ def _auto_embed(registry: Registry, embedder: Embedder | None, settings: Setting
     return asyncio.get_running_loop().create_task(auto.run(settings.flush_secs))
 
 
+def mount_oauth(settings: Settings) -> OAuth:
+    """The OAuth server of TAGURU_PUBLIC_URL, its grant store loaded from the data dir (SQLite) or the database."""
+    assert settings.public_url is not None
+    if settings.database_url:  # replicas share no disk: the grants are rows of the store
+        state = OAuthState(RowBacking(settings.database_url))
+    else:
+        state = OAuthState.in_data_dir(settings.data_dir, shared=settings.workers > 1)
+    state.boot()
+    enabled_note(settings.public_url)
+    return OAuth(settings.public_url, state)
+
+
 def build_app(
     settings: Settings,
     registry: Registry | None = None,
@@ -125,6 +140,10 @@ def build_app(
     app[AUTH_LIMITER_KEY] = FailedAuthLimiter(settings.auth_fail_limit_per_min, clock)
     app[KEY_LIMITER_KEY] = KeyRateLimiter(settings.rate_limit_per_min, clock)
     app[DISPATCH_KEY] = in_process(app)
+    if settings.public_url is not None:
+        oauth = mount_oauth(settings)
+        app[OAUTH_KEY] = oauth
+        app.on_cleanup.append(lambda _app: asyncio.to_thread(oauth.state.backing.close))
 
     async def reranker_ctx(app: web.Application) -> AsyncIterator[None]:
         if rerank is None:

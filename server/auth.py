@@ -24,6 +24,13 @@ class Principal:
         self.role = role
         self.contexts = contexts
 
+    @property
+    def budget_key(self) -> str | None:
+        """The key whose request budget this principal spends: an OAuth delegation `key@client` bills `key`."""
+        if self.key is None or "@" not in self.key:
+            return self.key
+        return self.key.rpartition("@")[0]
+
     def may_access(self, name: str) -> bool:
         return self.contexts is None or name in self.contexts
 
@@ -41,30 +48,43 @@ class Principal:
 OPEN = Principal(None, "admin", None)
 
 
-def authenticate(settings: Settings, headers: list[str]) -> Principal:
-    """Resolve the Authorization header(s) to a principal, or raise 401."""
+def authenticate(
+    settings: Settings,
+    headers: list[str],
+    delegated: Callable[[str], str | None] | None = None,
+    challenge: str = "Bearer",
+) -> Principal:
+    """Resolve the Authorization header(s) to a principal, or raise 401 (with `challenge` as `WWW-Authenticate`).
+
+    A token that is no configured key is passed to `delegated` when given (an OAuth access token on
+    `/mcp`), which answers the identity `key@client` it acts as, or None.
+    """
     if not settings.auth_enabled:
         return OPEN
     if len(headers) != 1:
-        raise unauthorized()
+        raise unauthorized(challenge)
     scheme, _, rest = headers[0].partition(" ")
     token = rest.lstrip(" ")
     if scheme.lower() != "bearer" or not token:
-        raise unauthorized()
+        raise unauthorized(challenge)
     name = None
     for candidate, key in settings.tokens.items():
         if hmac.compare_digest(candidate.encode(), token.encode()):
             name = key
+    if name is None and delegated is not None:
+        name = delegated(token)
     if name is None:
-        raise unauthorized()
+        raise unauthorized(challenge)
     scope = settings.scopes.get(name)
+    if scope is None and "@" in name:  # a delegation inherits its base key's grant
+        scope = settings.scopes.get(name.rpartition("@")[0])
     if scope is None:
         return Principal(name, "admin", None)
     return Principal(name, scope.role, scope.contexts)
 
 
-def unauthorized() -> ApiError:
-    return ApiError(Code.UNAUTHORIZED, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+def unauthorized(challenge: str = "Bearer") -> ApiError:
+    return ApiError(Code.UNAUTHORIZED, UNAUTHORIZED, headers={"WWW-Authenticate": challenge})
 
 
 class SlidingWindow:

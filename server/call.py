@@ -163,12 +163,14 @@ ProbeHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Probe:
     """One probe (GET and HEAD, answered before auth and the in-flight ceiling): its exact path, its
     aiohttp handler, the shape of its answer (as `Route.response`) and whether it can answer the
-    error envelope instead."""
+    error envelope instead. The OAuth routes (`server/oauth/routes.py`) are records of the same kind
+    with their `method`: exact paths answered without a token, but after the in-flight ceiling."""
 
     template: str
     handler: ProbeHandler
     response: str
     refuses: bool = True
+    method: str = attrs.field(default="GET", kw_only=True)
 
 
 def parse_query_string(raw: str) -> dict[str, str]:

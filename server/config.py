@@ -95,6 +95,8 @@ class Settings:
     # TAGURU_STRICT_TENANCY: keys with a context list see only the groups wholly inside their grant, and
     # refusals never name a context outside it (a departure from the reference, opt-in; docs/operations.md)
     strict_tenancy: bool = False
+    # TAGURU_PUBLIC_URL without its trailing `/`: the OAuth issuer (server/oauth/); None: OAuth is not mounted
+    public_url: str | None = None
 
     @property
     def logging(self) -> LogSettings:
@@ -276,6 +278,29 @@ def load_settings(env: Mapping[str, str] | None = None, config_file: str | None 
     return load_configuration(env, config_file).server()
 
 
+PUBLIC_URL_BLANK = (
+    "TAGURU_PUBLIC_URL is set but empty: treating OAuth as disabled — unset the variable entirely if that's intended"
+)
+PUBLIC_URL_WITHOUT_KEYS = (
+    "TAGURU_PUBLIC_URL is set but no API key is: the OAuth consent step delegates an EXISTING key, so configure "
+    "TAGURU_API_TOKEN(S) first"
+)
+
+
+def _public_url(env: Mapping[str, str], keyed: bool) -> str | None:
+    """TAGURU_PUBLIC_URL as the OAuth issuer (trailing `/` removed); blank warns and leaves OAuth off, and
+    without an API key the boot is refused (the consent step delegates an existing key)."""
+    raw = env.get("TAGURU_PUBLIC_URL")
+    if raw is None:
+        return None
+    if not raw.strip():
+        log.warning(PUBLIC_URL_BLANK)
+        return None
+    if not keyed:
+        raise ConfigError(PUBLIC_URL_WITHOUT_KEYS)
+    return raw.rstrip("/")
+
+
 def _server_settings(env: Mapping[str, str]) -> Settings:
     """The server's settings from the merged variables."""
     tokens = _parse_tokens(env)
@@ -300,6 +325,7 @@ def _server_settings(env: Mapping[str, str]) -> Settings:
         index_dir=env.get("TAGURU_INDEX_DIR", "").strip() or None,
         worker_start=_worker_start(env),
         strict_tenancy=_flag(env, "TAGURU_STRICT_TENANCY", refuse=True),
+        public_url=_public_url(env, bool(tokens)),
         **_log_settings(env),
         **embedding_settings(env),
     )

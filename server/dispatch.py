@@ -12,6 +12,7 @@ from multidict import CIMultiDict
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Call, Route, parse_query_string
 from taguru_server.server.errors import error_body, status_of
+from taguru_server.server.oauth.routes import OAUTH_ROUTE_KEY
 from taguru_server.server.reply import Raw, Reply, ok_body, render
 from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize, routed_method
 from taguru_server.server.state import (
@@ -32,6 +33,9 @@ from taguru_server.store.wire import dumps_bytes
 
 async def endpoint(request: web.Request) -> web.StreamResponse:
     """The matched route's handler on the request the middlewares admitted, read and timed."""
+    oauth_route = request.get(OAUTH_ROUTE_KEY)
+    if oauth_route is not None:  # an OAuth route (server/oauth/routes.py) answers the request itself
+        return await oauth_route.handler(request)
     match = request[MATCH_KEY]
     assert match.route is not None
     app = request.app

@@ -14,10 +14,12 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from taguru_server.server import compat
-from taguru_server.server.auth import authenticate
+from taguru_server.server.auth import Principal, authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import at_ceiling, error_response
 from taguru_server.server.logging import start_request_notes
+from taguru_server.server.oauth.gate import MCP_PATH, OAuth
+from taguru_server.server.oauth.routes import OAUTH_ROUTE_KEY, oauth_route
 from taguru_server.server.routes.common import permit
 from taguru_server.server.routing import (
     MATCH_KEY,
@@ -35,6 +37,7 @@ from taguru_server.server.state import (
     INFLIGHT_KEY,
     KEY_LIMITER_KEY,
     METRICS_KEY,
+    OAUTH_KEY,
     PRINCIPAL_KEY,
     ROUTE_KEY,
     SETTINGS_KEY,
@@ -176,25 +179,69 @@ async def probes(request: web.Request, handler: NextHandler) -> web.StreamRespon
     return await probe(request)
 
 
+async def _oauth_exempt(request: web.Request, handler: NextHandler, method: str, uri: str) -> web.StreamResponse | None:
+    """While OAuth is mounted, its six exact paths are answered without a token (billed to the caller's address)."""
+    try:
+        route = oauth_route(method, uri)
+    except ApiError:
+        request[ROUTE_KEY] = uri.split("?", 1)[0]
+        raise
+    if route is None:
+        return None
+    request[ROUTE_KEY] = route.template
+    structlog.contextvars.bind_contextvars(route=route.template)
+    request.app[KEY_LIMITER_KEY].admit(f"peer:{request.remote or '-'}")
+    request[OAUTH_ROUTE_KEY] = route
+    return await handler(request)
+
+
+async def _authenticated(request: web.Request, oauth: OAuth | None) -> Principal:
+    """The caller's principal: a configured key, or on `POST /mcp` with OAuth mounted an access token's delegation."""
+    settings = request.app[SETTINGS_KEY]
+    headers = request.headers.getall("Authorization", [])
+    if oauth is None:
+        return authenticate(settings, headers)
+    if request.raw_path.split("?", 1)[0] != MCP_PATH:
+        return authenticate(settings, headers, None, oauth.challenge)
+    try:
+        return authenticate(settings, headers, None, oauth.challenge)
+    except ApiError as err:
+        if err.code is not Code.UNAUTHORIZED or len(headers) != 1:
+            raise
+    await oauth.refreshed()
+    return authenticate(settings, headers, lambda token: oauth.delegated(token, settings), oauth.challenge)
+
+
 @web.middleware
 async def auth(request: web.Request, handler: NextHandler) -> web.StreamResponse:
-    """Authenticate (failed attempts and per-key requests are rate limited), then check role and grant for the route."""
+    """Authenticate (failed attempts and per-key requests are rate limited), then check role and grant for the route.
+
+    With OAuth mounted (TAGURU_PUBLIC_URL) its routes need no token, an access token opens `POST /mcp`
+    as its delegating key, and every 401 names the protected resource's metadata.
+    """
     app = request.app
     method, uri = routed_method(request.method), request.raw_path  # HEAD: routed, checked and run as GET
+    oauth = app.get(OAUTH_KEY)
+    if oauth is not None:
+        exempt_answer = await _oauth_exempt(request, handler, method, uri)
+        if exempt_answer is not None:
+            return exempt_answer
     if uri.startswith(compat.EXEMPT_PREFIXES):  # the reference serves these without a token
         exempt = compat.unsupported(method, uri)
         if exempt is not None and exempt[1] == "exempt":
             request[ROUTE_KEY] = exempt[0]
             raise ApiError(Code.UNKNOWN_PATH, compat.unsupported_text(method, exempt[0]))
     try:
-        principal = authenticate(app[SETTINGS_KEY], request.headers.getall("Authorization", []))
+        principal = await _authenticated(request, oauth)
     except ApiError as err:
         if err.code is Code.UNAUTHORIZED:
             address = request.remote or "-"
             app[AUTH_LIMITER_KEY].check(address)
             app[AUTH_LIMITER_KEY].failed(address)
         raise
-    app[KEY_LIMITER_KEY].admit(principal.key)
+    app[KEY_LIMITER_KEY].admit(principal.budget_key)
+    if principal.key is not None and "@" in principal.key:  # an OAuth delegation: the log names `key@client`
+        structlog.contextvars.bind_contextvars(key=principal.key)
     match = ROUTER.resolve(method, uri)
     request[ROUTE_KEY] = match.template
     structlog.contextvars.bind_contextvars(route=match.template)

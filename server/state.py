@@ -11,6 +11,7 @@ from aiohttp import web
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter, Principal
 from taguru_server.server.config import Settings
 from taguru_server.server.metrics import Metrics
+from taguru_server.server.oauth.gate import OAuth
 from taguru_server.server.preload import Preloader
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.providers.reranker import HttpReranker
@@ -58,6 +59,7 @@ AUTH_LIMITER_KEY: web.AppKey[FailedAuthLimiter] = web.AppKey("auth_limiter", Fai
 KEY_LIMITER_KEY: web.AppKey[KeyRateLimiter] = web.AppKey("key_limiter", KeyRateLimiter)
 DISPATCH_KEY: web.AppKey[Dispatch] = web.AppKey("dispatch")
 PRELOAD_KEY: web.AppKey[Preloader] = web.AppKey("preload", Preloader)
+OAUTH_KEY: web.AppKey[OAuth] = web.AppKey("oauth", OAuth)  # set only while TAGURU_PUBLIC_URL mounts OAuth
 
 # per request, set by the middlewares
 STARTED_KEY: web.RequestKey[float] = web.RequestKey("started", float)

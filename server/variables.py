@@ -106,6 +106,7 @@ REGISTRY: tuple[Variable, ...] = (
         R,
         shown="0 (off: the reference's behaviour)",
     ),
+    _unset("TAGURU_PUBLIC_URL", "the public base URL: mounts OAuth for remote MCP clients", A, "OAuth off"),
     _v("TAGURU_CONFIG", str, None, "a KEY=VALUE file of these variables; the environment wins", R),
     # the embedding provider (server/config.py: embedding_settings)
     _unset("TAGURU_EMBED_URL", "the embedding endpoint; local: the in-process model", A, "no embedding provider"),
