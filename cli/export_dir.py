@@ -16,13 +16,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from taguru_server.cli.environ import command_environment
+from taguru_server.store.atomic import write_atomically
 
 EXIT_OK, EXIT_FAIL = 0, 1
 SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -35,27 +35,6 @@ REMOTE_NOTE = (
 def stem(name: str) -> str:
     """A file stem for a name: `[A-Za-z0-9_-]` kept, every other UTF-8 byte `%XX` (so no stem ends in `.group`)."""
     return "".join(chr(b) if b in SAFE else f"%{b:02X}" for b in name.encode("utf-8"))
-
-
-def write_atomically(path: Path, chunks: Iterable[bytes]) -> None:
-    """The file appears whole or not at all: a temporary sibling, fsync, rename, fsync of the directory."""
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class Run:

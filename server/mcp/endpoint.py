@@ -46,7 +46,8 @@ def _reply(rid: Any, result: Any) -> Raw:
     return Raw(200, dumps_bytes(reply_frame(rid, result)))
 
 
-def _tool_error(text: str, structured: Any = None) -> dict[str, Any]:
+def tool_error(text: str, structured: Any = None) -> dict[str, Any]:
+    """A tool error result (`structuredContent` when the body was a JSON object); the bridge words its own alike."""
     out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
     if isinstance(structured, dict):
         out["structuredContent"] = structured
@@ -130,10 +131,10 @@ async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     failures are tool errors, never RPC errors."""
     name = params.get("name")
     if not isinstance(name, str) or not name:
-        return _tool_error("tool name is required — params.name was missing, empty, or not a string")
+        return tool_error("tool name is required — params.name was missing, empty, or not a string")
     tool = TOOL_BY_NAME.get(name)
     if tool is None:
-        return _tool_error(f"unknown tool '{name}'")
+        return tool_error(f"unknown tool '{name}'")
     args = params.get("arguments")
     if not isinstance(args, dict):
         args = {}
@@ -150,7 +151,7 @@ async def call_tool(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             with tracing.tool_span("http_mcp", name, params.get("_meta")) as span:
                 raw = await perform(call, name, args, span)
     except ToolFailure as failure:
-        return _tool_error(failure.text, failure.structured)
+        return tool_error(failure.text, failure.structured)
     return _tool_ok(raw.decode("utf-8", "replace"))
 
 
@@ -161,9 +162,9 @@ async def _retrieve(call: Call, args: dict[str, Any], tracing: Any) -> dict[str,
     try:
         text = await run_retrieve(args, lambda n, a: perform(call, n, a), cap, tracing, "remote_mcp", call.deadline)
     except ToolFailure as failure:
-        return _tool_error(failure.text)
+        return tool_error(failure.text)
     if len(text.encode("utf-8", "surrogatepass")) > cap:
-        return _tool_error(CAP_MESSAGE)
+        return tool_error(CAP_MESSAGE)
     return _tool_ok(text)
 
 

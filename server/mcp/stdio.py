@@ -199,15 +199,10 @@ class ToolRpcError(Exception):
 
 
 def tool_error(text: str, structured: Any = None) -> dict[str, Any]:
-    """A tool error result, with `structuredContent` when the body was a JSON object."""
-    from taguru_server.server.mcp.protocol import SERVER_META
+    """A tool error result, as `POST /mcp` words one (`structuredContent` when the body was a JSON object)."""
+    from taguru_server.server.mcp.endpoint import tool_error as endpoint_tool_error
 
-    out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
-    if isinstance(structured, dict):
-        out["structuredContent"] = structured
-    out["resultType"] = "complete"
-    out["_meta"] = SERVER_META
-    return out
+    return endpoint_tool_error(text, structured)
 
 
 def inline_result(method: str, params: dict[str, Any], instructions: str) -> dict[str, Any] | None:

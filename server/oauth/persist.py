@@ -25,6 +25,7 @@ import structlog
 
 from taguru_server.server.oauth.grants import GrantStore
 from taguru_server.server.oauth.tokens import now_secs
+from taguru_server.store import atomic
 
 log = structlog.get_logger("taguru.oauth")
 
@@ -67,25 +68,9 @@ def _signature(path: Path) -> Signature:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write a file owner-only through a temporary file, fsync it, rename it over the old one, fsync the folder."""
+    """Write a file owner-only and atomically (`store.atomic`), creating its folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic.write_atomically(path, [text.encode("utf-8")])
 
 
 class FileBacking:
