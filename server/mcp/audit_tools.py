@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from taguru_server.server.mcp.props import CONTEXT, int_prop
+from taguru_server.server.mcp.props import CONTEXT, cursor_prop, int_prop
 
 T = TypeVar("T")
 
@@ -83,20 +83,10 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "before finishing."
             ),
             {
-                "after": {
-                    "description": (
-                        "resume past the previous page's last match — copy every field verbatim "
-                        "from it. total stays constant across pages"
-                    ),
-                    "properties": {
-                        "label": {"type": "string"},
-                        "object": {"type": "string"},
-                        "subject": {"type": "string"},
-                        "weight": {"type": "number"},
-                    },
-                    "required": ["weight", "subject", "label", "object"],
-                    "type": "object",
-                },
+                "after": cursor_prop(
+                    "resume past the previous page's last match — copy every field verbatim "
+                    "from it. total stays constant across pages"
+                ),
                 "context": CONTEXT,
                 "limit": int_prop("default 100, capped at 1000"),
                 "origins": {"items": {"type": "string"}, "type": "array"},
@@ -122,20 +112,10 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "uses anymore."
             ),
             {
-                "after": {
-                    "description": (
-                        "resume past the previous page's last unsourced match — copy every field "
-                        "verbatim from it. total stays constant across pages"
-                    ),
-                    "properties": {
-                        "label": {"type": "string"},
-                        "object": {"type": "string"},
-                        "subject": {"type": "string"},
-                        "weight": {"type": "number"},
-                    },
-                    "required": ["weight", "subject", "label", "object"],
-                    "type": "object",
-                },
+                "after": cursor_prop(
+                    "resume past the previous page's last unsourced match — copy every field "
+                    "verbatim from it. total stays constant across pages"
+                ),
                 "context": CONTEXT,
                 "cosine_floor": {
                     "description": "semantic floor (default 0.6); only used when include_twins is set",
@@ -182,20 +162,10 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "context has no installed schema."
             ),
             {
-                "after": {
-                    "description": (
-                        "resume past the previous page's last violation — copy every field "
-                        "verbatim from it. total stays constant across pages"
-                    ),
-                    "properties": {
-                        "label": {"type": "string"},
-                        "object": {"type": "string"},
-                        "subject": {"type": "string"},
-                        "weight": {"type": "number"},
-                    },
-                    "required": ["weight", "subject", "label", "object"],
-                    "type": "object",
-                },
+                "after": cursor_prop(
+                    "resume past the previous page's last violation — copy every field "
+                    "verbatim from it. total stays constant across pages"
+                ),
                 "context": CONTEXT,
                 "limit": int_prop("default 100, capped at 1000 — pages violations only"),
             },
@@ -218,20 +188,10 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "would produce once installed. Same response shape as audit_schema."
             ),
             {
-                "after": {
-                    "description": (
-                        "resume past the previous page's last violation — copy every field "
-                        "verbatim from it. total stays constant across pages"
-                    ),
-                    "properties": {
-                        "label": {"type": "string"},
-                        "object": {"type": "string"},
-                        "subject": {"type": "string"},
-                        "weight": {"type": "number"},
-                    },
-                    "required": ["weight", "subject", "label", "object"],
-                    "type": "object",
-                },
+                "after": cursor_prop(
+                    "resume past the previous page's last violation — copy every field "
+                    "verbatim from it. total stays constant across pages"
+                ),
                 "context": CONTEXT,
                 "document": {
                     "description": (

@@ -14,3 +14,15 @@ def str_prop(description: str) -> dict[str, Any]:
 
 
 CONTEXT = str_prop("Context name (from list_contexts)")
+
+
+def cursor_prop(description: str, lead: str = "weight", lead_type: str = "number", **extra: Any) -> dict[str, Any]:
+    """A keyset cursor argument: the ordering field `lead`, then the last match's triple (and `extra` fields)."""
+    fields = {lead: {"type": lead_type}, "subject": {"type": "string"}, "label": {"type": "string"}}
+    fields["object"] = {"type": "string"}
+    return {
+        "description": description,
+        "properties": dict(sorted({**fields, **extra}.items())),
+        "required": [lead, "subject", "label", "object"],
+        "type": "object",
+    }

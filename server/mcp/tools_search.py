@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from taguru_server.server.mcp.props import CONTEXT, int_prop, str_prop
+from taguru_server.server.mcp.props import CONTEXT, cursor_prop, int_prop, str_prop
 
 T = TypeVar("T")
 
@@ -34,24 +34,16 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "the strongest |weight| survives (weights share one scale)."
             ),
             {
-                "after": {
-                    "description": (
+                "after": cursor_prop(
+                    (
                         "resume past the previous page's last match: copy {weight, subject, "
                         "label, object} verbatim from it, plus context too when targeting several "
                         "contexts. total stays constant across pages"
                     ),
-                    "properties": {
-                        "context": str_prop(
-                            "required when targeting several contexts (contexts/groups); omit for a single context"
-                        ),
-                        "label": {"type": "string"},
-                        "object": {"type": "string"},
-                        "subject": {"type": "string"},
-                        "weight": {"type": "number"},
-                    },
-                    "required": ["weight", "subject", "label", "object"],
-                    "type": "object",
-                },
+                    context=str_prop(
+                        "required when targeting several contexts (contexts/groups); omit for a single context"
+                    ),
+                ),
                 "context": CONTEXT,
                 "contexts": {
                     "description": (
@@ -127,24 +119,16 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "scale)."
             ),
             {
-                "after": {
-                    "description": (
+                "after": cursor_prop(
+                    (
                         "resume past the previous page's last match: copy {weight, subject, "
                         "label, object} verbatim from it, plus context too when targeting several "
                         "contexts. total stays constant across pages"
                     ),
-                    "properties": {
-                        "context": str_prop(
-                            "required when targeting several contexts (contexts/groups); omit for a single context"
-                        ),
-                        "label": {"type": "string"},
-                        "object": {"type": "string"},
-                        "subject": {"type": "string"},
-                        "weight": {"type": "number"},
-                    },
-                    "required": ["weight", "subject", "label", "object"],
-                    "type": "object",
-                },
+                    context=str_prop(
+                        "required when targeting several contexts (contexts/groups); omit for a single context"
+                    ),
+                ),
                 "context": CONTEXT,
                 "contexts": {
                     "description": (
@@ -211,20 +195,14 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "views. Truncation keeps the nearest hops (watch total)."
             ),
             {
-                "after": {
-                    "description": (
+                "after": cursor_prop(
+                    (
                         "resume past the previous page's last recollection — copy every field "
                         "verbatim from it. total stays constant across pages"
                     ),
-                    "properties": {
-                        "distance": {"type": "integer"},
-                        "label": {"type": "string"},
-                        "object": {"type": "string"},
-                        "subject": {"type": "string"},
-                    },
-                    "required": ["distance", "subject", "label", "object"],
-                    "type": "object",
-                },
+                    lead="distance",
+                    lead_type="integer",
+                ),
                 "context": CONTEXT,
                 "limit": int_prop("default 100, capped at 1000"),
                 "max_depth": int_prop("hop ceiling; default and max 10 (larger values are clamped, not refused)"),
