@@ -289,9 +289,8 @@ def _fetch_context(client: Any, name: str) -> Callable[[Path], str]:
         if stream.groups:
             raise ExportItemFailed("not a taguru export stream: the response carries a taguru_group record")
         write_atomically(path, [body])
-        lines = [line for line in body.decode("utf-8").split("\n") if line.strip()]
-        batches = sum(1 for line in lines if '"taguru_batch"' in line and "taguru_batch" in json.loads(line))
-        return f"{batches} batch(es), {len(lines)} line(s)"
+        lines = sum(1 for line in body.split(b"\n") if line.strip())
+        return f"{len(stream)} batch(es), {lines} line(s)"  # the parser's batches: one per header line
 
     return go
 

@@ -102,10 +102,7 @@ def asserted_types(ctx: Context, name: str) -> list[str]:
 
 def expanded_types(ctx: Context, schema: Schema, concept: int) -> set[str]:
     """A concept's live types with everything each `is_a`."""
-    out: set[str] = set()
-    for t in live_types(ctx, concept):
-        out |= schema.closure(t)
-    return out
+    return _expand(schema, live_types(ctx, concept))
 
 
 def check(

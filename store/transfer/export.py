@@ -263,13 +263,8 @@ class ContextExport:
         `store` is the SQLite file, or the PostgreSQL URL of a shared store.
         """
         errors = _errors()
+        db = snapshot(store)
         try:
-            db: Any = _PgExportDb(store) if isinstance(store, str) else connect(store)
-        except errors as exc:
-            raise unreadable(_reason(exc)) from None
-        try:
-            if not isinstance(db, _PgExportDb):
-                db.execute("BEGIN")
             row = db.execute("SELECT id, meta FROM contexts WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise no_context(name)
@@ -457,17 +452,27 @@ def _reason(exc: BaseException) -> str:
     return str(name).removeprefix("SQLITE_").lower()
 
 
+def snapshot(store: Path | str) -> Any:
+    """A read-only snapshot of the store (the SQLite file, or the PostgreSQL URL), or the 500 `unreadable`."""
+    try:
+        db: Any = _PgExportDb(store) if isinstance(store, str) else connect(store)
+    except _errors() as exc:
+        raise unreadable(_reason(exc)) from None
+    if not isinstance(db, _PgExportDb):
+        try:
+            db.execute("BEGIN")
+        except _errors() as exc:
+            _close(db)
+            raise unreadable(_reason(exc)) from None
+    return db
+
+
 def store_directory(store: Path | str) -> tuple[list[str], dict[str, GroupRecord]]:
     """Every context name (sorted) and every group record of a store (the SQLite file, or the PostgreSQL
     URL), read in one snapshot: what a full `taguru export --out` writes."""
     errors = _errors()
+    db = snapshot(store)
     try:
-        db: Any = _PgExportDb(store) if isinstance(store, str) else connect(store)
-    except errors as exc:
-        raise unreadable(_reason(exc)) from None
-    try:
-        if not isinstance(db, _PgExportDb):
-            db.execute("BEGIN")
         names = sorted(str(row[0]) for row in db.execute("SELECT name FROM contexts"))
         groups = {str(n): GroupRecord.from_json(str(b)) for n, b in db.execute("SELECT name, body FROM context_groups")}
         return names, dict(sorted(groups.items()))
