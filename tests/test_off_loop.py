@@ -206,10 +206,11 @@ async def test_live_answers_while_a_drift_audit_sweeps_twins(settings_factory) -
         probes = asyncio.ensure_future(_live_latencies(client, stop))
         await asyncio.sleep(0.1)
         started = time.monotonic()
-        status, body, _h = await client.call("POST", "/contexts/twins/drift/audit", {"include_twins": True})
+        status, text, _h = await client.fetch("POST", "/contexts/twins/drift/audit", {"include_twins": True})
         took = time.monotonic() - started
         stop.set()
         latencies = await probes
+        body = client.decode("POST", "/contexts/twins/drift/audit", status, text)  # 27 MB: not while timing
         assert status == 200, body
         assert body["result"]["total"] == 6_000 and body["result"]["twins"]["lexical_concepts"]
         assert max(latencies) <= LIVE_CEILING_S, (max(latencies), took)
@@ -247,15 +248,16 @@ async def test_live_answers_while_a_large_import_is_applied(settings_factory) ->
         await asyncio.sleep(0.1)
         started = time.monotonic()
         importing = asyncio.ensure_future(
-            client.call("POST", "/import", raw=stream, content_type="application/x-ndjson")
+            client.fetch("POST", "/import", raw=stream, content_type="application/x-ndjson")
         )
         await asyncio.sleep(0.3)
         other = await client.call("GET", "/contexts/other")  # another context's read is not held up
         assert other[0] == 200
-        status, body, _h = await importing
+        status, text, _h = await importing
         took = time.monotonic() - started
         stop.set()
         latencies = await probes
+        body = client.decode("POST", "/import", status, text)
         assert status == 200, body
         assert len(body["result"]["batches"]) == 6_000
         assert max(latencies) <= LIVE_CEILING_S, (max(latencies), took)
