@@ -68,13 +68,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import structlog
     from aiohttp import web
 
+    from taguru_server.cli.workers import forced_exit
+    from taguru_server.client.config import config_file_path
     from taguru_server.server.app import build_app, open_registry
     from taguru_server.server.logging import configure_logging, lenient_log_settings
     from taguru_server.server.protocol import AppRunner, accept_error_handler
+    from taguru_server.server.reload import Reloader, arm, shell_keys
+    from taguru_server.server.state import KEYS_KEY, METRICS_KEY
     from taguru_server.store.errors import StoreRefused
     from taguru_server.store.persist.registry import Registry
 
     env = command_environment(args)
+    if hasattr(signal, "SIGHUP"):  # until the reload handler is in place, a SIGHUP must not end the process
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # the settings' own warnings, in the same form
     configure_logging(worker=args.worker, logs=lenient_log_settings(env), final=False)
     refuse = _serve_refusal(args.config, args.worker, env)
@@ -121,12 +127,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(accept_error_handler())
+
+        def on_stop() -> None:
+            if stop.is_set():  # a second SIGINT/SIGTERM while draining: exit at once
+                forced_exit()
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_stop)
+        reloader = Reloader(app[KEYS_KEY], app[METRICS_KEY], config_file_path(args.config, env), shell_keys(env))
+        watch = arm(loop, reloader)
         try:
             await stop.wait()
             log.info("server.stopping")
         finally:
+            if watch is not None:
+                watch.cancel()
             await runner.cleanup()
         log.info("server.stopped")
 

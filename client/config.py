@@ -10,8 +10,13 @@ from pathlib import Path
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, str]:
     """KEY=VALUE lines; blank lines and # comments are skipped."""
+    return parse_config_text(Path(path).read_text(encoding="utf-8"))
+
+
+def parse_config_text(text: str) -> dict[str, str]:
+    """The variables of a settings file's text (`read_config_file`); a later duplicate wins."""
     out: dict[str, str] = {}
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+    for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue

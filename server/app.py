@@ -16,6 +16,7 @@ from aiohttp import web
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
+from taguru_server.server.keyring import Keys, keyring_of
 from taguru_server.server.metrics import Metrics
 from taguru_server.server.middleware import MIDDLEWARES, server_span
 from taguru_server.server.oauth.gate import OAuth, enabled_note
@@ -39,6 +40,7 @@ from taguru_server.server.state import (
     HEAVY_OPS_KEY,
     INFLIGHT_KEY,
     KEY_LIMITER_KEY,
+    KEYS_KEY,
     METRICS_KEY,
     OAUTH_KEY,
     PRELOAD_KEY,
@@ -131,6 +133,7 @@ def build_app(
         app[TRACING_KEY] = tracing
         app.on_cleanup.append(lambda _app: asyncio.to_thread(tracing.shutdown))
     app[SETTINGS_KEY] = settings
+    app[KEYS_KEY] = Keys(keyring_of(settings))
     metrics = Metrics()
     app[METRICS_KEY] = metrics
     rerank_metrics = RerankMetrics(metrics.registry, configured=rerank is not None)

@@ -8,7 +8,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from taguru_server.server.config import ROLES, Settings
+from taguru_server.server.config import ROLES
+from taguru_server.server.keyring import KeyTable
 from taguru_server.store.errors import ApiError, Code
 
 UNAUTHORIZED = "missing or invalid bearer token (send Authorization: Bearer <token>)"
@@ -49,13 +50,14 @@ OPEN = Principal(None, "admin", None)
 
 
 def authenticate(
-    settings: Settings,
+    settings: KeyTable,
     headers: list[str],
     delegated: Callable[[str], str | None] | None = None,
     challenge: str = "Bearer",
 ) -> Principal:
     """Resolve the Authorization header(s) to a principal, or raise 401 (with `challenge` as `WWW-Authenticate`).
 
+    `settings` is the key table the request was given (the armed `Keyring`, or the boot's `Settings`).
     A token that is no configured key is passed to `delegated` when given (an OAuth access token on
     `/mcp`), which answers the identity `key@client` it acts as, or None.
     """

@@ -102,6 +102,14 @@ class Metrics:
             "1 once the contexts to preload are in memory (GET /ready answers 200)",
             registry=self.registry,
         )
+        self.keyring_reloads = Counter(
+            "taguru_keyring_reloads", "Key reloads that applied a new table or found no change", registry=self.registry
+        )
+        self.keyring_reload_refusals = Counter(
+            "taguru_keyring_reload_refusals",
+            "Key reloads refused (the previous table stays armed)",
+            registry=self.registry,
+        )
         # the standard process (memory, CPU, open files), platform and garbage-collector families;
         # each worker process of `serve --workers N` reports its own
         for standard in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):

@@ -36,6 +36,7 @@ from taguru_server.server.state import (
     DEADLINE_KEY,
     INFLIGHT_KEY,
     KEY_LIMITER_KEY,
+    KEYS_KEY,
     METRICS_KEY,
     OAUTH_KEY,
     PRINCIPAL_KEY,
@@ -196,8 +197,10 @@ async def _oauth_exempt(request: web.Request, handler: NextHandler, method: str,
 
 
 async def _authenticated(request: web.Request, oauth: OAuth | None) -> Principal:
-    """The caller's principal: a configured key, or on `POST /mcp` with OAuth mounted an access token's delegation."""
-    settings = request.app[SETTINGS_KEY]
+    """The caller's principal: a configured key, or on `POST /mcp` with OAuth mounted an access token's delegation.
+
+    The armed key table is read once: the key, a delegation's key and the grant are all judged against it."""
+    settings = request.app[KEYS_KEY].current
     headers = request.headers.getall("Authorization", [])
     if oauth is None:
         return authenticate(settings, headers)
