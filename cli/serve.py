@@ -134,7 +134,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             stop.set()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_stop)
+            try:
+                loop.add_signal_handler(sig, on_stop)
+            except (NotImplementedError, RuntimeError, ValueError) as exc:  # the other signal still stops it
+                log.warning(
+                    "server.signal_unavailable",
+                    message="could not register a shutdown signal handler",
+                    signal=sig.name,
+                    error=type(exc).__name__,
+                )
         reloader = Reloader(app[KEYS_KEY], app[METRICS_KEY], config_file_path(args.config, env), shell_keys(env))
         watch = arm(loop, reloader)
         try:

@@ -62,7 +62,10 @@ def _die_with_parent(parent: int) -> None:
 
 def forced_exit(workers: Iterable[Any] = ()) -> None:
     """A second stop signal: say so, SIGKILL any `workers` (the supervisor's), exit 130 at once, skipping the drain."""
-    log.warning("server.forced_exit", message="second shutdown signal received — forcing an immediate exit")
+    try:
+        log.warning("server.forced_exit", message="second shutdown signal received — forcing an immediate exit")
+    except RuntimeError:  # the supervisor's handler interrupted a write to stderr: exit without the line
+        pass
     for proc in workers:
         try:
             proc.kill()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import attrs
 
@@ -18,7 +18,6 @@ from taguru_server.server.config import KeyScope, Settings, parse_scopes, parse_
 
 KEY_VARIABLES = ("TAGURU_API_TOKEN", "TAGURU_API_TOKENS", "TAGURU_KEY_SCOPES")
 EVERYTHING = KeyScope("admin", None)  # the grant of a key no scope names
-T = TypeVar("T")
 
 
 class KeyTable(Protocol):
@@ -34,8 +33,13 @@ class KeyTable(Protocol):
     def auth_enabled(self) -> bool: ...
 
 
-def _frozen(mapping: Mapping[str, T]) -> Mapping[str, T]:
-    """A read-only copy."""
+def _frozen_tokens(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    """A read-only copy of token → key name."""
+    return MappingProxyType(dict(mapping))
+
+
+def _frozen_scopes(mapping: Mapping[str, KeyScope]) -> Mapping[str, KeyScope]:
+    """A read-only copy of key name → grant."""
     return MappingProxyType(dict(mapping))
 
 
@@ -43,8 +47,8 @@ def _frozen(mapping: Mapping[str, T]) -> Mapping[str, T]:
 class Keyring:
     """One armed key table; never changed once built (a reload builds another)."""
 
-    tokens: Mapping[str, str] = attrs.field(converter=_frozen, factory=dict)
-    scopes: Mapping[str, KeyScope] = attrs.field(converter=_frozen, factory=dict)
+    tokens: Mapping[str, str] = attrs.field(converter=_frozen_tokens, factory=dict)
+    scopes: Mapping[str, KeyScope] = attrs.field(converter=_frozen_scopes, factory=dict)
 
     @property
     def auth_enabled(self) -> bool:

@@ -148,11 +148,12 @@ class Reloader:
     async def watch(self, interval: float = WATCH_INTERVAL_SECS) -> None:
         """Read the file every `interval` seconds (off the loop); a change of its SHA-256 reloads from those bytes.
 
-        The first digest is taken now; a read that fails is no change and keeps the digest, so a refused
-        edit is logged once per change, and reverting it is another change."""
+        The first digest is taken now, and an edit made since the boot read the file (this process
+        ignores SIGHUP until its handler is in place) reloads at once; a read that fails is no change and
+        keeps the digest, so a refused edit is logged once per change, and reverting it is another change."""
         if self.path is None:
             return
-        digest = await self._digest()
+        digest = await self._catch_up()
         while True:
             await asyncio.sleep(interval)
             try:
@@ -164,13 +165,17 @@ class Reloader:
                 digest = seen
                 await self.reload(CONFIG_WATCH, data)
 
-    async def _digest(self) -> bytes | None:
-        """The file's digest now, None when it cannot be read."""
+    async def _catch_up(self) -> bytes | None:
+        """The file's digest now (None when it cannot be read), after reloading from it if its keys are not
+        the armed ones (quietly nothing when they are: the boot armed them)."""
         assert self.path is not None
         try:
-            return hashlib.sha256(await asyncio.to_thread(_read, self.path)).digest()
+            data = await asyncio.to_thread(_read, self.path)
         except OSError:
             return None
+        if not isinstance(judge(self.keys.current, self.shell, data), Unchanged):
+            await self.reload(CONFIG_WATCH, data)
+        return hashlib.sha256(data).digest()
 
 
 def arm(loop: asyncio.AbstractEventLoop, reloader: Reloader) -> asyncio.Task[None] | None:

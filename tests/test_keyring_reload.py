@@ -175,7 +175,7 @@ async def test_the_watch_reloads_once_per_change_from_the_bytes_it_read(tmp_path
     watch = asyncio.get_running_loop().create_task(reloader.watch(interval=0.02))
     try:
         await asyncio.sleep(0.1)
-        assert metrics.keyring_reloads._value.get() == 0  # the first digest is no change
+        assert metrics.keyring_reloads._value.get() == 0  # the first digest: the boot's keys, no reload
         path.write_text("TAGURU_API_TOKENS=broken\n")
         await asyncio.sleep(0.15)
         assert metrics.keyring_reload_refusals._value.get() == 1  # once per change, not once per tick
@@ -187,6 +187,20 @@ async def test_the_watch_reloads_once_per_change_from_the_bytes_it_read(tmp_path
         watch.cancel()
     assert keys.current.names == {"ci": "tok-2"}
     assert (metrics.keyring_reloads._value.get(), metrics.keyring_reload_refusals._value.get()) == (1, 1)
+
+
+async def test_the_watch_arms_an_edit_made_before_it_started(tmp_path: Path) -> None:
+    import asyncio
+
+    path = tmp_path / "keys.env"
+    path.write_text("TAGURU_API_TOKENS=ci:tok-edited-after-the-boot-read\n")
+    keys, metrics = Keys(ARMED), Metrics()
+    watch = asyncio.get_running_loop().create_task(Reloader(keys, metrics, str(path), {}).watch(interval=10))
+    try:
+        await asyncio.sleep(0.1)
+    finally:
+        watch.cancel()
+    assert keys.current.names == {"ci": "tok-edited-after-the-boot-read"}
 
 
 async def test_a_reload_reaches_requests_and_ends_a_removed_keys_delegations(settings_factory, tmp_path: Path) -> None:

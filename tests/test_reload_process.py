@@ -69,7 +69,9 @@ class Prober(threading.Thread):
 
     def __init__(self, server: Server) -> None:
         super().__init__(daemon=True)
-        self.server, self.failures, self.probes = server, [], 0
+        self.server = server
+        self.failures: list[object] = []
+        self.probes = 0
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -95,7 +97,7 @@ def start(tmp_path: Path, servers: list[Server], workers: int, config: Path, **e
     return server
 
 
-def every_worker(server: Server, workers: int, items: list[dict[str, Any]]) -> bool:
+def every_worker(workers: int, items: list[dict[str, Any]]) -> bool:
     """The events come from every process that serves (each worker, or the one process)."""
     return len({e.get("worker_pid") for e in items}) == workers
 
@@ -115,8 +117,8 @@ def test_sighup_rotates_a_key_in_every_worker_and_the_port_keeps_answering(
         os.kill(server.proc.pid, signal.SIGHUP)
         # each serving process handled the signal (the watch may arm the same edit a moment earlier: then the
         # signal finds no change), and each armed the rotation
-        wait_for(lambda: every_worker(server, workers, reload_events(server, trigger="sighup")), 10)
-        wait_for(lambda: every_worker(server, workers, reload_events(server, "keyring.reloaded")), 10)
+        wait_for(lambda: every_worker(workers, reload_events(server, trigger="sighup")), 10)
+        wait_for(lambda: every_worker(workers, reload_events(server, "keyring.reloaded")), 10)
         time.sleep(0.2)
     finally:
         prober.stop()
@@ -141,7 +143,7 @@ def test_a_config_file_change_rotates_within_the_window_and_a_broken_one_keeps_t
     assert status(server, "tok-old") == 200
     config.write_text("TAGURU_API_TOKENS=ci:tok-new\n")
     changed = time.monotonic()
-    wait_for(lambda: every_worker(server, workers, reload_events(server, "keyring.reloaded", "config-watch")), 10)
+    wait_for(lambda: every_worker(workers, reload_events(server, "keyring.reloaded", "config-watch")), 10)
     assert time.monotonic() - changed < WINDOW_SECS
     for _ in range(6 * workers):
         assert status(server, "tok-old") == 401
@@ -152,7 +154,7 @@ def test_a_config_file_change_rotates_within_the_window_and_a_broken_one_keeps_t
     # a pasted token without its name: refused, the table in force stays armed, nothing of the file is logged
     config.write_text("TAGURU_API_TOKENS=tok-pasted-alone\n")
     refused = wait_for(
-        lambda: (r := reload_events(server, "keyring.reload_refused")) and every_worker(server, workers, r) and r,
+        lambda: (r := reload_events(server, "keyring.reload_refused")) and every_worker(workers, r) and r,
         WINDOW_SECS + 5,
     )
     assert {(e["error"], e["trigger"], e["level"]) for e in refused} == {
