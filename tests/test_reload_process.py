@@ -94,6 +94,8 @@ def start(tmp_path: Path, servers: list[Server], workers: int, config: Path, **e
     args = ("--config", str(config)) + (("--workers", str(workers)) if workers > 1 else ())
     server = Server(tmp_path / "data", tmp_path / "server.log", args, TAGURU_LOG_FORMAT="json", **env)
     servers.append(server)
+    if workers > 1:  # every worker is serving (a worker ignores SIGHUP until then), not just the first one
+        wait_for(lambda: len([e for e in events(server) if e.get("event") == "worker.ready"]) == workers, 20)
     return server
 
 
@@ -102,13 +104,14 @@ def every_worker(workers: int, items: list[dict[str, Any]]) -> bool:
     return len({e.get("worker_pid") for e in items}) == workers
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("workers", "worker_start"), [(1, "fork"), (2, "fork"), (2, "exec")])
 def test_sighup_rotates_a_key_in_every_worker_and_the_port_keeps_answering(
-    tmp_path: Path, servers: list[Server], workers: int
+    tmp_path: Path, servers: list[Server], workers: int, worker_start: str
 ) -> None:
     config = tmp_path / "taguru.env"
     config.write_text("TAGURU_API_TOKENS=ci:tok-old,ops:tok-ops\n")
-    server = start(tmp_path, servers, workers, config)
+    # a started (exec) worker gets the supervisor's environment, never the file's values: its keys still reload
+    server = start(tmp_path, servers, workers, config, TAGURU_WORKER_START=worker_start)
     assert status(server, "tok-old") == 200
     prober = Prober(server)
     prober.start()
