@@ -200,19 +200,19 @@ async def _authenticated(request: web.Request, oauth: OAuth | None) -> Principal
     """The caller's principal: a configured key, or on `POST /mcp` with OAuth mounted an access token's delegation.
 
     The armed key table is read once: the key, a delegation's key and the grant are all judged against it."""
-    settings = request.app[KEYS_KEY].current
+    keys = request.app[KEYS_KEY].current
     headers = request.headers.getall("Authorization", [])
     if oauth is None:
-        return authenticate(settings, headers)
+        return authenticate(keys, headers)
     if request.raw_path.split("?", 1)[0] != MCP_PATH:
-        return authenticate(settings, headers, None, oauth.challenge)
+        return authenticate(keys, headers, None, oauth.challenge)
     try:
-        return authenticate(settings, headers, None, oauth.challenge)
+        return authenticate(keys, headers, None, oauth.challenge)
     except ApiError as err:
         if err.code is not Code.UNAUTHORIZED or len(headers) != 1:
             raise
     await oauth.refreshed()
-    return authenticate(settings, headers, lambda token: oauth.delegated(token, settings), oauth.challenge)
+    return authenticate(keys, headers, lambda token: oauth.delegated(token, keys), oauth.challenge)
 
 
 @web.middleware

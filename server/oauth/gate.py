@@ -42,7 +42,7 @@ class OAuth:
         if self.state.shared:
             await asyncio.to_thread(self.state.current)
 
-    def delegated(self, token: str, settings: KeyTable) -> str | None:
+    def delegated(self, token: str, keys: KeyTable) -> str | None:
         """The identity an access token acts as, if it is live and its key (or itself) is still configured in
         the key table the request was given (a reload that removes the key ends its delegations), on the
         grants as last `refreshed`."""
@@ -53,7 +53,7 @@ class OAuth:
         identity = self.state.store.identity_of(token, now)
         if identity is None:
             return None
-        names = set(settings.tokens.values())
+        names = set(keys.tokens.values())
         if identity in names or base_key(identity) in names:
             return identity
         return None
