@@ -62,7 +62,8 @@ make_base() {
   [ -n "$mirror" ] || die "no Debian mirror for '$SUITE' in this host's apt sources; build with BASE=<an image>"
   security=$(mirror_for "$SUITE-security" | head -n 1)
   rootfs=$(mktemp -d)
-  trap 'rm -rf "$rootfs"' RETURN
+  BASE_ROOTFS=$rootfs
+  trap cleanup EXIT
   echo "image.sh: making $BASE with debootstrap from $mirror" >&2
   debootstrap --variant=minbase "$SUITE" "$rootfs" "$mirror" >/dev/null || die "debootstrap failed"
   {
@@ -72,6 +73,8 @@ make_base() {
   } >"$rootfs/etc/apt/sources.list"
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
   tar -C "$rootfs" -c . | podman import -q --change 'CMD ["/bin/bash"]' - "$BASE" >/dev/null || die "podman import failed"
+  rm -rf --one-file-system "$rootfs"
+  BASE_ROOTFS=""
 }
 
 build() {
@@ -92,9 +95,14 @@ build() {
   echo "image.sh: built $IMAGE" >&2
 }
 
+BASE_ROOTFS=""
 SMOKE_NAME=""
 SMOKE_VOLUME=""
+# whatever a failed or interrupted step left: the base's root file system, the smoke container and volume
 cleanup() {
+  if [ -n "$BASE_ROOTFS" ]; then
+    rm -rf --one-file-system "$BASE_ROOTFS"
+  fi
   if [ -n "$SMOKE_NAME" ]; then
     podman rm -f -t 10 "$SMOKE_NAME" >/dev/null 2>&1 || true
   fi
