@@ -2,7 +2,7 @@
 # The container image: build it, and smoke-test it for real.
 #
 #   bash scripts/image.sh build   # the Debian base image first if it is missing, then the image
-#   bash scripts/image.sh smoke   # run the image, check /ready, evidence, `taguru health`; clean up
+#   bash scripts/image.sh smoke   # run the image: /ready, evidence, `taguru health`, replicas on PostgreSQL
 #   bash scripts/image.sh base    # only the base image (debootstrap from this host's Debian mirror)
 #
 # Settings (environment): IMAGE (localhost/taguru-server:dev), BASE (localhost/debian:bookworm;
@@ -96,74 +96,123 @@ build() {
 }
 
 BASE_ROOTFS=""
-SMOKE_NAME=""
+SMOKE_CONTAINERS=()
 SMOKE_VOLUME=""
-# whatever a failed or interrupted step left: the base's root file system, the smoke container and volume
+SMOKE_PG=""
+# whatever a failed or interrupted step left: the base's root file system, the smoke test's
+# containers, volume and PostgreSQL cluster
 cleanup() {
+  local name
   if [ -n "$BASE_ROOTFS" ]; then
     rm -rf --one-file-system "$BASE_ROOTFS"
   fi
-  if [ -n "$SMOKE_NAME" ]; then
-    podman rm -f -t 10 "$SMOKE_NAME" >/dev/null 2>&1 || true
-  fi
+  for name in "${SMOKE_CONTAINERS[@]}"; do
+    podman rm -f -t 10 "$name" >/dev/null 2>&1 || true
+  done
   if [ -n "$SMOKE_VOLUME" ]; then
     podman volume rm -f "$SMOKE_VOLUME" >/dev/null 2>&1 || true
   fi
+  if [ -n "$SMOKE_PG" ]; then
+    as_postgres "$(pg_bin)/pg_ctl" -D "$SMOKE_PG/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf --one-file-system "$SMOKE_PG"
+  fi
 }
 
+# A container the smoke test started: its log on stderr, then the failure.
+fail_with_log() {
+  podman logs "$1" >&2 || true
+  die "smoke: $2"
+}
+
+# Wait until GET $2/ready answers 200 from the host, while container $1 runs (60 s at most).
+wait_ready() {
+  local name=$1 url=$2 started=$SECONDS code=""
+  while [ $((SECONDS - started)) -lt 60 ]; do
+    code=$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "$url/ready" || true)
+    if [ "$code" = 200 ]; then
+      echo "image.sh: smoke: $name: GET /ready 200 after $((SECONDS - started)) s" >&2
+      return 0
+    fi
+    if [ "$(podman inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" != true ]; then
+      fail_with_log "$name" "the container exited before /ready answered"
+    fi
+    sleep 0.5
+  done
+  fail_with_log "$name" "GET $url/ready did not answer 200 within 60 s (last: ${code:-no answer})"
+}
+
+# The HEALTHCHECK of container $1 (podman runs `taguru health` in it), and `taguru health` itself.
+check_health() {
+  local name=$1 health
+  podman healthcheck run "$name" >/dev/null 2>&1 || fail_with_log "$name" "'podman healthcheck run' (taguru health) failed"
+  health=$(podman exec "$name" taguru health) || fail_with_log "$name" "'taguru health' failed in the container"
+  echo "image.sh: smoke: $name: healthcheck passed: $health" >&2
+}
+
+# Stop container $1 with SIGTERM: the server must drain and exit 0.
+stop_cleanly() {
+  local name=$1 status
+  podman stop -t 30 "$name" >/dev/null || die "smoke: podman stop $name failed"
+  status=$(podman inspect -f '{{.State.ExitCode}}' "$name")
+  [ "$status" = 0 ] || fail_with_log "$name" "the server exited with status $status on SIGTERM"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+pg_bin() {
+  local dir
+  for dir in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    [ -x "$dir/initdb" ] && echo "$dir" && return 0
+  done
+  dirname "$(command -v initdb 2>/dev/null || echo /nonexistent/initdb)"
+}
+
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
 
 smoke() {
   command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
   command -v curl >/dev/null || die "curl is not installed"
   podman image exists "$IMAGE" || die "no image $IMAGE; run 'bash scripts/image.sh build' first"
-  local base="http://127.0.0.1:$SMOKE_PORT" suffix
+  local base="http://127.0.0.1:$SMOKE_PORT" suffix name
   suffix="$$-$(date +%s)"
   SMOKE_VOLUME="taguru-smoke-data-$suffix"
   trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   podman volume create "$SMOKE_VOLUME" >/dev/null || die "cannot create volume $SMOKE_VOLUME"
 
   # 1. `taguru demo --exit` imports the bundled corpus into the volume and checks its own answers.
   echo "image.sh: smoke: taguru demo --exit (imports the bundled demo corpus into the volume)" >&2
-  SMOKE_NAME="taguru-smoke-demo-$suffix"
-  if ! podman run --name "$SMOKE_NAME" --network=none --read-only "${ULIMITS[@]}" \
-    -v "$SMOKE_VOLUME:/data" "$IMAGE" demo --exit --data-dir /data --addr 127.0.0.1:8248 >/dev/null; then
-    podman logs "$SMOKE_NAME" >&2 || true
-    die "smoke: 'taguru demo --exit' failed in the image"
-  fi
-  podman rm -f "$SMOKE_NAME" >/dev/null
-  SMOKE_NAME=""
+  name="taguru-smoke-demo-$suffix"
+  SMOKE_CONTAINERS+=("$name")
+  podman run --name "$name" --network=none --read-only "${ULIMITS[@]}" \
+    -v "$SMOKE_VOLUME:/data" "$IMAGE" demo --exit --data-dir /data --addr 127.0.0.1:8248 >/dev/null ||
+    fail_with_log "$name" "'taguru demo --exit' failed in the image"
 
   # 2. The bare image (the entrypoint serves, on the image's 0.0.0.0:8248) on that volume, with a
   #    read-only root, reached from the host through a loopback port.
   if curl -s --max-time 2 -o /dev/null "$base/live"; then
     die "smoke: something already answers on $base; stop it or set SMOKE_PORT"
   fi
-  SMOKE_NAME="taguru-smoke-$suffix"
-  echo "image.sh: smoke: starting $IMAGE as $SMOKE_NAME on $base" >&2
-  podman run -d --name "$SMOKE_NAME" --read-only "${ULIMITS[@]}" \
+  name="taguru-smoke-$suffix"
+  SMOKE_CONTAINERS+=("$name")
+  echo "image.sh: smoke: starting $IMAGE as $name on $base" >&2
+  podman run -d --name "$name" --read-only "${ULIMITS[@]}" \
     -p "127.0.0.1:$SMOKE_PORT:8248" -v "$SMOKE_VOLUME:/data" "$IMAGE" >/dev/null ||
     die "smoke: podman run failed"
-  local started=$SECONDS code=""
-  while [ $((SECONDS - started)) -lt 60 ]; do
-    code=$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "$base/ready" || true)
-    [ "$code" = 200 ] && break
-    if [ "$(podman inspect -f '{{.State.Running}}' "$SMOKE_NAME" 2>/dev/null)" != true ]; then
-      podman logs "$SMOKE_NAME" >&2 || true
-      die "smoke: the container exited before /ready answered"
-    fi
-    sleep 0.5
-  done
-  if [ "$code" != 200 ]; then
-    podman logs "$SMOKE_NAME" >&2 || true
-    die "smoke: GET /ready did not answer 200 within 60 s (last: ${code:-no answer})"
-  fi
-  echo "image.sh: smoke: GET /ready 200 after $((SECONDS - started)) s" >&2
-
-  local body
+  wait_ready "$name" "$base"
+  local body items
   body=$(curl -sS --max-time 30 -f "$base/contexts/demo/evidence" -H 'Content-Type: application/json' \
     -d '{"origins":["青嶺酒造"],"labels":["杜氏"],"budget":{"max_items":6}}') ||
-    die "smoke: POST /contexts/demo/evidence failed"
-  local items
+    fail_with_log "$name" "POST /contexts/demo/evidence failed"
   # the package's items, and one of them the association the demo corpus states (青嶺酒造 —杜氏→ 高瀬)
   items=$(printf '%s' "$body" | python3 -c 'import json, sys
 items = json.load(sys.stdin).get("result", {}).get("items")
@@ -173,17 +222,70 @@ ok = isinstance(items, list) and any(
 print(len(items) if ok else 0)') || die "smoke: the evidence answer is not JSON"
   [ "$items" -gt 0 ] || die "smoke: the evidence package of the demo context lacks its items (青嶺酒造 —杜氏→ 高瀬)"
   echo "image.sh: smoke: POST /contexts/demo/evidence answered a package of $items items" >&2
+  check_health "$name"
+  stop_cleanly "$name"
+  echo "image.sh: smoke: the SQLite image passed (SIGTERM stopped the server with status 0)" >&2
 
-  podman healthcheck run "$SMOKE_NAME" >/dev/null 2>&1 || die "smoke: 'podman healthcheck run' (taguru health) failed"
-  local health
-  health=$(podman exec "$SMOKE_NAME" taguru health) || die "smoke: 'taguru health' failed in the container"
-  echo "image.sh: smoke: healthcheck passed: $health" >&2
+  smoke_postgres "$suffix"
+}
 
-  podman stop -t 30 "$SMOKE_NAME" >/dev/null || die "smoke: podman stop failed"
-  local status
-  status=$(podman inspect -f '{{.State.ExitCode}}' "$SMOKE_NAME")
-  [ "$status" = 0 ] || die "smoke: the server exited with status $status on SIGTERM"
-  echo "image.sh: smoke: passed (SIGTERM stopped the server with status 0)" >&2
+# 3. What deploy/compose.yaml and deploy/kubernetes.yaml run: `taguru migrate`, then two replicas
+#    of the image on one PostgreSQL database (a throwaway cluster on this host); a write through
+#    one is read through the other. Skipped where PostgreSQL is not installed (outside CI).
+smoke_postgres() {
+  local suffix=$1 bin pg_port url port1 port2 name1 name2 found
+  bin=$(pg_bin)
+  if [ ! -x "$bin/initdb" ]; then
+    [ "${CI:-}" != true ] || die "smoke: PostgreSQL is not installed; .ci/run installs it"
+    echo "image.sh: smoke: PostgreSQL is not installed here; the replica check is skipped" >&2
+    return 0
+  fi
+  SMOKE_PG=$(mktemp -d)
+  chmod 755 "$SMOKE_PG"
+  [ "$(id -u)" != 0 ] || chown postgres "$SMOKE_PG"
+  pg_port=$(free_port)
+  as_postgres "$bin/initdb" -D "$SMOKE_PG/data" -U taguru -A trust >/dev/null || die "smoke: initdb failed"
+  as_postgres "$bin/pg_ctl" -D "$SMOKE_PG/data" -l "$SMOKE_PG/log" -w -o \
+    "-p $pg_port -k $SMOKE_PG -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null ||
+    die "smoke: PostgreSQL did not start ($SMOKE_PG/log)"
+  url="postgresql://taguru@127.0.0.1:$pg_port/postgres"
+  echo "image.sh: smoke: taguru migrate on a throwaway PostgreSQL (127.0.0.1:$pg_port)" >&2
+  name1="taguru-smoke-migrate-$suffix"
+  SMOKE_CONTAINERS+=("$name1")
+  podman run --name "$name1" --network=host --read-only "${ULIMITS[@]}" \
+    -e "TAGURU_DATABASE_URL=$url" "$IMAGE" migrate >/dev/null 2>&1 ||
+    fail_with_log "$name1" "'taguru migrate' failed in the image"
+  port1=$(free_port)
+  port2=$(free_port)
+  name1="taguru-smoke-replica1-$suffix"
+  name2="taguru-smoke-replica2-$suffix"
+  SMOKE_CONTAINERS+=("$name1" "$name2")
+  podman run -d --name "$name1" --network=host --read-only "${ULIMITS[@]}" \
+    -e "TAGURU_DATABASE_URL=$url" -e "TAGURU_ADDR=127.0.0.1:$port1" "$IMAGE" >/dev/null ||
+    die "smoke: podman run failed"
+  podman run -d --name "$name2" --network=host --read-only "${ULIMITS[@]}" \
+    -e "TAGURU_DATABASE_URL=$url" -e "TAGURU_ADDR=127.0.0.1:$port2" "$IMAGE" >/dev/null ||
+    die "smoke: podman run failed"
+  wait_ready "$name1" "http://127.0.0.1:$port1"
+  wait_ready "$name2" "http://127.0.0.1:$port2"
+  curl -sS --max-time 30 -f -o /dev/null -X PUT "http://127.0.0.1:$port1/contexts/sake" ||
+    fail_with_log "$name1" "PUT /contexts/sake failed on the first replica"
+  curl -sS --max-time 30 -f -o /dev/null "http://127.0.0.1:$port1/contexts/sake/sources" \
+    -H 'Content-Type: application/json' -d '{"passages":{"kura.md":"青嶺酒造は雲居県霧沢町の蔵元である。"}}' ||
+    fail_with_log "$name1" "POST /contexts/sake/sources failed on the first replica"
+  found=$(curl -sS --max-time 30 -f "http://127.0.0.1:$port2/contexts/sake/sources/search" \
+    -H 'Content-Type: application/json' -d '{"query":"酒造"}') ||
+    fail_with_log "$name2" "POST /contexts/sake/sources/search failed on the second replica"
+  case "$found" in
+    *kura.md*) ;;
+    *) die "smoke: the second replica does not find the passage the first one stored" ;;
+  esac
+  echo "image.sh: smoke: a passage stored through one replica is found through the other" >&2
+  check_health "$name1"
+  check_health "$name2"
+  stop_cleanly "$name1"
+  stop_cleanly "$name2"
+  echo "image.sh: smoke: passed" >&2
 }
 
 case "${1:-}" in
