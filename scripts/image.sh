@@ -2,12 +2,13 @@
 # The container image: build it, and smoke-test it for real.
 #
 #   bash scripts/image.sh build   # the Debian base image first if it is missing, then the image
-#   bash scripts/image.sh smoke   # run the image: /ready, evidence, `taguru health`, replicas on PostgreSQL
+#   bash scripts/image.sh smoke   # run the image: /ready, evidence, `taguru health`, replicas on
+#                                 # PostgreSQL, deploy/compose-sqlite.yaml by podman-compose
 #   bash scripts/image.sh base    # only the base image (debootstrap from this host's Debian mirror)
 #
 # Settings (environment): IMAGE (localhost/taguru-server:dev), BASE (localhost/debian:bookworm;
-# any Debian-based image, e.g. python:3.11-slim, where a registry is reachable), SMOKE_PORT (18248,
-# the host port the smoke test maps to the image's 8248),
+# any Debian-based image, e.g. python:3.11-slim, where a registry is reachable), SMOKE_PORT (the host
+# port the smoke test maps to the image's 8248; a free one when unset),
 # PODMAN_RUNTIME (runc when installed: crun refuses a hybrid cgroup layout), CA_BUNDLE (the host's
 # CA bundle, mounted for pip during the build only; CA_BUNDLE= leaves it out).
 set -euo pipefail
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 IMAGE=${IMAGE:-localhost/taguru-server:dev}
 BASE=${BASE:-localhost/debian:bookworm}
-SMOKE_PORT=${SMOKE_PORT:-18248}
+SMOKE_PORT=${SMOKE_PORT:-}
 CA_BUNDLE=${CA_BUNDLE-/etc/ssl/certs/ca-certificates.crt}
 SUITE=bookworm
 # open files and processes within what an unprivileged container host allows
@@ -99,6 +100,7 @@ BASE_ROOTFS=""
 SMOKE_CONTAINERS=()
 SMOKE_VOLUME=""
 SMOKE_PG=""
+SMOKE_PROJECT=""
 # whatever a failed or interrupted step left: the base's root file system, the smoke test's
 # containers, volume and PostgreSQL cluster
 cleanup() {
@@ -111,6 +113,11 @@ cleanup() {
   done
   if [ -n "$SMOKE_VOLUME" ]; then
     podman volume rm -f "$SMOKE_VOLUME" >/dev/null 2>&1 || true
+  fi
+  if [ -n "$SMOKE_PROJECT" ]; then
+    compose down >/dev/null 2>&1 || true
+    podman volume rm -f "${SMOKE_PROJECT}_taguru-data" >/dev/null 2>&1 || true
+    podman network rm -f "${SMOKE_PROJECT}_default" >/dev/null 2>&1 || true
   fi
   if [ -n "$SMOKE_PG" ]; then
     as_postgres "$(pg_bin)/pg_ctl" -D "$SMOKE_PG/data" -m immediate stop >/dev/null 2>&1 || true
@@ -181,6 +188,7 @@ smoke() {
   command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
   command -v curl >/dev/null || die "curl is not installed"
   podman image exists "$IMAGE" || die "no image $IMAGE; run 'bash scripts/image.sh build' first"
+  [ -n "$SMOKE_PORT" ] || SMOKE_PORT=$(free_port)
   local base="http://127.0.0.1:$SMOKE_PORT" suffix name
   suffix="$$-$(date +%s)"
   SMOKE_VOLUME="taguru-smoke-data-$suffix"
@@ -227,6 +235,45 @@ print(len(items) if ok else 0)') || die "smoke: the evidence answer is not JSON"
   echo "image.sh: smoke: the SQLite image passed (SIGTERM stopped the server with status 0)" >&2
 
   smoke_postgres "$suffix"
+  smoke_compose "$suffix"
+}
+
+# podman-compose on deploy/compose-sqlite.yaml, as the smoke test's project, with this host's runtime and limits.
+compose() {
+  local runtime=()
+  [ -z "${PODMAN_RUNTIME:-}" ] || runtime=(--podman-args "--runtime $PODMAN_RUNTIME")
+  podman-compose "${runtime[@]}" --podman-run-args "${ULIMITS[*]}" -p "$SMOKE_PROJECT" \
+    -f deploy/compose-sqlite.yaml "$@" 2> >(grep -v -e 'unable to get systemd connection' -e 'failed to connect to syslog' \
+      -e 'inspecting object: no such volume' >&2) # (it looks for the volume before it creates it)
+}
+
+# 4. deploy/compose-sqlite.yaml brought up by podman-compose: the named volume, the loopback port,
+#    the required token (401 without it), the healthcheck. Skipped where podman-compose is not
+#    installed (outside CI). deploy/compose.yaml needs the postgres and haproxy images of a
+#    registry; it is validated offline by the test suite.
+smoke_compose() {
+  local suffix=$1 port url container code
+  if ! command -v podman-compose >/dev/null; then
+    [ "${CI:-}" != true ] || die "smoke: podman-compose is not installed; .ci/run installs it"
+    echo "image.sh: smoke: podman-compose is not installed here; the compose check is skipped" >&2
+    return 0
+  fi
+  SMOKE_PROJECT="taguru-smoke-$suffix"
+  port=$(free_port)
+  url="http://127.0.0.1:$port"
+  container="${SMOKE_PROJECT}_taguru_1"
+  echo "image.sh: smoke: podman-compose up on deploy/compose-sqlite.yaml ($url)" >&2
+  export TAGURU_API_TOKENS=smoke:tok-smoke HOST_PORT=$port IMAGE=$IMAGE
+  compose up -d >/dev/null || die "smoke: podman-compose up failed"
+  wait_ready "$container" "$url"
+  code=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' -X PUT "$url/contexts/sake" || true)
+  [ "$code" = 401 ] || fail_with_log "$container" "PUT without the token answered ${code:-nothing}, not 401"
+  curl -sS --max-time 10 -f -o /dev/null -X PUT -H 'Authorization: Bearer tok-smoke' "$url/contexts/sake" ||
+    fail_with_log "$container" "PUT /contexts/sake with the compose file's token failed"
+  echo "image.sh: smoke: the compose server refuses a request without its token and takes one with it" >&2
+  check_health "$container"
+  compose down >/dev/null || die "smoke: podman-compose down failed"
+  echo "image.sh: smoke: passed" >&2
 }
 
 # 3. What deploy/compose.yaml and deploy/kubernetes.yaml run: `taguru migrate`, then two replicas
@@ -285,7 +332,7 @@ smoke_postgres() {
   check_health "$name2"
   stop_cleanly "$name1"
   stop_cleanly "$name2"
-  echo "image.sh: smoke: passed" >&2
+  echo "image.sh: smoke: the replicas on PostgreSQL passed" >&2
 }
 
 case "${1:-}" in

@@ -1,5 +1,5 @@
 """The deployment files, checked offline: `Containerfile`, `deploy/compose.yaml` (with
-`deploy/haproxy-compose.cfg`) and `deploy/kubernetes.yaml`.
+`deploy/haproxy-compose.cfg`), `deploy/compose-sqlite.yaml` and `deploy/kubernetes.yaml`.
 
 Each is parsed for real (PyYAML; the Kubernetes objects against the Kubernetes schemas with
 `kubernetes-validate --strict`; the compose file by `docker-compose config` and the HAProxy file
@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 DEFAULT_PORT = int(default_str("TAGURU_ADDR").rpartition(":")[2])
 UID = 65532
-COMPOSE_ENV = {"TAGURU_API_TOKENS": "ops:tok-compose", "TAGURU_DB_PASSWORD": "pw-compose"}
+COMPOSE_ENV = {"TAGURU_API_TOKENS": "ops:tok-compose", "POSTGRES_PASSWORD": "pw-compose"}
 
 
-def compose() -> dict[str, Any]:
-    data = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+def compose(name: str = "compose.yaml") -> dict[str, Any]:
+    data = yaml.safe_load((DEPLOY / name).read_text())
     assert isinstance(data, dict)
     return data
 
@@ -233,10 +233,10 @@ def test_haproxy_accepts_the_compose_config() -> None:
     assert "Configuration file is valid" in run.stdout + run.stderr
 
 
-def _docker_compose(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in COMPOSE_ENV and k != "TAGURU_IMAGE"}
+def _docker_compose(env: dict[str, str], name: str = "compose.yaml") -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in COMPOSE_ENV and k not in ("IMAGE", "HOST_PORT")}
     return subprocess.run(
-        ["docker-compose", "-f", str(DEPLOY / "compose.yaml"), "config"],
+        ["docker-compose", "-f", str(DEPLOY / name), "config"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -254,8 +254,36 @@ def test_docker_compose_validates_the_file_and_refuses_it_without_a_token() -> N
     assert rendered["services"]["migrate"]["environment"]["TAGURU_DATABASE_URL"] == (
         "postgresql://taguru:pw-compose@postgres:5432/taguru"
     )
-    refused = _docker_compose({"TAGURU_DB_PASSWORD": "pw"})
+    refused = _docker_compose({"POSTGRES_PASSWORD": "pw"})
     assert refused.returncode != 0 and "set TAGURU_API_TOKENS=name:token" in refused.stderr
+    single = _docker_compose(COMPOSE_ENV, "compose-sqlite.yaml")
+    assert single.returncode == 0, single.stderr
+    service = yaml.safe_load(single.stdout)["services"]["taguru"]
+    assert service["image"] == script_default("IMAGE")
+    assert service["ports"] == [f"127.0.0.1:{DEFAULT_PORT}:{DEFAULT_PORT}/tcp"]
+    refused = _docker_compose({}, "compose-sqlite.yaml")
+    assert refused.returncode != 0 and "set TAGURU_API_TOKENS=name:token" in refused.stderr
+
+
+def test_compose_sqlite_is_one_server_on_a_named_volume_at_data() -> None:
+    data = compose("compose-sqlite.yaml")
+    ((name, service),) = data["services"].items()
+    assert compose_default(service["image"]) == script_default("IMAGE")
+    assert service["ports"] == [f"127.0.0.1:${{HOST_PORT:-{DEFAULT_PORT}}}:{DEFAULT_PORT}"]  # loopback only
+    assert service["volumes"] == ["taguru-data:/data"] and "taguru-data" in data["volumes"]
+    assert service["read_only"] is True and service["stop_grace_period"] == "60s"
+    assert service["healthcheck"]["test"] == ["CMD", "taguru", "health"]
+    assert list(service["environment"]) == ["TAGURU_API_TOKENS"]
+    assert service["environment"]["TAGURU_API_TOKENS"].startswith("${TAGURU_API_TOKENS:?"), "no open deploy"
+    assert "deploy" not in service, f"{name}: one server per SQLite volume"
+
+
+def test_every_taguru_variable_the_compose_files_name_is_one_the_server_reads() -> None:
+    for name in ("compose.yaml", "compose-sqlite.yaml"):
+        text = (DEPLOY / name).read_text()
+        named = set(re.findall(r"\b(TAGURU_[A-Z0-9_]+)", text))
+        assert named, name
+        assert named <= BY_NAME.keys(), (name, named - BY_NAME.keys())
 
 
 # ---- Kubernetes ------------------------------------------------------------------------------
