@@ -1,5 +1,6 @@
 """The deployment files, checked offline: `Containerfile`, `deploy/compose.yaml` (with
-`deploy/haproxy-compose.cfg`), `deploy/compose-sqlite.yaml` and `deploy/kubernetes.yaml`.
+`deploy/haproxy-compose.cfg`), `deploy/compose-sqlite.yaml`, `deploy/kubernetes.yaml` and
+`deploy/kubernetes-sqlite.yaml`.
 
 Each is parsed for real (PyYAML; the Kubernetes objects against the Kubernetes schemas with
 `kubernetes-validate --strict`; the compose file by `docker-compose config` and the HAProxy file
@@ -38,14 +39,14 @@ def compose(name: str = "compose.yaml") -> dict[str, Any]:
     return data
 
 
-def kubernetes() -> list[dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all((DEPLOY / "kubernetes.yaml").read_text()) if d is not None]
+def kubernetes(file: str = "kubernetes.yaml") -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all((DEPLOY / file).read_text()) if d is not None]
     assert docs and all(isinstance(d, dict) for d in docs)
     return docs
 
 
-def k8s_object(kind: str, name: str) -> dict[str, Any]:
-    found = [d for d in kubernetes() if d["kind"] == kind and d["metadata"]["name"] == name]
+def k8s_object(kind: str, name: str, file: str = "kubernetes.yaml") -> dict[str, Any]:
+    found = [d for d in kubernetes(file) if d["kind"] == kind and d["metadata"]["name"] == name]
     assert len(found) == 1, (kind, name)
     return found[0]
 
@@ -288,22 +289,25 @@ def test_every_taguru_variable_the_compose_files_name_is_one_the_server_reads() 
 
 # ---- Kubernetes ------------------------------------------------------------------------------
 
+KUBERNETES = ("kubernetes.yaml", "kubernetes-sqlite.yaml")  # PostgreSQL replicas; one SQLite writer
 
-def test_the_kubernetes_objects_validate_strictly_against_the_kubernetes_schemas() -> None:
+
+@pytest.mark.parametrize("file", KUBERNETES)
+def test_the_kubernetes_objects_validate_strictly_against_the_kubernetes_schemas(file: str) -> None:
     import kubernetes_validate
 
-    for doc in kubernetes():
+    for doc in kubernetes(file):
         kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
-    bad = k8s_object("Deployment", "taguru")
+    bad = k8s_object("Deployment", "taguru", file)
     bad["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["paht"] = "/ready"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, kubernetes_validate.latest_version(), strict=True)
 
 
-def test_the_deployment_runs_the_built_image_as_65532_on_a_read_only_root() -> None:
-    deployment = k8s_object("Deployment", "taguru")
+@pytest.mark.parametrize("file", KUBERNETES)
+def test_the_deployment_runs_the_built_image_as_65532_on_a_read_only_root(file: str) -> None:
+    deployment = k8s_object("Deployment", "taguru", file)
     spec = deployment["spec"]
-    assert spec["replicas"] >= 2 and spec["strategy"]["type"] == "RollingUpdate"
     assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
     pod = spec["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] == 60
@@ -318,21 +322,42 @@ def test_the_deployment_runs_the_built_image_as_65532_on_a_read_only_root() -> N
         assert "/data" in mounts and mounts["/data"] in volumes  # TMPDIR is /data
         assert {"cpu", "memory"} <= container["resources"]["requests"].keys()
         assert "memory" in container["resources"]["limits"]
-    (migrate,) = pod["initContainers"]
-    assert migrate["args"] == ["migrate"]
     (server,) = pod["containers"]
-    assert "args" not in server and "command" not in server  # the bare image serves
+    assert "command" not in server and server.get("args", []) in ([], ["--workers", "2"])  # the bare image serves
+    for container in pod_containers(deployment):
+        for name in (e["name"] for e in container.get("env", [])):
+            assert name in BY_NAME, (file, container["name"], name)
+    assert {"secretRef": {"name": "taguru-keys"}} in server["envFrom"]  # the keys live in a Secret
 
 
-def test_every_variable_the_deployment_sets_is_one_the_server_reads_and_secrets_carry_the_credentials() -> None:
+def test_the_postgresql_deployment_rolls_replicas_and_migrates_first() -> None:
+    deployment = k8s_object("Deployment", "taguru")
+    assert deployment["spec"]["replicas"] >= 2 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    (migrate,) = deployment["spec"]["template"]["spec"]["initContainers"]
+    assert migrate["args"] == ["migrate"]
+    (data,) = deployment["spec"]["template"]["spec"]["volumes"]
+    assert "emptyDir" in data  # the pods hold no state: the database is the store
+
+
+def test_the_sqlite_deployment_is_one_writer_recreated_on_its_own_claim() -> None:
+    deployment = k8s_object("Deployment", "taguru", "kubernetes-sqlite.yaml")
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
+    assert "initContainers" not in pod
+    (data,) = pod["volumes"]
+    claim = k8s_object("PersistentVolumeClaim", data["persistentVolumeClaim"]["claimName"], "kubernetes-sqlite.yaml")
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]  # the SQLite lock does not protect a shared volume
+    (server,) = pod["containers"]
+    assert "TAGURU_DATABASE_URL" not in {e["name"] for e in server["env"]}
+
+
+def test_the_postgresql_deployment_takes_its_database_url_and_keys_from_secrets() -> None:
     deployment = k8s_object("Deployment", "taguru")
     config = k8s_object("ConfigMap", "taguru-config")
     for name in config["data"]:
         assert name in BY_NAME, name
     for container in pod_containers(deployment):
         env = {e["name"]: e for e in container.get("env", [])}
-        for name in env:
-            assert name in BY_NAME, (container["name"], name)
         url = env["TAGURU_DATABASE_URL"]
         assert "value" not in url, "a credential comes from a Secret"
         assert url["valueFrom"]["secretKeyRef"]["key"] == "TAGURU_DATABASE_URL"
@@ -342,13 +367,14 @@ def test_every_variable_the_deployment_sets_is_one_the_server_reads_and_secrets_
     assert "TAGURU_API_TOKENS" not in config["data"]  # keys live in the Secret
 
 
-def test_the_service_and_probes_reach_the_servers_default_port() -> None:
-    (server,) = k8s_object("Deployment", "taguru")["spec"]["template"]["spec"]["containers"]
+@pytest.mark.parametrize("file", KUBERNETES)
+def test_the_service_and_probes_reach_the_servers_default_port(file: str) -> None:
+    (server,) = k8s_object("Deployment", "taguru", file)["spec"]["template"]["spec"]["containers"]
     (port,) = server["ports"]
     assert port == {"name": "http", "containerPort": DEFAULT_PORT}
     assert server["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http"}
     assert server["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
-    service = k8s_object("Service", "taguru")
+    service = k8s_object("Service", "taguru", file)
     assert service["spec"]["selector"] == {"app": "taguru"}
     assert service["spec"]["ports"] == [{"name": "http", "port": DEFAULT_PORT, "targetPort": "http"}]
 
@@ -356,10 +382,11 @@ def test_the_service_and_probes_reach_the_servers_default_port() -> None:
 def _probe_paths() -> set[str]:
     """Every path a manifest probes: the Kubernetes probes and HAProxy's check."""
     paths: set[str] = set()
-    for container in k8s_object("Deployment", "taguru")["spec"]["template"]["spec"]["containers"]:
-        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
-            if probe in container:
-                paths.add(container[probe]["httpGet"]["path"])
+    for file in KUBERNETES:
+        for container in k8s_object("Deployment", "taguru", file)["spec"]["template"]["spec"]["containers"]:
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                if probe in container:
+                    paths.add(container[probe]["httpGet"]["path"])
     for config in ("haproxy.cfg", "haproxy-compose.cfg"):
         for line in haproxy_sections(DEPLOY / config)["backend replicas"]:
             if line.startswith("option httpchk "):
