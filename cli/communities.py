@@ -127,7 +127,8 @@ class Server:
             if exc.timed_out:
                 raise BuildFailed(f"{method} {path} got no answer within {HTTP_TIMEOUT_SECS}s") from None
             raise BuildFailed(
-                f"cannot reach the server at {self.base} ({exc.kind}); is it running? (--url or TAGURU_ADDR)"
+                f"cannot reach the server at {self.base} ({exc.kind}); is it running? "
+                "(--url, TAGURU_URL or TAGURU_ADDR)"
             ) from None
 
     async def call(

@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="worker processes serving one address and data dir (default TAGURU_WORKERS, else 1)",
     )
+    p.add_argument("--addr", metavar="HOST:PORT", help="where to listen (beats TAGURU_ADDR)")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the SQLite data directory (beats TAGURU_DATA_DIR; not with TAGURU_DATABASE_URL)",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser(
@@ -68,8 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--url",
         metavar="URL",
-        help="import through the running server at URL (POST /import; token from TAGURU_API_TOKEN) "
-        "instead of writing TAGURU_DATA_DIR, which a running server holds",
+        help="import through the running server at URL (POST /import; token from TAGURU_API_TOKEN; default "
+        "TAGURU_URL) instead of writing TAGURU_DATA_DIR, which a running server holds",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="import offline into this data dir (beats TAGURU_DATA_DIR, and TAGURU_URL: the data dir, not a server)",
     )
     p.set_defaults(func=cmd_import)
     p = sub.add_parser(
