@@ -120,4 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     from taguru_server.cli.communities import add_parser as add_communities
 
     add_communities(sub)
+    from taguru_server.cli.compact import add_parser as add_compact
+
+    add_compact(sub)
     return parser
