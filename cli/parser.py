@@ -123,4 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     from taguru_server.cli.compact import add_parser as add_compact
 
     add_compact(sub)
+    from taguru_server.cli.inspect import add_parser as add_inspect
+
+    add_inspect(sub)
     return parser
