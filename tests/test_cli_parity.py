@@ -197,3 +197,36 @@ def test_an_unreachable_postgresql_is_one_clear_line_and_exit_1(
     err = capsys.readouterr().err
     assert f"the PostgreSQL store at 127.0.0.1:{port}/taguru cannot be reached: Connection refused" in err, err
     assert "pw-never-shown" not in err and "bob" not in err and "OperationalError" not in err
+
+
+# ----- the example settings file -----------------------------------------------------------------
+
+EXAMPLE = ROOT / "examples" / "taguru.conf"
+
+
+def test_the_example_config_is_accepted_as_it_ships() -> None:
+    from taguru_server.server.config import load_configuration
+
+    settings = load_configuration({}, str(EXAMPLE)).server()
+    assert (settings.addr, settings.data_dir, settings.request_timeout_secs) == ("127.0.0.1:8248", "data", 30)
+
+
+def test_every_name_the_example_mentions_is_a_setting_and_uncommented_they_load(tmp_path: Path) -> None:
+    """The commented-out lines are real settings with values the server takes (the PostgreSQL URL and the
+    tracing endpoint aside: they need a database and a collector)."""
+    import re
+
+    from taguru_server.cli.envcheck import known_names
+    from taguru_server.server.config import load_configuration
+
+    text = EXAMPLE.read_text(encoding="utf-8")
+    named = set(re.findall(r"^#? ?((?:TAGURU|OTEL)_[A-Z_]+)=", text, flags=re.M))
+    assert len(named) >= 25 and named <= known_names() | {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}
+    skip = ("TAGURU_DATABASE_URL", "OTEL_")
+    setting = re.compile(r"^# ((?:TAGURU|OTEL)_[A-Z_]+)=")
+    opened = [line[2:] if setting.match(line) and not line[2:].startswith(skip) else line for line in text.splitlines()]
+    full = tmp_path / "full.conf"
+    full.write_text("\n".join(opened) + "\n", encoding="utf-8")
+    configuration = load_configuration({}, str(full))
+    settings = configuration.server()
+    assert settings.addr == "127.0.0.1:8248" and configuration.values["TAGURU_EMBED_AUTO"] == "1"
