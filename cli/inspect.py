@@ -316,7 +316,7 @@ def _index_note(report: Report, store: Any, ctx: Any, index_dir: Path) -> None:
     from taguru_server.store.index.bm25_snapshot import check_file
 
     try:
-        checked = check_file(ctx, index_dir, store.index_identity(ctx.cid))
+        checked = check_file(ctx, index_dir, store.store_id, store.index_seq(ctx.cid))
     except Exception as exc:  # noqa: BLE001 - an unreadable cache file is rebuilt, not damage
         checked = None
         report.notice("note", "stale_index", ctx.name, f"the persisted BM25 index cannot be checked ({exc})")
