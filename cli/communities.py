@@ -512,7 +512,7 @@ def cmd_communities(args: argparse.Namespace) -> int:
         base = _base_url(args.url or args.url_arg, env)
         provider = _provider_config(configuration)
     except UnreadableConfig as exc:
-        return _usage(f"cannot read the config file: {exc.reason}")
+        return _usage(str(exc) if exc.malformed else f"cannot read the config file: {exc.reason}")
     except (UsageError, SetupError) as exc:
         return _usage(str(exc))
     if args.group is not None:

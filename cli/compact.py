@@ -21,6 +21,7 @@ import attrs
 
 from taguru_server.cli.environ import EXIT_FAIL, EXIT_OK, EXIT_USAGE, command_environment
 from taguru_server.cli.sizes import human_bytes
+from taguru_server.client.config import MalformedConfig
 
 USAGE = """\
 usage: taguru compact [--config FILE] [--url URL] [--parallel N] [--dry-run] [--json] [CONTEXT...]
@@ -124,9 +125,15 @@ def cmd_compact(args: argparse.Namespace) -> int:
     env = command_environment(args)
     try:
         configuration = load_configuration(env, opts.config)
+    except MalformedConfig as exc:
+        print(f"taguru: compact: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        print(f"taguru: compact: cannot read the config file: {reason}", file=sys.stderr)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
+        print(
+            f"taguru: compact: cannot read the config file {opts.config or env.get('TAGURU_CONFIG')}: {reason}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     values = dict(configuration.values)
     url = opts.url or values.get("TAGURU_URL", "").strip().rstrip("/") or None

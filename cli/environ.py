@@ -25,8 +25,8 @@ class UnreadableConfig(SetupError):
     def __init__(self, path: str, cause: OSError | ValueError) -> None:
         self.path = path
         self.reason = str(getattr(cause, "strerror", None) or cause)
-        malformed = isinstance(cause, MalformedConfig)
-        super().__init__(self.reason if malformed else f"cannot read the config file {path}: {self.reason}")
+        self.malformed = isinstance(cause, MalformedConfig)  # its message names the file and the line
+        super().__init__(self.reason if self.malformed else f"cannot read the config file {path}: {self.reason}")
 
 
 def say(message: str) -> None:

@@ -197,3 +197,20 @@ def test_compaction_through_a_running_server(tmp_path: Path) -> None:
         assert again.returncode == 0 and json.loads(again.stdout)[0]["dead_edges"] == 0
     finally:
         server.stop()
+
+
+def test_a_config_file_that_cannot_be_used_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _env(monkeypatch, tmp_path / "data")
+    bad = tmp_path / "bad.conf"
+    bad.write_text("pasted secret=x\n", encoding="utf-8")
+    assert main(["compact", "--config", str(bad)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"taguru: compact: config {bad}: line 1: the name before '=' is not a variable name\n"
+    )
+    assert main(["compact", "--config", str(tmp_path / "none.conf")]) == 2
+    assert capsys.readouterr().err == (
+        f"taguru: compact: cannot read the config file {tmp_path / 'none.conf'}: No such file or directory\n"
+    )
