@@ -34,7 +34,7 @@ def log_format_before_settings(config: str | None, env: dict[str, str]) -> str:
     if not raw.strip():  # the file's value alone: a blank one in the environment does not hide it here
         try:
             raw = with_config_file({}, config_file_path(config, env)).get("TAGURU_LOG_FORMAT", "")
-        except (OSError, UnicodeDecodeError):
+        except (OSError, ValueError):
             pass
     try:
         return parse_log_format(raw) or default_format()
@@ -54,6 +54,16 @@ def _serve_refusal(config: str | None, worker: bool, env: dict[str, str]) -> Cal
         _refused("config.refused", message, fmt)
 
     return refuse
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The variables `--addr` and `--data-dir` stand for (a flag beats the environment and the config file)."""
+    out: dict[str, str] = {}
+    if getattr(args, "addr", None):
+        out["TAGURU_ADDR"] = args.addr
+    if getattr(args, "data_dir", None):
+        out["TAGURU_DATA_DIR"] = args.data_dir
+    return out
 
 
 class ListenFailed(Exception):
@@ -78,6 +88,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from taguru_server.store.errors import StoreRefused
     from taguru_server.store.persist.registry import Registry
 
+    overrides = flag_overrides(args)
+    if overrides:
+        args.environment = {**command_environment(args), **overrides}
     env = command_environment(args)
     if hasattr(signal, "SIGHUP"):  # until the reload handler is in place, a SIGHUP must not end the process
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -175,7 +188,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if workers > 1:
             registry.close()  # opened to check (and migrate) the store once, before any worker starts
             from taguru_server.cli.workers import supervise
+            from taguru_server.server.variables import export
 
+            for name, value in overrides.items():  # every worker, forked or started, reads its flags' values
+                export(name, value)
             shared = settings if settings.worker_start == "fork" else None
             return supervise(host, port, workers, args.config, settings.data_dir, shared, args.entry)
         return _serve_until_stopped(run, registry, settings.log_format)

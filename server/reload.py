@@ -17,7 +17,7 @@ from pathlib import Path
 import attrs
 import structlog
 
-from taguru_server.client.config import parse_config_text
+from taguru_server.client.config import MalformedConfig, parse_config_text
 from taguru_server.server.config import ConfigError
 from taguru_server.server.keyring import KEY_VARIABLES, KeyDiff, Keyring, Keys, diff, parse_keyring
 from taguru_server.server.metrics import Metrics
@@ -65,8 +65,9 @@ def unreadable(path: str, exc: OSError) -> Refused:
     return Refused(f"cannot read config {path}: {exc.strerror or type(exc).__name__}")
 
 
-def judge(armed: Keyring, shell: Mapping[str, str], data: bytes | None) -> Outcome:
-    """What reloading from the file's bytes `data` (None: no config file) does to the `armed` table."""
+def judge(armed: Keyring, shell: Mapping[str, str], data: bytes | None, path: str = "file") -> Outcome:
+    """What reloading from the bytes `data` of the file at `path` (None: no config file) does to the `armed`
+    table."""
     if data is None:
         return Unchanged()  # nothing can change
     try:
@@ -74,7 +75,11 @@ def judge(armed: Keyring, shell: Mapping[str, str], data: bytes | None) -> Outco
     except UnicodeDecodeError as exc:
         where = f"invalid utf-8 sequence of {exc.end - exc.start} bytes from index {exc.start}"
         return Refused(f"config is not valid UTF-8: {where}")
-    values = {name: value for name, value in parse_config_text(text).items() if name in KEY_VARIABLES}
+    try:
+        parsed = parse_config_text(text, path)
+    except MalformedConfig as exc:
+        return Refused(str(exc))
+    values = {name: value for name, value in parsed.items() if name in KEY_VARIABLES}
     values.update(shell)
     try:
         new = parse_keyring(values)
@@ -112,7 +117,7 @@ class Reloader:
                 except OSError as exc:
                     outcome = unreadable(self.path, exc)
             if outcome is None:
-                outcome = judge(self.keys.current, self.shell, data)
+                outcome = judge(self.keys.current, self.shell, data, self.path or "file")
             self._settle(trigger, outcome)
             return outcome
 
@@ -173,7 +178,7 @@ class Reloader:
             data = await asyncio.to_thread(_read, self.path)
         except OSError:
             return None
-        if not isinstance(judge(self.keys.current, self.shell, data), Unchanged):
+        if not isinstance(judge(self.keys.current, self.shell, data, self.path), Unchanged):
             await self.reload(CONFIG_WATCH, data)
         return hashlib.sha256(data).digest()
 

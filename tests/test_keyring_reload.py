@@ -102,6 +102,11 @@ def test_bytes_that_are_not_utf8_refuse() -> None:
     assert outcome == Refused("config is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 25")
 
 
+def test_a_malformed_line_refuses_naming_the_file_and_line_only() -> None:
+    outcome = judge(ARMED, {}, file("TAGURU_API_TOKENS=ci:tok-b", "bad name=tok-secret"), "/etc/taguru.conf")
+    assert outcome == Refused("config /etc/taguru.conf: line 2: the name before '=' is not a variable name")
+
+
 def test_applied_unchanged_and_no_file() -> None:
     same = file("TAGURU_API_TOKENS=bot:tok-bot, laptop:tok-laptop,ci:tok-ci", "TAGURU_LOG_LEVEL=debug")
     assert judge(ARMED, {}, same) == Unchanged()  # another setting changed: it does not reload
