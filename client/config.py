@@ -37,9 +37,7 @@ def parse_config_text(text: str, path: str) -> dict[str, str]:
         key, _, value = line.partition("=")
         key = key.strip()
         if not key or any(ch.isspace() for ch in key):
-            raise MalformedConfig(
-                f"config {path}: line {number}: the name before '=' is not a variable name"
-            )
+            raise MalformedConfig(f"config {path}: line {number}: the name before '=' is not a variable name")
         out[key] = value.strip()
     return out
 
