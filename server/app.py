@@ -17,6 +17,8 @@ from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.metrics import Metrics
+from taguru_server.server.metrics_shared import VARIABLE as SHARED_METRICS_VARIABLE
+from taguru_server.server.metrics_shared import join_shared_files
 from taguru_server.server.middleware import MIDDLEWARES, server_span
 from taguru_server.server.oauth.gate import OAuth, enabled_note
 from taguru_server.server.oauth.persist import OAuthState, RowBacking
@@ -56,6 +58,9 @@ from taguru_server.store.read.cache import warm
 
 log = structlog.get_logger("taguru.app")
 
+PUBLISH_SECS = 1.0
+"""How often a worker of `serve --workers N` writes the gauges it reads from its own state."""
+
 
 def open_registry(settings: Settings) -> Registry:
     """The settings' store (SQLite in the data dir, or PostgreSQL), shared when other processes write it too."""
@@ -90,6 +95,19 @@ def _auto_embed(registry: Registry, embedder: Embedder | None, settings: Setting
 
     auto = AutoEmbed(registry, embedder, settings.embed_passages, settings.passage_vector_limit)
     return asyncio.get_running_loop().create_task(auto.run(settings.flush_secs))
+
+
+def _publish(metrics: Metrics) -> asyncio.Task[None] | None:
+    """With the workers' shared metric files: write this worker's state-read gauges every second."""
+    if metrics.shared_dir is None:
+        return None
+
+    async def publish() -> None:
+        while True:
+            metrics.refresh()
+            await asyncio.sleep(PUBLISH_SECS)
+
+    return asyncio.get_running_loop().create_task(publish())
 
 
 def mount_oauth(settings: Settings) -> OAuth:
@@ -131,7 +149,11 @@ def build_app(
         app[TRACING_KEY] = tracing
         app.on_cleanup.append(lambda _app: asyncio.to_thread(tracing.shutdown))
     app[SETTINGS_KEY] = settings
-    metrics = Metrics()
+    # one of `serve --workers N`: the values go to the workers' shared files (server/metrics_shared.py)
+    shared = (environ or {}).get(SHARED_METRICS_VARIABLE) if settings.workers > 1 else None
+    if shared:
+        join_shared_files(shared)
+    metrics = Metrics(shared_dir=shared or None)
     app[METRICS_KEY] = metrics
     rerank_metrics = RerankMetrics(metrics.registry, configured=rerank is not None)
     app[RERANK_OBSERVER_KEY] = rerank_metrics.observe
@@ -186,13 +208,17 @@ def build_app(
             inflight=lambda: app[INFLIGHT_KEY].count,
             contexts_loaded=lambda: len(reg.loaded_names()),
             ready=lambda: 1 if preload.done.is_set() else 0,
+            contexts_registered=lambda: len(reg.names()),
+            groups_registered=lambda: len(reg.groups),
+            contexts_resident=lambda: len(reg.loaded_names()),
         )
         preload.start()  # in the background: /live and /ready answer meanwhile
         follower = _follow(reg)
         ticker = _auto_embed(reg, app.get(EMBEDDER_KEY), settings)
+        publisher = _publish(metrics)
         yield
         await preload.stop()
-        for task in (follower, ticker):
+        for task in (follower, ticker, publisher):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

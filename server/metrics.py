@@ -1,11 +1,20 @@
-"""Per-app Prometheus collectors and their text rendering."""
+"""Per-app Prometheus collectors and their text rendering.
+
+One process (the in-process test servers, `taguru serve` with one worker) keeps its values in the
+app's own registry, as it always did. With `serve --workers N` the supervisor gives its workers one
+private directory (`PROMETHEUS_MULTIPROC_DIR`, server/metrics_shared.py): every worker writes its
+values to memory-mapped files there, and a scrape of any worker reads all of them, so one scrape
+shows the whole server (counters and histograms summed over every worker that ever ran, gauges
+aggregated by the rule each declares).
+"""
 
 from __future__ import annotations
 
+import contextvars
 import platform
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -25,12 +34,55 @@ SPEC_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
 # Evidence stages mostly take 0.02-0.35 ms: their own family starts at 10 µs, then the reference's bounds.
 STAGE_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, *SPEC_BUCKETS)
 
+# the reference's search operations (`taguru_searches_total{op}`) and its error kinds (`taguru_errors_total{kind}`)
+SEARCH_OPS = (
+    "resolve",
+    "resolve_label",
+    "recall",
+    "query",
+    "activate",
+    "search_passages",
+    "search_communities",
+    "explore",
+    "paths",
+)
+ERROR_KINDS = ("io", "load", "panic", "wal_refused")
+# how a gauge aggregates over the live workers of `serve --workers N`
+Aggregate = Literal["livesum", "livemin", "livemax"]
+
+# the cause of the current request's failure, when a handler knows it (a list: shared with the tasks it starts)
+_ERROR_NOTE: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("error_note", default=None)
+
+
+def start_error_note() -> list[str]:
+    """A fresh failure note for the current request (the metrics middleware reads it when it ends)."""
+    note: list[str] = []
+    _ERROR_NOTE.set(note)
+    return note
+
+
+def note_error(kind: str) -> None:
+    """Say why the current request is failing (an ERROR_KINDS member), for `taguru_errors_total`."""
+    note = _ERROR_NOTE.get()
+    if note is not None:
+        note.append(kind)
+
+
+def error_kind(status: int, note: list[str]) -> str | None:
+    """The `taguru_errors_total` kind of a finished request: the noted cause (a refused durable write
+    counts as `wal_refused` although it answers 503), else `panic` for any other 500; None when not counted."""
+    if note and (status == 500 or (note[-1] == "wal_refused" and status == 503)):
+        return note[-1]
+    return "panic" if status == 500 else None
+
 
 class Metrics:
     """Per-app Prometheus collectors."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared_dir: str | None = None) -> None:
+        self.shared_dir = shared_dir  # the workers' metric files, or None: this process's values alone
         self.registry = CollectorRegistry()
+        self.refreshers: list[Callable[[], None]] = []  # the gauges read from app state, for the shared files
         self.requests = Counter(
             "taguru_http_requests", "HTTP requests served", ["method", "route", "status"], registry=self.registry
         )
@@ -82,6 +134,22 @@ class Metrics:
             ["op", "outcome"],
             registry=self.registry,
         )
+        for op in SEARCH_OPS:
+            for outcome in ("hit", "empty"):
+                self.searches.labels(op, outcome)
+        self.errors = Counter(
+            "taguru_errors",
+            "Requests answered 500 (and refused durable writes), by cause",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in ERROR_KINDS:
+            self.errors.labels(kind)
+        self.shed = Counter(
+            "taguru_requests_shed",
+            "Requests refused at the in-flight ceiling (TAGURU_MAX_CONCURRENT_REQUESTS)",
+            registry=self.registry,
+        )
         self.schema_checks = Counter(
             "taguru_schema_checks",
             "Schema checks that gated a real write, by outcome",
@@ -91,29 +159,57 @@ class Metrics:
         for outcome in ("ok", "warned", "refused"):
             self.schema_checks.labels(outcome)
         self.schema_violations: dict[str, int] = {}  # context → violations its counted checks found, since boot
-        build = Gauge("taguru_build_info", "The running build (value 1)", ["version", "python"], registry=self.registry)
-        build.labels(VERSION, platform.python_version()).set(1)
-        self.inflight = Gauge("taguru_inflight_requests", "Requests in flight (holding a slot)", registry=self.registry)
-        self.contexts_loaded = Gauge(
-            "taguru_contexts_loaded", "Contexts held in memory by this process", registry=self.registry
-        )
-        self.ready = Gauge(
-            "taguru_ready",
-            "1 once the contexts to preload are in memory (GET /ready answers 200)",
+        build = Gauge(
+            "taguru_build_info",
+            "The running build (value 1)",
+            ["version", "python"],
             registry=self.registry,
+            multiprocess_mode="livemax",
         )
-        # the standard process (memory, CPU, open files), platform and garbage-collector families;
-        # each worker process of `serve --workers N` reports its own
-        for standard in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
-            self.registry.register(standard)
+        build.labels(VERSION, platform.python_version()).set(1)
+        # with several workers: in-flight requests add up; readiness and the contexts in memory are the
+        # least any live worker has (the server is ready when every worker is); the store's counts are one
+        self.inflight = self._gauge("taguru_inflight_requests", "Requests in flight (holding a slot)", "livesum")
+        self.contexts_loaded = self._gauge(
+            "taguru_contexts_loaded", "Contexts held in memory by this process", "livemin"
+        )
+        self.ready = self._gauge(
+            "taguru_ready", "1 once the contexts to preload are in memory (GET /ready answers 200)", "livemin"
+        )
+        self.contexts_registered = self._gauge("taguru_contexts_registered", "Contexts in the store", "livemax")
+        self.groups_registered = self._gauge("taguru_groups_registered", "Context groups in the store", "livemax")
+        self.contexts_resident = self._gauge(
+            "taguru_contexts_resident", "Contexts held in memory (as taguru_contexts_loaded)", "livemin"
+        )
+        if shared_dir is None:
+            # the standard process (memory, CPU, open files), platform and garbage-collector families;
+            # with several workers the scrape renders every worker's process families instead
+            for standard in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                self.registry.register(standard)
 
-    def watch(
-        self, inflight: Callable[[], float], contexts_loaded: Callable[[], float], ready: Callable[[], float]
-    ) -> None:
-        """Read the in-flight, loaded-context and readiness gauges from the app's state when scraped."""
-        self.inflight.set_function(inflight)
-        self.contexts_loaded.set_function(contexts_loaded)
-        self.ready.set_function(ready)
+    def _gauge(self, name: str, doc: str, mode: Aggregate) -> Gauge:
+        """A gauge of this app, aggregated over the workers by `mode` (prometheus-client's multiprocess modes)."""
+        return Gauge(name, doc, registry=self.registry, multiprocess_mode=mode)
+
+    def watch(self, **readers: Callable[[], float]) -> None:
+        """Read gauges from the app's state: each keyword names a gauge attribute (`inflight`,
+        `contexts_loaded`, `ready`, ...). One process reads them when scraped; with shared files each
+        worker writes them at `refresh` (every second, and just before a scrape it answers)."""
+        for attribute, read in readers.items():
+            gauge: Gauge = getattr(self, attribute)
+            if self.shared_dir is None:
+                gauge.set_function(read)
+            else:
+                self.refreshers.append(lambda gauge=gauge, read=read: gauge.set(read()))  # type: ignore[misc]
+
+    def refresh(self) -> None:
+        """Write the state-read gauges to this worker's shared files (nothing for one process)."""
+        for refresh in self.refreshers:
+            refresh()
+
+    def failed(self, kind: str) -> None:
+        """Count one request that failed for `kind` (ERROR_KINDS)."""
+        self.errors.labels(kind).inc()
 
     def resolved(self, served: list[dict[str, Any]]) -> None:
         """Count one resolve answer: semantic if any served candidate is, else lexical / weak_lexical / miss."""

@@ -130,7 +130,10 @@ class EmbedMetrics:
             "taguru_embedding_duration_seconds", "Embedding provider call time", buckets=BUCKETS, registry=registry
         )
         self.slot_waiters = Gauge(
-            "taguru_embed_slot_waiters", "Calls queued for an embedding permit", registry=registry
+            "taguru_embed_slot_waiters",
+            "Calls queued for an embedding permit",
+            registry=registry,
+            multiprocess_mode="livesum",  # summed over the workers of `serve --workers N`
         )
         self.slot_waits = Counter(
             "taguru_embed_slot_waits", "Calls that waited for an embedding permit", registry=registry

@@ -17,7 +17,7 @@ from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     before_start,
     clamp_limit,
-    count_read,
+    count_search,
     search_vector,
 )
 from taguru_server.server.routes.groups import no_group
@@ -113,7 +113,7 @@ async def cross_recall(call: Call) -> Any:
     for name in targets:
         ctx = _target(call, name)
         edges = query.recall_edges(ctx, args["cue"])
-        count_read(ctx, not edges)
+        count_search(call, ctx, "recall", not edges)
         found.append((ctx, edges))
     return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
 
@@ -141,7 +141,7 @@ async def cross_query(call: Call) -> Any:
         edges = query.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
         # each target's own schema judges its matches (a target without one contributes nothing)
         edges = apply_type_filter(ctx, edges, args["subject_types"], args["object_types"])
-        count_read(ctx, not edges)
+        count_search(call, ctx, "query", not edges)
         found.append((ctx, edges))
     return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
 
@@ -162,7 +162,7 @@ async def cross_search(call: Call) -> Any:
         if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
             vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
         result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
-        count_read(ctx, not result["hits"])
+        count_search(call, ctx, "search_passages", not result["hits"])
         plans.extend(result["plan"]["contexts"])
         ranked.extend((rank, index, {"context": name, **hit}) for rank, hit in enumerate(result["hits"]))
     ranked.sort(key=lambda r: (r[0], r[1]))

@@ -15,6 +15,7 @@ from taguru_server.server.routes.common import (
     check_cursor,
     clamp_limit,
     count_read,
+    count_search,
     keyset_limit,
     keyset_page,
     search_vector,
@@ -148,7 +149,7 @@ async def search_sources(call: Call) -> Any:
     if limit > 0 and query_terms(query_text):  # only then is the query embedded (docs/embeddings.md)
         vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
     result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
-    count_read(ctx, not result["hits"])
+    count_search(call, ctx, "search_passages", not result["hits"])
     call.app_state.get(METRICS_KEY).hits_served(result["hits"])  # type: ignore[union-attr]
     return result
 
