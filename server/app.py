@@ -190,6 +190,8 @@ def build_app(
             provider = http_embedder(settings, session, embed_metrics, clock)
         elif kind == "local":
             provider = await asyncio.to_thread(local_embedder, settings, embed_metrics)
+        if tracing is not None and isinstance(provider, ChunkedEmbedder):
+            provider.tracing = tracing
         app[EMBEDDER_KEY] = provider
         yield
         if isinstance(provider, ChunkedEmbedder):

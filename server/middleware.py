@@ -365,7 +365,8 @@ def server_span(tracing: Tracing) -> Middleware:
             request[TRACE_IDS_KEY] = tracing.log_ids(span)
             status = 500
             try:
-                response = await handler(request)
+                with tracing.lanes():
+                    response = await handler(request)
                 status = response.status
                 return response
             except web.HTTPException as exc:

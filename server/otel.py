@@ -23,6 +23,8 @@ from taguru_server.pipeline import Outcome
 from taguru_server.server.errors import STATUS_OF_CODE
 from taguru_server.server.version import VERSION
 from taguru_server.stages.model import RerankVerdict
+from taguru_server.store.read.passages import LANE_TRACE, PassageHit, PassageSearch
+from taguru_server.store.read.vector_lane import FusedHit, LaneState
 
 TRACER_NAME = "taguru"
 DEFAULT_SERVICE = "taguru"
@@ -65,6 +67,15 @@ STATUS_KINDS: Mapping[int, str] = {
     413: "result_too_large",
     422: "invalid_argument",
     502: "provider_error",
+}
+
+# the vector lane's state codes as the `taguru.degrade` reasons of a search whose vector lane did not run
+DEGRADES: Mapping[str, str] = {
+    "off": "vector_off",
+    "query_embedding_failed": "vector_query_embedding_failed",
+    "no_vectors": "vector_no_vectors",
+    "model_changed": "vector_model_changed",
+    "width_changed": "vector_width_changed",
 }
 
 _AMZN = re.compile(r"Root=1-([0-9a-f]{8})-([0-9a-f]{24});Parent=([0-9a-f]{16});Sampled=([01])")
@@ -191,6 +202,61 @@ class Tracing:
             yield span
 
     @contextmanager
+    def lanes(self) -> Iterator[None]:
+        """For one request: every passage search's lanes become spans under the span current then
+        (the evidence `taguru.passages` and `taguru.communities`, or the communities search's server span)."""
+        token = LANE_TRACE.set(LaneSpans(self.tracer, root=False))
+        try:
+            yield
+        finally:
+            LANE_TRACE.reset(token)
+
+    @contextmanager
+    def passage_search(self, limit: int, targets: int | None = None) -> Iterator[Any]:
+        """`taguru.passage_search`: one direct search (its lanes' outcome on it), or the whole fan-out of a
+        cross search over `targets` contexts (each then a `passage_search_target`)."""
+        attributes: dict[str, Any] = {"taguru.op": "search_passages", "taguru.limit": limit}
+        if targets is not None:
+            attributes["taguru.context.count"] = targets
+        with self._searching("taguru.passage_search", attributes, root=targets is None) as span:
+            yield span
+
+    @contextmanager
+    def passage_search_target(self, index: int) -> Iterator[Any]:
+        """`taguru.passage_search.target`: one target of a cross search, by its position (never its name)."""
+        with self._searching("taguru.passage_search.target", {"taguru.target.index": index}, root=True) as span:
+            yield span
+
+    @contextmanager
+    def _searching(self, name: str, attributes: dict[str, Any], root: bool) -> Iterator[Any]:
+        with self.tracer.start_as_current_span(
+            name, attributes=attributes, record_exception=False, set_status_on_exception=False
+        ) as span:
+            token = LANE_TRACE.set(LaneSpans(self.tracer, root=root))
+            try:
+                yield span
+            finally:
+                LANE_TRACE.reset(token)
+
+    @contextmanager
+    def embed_span(self, model: str, inputs: int, purpose: str) -> Iterator[Any]:
+        """`taguru.embed` (CLIENT): one embedding-provider call, retries inside; ERROR when it failed.
+        Under the current span, or a root span for a background refresh."""
+        attributes = {"taguru.embed.model": model, "taguru.embed.inputs": inputs, "taguru.embed.purpose": purpose}
+        with self.tracer.start_as_current_span(
+            "taguru.embed",
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except Exception:
+                span.set_status(Status(StatusCode.ERROR))
+                raise
+
+    @contextmanager
     def internal_span(self, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
         """An INTERNAL span under the current one (the composed `retrieve` and its steps)."""
         with self.tracer.start_as_current_span(
@@ -218,6 +284,51 @@ class Tracing:
         headers: dict[str, str] = {}
         propagate.inject(headers)
         return headers
+
+
+class LaneSpans:
+    """The passage lanes of a search as INTERNAL spans under the current span; with `root`, the search's
+    outcome on the current span too (`taguru.passage_search` or `.target`): lanes, vector outcome,
+    floor, hit counts by lane, filter counts, and the skip or degrade event."""
+
+    def __init__(self, tracer: Any, root: bool) -> None:
+        self.tracer = tracer
+        self.root = root
+
+    def lane(self, name: str, started_ns: int, ended_ns: int, counts: dict[str, int | bool]) -> None:
+        self.tracer.start_span(name, start_time=started_ns, attributes=counts).end(end_time=ended_ns)
+
+    def event(self, name: str, reason: str) -> None:
+        trace.get_current_span().add_event(name, {"taguru.reason": reason})
+
+    def outcome(self, found: PassageSearch, state: LaneState | None, hits: list[PassageHit | FusedHit]) -> None:
+        if not self.root:
+            return
+        span = trace.get_current_span()
+        if found.eligible_sources is not None:
+            span.set_attribute("taguru.filter.eligible", found.eligible_sources)
+            span.set_attribute("taguru.filter.total", found.total_sources or 0)
+        span.set_attribute("taguru.passage.hit_count", len(hits))
+        if found.skipped is not None:
+            span.set_attribute("taguru.search.lanes", found.skipped.token)
+            span.add_event("taguru.skip", {"taguru.reason": found.skipped.token})
+            return
+        span.set_attribute("taguru.search.lanes", "ran")
+        if state is not None:
+            span.set_attribute("taguru.search.vector.outcome", state.code)
+            if state.ran and state.floor is not None:
+                span.set_attribute("taguru.search.floor", state.floor)
+            elif state.code in DEGRADES:
+                span.add_event("taguru.degrade", {"taguru.reason": DEGRADES[state.code]})
+        by_lane = {"bm25_only": 0, "both_lanes": 0, "vector_only": 0}
+        for hit in hits:
+            if isinstance(hit, FusedHit) and hit.vector is not None:
+                by_lane["both_lanes" if hit.bm25 is not None else "vector_only"] += 1
+            else:
+                by_lane["bm25_only"] += 1
+        span.set_attribute("taguru.passage.bm25_only", by_lane["bm25_only"])
+        span.set_attribute("taguru.passage.both_lanes", by_lane["both_lanes"])
+        span.set_attribute("taguru.passage.vector_only", by_lane["vector_only"])
 
 
 class TracedReranker:
