@@ -16,7 +16,7 @@ from aiohttp import web
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
-from taguru_server.server.metrics import Metrics
+from taguru_server.server.metrics import ContextSums, Metrics
 from taguru_server.server.metrics_shared import VARIABLE as SHARED_METRICS_VARIABLE
 from taguru_server.server.metrics_shared import join_shared_files
 from taguru_server.server.middleware import MIDDLEWARES, server_span
@@ -95,6 +95,19 @@ def _auto_embed(registry: Registry, embedder: Embedder | None, settings: Setting
 
     auto = AutoEmbed(registry, embedder, settings.embed_passages, settings.passage_vector_limit)
     return asyncio.get_running_loop().create_task(auto.run(settings.flush_secs))
+
+
+def store_sums(registry: Registry) -> dict[str, Callable[[], float]]:
+    """The readers of the gauges summed over the contexts in memory (server/metrics.py: ContextSums)."""
+    sums = ContextSums(lambda: [registry.get(name) for name in registry.loaded_names()])
+    fields = {
+        "resident_bytes": "footprint_bytes",
+        "dead_edges": "dead_edges",
+        "dead_attributions": "dead_attributions",
+        "unsourced_edges": "unsourced_edges",
+        "unsourced_weight": "unsourced_weight",
+    }
+    return {gauge: (lambda field=field: sums.total(field)) for gauge, field in fields.items()}  # type: ignore[misc]
 
 
 def _publish(metrics: Metrics) -> asyncio.Task[None] | None:
@@ -213,6 +226,7 @@ def build_app(
             contexts_registered=lambda: len(reg.names()),
             groups_registered=lambda: len(reg.groups),
             contexts_resident=lambda: len(reg.loaded_names()),
+            **store_sums(reg),
         )
         preload.start()  # in the background: /live and /ready answer meanwhile
         follower = _follow(reg)

@@ -155,7 +155,9 @@ async def assemble(
         {REQUEST: request, CONTEXT: ctx, SERVICES: services},
         deadline=call.deadline,
         hooks=call.app_state.get(METRICS_KEY),
-        spans=None if tracing is None else tracing.stage_spans(request.search_limit),
+        spans=None
+        if tracing is None
+        else tracing.stage_spans(request.search_limit, getattr(configured, "model", None)),
     )
     note_request(**stage_summary(run.durations, run.entries))
     if run.failure is not None:

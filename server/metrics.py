@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextvars
 import platform
 import re
+import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -181,6 +183,20 @@ class Metrics:
         self.contexts_resident = self._gauge(
             "taguru_contexts_resident", "Contexts held in memory (as taguru_contexts_loaded)", "livemin"
         )
+        # sums over the contexts in memory (the same in every worker: the largest is shown)
+        self.resident_bytes = self._gauge(
+            "taguru_resident_bytes", "Estimated bytes of the contexts' own data in memory", "livemax"
+        )
+        self.dead_edges = self._gauge("taguru_dead_edges", "Retracted associations compaction would drop", "livemax")
+        self.dead_attributions = self._gauge(
+            "taguru_dead_attributions", "Unlinked attribution records compaction would drop", "livemax"
+        )
+        self.unsourced_edges = self._gauge(
+            "taguru_unsourced_edges", "Live associations whose weight no source fully covers", "livemax"
+        )
+        self.unsourced_weight = self._gauge(
+            "taguru_unsourced_weight", "The weight of live associations no source covers", "livemax"
+        )
         if shared_dir is None:
             # the standard process (memory, CPU, open files), platform and garbage-collector families;
             # with several workers the scrape renders every worker's process families instead
@@ -244,6 +260,35 @@ class Metrics:
         """Record one evidence stage's duration and outcome."""
         self.stage_duration.labels(stage).observe(seconds)
         self.stage_outcomes.labels(stage, status, reason or "").inc()
+
+
+STATS_REFRESH_SECS = 30.0
+"""A context's sums are recomputed (one pass over its associations) at most this often, and only once it changed."""
+
+
+class ContextSums:
+    """The store gauges summed over the contexts in memory, from each context's `stats()`, recomputed
+    only for a context whose revisions moved and at most every STATS_REFRESH_SECS, so a scrape never
+    walks every association of every context."""
+
+    def __init__(self, contexts: Callable[[], list[Any]], clock: Callable[[], float] = time.monotonic) -> None:
+        self.contexts = contexts  # the contexts in memory now
+        self.clock = clock
+        self.seen: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], float, Any]] = weakref.WeakKeyDictionary()
+
+    def _stats(self, ctx: Any) -> Any:
+        revision = (ctx.meta.rev_graph, ctx.meta.rev_passages)
+        known = self.seen.get(ctx)
+        now = self.clock()
+        if known is not None and (known[0] == revision or now - known[1] < STATS_REFRESH_SECS):
+            return known[2]
+        stats = ctx.stats()
+        self.seen[ctx] = (revision, now, stats)
+        return stats
+
+    def total(self, field: str) -> float:
+        """One field of ContextStats summed over the contexts in memory."""
+        return float(sum(getattr(self._stats(ctx), field) for ctx in self.contexts()))
 
 
 _INTEGRAL_LE = re.compile(rb'le="(\d+)\.0"')

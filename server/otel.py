@@ -8,6 +8,7 @@ never query, cue, passage or citation text, names of contexts, concepts or sourc
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -173,9 +174,10 @@ class Tracing:
         ) as span:
             yield span
 
-    def stage_spans(self, limit: int | None = None) -> StageSpans:
-        """The executor's span hook for one evidence run (`limit`: the request's search limit)."""
-        return StageSpans(self.tracer, limit)
+    def stage_spans(self, limit: int | None = None, rerank_model: str | None = None) -> StageSpans:
+        """The executor's span hook for one evidence run (`limit`: the request's search limit;
+        `rerank_model`: the configured reranker's, for the spans of reranks that never reach it)."""
+        return StageSpans(self.tracer, limit, rerank_model)
 
     def reranker(self, inner: Any) -> TracedReranker:
         """`inner` with a CLIENT span `taguru.rerank` around each provider call."""
@@ -353,15 +355,20 @@ class TracedReranker:
             return verdict
 
 
+# reranks requested but decided before any provider is asked: each is a zero-length `taguru.rerank`
+SHORT_CIRCUITS = frozenset({"not_configured", "model_mismatch", "empty_pool"})
+
+
 class StageSpans:
     """One INTERNAL span per pipeline stage under the current span (the executor's `spans` hook)."""
 
-    __slots__ = ("tracer", "limit", "anchors")
+    __slots__ = ("tracer", "limit", "anchors", "rerank_model")
 
-    def __init__(self, tracer: Any, limit: int | None = None) -> None:
+    def __init__(self, tracer: Any, limit: int | None = None, rerank_model: str | None = None) -> None:
         self.tracer = tracer
         self.limit = limit
         self.anchors: int | None = None  # resolve's answer, for the query and activate spans
+        self.rerank_model = rerank_model
 
     def start(self, stage: str) -> Any:
         attributes: dict[str, Any] = {"taguru.stage": stage}
@@ -393,8 +400,24 @@ class StageSpans:
         event = EVENTS.get(outcome.status)
         if event is not None and outcome.reason is not None:
             span.add_event(event, {"taguru.reason": outcome.reason})
+        if stage == "rerank" and outcome.reason in SHORT_CIRCUITS:
+            self._short_circuit(span, outcome)
         if outcome.status == "failed":
             status = STATUS_OF_CODE.get(outcome.reason or "", 500)
             span.set_attribute("taguru.error.kind", STATUS_KINDS.get(status, "upstream_error"))
             span.set_status(Status(StatusCode.ERROR))
         span.end()
+
+    def _short_circuit(self, stage_span: Any, outcome: Outcome) -> None:
+        """The zero-length CLIENT span `taguru.rerank` of a requested rerank the stage decided itself."""
+        attributes: dict[str, Any] = {"taguru.rerank.outcome": str(outcome.reason)}
+        if outcome.reason != "not_configured" and self.rerank_model is not None:
+            attributes["taguru.rerank.model"] = self.rerank_model
+        if "in" in outcome.detail:
+            attributes["taguru.rerank.candidates"] = int(outcome.detail["in"])
+        now = time.time_ns()
+        parent = trace.set_span_in_context(stage_span)
+        span = self.tracer.start_span(
+            "taguru.rerank", context=parent, kind=SpanKind.CLIENT, attributes=attributes, start_time=now
+        )
+        span.end(end_time=now)

@@ -14,10 +14,13 @@ from conftest import Client, start_client
 from test_evidence_endpoint import seed_sake
 from test_store_health import refusing, serving
 
+from taguru_server.server import metrics as metrics_module
 from taguru_server.server.metrics import ERROR_KINDS, SEARCH_OPS
 from taguru_server.server.state import INFLIGHT_KEY, REGISTRY_KEY
 
 pytestmark = pytest.mark.anyio
+
+SUMS = ("resident_bytes", "dead_edges", "dead_attributions", "unsourced_edges", "unsourced_weight")
 
 
 async def scrape(client: Client) -> dict[str, float]:
@@ -161,3 +164,23 @@ async def test_only_the_in_flight_ceiling_sheds(settings_factory: Any) -> None:
     finally:
         await session.close()
         await server.close()
+
+
+async def test_the_store_sums_follow_writes_at_most_every_refresh_interval(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = await scrape(client)
+    assert [rows[f"taguru_{name}"] for name in SUMS] == [0.0] * len(SUMS)
+    await seed_sake(client)
+    await client.ok(
+        "POST", "/contexts/sake/associations", [{"subject": "a", "label": "r", "object": "b", "weight": 2.0}]
+    )
+    rows = await scrape(client)
+    assert rows["taguru_resident_bytes"] > 1024 and rows["taguru_dead_edges"] == 0.0
+    assert (rows["taguru_unsourced_edges"], rows["taguru_unsourced_weight"]) == (1.0, 2.0)  # `a r b` has no source
+    await client.ok("POST", "/contexts/sake/associations/retract", {"subject": "a", "label": "r", "object": "b"})
+    assert (await scrape(client))["taguru_dead_edges"] == 0.0  # within the refresh interval: the last sums
+    monkeypatch.setattr(metrics_module, "STATS_REFRESH_SECS", 0.0)
+    rows = await scrape(client)
+    assert (rows["taguru_dead_edges"], rows["taguru_unsourced_edges"]) == (1.0, 0.0)
+    assert rows["taguru_dead_attributions"] == 0.0

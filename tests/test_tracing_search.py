@@ -23,6 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from test_evidence_endpoint import seed_sake
 
 from taguru_server.server.app import build_app
+from taguru_server.server.providers.reranker import RerankSettings
 from taguru_server.store.text import query_terms
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +34,9 @@ TEXTS = ("りんごは赤い果物。", "みかんは橙色の果物。")
 
 
 @contextlib.asynccontextmanager
-async def traced_server(settings_factory: Any, fake: FakeEmbedder | None) -> AsyncIterator[tuple[Client, Any]]:
+async def traced_server(
+    settings_factory: Any, fake: FakeEmbedder | None, rerank: RerankSettings | None = None
+) -> AsyncIterator[tuple[Client, Any]]:
     """A traced server (in-memory exporter), behind the fake embedding provider when one is given."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -48,7 +51,7 @@ async def traced_server(settings_factory: Any, fake: FakeEmbedder | None) -> Asy
             "TAGURU_EMBED_MODEL": "fake-table",
             "TAGURU_EMBED_PASSAGES": "1",
         }
-    server = TestServer(build_app(settings_factory(**env), tracer_provider=provider))
+    server = TestServer(build_app(settings_factory(**env), rerank=rerank, tracer_provider=provider))
     await server.start_server()
     session = ClientSession()
     try:
@@ -258,3 +261,30 @@ async def test_the_retrieve_fallback_wraps_a_passage_search(settings_factory) ->
         assert search.attributes is not None and search.attributes["taguru.search.lanes"] == "ran"
         assert [s.name for s in children(spans, search)] == ["taguru.search.bm25"]
         no_text(spans)
+
+
+async def test_a_requested_rerank_that_never_reaches_a_provider_is_a_zero_length_span(settings_factory) -> None:
+    async with traced_server(settings_factory, None) as (client, exporter):
+        await seed_sake(client)
+        for body in ({"origins": ["青嶺酒造"], "rerank": {}}, {"origins": ["青嶺酒造"]}):
+            exporter.clear()
+            await client.ok("POST", "/contexts/sake/evidence", body)
+            spans = exporter.get_finished_spans()
+            reranks = named(spans, "taguru.rerank")
+            if "rerank" not in body:  # not requested: no span
+                assert reranks == []
+                continue
+            (rerank,) = reranks
+            (stage,) = named(spans, "taguru.stage.rerank")
+            assert rerank.kind == SpanKind.CLIENT and rerank.start_time == rerank.end_time
+            assert rerank.parent is not None and rerank.parent.span_id == stage.context.span_id
+            assert dict(rerank.attributes or {}) == {"taguru.rerank.outcome": "not_configured"}  # no model: unset
+
+    rerank = RerankSettings("http://127.0.0.1:9/rerank", "stub-reranker", None, 1)  # never called below
+    async with traced_server(settings_factory, None, rerank) as (client, exporter):  # over the same store
+        exporter.clear()
+        await client.ok("POST", "/contexts/sake/evidence", {"origins": ["青嶺酒造"], "rerank": {"model": "other"}})
+        (rerank_span,) = named(exporter.get_finished_spans(), "taguru.rerank")
+        attributes = dict(rerank_span.attributes or {})
+        assert attributes["taguru.rerank.outcome"] == "model_mismatch"
+        assert attributes["taguru.rerank.model"] == "stub-reranker" and attributes["taguru.rerank.candidates"] >= 0
