@@ -49,6 +49,7 @@ SEARCH_OPS = (
     "paths",
 )
 ERROR_KINDS = ("io", "load", "panic", "wal_refused")
+VIOLATIONS_FAMILY = "taguru_shared_schema_violations"  # kept in the workers' files only, never rendered
 # how a gauge aggregates over the live workers of `serve --workers N`
 Aggregate = Literal["livesum", "livemin", "livemax"]
 
@@ -161,6 +162,18 @@ class Metrics:
         for outcome in ("ok", "warned", "refused"):
             self.schema_checks.labels(outcome)
         self.schema_violations: dict[str, int] = {}  # context → violations its counted checks found, since boot
+        # with the workers' shared files the same counts are kept there too, summed at a scrape (never
+        # rendered as such: `context_rows` renders them for the contexts TAGURU_METRICS_PER_CONTEXT selects)
+        self.shared_violations = (
+            Counter(
+                VIOLATIONS_FAMILY,
+                "Schema violations by context (the per-context rows' source)",
+                ["context"],
+                registry=None,
+            )
+            if shared_dir is not None
+            else None
+        )
         build = Gauge(
             "taguru_build_info",
             "The running build (value 1)",
@@ -255,6 +268,8 @@ class Metrics:
         """Count one schema check that gated a real write, and the violations it found."""
         self.schema_checks.labels(outcome).inc()
         self.schema_violations[context] = self.schema_violations.get(context, 0) + violations
+        if self.shared_violations is not None and violations:
+            self.shared_violations.labels(context).inc(violations)
 
     def stage_finished(self, stage: str, status: str, reason: str | None, seconds: float) -> None:
         """Record one evidence stage's duration and outcome."""
@@ -299,14 +314,16 @@ def render_metrics(registry: CollectorRegistry) -> bytes:
     return _INTEGRAL_LE.sub(rb'le="\1"', generate_latest(registry))
 
 
-def context_rows(metrics: Metrics, contexts: list[str]) -> bytes:
-    """The per-context families (`TAGURU_METRICS_PER_CONTEXT`): one row per selected context, zeros included."""
+def context_rows(metrics: Metrics, contexts: list[str], violations: dict[str, int] | None = None) -> bytes:
+    """The per-context families (`TAGURU_METRICS_PER_CONTEXT`): one row per selected context, zeros
+    included; `violations` (every worker's counts) in place of this process's own when given."""
+    counts = metrics.schema_violations if violations is None else violations
     lines = [
         "# HELP taguru_context_schema_violations_total Schema violations found by the checks that gated real writes",
         "# TYPE taguru_context_schema_violations_total counter",
     ]
     for name in contexts:
         label = name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-        count = metrics.schema_violations.get(name, 0)
+        count = counts.get(name, 0)
         lines.append(f'taguru_context_schema_violations_total{{context="{label}"}} {count}.0')
     return ("\n".join(lines) + "\n").encode("utf-8")

@@ -31,6 +31,7 @@ from prometheus_client import PLATFORM_COLLECTOR, CollectorRegistry, ProcessColl
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from taguru_server.server.metrics import VIOLATIONS_FAMILY
 from taguru_server.server.variables import export
 
 VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
@@ -87,13 +88,26 @@ class WorkerProcesses:
 
 
 class _Sorted:
-    """The merged families of the value files, in name order (the files are read in directory order)."""
+    """The merged families of the value files, in name order (the files are read in directory order),
+    but the one the per-context rows read (`VIOLATIONS_FAMILY`), which is never rendered as such."""
 
     def __init__(self, path: str) -> None:
         self.merged = MultiProcessCollector(None, path=path)
 
     def collect(self) -> Iterable[Metric]:
-        return sorted(self.merged.collect(), key=lambda family: family.name)
+        families = [family for family in self.merged.collect() if family.name != VIOLATIONS_FAMILY]
+        return sorted(families, key=lambda family: family.name)
+
+
+def shared_violations(path: str) -> dict[str, int]:
+    """Every worker's schema violations by context, summed (the per-context rows' counts)."""
+    counts: dict[str, int] = {}
+    for family in MultiProcessCollector(None, path=path).collect():
+        if family.name == VIOLATIONS_FAMILY:
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    counts[sample.labels["context"]] = int(sample.value)
+    return counts
 
 
 def scrape_registry(path: str) -> CollectorRegistry:

@@ -81,3 +81,36 @@ def test_one_scrape_counts_the_requests_of_every_worker(tmp_path: Path, servers:
     for _ in range(REQUESTS):
         _get(server.url)
     assert {_listed(_scrape(server.url)) for _ in range(4)} == {2 * REQUESTS}
+
+
+def test_the_per_context_rows_add_up_over_the_workers(tmp_path: Path, servers: list[Server]) -> None:
+    env = {"TAGURU_METRICS_PER_CONTEXT": "1"}
+    server = Server(tmp_path / "data", tmp_path / "server.log", ("--workers", "2"), **env)
+    servers.append(server)
+    _until_workers(server.url, lambda pids: len(pids) == 2)
+    server.ok("PUT", "/contexts/sake", {"description": "d"})
+    schema = {
+        "schema": 1,
+        "mode": "warn",
+        "closed_labels": False,
+        "types": {"Brewery": {"is_a": []}, "Person": {"is_a": []}},
+        "relations": {"杜氏": {"domain": ["Brewery"], "range": ["Person"]}},
+    }
+    server.ok("PUT", "/contexts/sake/schema", schema)
+    server.ok(
+        "POST",
+        "/contexts/sake/associations",
+        [{"subject": "田中", "label": "schema:type", "object": "Person", "weight": 1.0}],
+    )
+    found = 0
+    for n in range(12):  # each on its own connection: both workers check some
+        edge = {"subject": "田中", "label": "杜氏", "object": f"蔵{n}", "weight": 1.0}
+        status, body = server.call("POST", "/contexts/sake/associations", [edge])
+        assert status == 200, body
+        found += body["schema_violations"]
+    assert found >= 12
+    row = re.compile(r'^taguru_context_schema_violations_total\{context="sake"\} (\S+)$', re.M)
+    for _ in range(6):
+        text = _scrape(server.url)
+        assert float(row.findall(text)[0]) == found
+        assert "taguru_shared_schema_violations" not in text  # the rows' source is never rendered as such

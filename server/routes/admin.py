@@ -10,7 +10,7 @@ from taguru_server.server.call import Call, Probe, Route, not_durable, note_writ
 from taguru_server.server.errors import HttpError
 from taguru_server.server.mcp.protocol import protocol_text
 from taguru_server.server.metrics import context_rows, render_metrics
-from taguru_server.server.metrics_shared import scrape_registry
+from taguru_server.server.metrics_shared import scrape_registry, shared_violations
 from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
 from taguru_server.server.reply import Raw, Reply, json_response
@@ -185,7 +185,8 @@ async def metrics(request: web.Request) -> web.StreamResponse:
     registry = request.app.get(REGISTRY_KEY)
     selected = per_context_rows(current("TAGURU_METRICS_PER_CONTEXT"), registry)
     if selected is not None:
-        body += context_rows(collected, selected)
+        shared = None if collected.shared_dir is None else shared_violations(collected.shared_dir)
+        body += context_rows(collected, selected, shared)
     return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
