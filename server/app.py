@@ -97,9 +97,8 @@ def _auto_embed(registry: Registry, embedder: Embedder | None, settings: Setting
     return asyncio.get_running_loop().create_task(auto.run(settings.flush_secs))
 
 
-def store_sums(registry: Registry) -> dict[str, Callable[[], float]]:
+def store_sums(sums: ContextSums) -> dict[str, Callable[[], float]]:
     """The readers of the gauges summed over the contexts in memory (server/metrics.py: ContextSums)."""
-    sums = ContextSums(lambda: [registry.get(name) for name in registry.loaded_names()])
     fields = {
         "resident_bytes": "footprint_bytes",
         "dead_edges": "dead_edges",
@@ -219,6 +218,7 @@ def build_app(
         app[REGISTRY_KEY] = reg
         preload = Preloader(reg, settings.preload)
         app[PRELOAD_KEY] = preload
+        sums = ContextSums(lambda: [reg.get(name) for name in reg.loaded_names()])
         metrics.watch(
             inflight=lambda: app[INFLIGHT_KEY].count,
             contexts_loaded=lambda: len(reg.loaded_names()),
@@ -226,15 +226,16 @@ def build_app(
             contexts_registered=lambda: len(reg.names()),
             groups_registered=lambda: len(reg.groups),
             contexts_resident=lambda: len(reg.loaded_names()),
-            **store_sums(reg),
+            **store_sums(sums),
         )
         preload.start()  # in the background: /live and /ready answer meanwhile
         follower = _follow(reg)
         ticker = _auto_embed(reg, app.get(EMBEDDER_KEY), settings)
         publisher = _publish(metrics)
+        summing = asyncio.get_running_loop().create_task(sums.run())
         yield
         await preload.stop()
-        for task in (follower, ticker, publisher):
+        for task in (follower, ticker, publisher, summing):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

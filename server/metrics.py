@@ -10,10 +10,10 @@ aggregated by the rule each declares).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import platform
 import re
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Literal
@@ -278,32 +278,56 @@ class Metrics:
 
 
 STATS_REFRESH_SECS = 30.0
-"""A context's sums are recomputed (one pass over its associations) at most this often, and only once it changed."""
+"""How often the sums over the contexts in memory are brought up to date (for the contexts that changed)."""
+STATS_SLICE = 20_000
+"""Associations summed between two yields to the event loop (a few ms), so a large context never stalls it."""
 
 
 class ContextSums:
-    """The store gauges summed over the contexts in memory, from each context's `stats()`, recomputed
-    only for a context whose revisions moved and at most every STATS_REFRESH_SECS, so a scrape never
-    walks every association of every context."""
+    """The store gauges summed over the contexts in memory: resident bytes, dead edges and attributions,
+    unsourced edges and weight. A background task (`run`) recomputes a context's figures every
+    STATS_REFRESH_SECS once its revisions moved, in slices of STATS_SLICE associations with the event
+    loop served between them; a scrape only adds up the figures last computed."""
 
-    def __init__(self, contexts: Callable[[], list[Any]], clock: Callable[[], float] = time.monotonic) -> None:
+    FIELDS = ("footprint_bytes", "dead_edges", "dead_attributions", "unsourced_edges", "unsourced_weight")
+
+    def __init__(self, contexts: Callable[[], list[Any]]) -> None:
         self.contexts = contexts  # the contexts in memory now
-        self.clock = clock
-        self.seen: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], float, Any]] = weakref.WeakKeyDictionary()
+        self.seen: weakref.WeakKeyDictionary[Any, tuple[tuple[int, int], dict[str, float]]] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def _stats(self, ctx: Any) -> Any:
+    async def run(self) -> None:
+        """Bring every changed context's figures up to date, then again every STATS_REFRESH_SECS."""
+        while True:
+            for ctx in self.contexts():
+                await self.update(ctx)
+            await asyncio.sleep(STATS_REFRESH_SECS)
+
+    async def update(self, ctx: Any) -> None:
+        """Recompute one context's figures if it changed since they were computed."""
         revision = (ctx.meta.rev_graph, ctx.meta.rev_passages)
         known = self.seen.get(ctx)
-        now = self.clock()
-        if known is not None and (known[0] == revision or now - known[1] < STATS_REFRESH_SECS):
-            return known[2]
-        stats = ctx.stats()
-        self.seen[ctx] = (revision, now, stats)
-        return stats
+        if known is not None and known[0] == revision:
+            return
+        dead = unsourced = 0
+        weight = 0.0
+        for start in range(0, len(ctx.edges.subject), STATS_SLICE):
+            d, u, w = ctx.edge_sums(start, start + STATS_SLICE)
+            dead, unsourced, weight = dead + d, unsourced + u, weight + w
+            await asyncio.sleep(0)
+        figures = {
+            "footprint_bytes": float(ctx.footprint_bytes()),
+            "dead_edges": float(dead),
+            "dead_attributions": float(ctx.meta.dead_attributions),
+            "unsourced_edges": float(unsourced),
+            "unsourced_weight": weight,
+        }
+        self.seen[ctx] = (revision, figures)
 
     def total(self, field: str) -> float:
-        """One field of ContextStats summed over the contexts in memory."""
-        return float(sum(getattr(self._stats(ctx), field) for ctx in self.contexts()))
+        """One figure summed over the contexts in memory (as last computed; 0 for one not yet computed)."""
+        return sum(known[1][field] for ctx in self.contexts() if (known := self.seen.get(ctx)) is not None)
 
 
 _INTEGRAL_LE = re.compile(rb'le="(\d+)\.0"')
