@@ -38,11 +38,18 @@ VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 MARKER = "worker-"
 
 
-class SharedMetricsDir:
-    """The supervisor's directory of the workers' metric files: made at start, removed at the end."""
+PREFIX = "taguru-metrics-"
 
-    def __init__(self) -> None:
-        self.path = tempfile.mkdtemp(prefix="taguru-metrics-")
+
+class SharedMetricsDir:
+    """The supervisor's directory of the workers' metric files (`taguru-metrics-<pid>-…` under the
+    temporary directory): made at start, removed at the end; a start also removes the directories
+    of this user's supervisors that are gone without removing theirs (killed with SIGKILL)."""
+
+    def __init__(self, parent: str | None = None) -> None:
+        parent = parent or tempfile.gettempdir()
+        sweep_orphans(parent)
+        self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=parent)
 
     def worker_exited(self, pid: int) -> None:
         """A worker is gone: its live gauges stop counting (its counters stay, as they were)."""
@@ -51,6 +58,35 @@ class SharedMetricsDir:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def sweep_orphans(parent: str) -> list[str]:
+    """Remove the metric directories in `parent` this user's gone supervisors left; returns their names."""
+    removed = []
+    for entry in os.listdir(parent):
+        pid = entry[len(PREFIX) :].split("-", 1)[0]
+        path = os.path.join(parent, entry)
+        if not entry.startswith(PREFIX) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            if os.stat(path).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def join_shared_files(path: str) -> None:

@@ -2,12 +2,16 @@
 `taguru_searches_total` per served search of every operation (direct, cross-context per target, and
 inside evidence), `taguru_errors_total` by cause (a refused durable write is `wal_refused` though it
 answers 503; a full disk's 507 is not counted), `taguru_requests_shed_total` at the in-flight
-ceiling only, and the store gauges."""
+ceiling only, the store gauges, and the supervisor's sweep of metric directories left behind."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ from test_store_health import refusing, serving
 
 from taguru_server.server import metrics as metrics_module
 from taguru_server.server.metrics import ERROR_KINDS, SEARCH_OPS
+from taguru_server.server.metrics_shared import SharedMetricsDir
 from taguru_server.server.state import INFLIGHT_KEY, REGISTRY_KEY
 
 pytestmark = pytest.mark.anyio
@@ -204,3 +209,23 @@ async def test_the_store_sums_follow_writes_in_the_background(
     finally:
         await session.close()
         await server.close()
+
+
+def test_a_supervisor_start_removes_the_metric_dirs_of_gone_supervisors(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = tmp_path / f"taguru-metrics-{gone.pid}-abc"
+    orphan.mkdir()
+    (orphan / "counter_1.db").write_bytes(b"\0" * 8)
+    alive = tmp_path / f"taguru-metrics-{os.getpid()}-def"  # a running supervisor's: kept
+    alive.mkdir()
+    other = tmp_path / "taguru-metrics-notapid"
+    other.mkdir()
+    shared = SharedMetricsDir(str(tmp_path))
+    try:
+        assert not orphan.exists() and alive.exists() and other.exists()
+        assert Path(shared.path).name.startswith(f"taguru-metrics-{os.getpid()}-")
+        assert oct(Path(shared.path).stat().st_mode & 0o777) == "0o700"
+    finally:
+        shared.remove()
+    assert not Path(shared.path).exists()
