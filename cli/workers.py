@@ -24,6 +24,8 @@ from typing import Any
 
 import structlog
 
+from taguru_server.server.metrics_shared import VARIABLE as SHARED_METRICS_VARIABLE
+from taguru_server.server.metrics_shared import SharedMetricsDir
 from taguru_server.server.variables import child_environment, export
 
 log = structlog.get_logger("taguru.workers")
@@ -120,7 +122,8 @@ class Supervisor:
     """Starts, watches and stops the worker processes."""
 
     def __init__(self, address: str, workers: int, config: str | None, fork: bool = False) -> None:
-        self.env = child_environment(TAGURU_ADDR=address)
+        self.metrics = SharedMetricsDir()  # one scrape of any worker shows them all (server/metrics_shared.py)
+        self.env = child_environment(TAGURU_ADDR=address, **{SHARED_METRICS_VARIABLE: self.metrics.path})
         self.cmd = worker_command(workers, config)
         self.procs: list[subprocess.Popen[bytes] | Forked | None] = [None] * workers
         self.crashes = [0] * workers
@@ -158,6 +161,7 @@ class Supervisor:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)  # as a started worker's stdout: the listening line is the supervisor's alone
             export("TAGURU_ADDR", self.env["TAGURU_ADDR"])
+            export(SHARED_METRICS_VARIABLE, self.metrics.path)
             assert self.entry is not None
             code = self.entry(self.cmd[3:])
         except SystemExit as exc:
@@ -178,6 +182,7 @@ class Supervisor:
                 self.crashes[i] = self.crashes[i] + 1 if quick else 0
                 delay = RESTART_BACKOFF_SECS[min(self.crashes[i], len(RESTART_BACKOFF_SECS) - 1)]
                 log.warning("worker.exited", worker=i, pid=proc.pid, returncode=proc.returncode, restart_in_s=delay)
+                self.metrics.worker_exited(proc.pid)
                 time.sleep(delay)
                 if not self.stopping:
                     self.spawn(i)
@@ -211,6 +216,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        self.metrics.remove()
         return 0
 
 
@@ -255,6 +261,7 @@ def supervise(
             load_before_fork(settings, bound[0], bound[1])
         except KeyboardInterrupt:
             sock.close()
+            supervisor.metrics.remove()
             log.info("server.stopped")
             return 0
         signal.signal(signal.SIGTERM, supervisor.stop)

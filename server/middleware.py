@@ -18,6 +18,7 @@ from taguru_server.server.auth import Principal, authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import at_ceiling, error_response
 from taguru_server.server.logging import start_request_notes
+from taguru_server.server.metrics import error_kind, start_error_note
 from taguru_server.server.oauth.gate import MCP_PATH, OAuth
 from taguru_server.server.oauth.routes import OAUTH_ROUTE_KEY, oauth_route
 from taguru_server.server.routes.common import permit
@@ -89,6 +90,7 @@ async def metrics(request: web.Request, handler: NextHandler) -> web.StreamRespo
     since the request arrived.
     """
     notes = start_request_notes()
+    failure = start_error_note()
     response = await handler(request)
     metrics = request.app[METRICS_KEY]
     method, status = request.method, response.status
@@ -96,6 +98,9 @@ async def metrics(request: web.Request, handler: NextHandler) -> web.StreamRespo
     route = request.get(ROUTE_KEY, UNMATCHED)
     metrics.requests.labels(method, route, str(status)).inc()
     metrics.duration.labels(method, route).observe(elapsed)
+    kind = error_kind(status, failure)
+    if kind is not None:
+        metrics.failed(kind)
     timing = response.headers.get("Server-Timing")
     if timing and not response.prepared:
         response.headers["Server-Timing"] = f"{timing}, total;dur={elapsed * 1000:.3f}"
@@ -129,8 +134,9 @@ async def errors(request: web.Request, handler: NextHandler) -> web.StreamRespon
         )
 
 
-def _refuse_overload(ceiling: int) -> ApiError:
-    """503 `overloaded`: the in-flight ceiling is reached."""
+def _refuse_overload(request: web.Request, ceiling: int) -> ApiError:
+    """503 `overloaded`: the in-flight ceiling is reached (counted in `taguru_requests_shed_total`)."""
+    request.app[METRICS_KEY].shed.inc()
     return at_ceiling("in-flight", f"{ceiling} requests", "TAGURU_MAX_CONCURRENT_REQUESTS")
 
 
@@ -139,7 +145,7 @@ async def _holding_slot(request: web.Request, handler: NextHandler) -> web.Strea
     ceiling = request.app[SETTINGS_KEY].max_concurrent_requests
     running = request.app[INFLIGHT_KEY]
     if ceiling and running.count >= ceiling:
-        raise _refuse_overload(ceiling)
+        raise _refuse_overload(request, ceiling)
     running.count += 1
     try:
         return await handler(request)
@@ -157,7 +163,7 @@ async def inflight(request: web.Request, handler: NextHandler) -> web.StreamResp
     if request.body_exists:
         ceiling = request.app[SETTINGS_KEY].max_concurrent_requests
         if ceiling and request.app[INFLIGHT_KEY].count >= ceiling:
-            raise _refuse_overload(ceiling)
+            raise _refuse_overload(request, ceiling)
         return await handler(request)
     return await _holding_slot(request, handler)
 
@@ -362,7 +368,8 @@ def server_span(tracing: Tracing) -> Middleware:
             request[TRACE_IDS_KEY] = tracing.log_ids(span)
             status = 500
             try:
-                response = await handler(request)
+                with tracing.lanes():
+                    response = await handler(request)
                 status = response.status
                 return response
             except web.HTTPException as exc:

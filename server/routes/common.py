@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from taguru_server.server.call import Call
 from taguru_server.server.errors import at_ceiling, malformed
 from taguru_server.server.semantic import passage_vector_query
-from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, AppState, passage_lane_enabled
+from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, METRICS_KEY, AppState, passage_lane_enabled
 from taguru_server.server.variables import current, default_int
 from taguru_server.store.errors import ApiError, Code, budget_spent_before
 from taguru_server.store.model.context import Context
@@ -35,6 +35,14 @@ def clamp_limit(value: int | None, default: int, ceiling: int = MAX_MATCH_LIMIT)
 def count_read(ctx: Context, empty: bool) -> None:
     """Record one read of the context (and whether it found nothing) in its usage counters."""
     ctx.meta.record_read(empty)
+
+
+def count_search(call: Call, ctx: Context, op: str, empty: bool) -> None:
+    """One served search of `op` over a context: its usage counters and `taguru_searches_total{op,outcome}`."""
+    count_read(ctx, empty)
+    metrics = call.app_state.get(METRICS_KEY)
+    if metrics is not None:
+        metrics.searched(op, empty)
 
 
 async def search_vector(call: Call, ctx: Context, query: str, floor: float | None) -> VectorQuery:

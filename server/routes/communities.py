@@ -57,6 +57,7 @@ async def search_communities(call: Call) -> Any:
     ctx.meta.record_read(not hits)
     metrics = call.app_state.get(METRICS_KEY)
     if metrics is not None:
+        metrics.searched("search_communities", not hits)
         metrics.hits_served([{"lanes": hit_lanes(hit.hit)} for hit in hits])
     return {
         "derived": derived,
