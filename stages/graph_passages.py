@@ -28,9 +28,12 @@ def graph_lane_limit(request: EvidenceRequest) -> int:
     return min(request.max_items, SEARCH_LIMIT_CEILING)
 
 
-def graph_passage_candidates(ctx: Context, anchors: tuple[str, ...], limit: int) -> tuple[Candidate, ...]:
-    """The lane's paragraphs, greatest mass first, as `passage_graph` passage candidates."""
-    return tuple(graph_passage_candidate(ctx.name, hit) for hit in graph_passages(ctx, anchors, limit))
+def graph_passage_candidates(
+    ctx: Context, request: EvidenceRequest, anchors: tuple[str, ...], limit: int
+) -> tuple[Candidate, ...]:
+    """The lane's paragraphs in its order as `passage_graph` passage candidates."""
+    hits = graph_passages(ctx, anchors, limit, request.query, request.origins)
+    return tuple(graph_passage_candidate(ctx.name, hit) for hit in hits)
 
 
 @attrs.frozen
@@ -45,9 +48,10 @@ class GraphPassages:
         anchors = ctx[ANCHORS].value
         if not anchors:
             return Outcome.skipped("no_anchors", {GRAPH_PASSAGE_HITS: LaneResult((), False, NO_ANCHORS)})
-        limit = graph_lane_limit(ctx[REQUEST])
+        request = ctx[REQUEST]
+        limit = graph_lane_limit(request)
         if limit == 0:
             return Outcome.skipped("zero_limit", {GRAPH_PASSAGE_HITS: LaneResult((), False, "max_items was 0")})
         gate(ctx.remaining())
-        hits = graph_passage_candidates(ctx[CONTEXT], anchors, limit)
+        hits = graph_passage_candidates(ctx[CONTEXT], request, anchors, limit)
         return Outcome.ran({GRAPH_PASSAGE_HITS: LaneResult(hits, True)}, detail={"out": len(hits)})
