@@ -219,6 +219,7 @@ def reach_size(limit: int) -> int:
 def term_weights(ctx: Context, asked: list[str]) -> dict[str, float]:
     """Each asked term's BM25 idf over the context's live paragraphs (terms no paragraph holds are left out)."""
     index = ctx.bm25
+    index.seal()  # the document frequencies count every stored paragraph
     n = max(index.n_live, 1)
     out: dict[str, float] = {}
     for t in asked:
