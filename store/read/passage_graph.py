@@ -16,9 +16,10 @@ the rest of the question says what it asks about them. A question whose words no
 reach holds (another language, a paraphrase) keeps the mass order.
 
 The mass is computed by forward push (Andersen, Chung and Lang), every node over the tolerance pushed
-at once in each round, so the cost is bounded by the tolerance (at most 1 / (DAMPING · TOLERANCE) units
-of edge work) and by `MAX_ROUNDS`, whatever the graph's size; the order of every sum is fixed, so the
-result is the same on every run. The sparse arrays are built once per read version.
+at once in each round and only the nodes a round touched looked at in the next, so the cost is bounded
+by the tolerance (the nodes pushed have at most 1 / (DAMPING · TOLERANCE) weighted degree in all) and
+by `MAX_ROUNDS`, whatever the graph's size; the estimate is the pushed mass plus the restart share of
+the residual left. The order of every sum is fixed, so the result is the same on every run. The sparse arrays are built once per read version.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from taguru_server.store.read.cache import read_version
 from taguru_server.store.text import query_terms, terms
 
 DAMPING = 0.5  # the restart probability of the walk (HippoRAG's 0.5)
-TOLERANCE = 1e-6  # a node is pushed while its residual exceeds TOLERANCE × its weighted degree
+TOLERANCE = 1e-4  # a node is pushed while its residual exceeds TOLERANCE × its weighted degree
 MAX_ROUNDS = 64  # a hard ceiling on push rounds (the residual halves at least every round)
 CACHE_NAME = "passage_graph"
 BOOST = 20.0  # a paragraph holding every asked term weighs 21 times its mass (docs/evidence.md)
@@ -68,6 +69,7 @@ class PassageGraph:
         "terms",
         "stated_ptr",
         "stated",
+        "threshold",
     )
 
     def __init__(self, ctx: Context) -> None:
@@ -120,6 +122,7 @@ class PassageGraph:
         self.ptr = np.zeros(total + 1, dtype=np.int64)
         np.cumsum(counts, out=self.ptr[1:])
         self.degree = np.bincount(src, weights=weights, minlength=total) if len(src) else np.zeros(total)
+        self.threshold = TOLERANCE * np.maximum(self.degree, 1.0)
         keys = list(paragraph_node)
         self.par_source = np.array([k[0] for k in keys], dtype=np.int64)
         self.par_index = np.array([k[1] for k in keys], dtype=np.int64)
@@ -134,30 +137,33 @@ class PassageGraph:
         self.stated = np.array([e for x in stated for e in x], dtype=np.int64)
 
     def mass(self, seeds: list[int]) -> np.ndarray:
-        """The PageRank mass of every node for a walk restarting at `seeds` (equal shares)."""
+        """The PageRank mass of every node for a walk restarting at `seeds` (equal shares): the pushed
+        estimate plus the restart share of the residual left below the tolerance."""
         total = len(self.degree)
         p = np.zeros(total, dtype=np.float64)
         r = np.zeros(total, dtype=np.float64)
         for s in seeds:
             r[s] += 1.0 / len(seeds)
-        threshold = TOLERANCE * np.maximum(self.degree, 1.0)
-        ptr, nbr, wt, degree = self.ptr, self.nbr, self.wt, self.degree
+        frontier = np.unique(np.array(seeds, dtype=np.int64))
+        ptr, nbr, wt, degree, threshold = self.ptr, self.nbr, self.wt, self.degree, self.threshold
         for _ in range(MAX_ROUNDS):
-            active = np.flatnonzero(r > threshold)
+            active = frontier[r[frontier] > threshold[frontier]]
             if not len(active):
                 break
-            mass = r[active]
+            pushed = r[active]
             r[active] = 0.0
-            p[active] += DAMPING * mass
-            spread = active[degree[active] > 0]
-            if not len(spread):
-                continue
-            share = (1.0 - DAMPING) * r_mass(mass, active, spread) / degree[spread]
-            starts, stops = ptr[spread], ptr[spread + 1]
-            lengths = stops - starts
+            p[active] += DAMPING * pushed
+            linked = degree[active] > 0
+            active, pushed = active[linked], pushed[linked]
+            if not len(active):
+                break
+            share = (1.0 - DAMPING) * pushed / degree[active]
+            starts = ptr[active]
+            lengths = ptr[active + 1] - starts
             offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-            r += np.bincount(nbr[offsets], weights=np.repeat(share, lengths) * wt[offsets], minlength=total)
-        return p
+            frontier, where = np.unique(nbr[offsets], return_inverse=True)
+            r[frontier] += np.bincount(where, weights=np.repeat(share, lengths) * wt[offsets], minlength=len(frontier))
+        return p + DAMPING * r
 
     def ranked(
         self, ctx: Context, anchors: tuple[str, ...], asked: list[str], limit: int
@@ -168,16 +174,25 @@ class PassageGraph:
         if not seeds or limit <= 0 or not len(self.par_source):
             return ()
         mass = self.mass(seeds)[self.n_concepts :]
-        found = np.flatnonzero(mass > 0)
-        if not len(found):
+        reach = self.top(mass, reach_size(limit))
+        if not reach:
             return ()
-        reach = found[np.lexsort((self.order[found], -mass[found]))][: reach_size(limit)].tolist()
         hits = []
         for rank, i in enumerate(self.asked_order(ctx, reach, mass, asked)[:limit], start=1):
             sid, par = int(self.par_source[i]), int(self.par_index[i])
             text = ctx.passages[sid].paragraphs[par]
             hits.append(GraphPassageHit(ctx.sources[sid], par, float(mass[i]), text, rank))
         return tuple(hits)
+
+    def top(self, mass: np.ndarray, k: int) -> list[int]:
+        """The `k` paragraph nodes of greatest positive mass, ties by source name then paragraph: found
+        by partition (every node tied with the k-th is kept), then sorted."""
+        found = np.flatnonzero(mass > 0)
+        if len(found) > k:
+            kth = np.partition(mass[found], len(found) - k)[len(found) - k]
+            found = found[mass[found] >= kth]
+        ordered = found[np.lexsort((self.order[found], -mass[found]))][:k]
+        return [int(i) for i in ordered.tolist()]
 
     def asked_order(self, ctx: Context, reach: list[int], mass: np.ndarray, asked: list[str]) -> list[int]:
         """The reach reordered by mass × (1 + BOOST × the share of the asked terms' idf the paragraph holds);
@@ -236,13 +251,6 @@ def asked_terms(query: str, names: tuple[str, ...]) -> list[str]:
     for name in names:
         known.update(terms(name))
     return [t for t in query_terms(query) if t not in known]
-
-
-def r_mass(mass: np.ndarray, active: np.ndarray, spread: np.ndarray) -> np.ndarray:
-    """The pushed residuals of the nodes that spread (active nodes with at least one link)."""
-    if len(spread) == len(active):
-        return mass
-    return mass[np.isin(active, spread)]
 
 
 def passage_graph(ctx: Context) -> PassageGraph:
