@@ -19,7 +19,8 @@ The mass is computed by forward push (Andersen, Chung and Lang), every node over
 at once in each round and only the nodes a round touched looked at in the next, so the cost is bounded
 by the tolerance (the nodes pushed have at most 1 / (DAMPING · TOLERANCE) weighted degree in all) and
 by `MAX_ROUNDS`, whatever the graph's size; the estimate is the pushed mass plus the restart share of
-the residual left. The order of every sum is fixed, so the result is the same on every run. The sparse arrays are built once per read version.
+the residual left. The order of every sum is fixed, so the result is the same on every run. The
+sparse arrays are built once per read version.
 """
 
 from __future__ import annotations
