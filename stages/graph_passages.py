@@ -13,7 +13,6 @@ from taguru_server.stages.model import (
     CONTEXT,
     NO_ANCHORS,
     REQUEST,
-    SEARCH_LIMIT_CEILING,
     Candidate,
     EvidenceRequest,
     LaneResult,
@@ -23,9 +22,12 @@ from taguru_server.store.model.context import Context
 from taguru_server.store.read.passage_graph import graph_passages
 
 
+GRAPH_LANE_CEILING = 20  # paragraphs the lane offers at most (docs/evidence.md, "Graph passages")
+
+
 def graph_lane_limit(request: EvidenceRequest) -> int:
-    """How many paragraphs the lane offers: as many as the budget could admit, at most the search ceiling."""
-    return min(request.max_items, SEARCH_LIMIT_CEILING)
+    """How many paragraphs the lane offers: as many as the budget could admit, at most GRAPH_LANE_CEILING."""
+    return min(request.max_items, GRAPH_LANE_CEILING)
 
 
 def graph_passage_candidates(
