@@ -21,7 +21,6 @@ from taguru_server.stages.model import (
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.passage_graph import graph_passages
 
-
 GRAPH_LANE_CEILING = 20  # paragraphs the lane offers at most (docs/evidence.md, "Graph passages")
 
 
