@@ -12,9 +12,10 @@ One measurement, in fresh processes against the imported store:
 2. over HTTP (`http`) against `taguru serve`: evidence p50/p99 with hub-weighted origin pairs
    (default; +2 labels; search_limit 200), and `sources/search` at limit 5.
 
-With `--graph-passages`, a third phase starts a fresh server whose evidence runs the graph-passages mode
-by default (`TAGURU_EVIDENCE_GRAPH_PASSAGES=1`) and sends it the same default and labelled requests: the
-lane's added p99 is the difference (target ≤ 5 ms).
+With `--graph-passages`, a third phase starts a fresh server and sends it default evidence requests and
+`include_graph_passages` requests interleaved (each over its own origin pairs, so neither finds the
+other's activations kept): the same load and process state for both, and the mode's added p99 is the
+difference (target ≤ 5 ms).
 
 With `--runs N` the phases run N times in turn and the table shows the median of the
 runs with [min–max]. Every latency item is warmed once (its first 20 items) and then timed once.
@@ -188,16 +189,34 @@ async def _measure(base: str, path: str, bodies: list[dict[str, Any]], warmup: i
     return _stats(took)
 
 
+async def _measure_paired(
+    base: str, path: str, first: list[dict[str, Any]], second: list[dict[str, Any]], warmup: int = 20
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Two request lists sent interleaved (one of each in turn) to one server: the same load and the same
+    process state for both, so their difference is the requests' own."""
+    import aiohttp
+
+    took: tuple[list[float], list[float]] = ([], [])
+    async with aiohttp.ClientSession() as s:
+        for i, pair in enumerate(zip(first, second, strict=True)):
+            for side, body in enumerate(pair):
+                t0 = time.perf_counter()
+                async with s.post(base + path, json=body) as r:
+                    await r.read()
+                    assert r.status == 200, r.status
+                if i >= warmup:
+                    took[side].append((time.perf_counter() - t0) * 1000)
+    return _stats(took[0]), _stats(took[1])
+
+
 def http_phase(data_dir: Path, graph: bool = False) -> dict[str, Any]:
-    """The HTTP measurements; with `graph`, a fresh server whose evidence runs the graph-passages mode by
-    default answers the same default and labelled requests (keys `graph_…`), and nothing else."""
+    """The HTTP measurements; with `graph`, a fresh server answers default requests and graph-passages
+    requests interleaved, each kind over its own origin pairs (keys `graph_…`), and nothing else."""
     from generate_hubs import CONTEXT
 
     qs = json.loads((data_dir / "queries.json").read_text(encoding="utf-8"))
     port = _free_port()
     env = dict(os.environ, TAGURU_DATA_DIR=str(data_dir / "store"), TAGURU_ADDR=f"127.0.0.1:{port}")
-    if graph:
-        env["TAGURU_EVIDENCE_GRAPH_PASSAGES"] = "1"
     server = subprocess.Popen(
         [sys.executable, "-m", "taguru_server.cli", "serve"],
         env=env,
@@ -210,17 +229,20 @@ def http_phase(data_dir: Path, graph: bool = False) -> dict[str, Any]:
     try:
         asyncio.run(_wait_ready(base))
         # loads the context (and with `graph`, builds its concept–paragraph graph)
-        asyncio.run(_measure(base, root + "/evidence", [{"origins": qs["pairs"][0]}], warmup=0))
+        first = {"origins": qs["pairs"][0], "include_graph_passages": True} if graph else {"origins": qs["pairs"][0]}
+        asyncio.run(_measure(base, root + "/evidence", [first], warmup=0))
         # each kind gets its own origin pairs, so no kind finds the others' activations kept
         n = len(qs["labels"])
         pairs = qs["pairs"]
         default = [{"origins": p} for p in pairs[:n]]
-        prefix = "graph_" if graph else ""
-        out[prefix + "evidence_default"] = asyncio.run(_measure(base, root + "/evidence", default))
-        labelled = [{"origins": p, "labels": ls} for p, ls in zip(pairs[n : 2 * n], qs["labels"], strict=True)]
-        out[prefix + "evidence_labels"] = asyncio.run(_measure(base, root + "/evidence", labelled))
         if graph:
+            with_lane = [{"origins": p, "include_graph_passages": True} for p in pairs[n : 2 * n]]
+            plain, lane = asyncio.run(_measure_paired(base, root + "/evidence", default, with_lane))
+            out["graph_plain_default"], out["graph_evidence_default"] = plain, lane
             return out
+        out["evidence_default"] = asyncio.run(_measure(base, root + "/evidence", default))
+        labelled = [{"origins": p, "labels": ls} for p, ls in zip(pairs[n : 2 * n], qs["labels"], strict=True)]
+        out["evidence_labels"] = asyncio.run(_measure(base, root + "/evidence", labelled))
         wide = [{"origins": p, "search_limit": 200} for p in pairs[2 * n : 3 * n]]
         out["evidence_limit200"] = asyncio.run(_measure(base, root + "/evidence", wide))
         search = [{"query": q, "limit": 5} for q in qs["search"]]
@@ -272,14 +294,15 @@ def report(facts: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     row("evidence +2 labels p50", ("evidence_labels", "p50"))
     row("evidence +2 labels p99", ("evidence_labels", "p99"), TARGETS["evidence_labels_p99"])
     if "graph_evidence_default" in runs[0]:
-        row("evidence graph-passages p50", ("graph_evidence_default", "p50"))
-        row("evidence graph-passages p99", ("graph_evidence_default", "p99"))
-        row("evidence graph-passages +2 labels p99", ("graph_evidence_labels", "p99"))
+        row("interleaved: evidence default p50", ("graph_plain_default", "p50"))
+        row("interleaved: evidence default p99", ("graph_plain_default", "p99"))
+        row("interleaved: evidence graph-passages p50", ("graph_evidence_default", "p50"))
+        row("interleaved: evidence graph-passages p99", ("graph_evidence_default", "p99"))
         for r in runs:
-            r["graph_delta_p99"] = r["graph_evidence_default"]["p99"] - r["evidence_default"]["p99"]
-            r["graph_delta_labels_p99"] = r["graph_evidence_labels"]["p99"] - r["evidence_labels"]["p99"]
-        row("graph-passages added p99 (default)", ("graph_delta_p99",), TARGETS["graph_lane_added_p99"])
-        row("graph-passages added p99 (+2 labels)", ("graph_delta_labels_p99",), TARGETS["graph_lane_added_p99"])
+            r["graph_delta_p50"] = r["graph_evidence_default"]["p50"] - r["graph_plain_default"]["p50"]
+            r["graph_delta_p99"] = r["graph_evidence_default"]["p99"] - r["graph_plain_default"]["p99"]
+        row("graph-passages added p50", ("graph_delta_p50",))
+        row("graph-passages added p99", ("graph_delta_p99",), TARGETS["graph_lane_added_p99"])
     row("evidence search_limit 200 p50", ("evidence_limit200", "p50"))
     row("evidence search_limit 200 p99", ("evidence_limit200", "p99"), TARGETS["evidence_limit200_p99"])
     row("resolve p50 (in-process)", ("resolve", "p50"))
