@@ -4,6 +4,7 @@ Run on both backends (TAGURU_TEST_BACKEND=postgres for the PostgreSQL pass)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -192,3 +193,34 @@ async def test_a_write_rebuilds_the_graph(client: Client) -> None:
     )
     _s, _b, parsed = await raw(client, body)
     assert ("docs/c.md", 0) in passages_of(parsed["result"])
+
+
+async def mcp_evidence(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    rpc = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "assemble_evidence", "arguments": args},
+    }
+    status, reply, _h = await client.call("POST", "/mcp", rpc)
+    assert status == 200 and reply["result"].get("isError") is not True, reply
+    return reply["result"]
+
+
+@pytest.mark.anyio
+async def test_the_mcp_tool_follows_the_server_default(settings_factory, tmp_path) -> None:
+    for env, lanes_with_graph in (({}, False), ({"TAGURU_EVIDENCE_GRAPH_PASSAGES": "1"}, True)):
+        data = str(tmp_path / f"data-{lanes_with_graph}")
+        server, client, session = await start_client(settings_factory(TAGURU_DATA_DIR=data, **env))
+        try:
+            await seed(client)
+            tools = (await client.call("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))[1]
+            tool = next(t for t in tools["result"]["tools"] if t["name"] == "assemble_evidence")
+            assert "include_graph_passages" not in tool["inputSchema"]["properties"]  # the reference's schema
+            result = await mcp_evidence(client, {"context": "sake", "origins": ["青嶺酒造"]})
+            package = json.loads(result["content"][0]["text"])
+            package = package.get("result", package)
+            assert ("graph_passages" in package["plan"]["lanes"]) is lanes_with_graph
+        finally:
+            await session.close()
+            await server.close()
