@@ -161,3 +161,29 @@ def test_the_mode_weights_the_graph_lanes_ranks() -> None:
 def test_the_mode_graph(snapshot) -> None:
     assert graph_passages_graph().describe() == snapshot
     assert "graph_passages" not in evidence_graph().describe()
+
+
+def test_the_same_hits_under_any_hash_seed() -> None:
+    """No set or dict order of strings reaches an order or a sum: two processes with different hash seeds agree."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from stage_support import make_context\n"
+        "from test_stage_graph_passages import ASSOCIATIONS, PASSAGES\n"
+        "from taguru_server.store.read.passage_graph import graph_passages\n"
+        "ctx = make_context(associations=ASSOCIATIONS, passages=PASSAGES)\n"
+        "print(repr(graph_passages(ctx, ('青嶺酒造',), 10, '青嶺酒造の杜氏の所属組合は南部か', ('青嶺酒造',))))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    outs = []
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, check=True
+        )
+        outs.append(done.stdout)
+    assert outs[0] and outs[0] == outs[1] == outs[2]

@@ -37,7 +37,7 @@ from taguru_server.store.text import query_terms, terms
 
 DAMPING = 0.5  # the restart probability of the walk (HippoRAG's 0.5)
 TOLERANCE = 1e-4  # a node is pushed while its residual exceeds TOLERANCE × its weighted degree
-MAX_ROUNDS = 64  # a hard ceiling on push rounds (the residual halves at least every round)
+MAX_ROUNDS = 64  # a hard ceiling on push rounds, whatever the tolerance leaves
 CACHE_NAME = "passage_graph"
 BOOST = 20.0  # a paragraph holding every asked term weighs 21 times its mass (docs/evidence.md)
 REACH_FLOOR, REACH_CEILING = 50, 400
@@ -203,10 +203,10 @@ class PassageGraph:
         whole = sum(weights.values())
         if not whole:
             return reach
-        keys = weights.keys()
         scored = []
         for pos, i in enumerate(reach):
-            share = sum(weights[t] for t in self.terms_of(ctx, i) & keys) / whole
+            held = self.terms_of(ctx, i)
+            share = sum(w for t, w in weights.items() if t in held) / whole  # summed in query order
             scored.append((-float(mass[i]) * (1.0 + BOOST * share), pos))
         return [reach[pos] for _s, pos in sorted(scored)]
 
