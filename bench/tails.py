@@ -12,7 +12,12 @@ One measurement, in fresh processes against the imported store:
 2. over HTTP (`http`) against `taguru serve`: evidence p50/p99 with hub-weighted origin pairs
    (default; +2 labels; search_limit 200), and `sources/search` at limit 5.
 
-With `--runs N` the two phases run N times in turn and the table shows the median of the
+With `--graph-passages`, a third phase starts a fresh server and sends it default evidence requests and
+`include_graph_passages` requests interleaved (each over its own origin pairs, so neither finds the
+other's activations kept): the same load and process state for both, and the mode's added p99 is the
+difference (target ≤ 5 ms).
+
+With `--runs N` the phases run N times in turn and the table shows the median of the
 runs with [min–max]. Every latency item is warmed once (its first 20 items) and then timed once.
 """
 
@@ -42,6 +47,7 @@ TARGETS = {
     "resolve_p99": 5.0,
     "bm25_p99_ratio": 1.5,
     "http_search_p50_ratio": 1.2,
+    "graph_lane_added_p99": 5.0,
 }
 
 
@@ -183,7 +189,29 @@ async def _measure(base: str, path: str, bodies: list[dict[str, Any]], warmup: i
     return _stats(took)
 
 
-def http_phase(data_dir: Path) -> dict[str, Any]:
+async def _measure_paired(
+    base: str, path: str, first: list[dict[str, Any]], second: list[dict[str, Any]], warmup: int = 20
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Two request lists sent interleaved (one of each in turn) to one server: the same load and the same
+    process state for both, so their difference is the requests' own."""
+    import aiohttp
+
+    took: tuple[list[float], list[float]] = ([], [])
+    async with aiohttp.ClientSession() as s:
+        for i, pair in enumerate(zip(first, second, strict=True)):
+            for side, body in enumerate(pair):
+                t0 = time.perf_counter()
+                async with s.post(base + path, json=body) as r:
+                    await r.read()
+                    assert r.status == 200, r.status
+                if i >= warmup:
+                    took[side].append((time.perf_counter() - t0) * 1000)
+    return _stats(took[0]), _stats(took[1])
+
+
+def http_phase(data_dir: Path, graph: bool = False) -> dict[str, Any]:
+    """The HTTP measurements; with `graph`, a fresh server answers default requests and graph-passages
+    requests interleaved, each kind over its own origin pairs (keys `graph_…`), and nothing else."""
     from generate_hubs import CONTEXT
 
     qs = json.loads((data_dir / "queries.json").read_text(encoding="utf-8"))
@@ -200,11 +228,18 @@ def http_phase(data_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         asyncio.run(_wait_ready(base))
-        asyncio.run(_measure(base, root + "/evidence", [{"origins": qs["pairs"][0]}], warmup=0))  # loads the context
+        # loads the context (and with `graph`, builds its concept–paragraph graph)
+        first = {"origins": qs["pairs"][0], "include_graph_passages": True} if graph else {"origins": qs["pairs"][0]}
+        asyncio.run(_measure(base, root + "/evidence", [first], warmup=0))
         # each kind gets its own origin pairs, so no kind finds the others' activations kept
         n = len(qs["labels"])
         pairs = qs["pairs"]
         default = [{"origins": p} for p in pairs[:n]]
+        if graph:
+            with_lane = [{"origins": p, "include_graph_passages": True} for p in pairs[n : 2 * n]]
+            plain, lane = asyncio.run(_measure_paired(base, root + "/evidence", default, with_lane))
+            out["graph_plain_default"], out["graph_evidence_default"] = plain, lane
+            return out
         out["evidence_default"] = asyncio.run(_measure(base, root + "/evidence", default))
         labelled = [{"origins": p, "labels": ls} for p, ls in zip(pairs[n : 2 * n], qs["labels"], strict=True)]
         out["evidence_labels"] = asyncio.run(_measure(base, root + "/evidence", labelled))
@@ -223,6 +258,9 @@ def http_phase(data_dir: Path) -> dict[str, Any]:
 
 def _child(phase: str, data_dir: Path) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--phase", phase, "--reuse", str(data_dir)]
+    if phase == "graph":
+        cmd[3] = "http"
+        cmd.append("--graph-passages")
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -245,6 +283,8 @@ def report(facts: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     ]
 
     def row(name: str, path: tuple[str, ...], target: float | None = None, unit: str = "ms") -> None:
+        if path[0] not in runs[0]:  # a phase that did not run (--http-only)
+            return
         med, lo, hi = _summary(runs, path)
         verdict = "" if target is None else f"  (target <= {target:g}{unit}: {'ok' if med <= target else 'MISS'})"
         lines.append(f"  {name:<40}{med:9.2f} [{lo:.2f}–{hi:.2f}] {unit}{verdict}")
@@ -253,6 +293,16 @@ def report(facts: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     row("evidence default p99", ("evidence_default", "p99"), TARGETS["evidence_default_p99"])
     row("evidence +2 labels p50", ("evidence_labels", "p50"))
     row("evidence +2 labels p99", ("evidence_labels", "p99"), TARGETS["evidence_labels_p99"])
+    if "graph_evidence_default" in runs[0]:
+        row("interleaved: evidence default p50", ("graph_plain_default", "p50"))
+        row("interleaved: evidence default p99", ("graph_plain_default", "p99"))
+        row("interleaved: evidence graph-passages p50", ("graph_evidence_default", "p50"))
+        row("interleaved: evidence graph-passages p99", ("graph_evidence_default", "p99"))
+        for r in runs:
+            r["graph_delta_p50"] = r["graph_evidence_default"]["p50"] - r["graph_plain_default"]["p50"]
+            r["graph_delta_p99"] = r["graph_evidence_default"]["p99"] - r["graph_plain_default"]["p99"]
+        row("graph-passages added p50", ("graph_delta_p50",))
+        row("graph-passages added p99", ("graph_delta_p99",), TARGETS["graph_lane_added_p99"])
     row("evidence search_limit 200 p50", ("evidence_limit200", "p50"))
     row("evidence search_limit 200 p99", ("evidence_limit200", "p99"), TARGETS["evidence_limit200_p99"])
     row("resolve p50 (in-process)", ("resolve", "p50"))
@@ -265,6 +315,8 @@ def report(facts: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     row("tantivy limit 5 p99", ("tantivy5", "p99"))
     row("HTTP sources/search limit 5 p50", ("http_search5", "p50"))
     for r in runs:
+        if "tantivy5" not in r:
+            continue
         r["ratio_lane_p99"] = r["search5"]["p99"] / r["tantivy5"]["p99"]
         r["ratio_core_p99"] = r["bm25_5"]["p99"] / r["tantivy5"]["p99"]
         r["ratio_http_p50"] = r["http_search5"]["p50"] / r["tantivy5"]["p50"]
@@ -282,11 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", default=None, help="import into this (empty) directory and keep it")
     ap.add_argument("--reuse", default=None, help="measure the store a previous --keep imported")
     ap.add_argument("--json", default=None, help="also write every run's figures here")
+    ap.add_argument("--graph-passages", action="store_true", help="also measure the graph-passages mode")
+    ap.add_argument("--http-only", action="store_true", help="skip the in-process phase (no tantivy needed)")
     ap.add_argument("--phase", default="all", choices=["all", "lanes", "http"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.phase != "all":
-        fn = lanes_phase if args.phase == "lanes" else http_phase
-        print(json.dumps(fn(Path(args.reuse))))
+    if args.phase == "lanes":
+        print(json.dumps(lanes_phase(Path(args.reuse))))
+        return 0
+    if args.phase == "http":
+        print(json.dumps(http_phase(Path(args.reuse), graph=args.graph_passages)))
         return 0
     tmp = None
     if args.reuse:
@@ -305,8 +361,10 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for i in range(args.runs):
             print(f"[tails] run {i + 1}/{args.runs} ...", file=sys.stderr, flush=True)
-            r = _child("lanes", data_dir)
+            r = {} if args.http_only else _child("lanes", data_dir)
             r.update(_child("http", data_dir))
+            if args.graph_passages:
+                r.update(_child("graph", data_dir))
             runs.append(r)
     finally:
         if tmp is not None:

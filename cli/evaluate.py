@@ -33,6 +33,7 @@ run mode:
   --max-bytes N        request's budget, the baseline truncates its hits client-side with the
   --max-tokens N       server's own accounting (defaults 40 / 65536 / 4000)
   --rerank MODEL       ask the server's configured reranker (requires --assembly)
+  --graph-passages     send include_graph_passages: true (requires --assembly)
 
 compare mode:
   BASE.json HEAD.json  two evaluation artifacts; per-case changes and aggregate deltas
@@ -81,6 +82,7 @@ def _positive(flag: str, value: str) -> int:
 def parse_run(argv: list[str]) -> RunArgs:
     values: dict[str, Any] = {}
     assembly = False
+    graph_passages = False
     seen: set[str] = set()
     i = 0
     while i < len(argv):
@@ -102,6 +104,10 @@ def parse_run(argv: list[str]) -> RunArgs:
             assembly = True
             i += 1
             continue
+        if a == "--graph-passages":
+            graph_passages = True
+            i += 1
+            continue
         if a.startswith("-") and a != "-":
             raise Usage(f"unknown flag '{a}' for evaluate")
         raise Usage("evaluate takes no positional arguments")
@@ -111,6 +117,8 @@ def parse_run(argv: list[str]) -> RunArgs:
         raise Usage("--context NAME is required")
     if "--rerank" in values and not assembly:
         raise Usage("--rerank requires --assembly")
+    if graph_passages and not assembly:
+        raise Usage("--graph-passages requires --assembly")
     return RunArgs(
         eval=values["--eval"],
         context=values["--context"],
@@ -123,6 +131,7 @@ def parse_run(argv: list[str]) -> RunArgs:
         max_bytes=values.get("--max-bytes"),
         max_tokens=values.get("--max-tokens"),
         rerank=values.get("--rerank"),
+        graph_passages=graph_passages,
     )
 
 

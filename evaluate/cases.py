@@ -85,6 +85,8 @@ class Runner:
         }
         if self.args.rerank is not None:
             body["rerank"] = {"model": self.args.rerank}
+        if self.args.graph_passages:
+            body["include_graph_passages"] = True
         result, ms, err = await self._timed(self.api.call("POST", self._seg("evidence"), body))
         try:
             if err is not None:

@@ -64,6 +64,8 @@ def run_inputs(args: RunArgs, evalset: EvalSet, masked: str) -> dict[str, Any]:
         inputs["budget"] = args.limits.as_dict()
     if args.rerank is not None:
         inputs["rerank"] = args.rerank
+    if args.graph_passages:
+        inputs["graph_passages"] = True
     return inputs
 
 

@@ -31,6 +31,7 @@ class RunArgs:
     max_bytes: int | None = None
     max_tokens: int | None = None
     rerank: str | None = None
+    graph_passages: bool = False  # --graph-passages: evidence requests ask for the graph-passages mode
 
     @property
     def budget_given(self) -> bool:

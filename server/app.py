@@ -17,7 +17,6 @@ from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
 from taguru_server.server.keyring import Keys, keyring_of
-from taguru_server.server.metrics import Metrics
 from taguru_server.server.metrics import ContextSums, Metrics
 from taguru_server.server.metrics_shared import VARIABLE as SHARED_METRICS_VARIABLE
 from taguru_server.server.metrics_shared import join_shared_files

@@ -95,6 +95,8 @@ class Settings:
     # TAGURU_STRICT_TENANCY: keys with a context list see only the groups wholly inside their grant, and
     # refusals never name a context outside it (a departure from the reference, opt-in; docs/operations.md)
     strict_tenancy: bool = False
+    # TAGURU_EVIDENCE_GRAPH_PASSAGES: an evidence request without `include_graph_passages` runs the mode
+    evidence_graph_passages: bool = False
     # TAGURU_PUBLIC_URL without its trailing `/`: the OAuth issuer (server/oauth/); None: OAuth is not mounted
     public_url: str | None = None
 
@@ -325,6 +327,7 @@ def _server_settings(env: Mapping[str, str]) -> Settings:
         index_dir=env.get("TAGURU_INDEX_DIR", "").strip() or None,
         worker_start=_worker_start(env),
         strict_tenancy=_flag(env, "TAGURU_STRICT_TENANCY", refuse=True),
+        evidence_graph_passages=_flag(env, "TAGURU_EVIDENCE_GRAPH_PASSAGES"),
         public_url=_public_url(env, bool(tokens)),
         **_log_settings(env),
         **embedding_settings(env),

@@ -24,7 +24,7 @@ from taguru_server.server.state import (
 )
 from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.wire.specs import BUDGET, EVIDENCE
-from taguru_server.stages.lanes import ACTIVATE_HITS, ANCHORS, PASSAGE_HITS, QUERY_HITS
+from taguru_server.stages.lanes import ACTIVATE_HITS, ANCHORS, GRAPH_LANES, LANES, PASSAGE_HITS, QUERY_HITS
 from taguru_server.stages.model import (
     CONTEXT,
     REQUEST,
@@ -36,7 +36,7 @@ from taguru_server.stages.model import (
     gate,
 )
 from taguru_server.stages.package import render_package, server_timing
-from taguru_server.stages.wiring import evidence_graph
+from taguru_server.stages.wiring import evidence_graph, graph_passages_graph
 from taguru_server.store.errors import ApiError, Code, no_context
 from taguru_server.store.model.context import CONCEPT
 
@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 log = structlog.get_logger("taguru.evidence")
 
 GRAPH: Graph = evidence_graph()
+GRAPH_PASSAGES: Graph = graph_passages_graph()  # the `include_graph_passages` mode's
+
+
+def graph_for(request: EvidenceRequest) -> Graph:
+    """The graph a request runs: the graph-passages mode's when it asks for it, else the evidence graph."""
+    return GRAPH_PASSAGES if request.include_graph_passages else GRAPH
 
 
 def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
@@ -54,6 +60,10 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
     budget = args["budget"] or BUDGET.decode_at({}, ())
     rerank = args["rerank"]
     query = args["text_fallback_query"]
+    graph_passages = args["include_graph_passages"]
+    if graph_passages is None:  # absent or null: the server's default
+        settings = getattr(call, "settings", None)
+        graph_passages = settings is not None and settings.evidence_graph_passages
     request = EvidenceRequest(
         origins=tuple(args["origins"]),
         labels=tuple(args["labels"]),
@@ -70,6 +80,7 @@ def parse_request(call: Call) -> tuple[EvidenceRequest, bool]:
         max_tokens=budget["max_tokens"],
         rerank_requested=rerank is not None,
         rerank_model=None if rerank is None else rerank["model"],
+        include_graph_passages=graph_passages,
     )
     return request, args["explain"]
 
@@ -110,13 +121,13 @@ async def evidence(call: Call) -> Any:
     tracing = call.app_state.get(TRACING_KEY)
     if tracing is None:
         package, run = await assemble(call, request, explain)
-        return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
+        return Reply(package, {"Server-Timing": server_timing(run, graph_for(request))})
     with tracing.evidence_span(len(request.origins), len(request.labels)) as span:
         package, run = await assemble(call, request, explain, tracing)
         span.set_attribute("taguru.anchor.count", len(run.output(ANCHORS).value))
         span.set_attribute("taguru.association.count", len(run.output(QUERY_HITS).value))
         span.set_attribute("taguru.citation.returned", len(package["citations"]))
-    return Reply(package, {"Server-Timing": server_timing(run, GRAPH)})
+    return Reply(package, {"Server-Timing": server_timing(run, graph_for(request))})
 
 
 async def assemble(
@@ -151,7 +162,7 @@ async def assemble(
         semantic_tier=tier if embedder is not None else None,
     )
     run = await run_graph(
-        GRAPH,
+        graph_for(request),
         {REQUEST: request, CONTEXT: ctx, SERVICES: services},
         deadline=call.deadline,
         hooks=call.app_state.get(METRICS_KEY),
@@ -167,7 +178,8 @@ async def assemble(
         raise ApiError(
             Code.INTERNAL, f"evidence assembly failed in stage '{run.failed_stage}'; the server log has details"
         )
-    package = render_package(run, explain, serialized=True)
+    lanes = GRAPH_LANES if request.include_graph_passages else LANES
+    package = render_package(run, explain, serialized=True, lanes=lanes)
     ctx.meta.record_read(not package["items"])
     metrics = call.app_state.get(METRICS_KEY)
     if metrics is not None:

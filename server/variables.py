@@ -120,6 +120,8 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_FLUSH_SECS", int, 5, "the auto-embed ticker's cadence", IG),
     _v("TAGURU_SEMANTIC_FLOOR", float, 0.35, "cosine floor of semantic resolve and the vector lanes", W),
     _v("TAGURU_SEMANTIC_CACHE_THRESHOLD", float, None, "read and ignored", W, note="off"),
+    # evidence assembly (server/evidence.py: the request's default for `include_graph_passages`)
+    _v("TAGURU_EVIDENCE_GRAPH_PASSAGES", bool, False, "evidence's graph-passages mode by default", W),
     # the providers (server/providers/reranker.py, chat.py)
     _unset("TAGURU_RERANK_URL", "the reranker endpoint", W, "no reranker"),
     _v("TAGURU_RERANK_MODEL", str, None, "the reranker's model name", W),

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.stages.model import Candidate
-from taguru_server.stages.render import association_out, community_hit_out, passage_hit_out
+from taguru_server.stages.render import association_out, community_hit_out, graph_passage_hit_out, passage_hit_out
 from taguru_server.store.derive.communities import CommunityHit
 from taguru_server.store.model.context import Context
 from taguru_server.store.read import cache as cache_lane
 from taguru_server.store.read import query
+from taguru_server.store.read.passage_graph import GraphPassageHit
 from taguru_server.store.read.passages import PassageHit
 from taguru_server.store.read.query import Attribution
 from taguru_server.store.read.vector_lane import FusedHit
@@ -77,6 +78,20 @@ def passage_candidate(context_name: str, hit: PassageHit | FusedHit, rank: int) 
         lane=lane,
         rank=rank,
         payload=passage_hit_out(hit),
+        source=hit.source,
+        text=hit.text,
+    )
+
+
+def graph_passage_candidate(context_name: str, hit: GraphPassageHit) -> Candidate:
+    """A candidate for a graph-ranked paragraph (lane `passage_graph`): the same identity as the paragraph's
+    search hit, so a paragraph both lanes find merges in dedup."""
+    return Candidate(
+        kind="passage",
+        canonical_key=f"{context_name}\u0000{hit.source}\u0000{hit.paragraph}",
+        lane="passage_graph",
+        rank=hit.rank,
+        payload=graph_passage_hit_out(hit),
         source=hit.source,
         text=hit.text,
     )

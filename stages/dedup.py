@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
-from taguru_server.stages.lanes import CANDIDATE_KEYS
+from taguru_server.stages.lanes import CANDIDATE_KEYS, GRAPH_CANDIDATE_KEYS
 from taguru_server.stages.model import DEDUP_DROPPED, GROUPS, Candidate, Group
 
 
@@ -38,9 +38,16 @@ class Dedup:
 
     async def run(self, ctx: StageContext) -> Outcome:
         pool: tuple[Candidate, ...] = ()
-        for key in CANDIDATE_KEYS:  # registry order
+        for key in self.requires:  # registry order
             pool += ctx[key].value
         groups, dropped = merge_duplicates(pool)
         return Outcome.ran(
             {GROUPS: groups, DEDUP_DROPPED: dropped}, detail={"in": len(pool), "out": len(groups), "dropped": dropped}
         )
+
+
+@attrs.frozen
+class GraphDedup(Dedup):
+    """Dedup in the graph-passages mode: the mode's registry's candidate lanes, the graph lane among them."""
+
+    requires: ClassVar[tuple[Key[Any], ...]] = GRAPH_CANDIDATE_KEYS

@@ -16,6 +16,7 @@ QUERY_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("query_hits", LaneResul
 ACTIVATE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("activate_hits", LaneResult)
 PASSAGE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("passage_hits", LaneResult)
 COMMUNITY_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("community_hits", LaneResult)
+GRAPH_PASSAGE_HITS: Key[LaneResult[tuple[Candidate, ...]]] = Key("graph_passage_hits", LaneResult)
 CITATIONS: Key[LaneResult[dict[tuple[str, int], Citation]]] = Key("citations", LaneResult)
 
 
@@ -53,5 +54,15 @@ CANDIDATE_KEYS: tuple[Key[LaneResult[tuple[Candidate, ...]]], ...] = tuple(
     lane.key for lane in LANES if lane.candidates
 )
 CITED_KEYS: tuple[Key[LaneResult[tuple[Candidate, ...]]], ...] = tuple(lane.key for lane in LANES if lane.cited)
-if len(set(PLAN_NAMES)) != len(PLAN_NAMES):
+
+# The graph-passages mode (`include_graph_passages`): the same lanes with the graph-ranked passage lane
+# after `passages`. It is a separate registry, and so a separate graph, so that a request without the
+# mode runs exactly the graph, and renders exactly the package, it always did.
+GRAPH_LANES: tuple[Lane, ...] = (*LANES[:4], Lane("graph_passages", GRAPH_PASSAGE_HITS, candidates=True), *LANES[4:])
+GRAPH_PLAN_NAMES: tuple[str, ...] = tuple(lane.plan_name for lane in GRAPH_LANES)
+GRAPH_LANE_KEYS: tuple[Key[Any], ...] = tuple(lane.key for lane in GRAPH_LANES)
+GRAPH_CANDIDATE_KEYS: tuple[Key[LaneResult[tuple[Candidate, ...]]], ...] = tuple(
+    lane.key for lane in GRAPH_LANES if lane.candidates
+)
+if len(set(GRAPH_PLAN_NAMES)) != len(GRAPH_PLAN_NAMES):
     raise ValueError("two lanes share a plan name")

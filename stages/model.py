@@ -54,6 +54,7 @@ class EvidenceRequest:
     max_tokens: int = DEFAULT_MAX_TOKENS
     rerank_requested: bool = False
     rerank_model: str | None = None
+    include_graph_passages: bool = False
 
 
 @attrs.frozen
@@ -161,12 +162,24 @@ class LaneResult(Generic[T]):
     value: T
     ran: bool
     reason: str | None = None
+    # what explain shows of the lane beyond its plan entry (resolve: each origin's OriginAnchor)
+    detail: Any = attrs.field(default=None, eq=False, repr=False)
 
     def plan(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ran": self.ran}
         if self.reason is not None:
             out["reason"] = self.reason
         return out
+
+
+@attrs.frozen
+class OriginAnchor:
+    """One origin and what resolve made of it: the anchor's name, its tier and score (all None: nothing served)."""
+
+    origin: str
+    name: str | None = None
+    tier: str | None = None
+    score: float | None = None
 
 
 @attrs.frozen

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.pipeline import Graph, Key, RunResult
-from taguru_server.stages.lanes import LANE_KEYS, LANES
+from taguru_server.stages.lanes import ANCHORS, GRAPH_LANE_KEYS, LANE_KEYS, LANES, Lane
 from taguru_server.stages.model import (
     CONTRADICTION_GROUPS,
     DEDUP_DROPPED,
@@ -13,12 +13,22 @@ from taguru_server.stages.model import (
     SELECTION,
     TIER_WIDTH,
     Omission,
+    OriginAnchor,
 )
 
 MAX_LISTED_OMISSIONS = 20
 
 # What render_package reads: the evidence graph declares exactly these as its outputs.
 OUTPUTS: tuple[Key[Any], ...] = (*LANE_KEYS, DEDUP_DROPPED, CONTRADICTION_GROUPS, TIER_WIDTH, RERANK_PLAN, SELECTION)
+# The graph-passages mode's graph declares its registry's lane keys instead.
+GRAPH_OUTPUTS: tuple[Key[Any], ...] = (
+    *GRAPH_LANE_KEYS,
+    DEDUP_DROPPED,
+    CONTRADICTION_GROUPS,
+    TIER_WIDTH,
+    RERANK_PLAN,
+    SELECTION,
+)
 
 
 def omitted_summary(omitted: tuple[Omission, ...]) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
@@ -29,15 +39,30 @@ def omitted_summary(omitted: tuple[Omission, ...]) -> tuple[list[dict[str, Any]]
     return [o.to_wire() for o in omitted[:MAX_LISTED_OMISSIONS]], len(omitted), dict(sorted(counts.items()))
 
 
-def render_package(run: RunResult, explain: bool, serialized: bool = False) -> dict[str, Any]:
+def anchors_out(detail: tuple[OriginAnchor, ...] | None) -> list[dict[str, Any]]:
+    """`plan.anchors`: per origin in request order, the anchor it resolved to (name, tier, score), or null."""
+    out: list[dict[str, Any]] = []
+    for found in detail or ():
+        anchor = None
+        if found.name is not None:
+            anchor = {"name": found.name, "tier": found.tier, "score": found.score}
+        out.append({"origin": found.origin, "anchor": anchor})
+    return out
+
+
+def render_package(
+    run: RunResult, explain: bool, serialized: bool = False, lanes: tuple[Lane, ...] = LANES
+) -> dict[str, Any]:
     """The EvidencePackage in wire order, from the graph's outputs and plan entries.
 
     With `serialized`, items and citations are the JSON texts the budget stage measured, so
-    the body is exactly what was counted and nothing is encoded twice."""
+    the body is exactly what was counted and nothing is encoded twice. `lanes` is the registry
+    of the graph that ran (the graph-passages mode's has one lane more). With `explain`, the plan
+    also names each origin's anchor (`plan.anchors`) and every stage (`plan.stages`)."""
     selection = run.output(SELECTION)
     listed, total, by_reason = omitted_summary(selection.omitted)
     plan: dict[str, Any] = {
-        "lanes": {lane.plan_name: run.output(lane.key).plan() for lane in LANES},
+        "lanes": {lane.plan_name: run.output(lane.key).plan() for lane in lanes},
         "selection": {
             "dedup_dropped": run.output(DEDUP_DROPPED),
             "contradiction_groups": run.output(CONTRADICTION_GROUPS),
@@ -46,6 +71,7 @@ def render_package(run: RunResult, explain: bool, serialized: bool = False) -> d
         "reranker": run.output(RERANK_PLAN),
     }
     if explain:
+        plan["anchors"] = anchors_out(run.output(ANCHORS).detail)
         stages = []
         for entry in run.entries:
             row: dict[str, Any] = {"stage": entry.stage, "status": entry.status}

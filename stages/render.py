@@ -11,6 +11,7 @@ from typing import Any
 from taguru_server.store.derive.communities import CommunityHit
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.citations import Citation
+from taguru_server.store.read.passage_graph import GraphPassageHit
 from taguru_server.store.read.passages import PassageHit
 from taguru_server.store.read.vector_lane import FusedHit
 from taguru_server.store.read.window import WindowView
@@ -84,6 +85,18 @@ def passage_hit_out(hit: PassageHit | FusedHit) -> dict[str, Any]:
         "score": F32(hit.score),
         "text": hit.text,
         "lanes": _fused_lanes(hit),
+    }
+
+
+def graph_passage_hit_out(hit: GraphPassageHit) -> dict[str, Any]:
+    """The wire record of a graph-ranked paragraph: the PassageHit shape, its one lane `graph` (rank, f32 mass)."""
+    s = F32(hit.score)
+    return {
+        "source": hit.source,
+        "paragraph": hit.paragraph,
+        "score": s,
+        "text": hit.text,
+        "lanes": {"graph": {"rank": hit.rank, "score": s}},
     }
 
 

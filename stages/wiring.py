@@ -8,12 +8,13 @@ from taguru_server.stages.budget import Budget
 from taguru_server.stages.cite import Cite
 from taguru_server.stages.communities import Communities
 from taguru_server.stages.contradict import Contradict
-from taguru_server.stages.dedup import Dedup
+from taguru_server.stages.dedup import Dedup, GraphDedup
 from taguru_server.stages.diversify import Diversify
-from taguru_server.stages.fuse import Fuse
+from taguru_server.stages.fuse import Fuse, GraphFuse
+from taguru_server.stages.graph_passages import GraphPassages
 from taguru_server.stages.model import INPUTS
 from taguru_server.stages.near_dup import NearDup
-from taguru_server.stages.package import OUTPUTS
+from taguru_server.stages.package import GRAPH_OUTPUTS, OUTPUTS
 from taguru_server.stages.passages import Passages
 from taguru_server.stages.query import Query
 from taguru_server.stages.rerank import Rerank
@@ -42,3 +43,20 @@ STAGES: tuple[Stage, ...] = (
 def evidence_graph() -> Graph:
     """The validated evidence graph."""
     return Graph(STAGES, INPUTS, OUTPUTS)
+
+
+# The graph-passages mode (`include_graph_passages`): the graph lane after `passages`, dedup pooling it,
+# and fusion weighting its ranks; every other stage is the same.
+GRAPH_STAGES: tuple[Stage, ...] = (
+    *STAGES[:4],
+    GraphPassages(),
+    *STAGES[4:6],
+    GraphDedup(),
+    GraphFuse(),
+    *STAGES[8:],
+)
+
+
+def graph_passages_graph() -> Graph:
+    """The validated evidence graph of the graph-passages mode."""
+    return Graph(GRAPH_STAGES, INPUTS, GRAPH_OUTPUTS)

@@ -86,6 +86,8 @@ def plain(value: Any) -> Any:
             "detail": dict(value.detail),
             "values": {k.name: plain(v) for k, v in value.values.items()},
         }
+    if isinstance(value, LaneResult) and value.detail is None:  # a lane with nothing more for explain
+        return {f.name: plain(getattr(value, f.name)) for f in attrs.fields(type(value)) if f.name != "detail"}
     if isinstance(value, (Candidate, Fused, Unit, LaneResult)) or attrs.has(type(value)):
         return {f.name: plain(getattr(value, f.name)) for f in attrs.fields(type(value))}
     if isinstance(value, dict):

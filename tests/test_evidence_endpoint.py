@@ -60,6 +60,8 @@ async def test_explain_adds_deterministic_stage_entries(client: Client) -> None:
     plain = await evidence(client, {"origins": ["青嶺酒造"]})
     explained = await evidence(client, {"origins": ["青嶺酒造"], "explain": True})
     stages = explained["plan"].pop("stages")
+    anchors = explained["plan"].pop("anchors")
+    assert anchors == [{"origin": "青嶺酒造", "anchor": {"name": "青嶺酒造", "tier": "exact", "score": 1.0}}]
     assert explained == plain
     assert [s["stage"] for s in stages] == [
         "communities",

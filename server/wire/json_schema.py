@@ -44,5 +44,5 @@ PASSAGE_HIT: dict[str, Any] = {
     "paragraph": INT,
     "score": NUM,
     "text": STR,
-    "lanes": obj({"bm25": ref("LaneEvidence"), "vector": ref("LaneEvidence")}, []),
+    "lanes": obj({"bm25": ref("LaneEvidence"), "vector": ref("LaneEvidence"), "graph": ref("LaneEvidence")}, []),
 }

@@ -24,7 +24,7 @@ from taguru_server.server.wire.json_schema import (
     obj,
     ref,
 )
-from taguru_server.stages.lanes import PLAN_NAMES
+from taguru_server.stages.lanes import GRAPH_PLAN_NAMES, PLAN_NAMES
 
 # ----- response schemas --------------------------------------------------------------
 
@@ -321,11 +321,26 @@ SHARED: dict[str, Any] = {
             "omitted_by_reason": {"type": "object", "additionalProperties": INT},
             "plan": obj(
                 {
-                    "lanes": obj({k: ref("LanePlan") for k in PLAN_NAMES}),
+                    # the graph-passages mode adds its lane; every other package has exactly PLAN_NAMES
+                    "lanes": obj({k: ref("LanePlan") for k in GRAPH_PLAN_NAMES}, list(PLAN_NAMES)),
                     "selection": obj({"dedup_dropped": INT, "contradiction_groups": INT, "diversity_tier_width": INT}),
                     "reranker": obj(
                         {"configured": BOOL, "ran": BOOL, "model": STR, "reason": STR}, ["configured", "ran"]
                     ),
+                    "anchors": {
+                        "type": "array",
+                        "items": obj(
+                            {
+                                "origin": STR,
+                                "anchor": {
+                                    "oneOf": [
+                                        {"type": "null"},
+                                        obj({"name": STR, "tier": STR, "score": NUM}),
+                                    ]
+                                },
+                            }
+                        ),
+                    },
                     "stages": {
                         "type": "array",
                         "items": {

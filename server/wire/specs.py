@@ -158,6 +158,12 @@ EVIDENCE = body(
         default=False,
         null_is_absent=False,
     ),
+    Field(
+        "include_graph_passages",
+        "bool",
+        "add the graph-ranked passage lane and its fusion; absent or null: the server's default "
+        "(TAGURU_EVIDENCE_GRAPH_PASSAGES, off unless set)",
+    ),
     Field("budget", "struct", "three independent hard ceilings", nested=BUDGET),
     Field("rerank", "struct", "ask the configured reranker to reorder the survivors", nested=RERANK),
     Field("explain", "bool", "add plan.stages (one entry per stage)", default=False),
