@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -12,7 +13,7 @@ from taguru_server.pipeline import Graph, RunResult, run_graph
 from taguru_server.server.call import Call
 from taguru_server.server.logging import note_request
 from taguru_server.server.metrics import Metrics
-from taguru_server.server.offload import decode_body
+from taguru_server.server.offload import decode_body, uncollected
 from taguru_server.server.reply import Reply
 from taguru_server.server.semantic import passage_vector_query, semantic_tier
 from taguru_server.server.state import (
@@ -153,6 +154,10 @@ async def assemble(
         floors = (floor, c.meta.semantic_floor, call.settings.semantic_floor)
         return await semantic_tier(embedder, c, CONCEPT, cue, served, found, floors, call.deadline)
 
+    async def build_apart(work: Callable[[], object]) -> None:
+        async with call.registry.quiesced():
+            await asyncio.to_thread(uncollected, work)
+
     services = Services(
         registry=call.registry,
         may_access=call.principal.may_access,
@@ -160,6 +165,7 @@ async def assemble(
         observe_rerank=call.app_state.get(RERANK_OBSERVER_KEY),
         vector_query=vector_query if embedder is not None else None,
         semantic_tier=tier if embedder is not None else None,
+        build_apart=build_apart,
     )
     run = await run_graph(
         graph_for(request),

@@ -21,10 +21,10 @@ async def decode_body(body: bytes, decode: Callable[[], T]) -> T:
     """Run `decode` (a pure function of `body`) inline for a small body, on the decoder thread for a large one."""
     if len(body) < OFF_LOOP_BYTES:
         return decode()
-    return await asyncio.get_running_loop().run_in_executor(DECODER, _uncollected, decode)
+    return await asyncio.get_running_loop().run_in_executor(DECODER, uncollected, decode)
 
 
-def _uncollected(decode: Callable[[], T]) -> T:
+def uncollected(decode: Callable[[], T]) -> T:
     """A large body decodes into hundreds of thousands of cycle-free objects: no cyclic collection meanwhile
     (a full pass triggered by them would hold the interpreter lock, and so the event loop, far longer than
     the parse itself)."""

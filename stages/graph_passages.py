@@ -13,13 +13,14 @@ from taguru_server.stages.model import (
     CONTEXT,
     NO_ANCHORS,
     REQUEST,
+    SERVICES,
     Candidate,
     EvidenceRequest,
     LaneResult,
     gate,
 )
 from taguru_server.store.model.context import Context
-from taguru_server.store.read.passage_graph import graph_passages
+from taguru_server.store.read.passage_graph import graph_passages, passage_graph, passage_graph_built
 
 GRAPH_LANE_CEILING = 20  # paragraphs the lane offers at most (docs/evidence.md, "Graph passages")
 
@@ -42,7 +43,7 @@ class GraphPassages:
     """Rank the context's paragraphs by a walk over the concept–paragraph graph from the anchors."""
 
     name: ClassVar[str] = "graph_passages"
-    requires: ClassVar[tuple[Key[Any], ...]] = (REQUEST, CONTEXT, ANCHORS)
+    requires: ClassVar[tuple[Key[Any], ...]] = (REQUEST, CONTEXT, SERVICES, ANCHORS)
     provides: ClassVar[tuple[Key[Any], ...]] = (GRAPH_PASSAGE_HITS,)
 
     async def run(self, ctx: StageContext) -> Outcome:
@@ -54,5 +55,11 @@ class GraphPassages:
         if limit == 0:
             return Outcome.skipped("zero_limit", {GRAPH_PASSAGE_HITS: LaneResult((), False, "max_items was 0")})
         gate(ctx.remaining())
-        hits = graph_passage_candidates(ctx[CONTEXT], request, anchors, limit)
+        context, build_apart = ctx[CONTEXT], ctx[SERVICES].build_apart
+        if build_apart is not None and not passage_graph_built(context):
+            # the first walk after a write builds the graph's arrays (seconds at 100k paragraphs): not on
+            # the event loop
+            await build_apart(lambda: passage_graph(context))
+            gate(ctx.remaining())
+        hits = graph_passage_candidates(context, request, anchors, limit)
         return Outcome.ran({GRAPH_PASSAGE_HITS: LaneResult(hits, True)}, detail={"out": len(hits)})

@@ -105,6 +105,9 @@ class Services:
     vector_query: Callable[[Any, str, float | None], Awaitable[Any]] | None = None
     # resolve's semantic candidates for (context, cue, served lexical, all lexical, request floor)
     semantic_tier: SemanticTier | None = None
+    # runs a whole-context build (the graph-passages walk's arrays) in another thread while no loaded
+    # context can change; None: the stage builds inline
+    build_apart: Callable[[Callable[[], object]], Awaitable[None]] | None = None
 
 
 @attrs.frozen

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
-from stage_support import make_context, plain, request, run_stage
+from stage_support import make_context, plain, request, run_stage, services
 
 from taguru_server.stages.fuse import GRAPH_LANE_WEIGHTS, rrf_order
 from taguru_server.stages.graph_passages import GraphPassages, graph_lane_limit
 from taguru_server.stages.lanes import ANCHORS, GRAPH_PASSAGE_HITS
-from taguru_server.stages.model import CONTEXT, REQUEST, Group, LaneResult
+from taguru_server.stages.model import CONTEXT, REQUEST, SERVICES, Group, LaneResult
 from taguru_server.stages.wiring import evidence_graph, graph_passages_graph
 from taguru_server.store.read import passage_graph
 from taguru_server.store.read.passage_graph import PassageGraph, asked_terms, graph_passages
@@ -40,7 +41,8 @@ def context():
 async def test_graph_passage_candidates(snapshot) -> None:
     ctx = context()
     req = request(origins=("青嶺酒造",), query="青嶺酒造の杜氏の所属組合", max_items=8)
-    out = await run_stage(GraphPassages(), {REQUEST: req, CONTEXT: ctx, ANCHORS: LaneResult(("青嶺酒造",), True)})
+    inputs = {REQUEST: req, CONTEXT: ctx, SERVICES: services(), ANCHORS: LaneResult(("青嶺酒造",), True)}
+    out = await run_stage(GraphPassages(), inputs)
     hits = out.values[GRAPH_PASSAGE_HITS].value
     assert out.status == "ran" and out.values[GRAPH_PASSAGE_HITS].plan() == {"ran": True}
     assert all(h.kind == "passage" and h.lane == "passage_graph" for h in hits)
@@ -56,6 +58,32 @@ async def test_graph_passage_candidates(snapshot) -> None:
 
 
 @pytest.mark.anyio
+async def test_the_graph_is_built_apart_once_per_read_version() -> None:
+    """With a `build_apart` service the first walk of a read version builds the arrays through it (the server
+    runs it in a thread while the context cannot change); the next walk reuses them, a write builds anew."""
+    ctx = context()
+    built: list[object] = []
+
+    async def build_apart(work: object) -> None:
+        assert callable(work)
+        built.append(work())
+
+    inputs = {
+        REQUEST: request(origins=("青嶺酒造",), query="青嶺酒造の杜氏", max_items=8),
+        CONTEXT: ctx,
+        SERVICES: attrs.evolve(services(), build_apart=build_apart),
+        ANCHORS: LaneResult(("青嶺酒造",), True),
+    }
+    first = await run_stage(GraphPassages(), inputs)
+    again = await run_stage(GraphPassages(), inputs)
+    assert len(built) == 1 and isinstance(built[0], PassageGraph)
+    assert plain(first) == plain(again) and first.values[GRAPH_PASSAGE_HITS].value
+    ctx.assert_association("青嶺酒造", "所在地", "新潟", 1.0, None, 0)
+    await run_stage(GraphPassages(), inputs)
+    assert len(built) == 2
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("anchors", "req", "reason", "text"),
     [
@@ -64,7 +92,8 @@ async def test_graph_passage_candidates(snapshot) -> None:
     ],
 )
 async def test_graph_passages_skips(anchors, req, reason, text) -> None:
-    out = await run_stage(GraphPassages(), {REQUEST: req, CONTEXT: context(), ANCHORS: LaneResult(anchors, True)})
+    inputs = {REQUEST: req, CONTEXT: context(), SERVICES: services(), ANCHORS: LaneResult(anchors, True)}
+    out = await run_stage(GraphPassages(), inputs)
     assert (out.status, out.reason) == ("skipped", reason)
     assert out.values[GRAPH_PASSAGE_HITS].plan() == {"ran": False, "reason": text}
 

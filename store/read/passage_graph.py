@@ -254,6 +254,12 @@ def asked_terms(query: str, names: tuple[str, ...]) -> list[str]:
     return [t for t in query_terms(query) if t not in known]
 
 
+def passage_graph_built(ctx: Context) -> bool:
+    """Whether the context's concept–paragraph graph for its current read version is built already."""
+    hit = ctx.read_cache.get(CACHE_NAME)
+    return hit is not None and hit[0] == read_version(ctx)
+
+
 def passage_graph(ctx: Context) -> PassageGraph:
     """The context's concept–paragraph graph for its current read version (built on first use)."""
     version = read_version(ctx)
