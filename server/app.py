@@ -32,6 +32,7 @@ from taguru_server.server.providers.embedder import (
 )
 from taguru_server.server.providers.reranker import HttpReranker, RerankMetrics, RerankSettings
 from taguru_server.server.providers.retry import Breaker
+from taguru_server.server.retrieval_cache import RETRIEVAL_CACHE_KEY, RetrievalCache
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
     DISPATCH_KEY,
@@ -140,6 +141,10 @@ def build_app(
     app[AUTH_LIMITER_KEY] = FailedAuthLimiter(settings.auth_fail_limit_per_min, clock)
     app[KEY_LIMITER_KEY] = KeyRateLimiter(settings.rate_limit_per_min, clock)
     app[DISPATCH_KEY] = in_process(app)
+    cache = RetrievalCache(settings.retrieval_cache_bytes)
+    app[RETRIEVAL_CACHE_KEY] = cache
+    metrics.retrieval_cache_entries.set_function(lambda: len(cache.entries))
+    metrics.retrieval_cache_bytes.set_function(lambda: cache.bytes)
     if settings.public_url is not None:
         oauth = mount_oauth(settings)
         app[OAUTH_KEY] = oauth

@@ -91,6 +91,39 @@ class Metrics:
         for outcome in ("ok", "warned", "refused"):
             self.schema_checks.labels(outcome)
         self.schema_violations: dict[str, int] = {}  # context → violations its counted checks found, since boot
+        self.retrieval_cache = Counter(
+            "taguru_retrieval_cache",
+            "Retrieval cache consultations, by operation and outcome",
+            ["op", "outcome"],
+            registry=self.registry,
+        )
+        for op in ("recall", "query", "search_passages", "search_communities"):
+            for outcome in ("hit", "miss"):
+                self.retrieval_cache.labels(op, outcome)
+        self.retrieval_cache_entries = Gauge(
+            "taguru_retrieval_cache_entries", "Entries in this process's retrieval cache", registry=self.registry
+        )
+        self.retrieval_cache_bytes = Gauge(
+            "taguru_retrieval_cache_bytes", "Bytes this process's retrieval cache accounts for", registry=self.registry
+        )
+        self.storage_quota_refusals = Counter(
+            "taguru_storage_quota_refusals", "Growth writes refused at a storage quota (507)", registry=self.registry
+        )
+        self.auto_compactions = Counter(
+            "taguru_auto_compactions", "Background compactions, by outcome", ["outcome"], registry=self.registry
+        )
+        for outcome in ("ok", "failed"):
+            self.auto_compactions.labels(outcome)
+        self.auto_compact_reclaimed = Counter(
+            "taguru_auto_compact_reclaimed_bytes",
+            "Store bytes background compactions gave back",
+            registry=self.registry,
+        )
+        self.auto_compact_last_success = Gauge(
+            "taguru_auto_compact_last_success_timestamp_seconds",
+            "When a background compaction last succeeded (0: none since boot)",
+            registry=self.registry,
+        )
         build = Gauge("taguru_build_info", "The running build (value 1)", ["version", "python"], registry=self.registry)
         build.labels(VERSION, platform.python_version()).set(1)
         self.inflight = Gauge("taguru_inflight_requests", "Requests in flight (holding a slot)", registry=self.registry)
@@ -158,9 +191,30 @@ def render_metrics(registry: CollectorRegistry) -> bytes:
     return _INTEGRAL_LE.sub(rb'le="\1"', generate_latest(registry))
 
 
-def context_rows(metrics: Metrics, contexts: list[str]) -> bytes:
-    """The per-context families (`TAGURU_METRICS_PER_CONTEXT`): one row per selected context, zeros included."""
+DISK_FILES = ("image", "passages", "passages_wal", "sidecars", "wal")
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def disk_rows(sizes: dict[str, dict[str, int]]) -> list[str]:
+    """`taguru_context_disk_bytes{context, file}`: five rows per context, from the sizes kept for the quotas."""
     lines = [
+        "# HELP taguru_context_disk_bytes A context's bytes in the store, by part",
+        "# TYPE taguru_context_disk_bytes gauge",
+    ]
+    for name in sorted(sizes):
+        parts = sizes[name]
+        for file in DISK_FILES:
+            lines.append(f'taguru_context_disk_bytes{{context="{_label(name)}",file="{file}"}} {parts.get(file, 0)}.0')
+    return lines
+
+
+def context_rows(metrics: Metrics, contexts: list[str], sizes: dict[str, dict[str, int]] | None = None) -> bytes:
+    """The per-context families (`TAGURU_METRICS_PER_CONTEXT`): one row per selected context, zeros included."""
+    lines = [] if sizes is None else disk_rows({name: sizes.get(name, {}) for name in contexts})
+    lines += [
         "# HELP taguru_context_schema_violations_total Schema violations found by the checks that gated real writes",
         "# TYPE taguru_context_schema_violations_total counter",
     ]

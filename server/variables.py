@@ -120,6 +120,12 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_FLUSH_SECS", int, 5, "the auto-embed ticker's cadence", IG),
     _v("TAGURU_SEMANTIC_FLOOR", float, 0.35, "cosine floor of semantic resolve and the vector lanes", W),
     _v("TAGURU_SEMANTIC_CACHE_THRESHOLD", float, None, "read and ignored", W, note="off"),
+    # the retrieval cache, the search log, auto-compaction and quotas (server/config.py: cache_settings)
+    _v("TAGURU_RETRIEVAL_CACHE_BYTES", int, 33554432, "the exact-match retrieval cache's budget; 0 disables", W),
+    _v("TAGURU_LOG_SEARCHES", bool, False, "one redacted search.served line per served retrieval", W),
+    _v("TAGURU_AUTO_COMPACT", bool, True, "compact the context with the most dead edges every flush tick", W),
+    _v("TAGURU_AUTO_COMPACT_RATIO", float, 0.5, "the dead-edge ratio a context must pass to be auto-compacted", W),
+    _unset("TAGURU_CONTEXT_QUOTAS", "JSON object: context → {storage_bytes, cache_bytes}", R, "no quotas"),
     # the providers (server/providers/reranker.py, chat.py)
     _unset("TAGURU_RERANK_URL", "the reranker endpoint", W, "no reranker"),
     _v("TAGURU_RERANK_MODEL", str, None, "the reranker's model name", W),

@@ -11,6 +11,7 @@ from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
 from taguru_server.server.metrics import Metrics
 from taguru_server.server.reply import Reply
+from taguru_server.server.retrieval_cache import cached, path_target
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_ASSOCIATIONS,
@@ -370,7 +371,21 @@ LANE_ROUTES: list[Route] = [
     Route("POST", "/contexts/{name}/resolve", _resolve(0), "read", request=specs.RESOLVE, response="candidates"),
     Route("POST", "/contexts/{name}/resolve_label", _resolve(1), "read", request=specs.RESOLVE, response="candidates"),
     Route("POST", "/contexts/{name}/describe", describe, "read", request=specs.DESCRIBE, response="Description"),
-    Route("POST", "/contexts/{name}/query", query, "read", request=specs.QUERY, response="Matches"),
-    Route("POST", "/contexts/{name}/recall", recall, "read", request=specs.RECALL, response="Matches"),
+    Route(
+        "POST",
+        "/contexts/{name}/query",
+        cached("query", query, path_target),
+        "read",
+        request=specs.QUERY,
+        response="Matches",
+    ),
+    Route(
+        "POST",
+        "/contexts/{name}/recall",
+        cached("recall", recall, path_target),
+        "read",
+        request=specs.RECALL,
+        response="Matches",
+    ),
     Route("POST", "/contexts/{name}/activate", activate, "read", request=specs.ACTIVATE, response="Activation"),
 ]

@@ -8,6 +8,7 @@ from typing import Any
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
 from taguru_server.server.passage_store import read_passage_store
+from taguru_server.server.retrieval_cache import cached, path_target
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_PASSAGES,
@@ -18,8 +19,8 @@ from taguru_server.server.routes.common import (
     keyset_limit,
     keyset_page,
     search_vector,
+    served_hits,
 )
-from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.wire import specs
 from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.server.wire.render.imports import passages_stored_out
@@ -149,7 +150,7 @@ async def search_sources(call: Call) -> Any:
         vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
     result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
     count_read(ctx, not result["hits"])
-    call.app_state.get(METRICS_KEY).hits_served(result["hits"])  # type: ignore[union-attr]
+    served_hits(call, result["hits"])
     return result
 
 
@@ -158,7 +159,12 @@ ROUTES: list[Route] = [
     Route("GET", "/contexts/{name}/sources", list_sources, "read", response="SourceList"),
     Route("POST", "/contexts/{name}/sources/lookup", lookup_sources, "read", request=specs.LOOKUP, response="Lookup"),
     Route(
-        "POST", "/contexts/{name}/sources/search", search_sources, "read", request=specs.SEARCH, response="SearchResult"
+        "POST",
+        "/contexts/{name}/sources/search",
+        cached("search_passages", search_sources, path_target),
+        "read",
+        request=specs.SEARCH,
+        response="SearchResult",
     ),
     Route(
         "POST",
