@@ -13,6 +13,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from taguru_server.server import housekeeping
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
@@ -32,6 +33,7 @@ from taguru_server.server.providers.embedder import (
 )
 from taguru_server.server.providers.reranker import HttpReranker, RerankMetrics, RerankSettings
 from taguru_server.server.providers.retry import Breaker
+from taguru_server.server.quotas import DISK_SIZES_KEY, DiskSizes
 from taguru_server.server.retrieval_cache import RETRIEVAL_CACHE_KEY, RetrievalCache
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
@@ -141,6 +143,7 @@ def build_app(
     app[AUTH_LIMITER_KEY] = FailedAuthLimiter(settings.auth_fail_limit_per_min, clock)
     app[KEY_LIMITER_KEY] = KeyRateLimiter(settings.rate_limit_per_min, clock)
     app[DISPATCH_KEY] = in_process(app)
+    app[DISK_SIZES_KEY] = DiskSizes()
     cache = RetrievalCache(settings.retrieval_cache_bytes)
     app[RETRIEVAL_CACHE_KEY] = cache
     metrics.retrieval_cache_entries.set_function(lambda: len(cache.entries))
@@ -195,7 +198,9 @@ def build_app(
         preload.start()  # in the background: /live and /ready answer meanwhile
         follower = _follow(reg)
         ticker = _auto_embed(reg, app.get(EMBEDDER_KEY), settings)
+        chores = housekeeping.start(app, settings)
         yield
+        await housekeeping.stop(chores)
         await preload.stop()
         for task in (follower, ticker):
             if task is not None:

@@ -13,9 +13,10 @@ from taguru_server.server.mcp.protocol import protocol_text
 from taguru_server.server.metrics import context_rows, render_metrics
 from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
+from taguru_server.server.quotas import quota_rows, sizes_of
 from taguru_server.server.reply import Raw, Reply, json_response
 from taguru_server.server.schema_gate import schema_counter
-from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
+from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY, SETTINGS_KEY
 from taguru_server.server.store_health import probe_for
 from taguru_server.server.tenancy import check_group_records, seen_groups
 from taguru_server.server.variables import current
@@ -177,7 +178,10 @@ async def metrics(request: web.Request) -> web.StreamResponse:
     registry = request.app.get(REGISTRY_KEY)
     selected = per_context_rows(current("TAGURU_METRICS_PER_CONTEXT"), registry)
     if selected is not None:
-        body += context_rows(collected, selected)
+        body += context_rows(collected, selected, sizes_of(request.app))
+        quota_lines = quota_rows(request.app[SETTINGS_KEY].quotas, selected)
+        if quota_lines:
+            body += ("\n".join(quota_lines) + "\n").encode("utf-8")
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

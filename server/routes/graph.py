@@ -10,6 +10,7 @@ import structlog
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
 from taguru_server.server.metrics import Metrics
+from taguru_server.server.quotas import check_growth
 from taguru_server.server.reply import Reply
 from taguru_server.server.retrieval_cache import cached, path_target
 from taguru_server.server.routes.common import (
@@ -93,6 +94,7 @@ async def post_associations(call: Call) -> Any:
     if issues:
         raise collected("the associations batch", issues)
     before_start(call)
+    await check_growth(call, call.context())
     extra = gate_associations(call.registry.get(call.name or ""), [item[:3] for item in items], _metrics(call))
     ctx = call.context()
     added = operations.assert_associations(ctx, items)
@@ -157,6 +159,8 @@ async def post_aliases(call: Call) -> Any:
                 if not value:
                     raise ApiError(Code.INVALID_ARGUMENT, f"{what} must not be empty; nothing was applied")
     _refuse_reserved_label_alias(call, args["labels"] or {})
+    if n:
+        await check_growth(call, call.context())
     aliases = [(kind, alias, canonical) for kind, m in maps for alias, canonical in m.items()]
     return await _alias_write(
         call,

@@ -8,6 +8,7 @@ from typing import Any
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
 from taguru_server.server.passage_store import read_passage_store
+from taguru_server.server.quotas import check_growth
 from taguru_server.server.retrieval_cache import cached, path_target
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
@@ -41,6 +42,7 @@ async def post_sources(call: Call) -> Any:
         raise collected("the passage store", [Issue("", "type", "an object", json_type(body))])
     store = read_passage_store(body)
     ctx = call.context()
+    await check_growth(call, ctx)
     totals = operations.store_passages(ctx, store.passages(int(time.time())))
     await call.commit(ctx)
     return passages_stored_out(totals)
