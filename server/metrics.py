@@ -150,13 +150,7 @@ class Metrics:
 
     def resolved(self, served: list[dict[str, Any]]) -> None:
         """Count one resolve answer: semantic if any served candidate is, else lexical / weak_lexical / miss."""
-        if any(c.get("tier") == "semantic" for c in served):
-            tier = "semantic"
-        elif served and served[0]["score"] >= 0.5:
-            tier = "lexical"
-        else:
-            tier = "weak_lexical" if served else "miss"
-        self.resolves.labels(tier).inc()
+        self.resolves.labels(resolve_tier(served)).inc()
 
     def searched(self, op: str, empty: bool) -> None:
         """Count one search answer of an operation: `empty` when it found nothing."""
@@ -181,6 +175,15 @@ class Metrics:
         """Record one evidence stage's duration and outcome."""
         self.stage_duration.labels(stage).observe(seconds)
         self.stage_outcomes.labels(stage, status, reason or "").inc()
+
+
+def resolve_tier(served: list[dict[str, Any]]) -> str:
+    """The tier of a resolve answer: semantic if any served candidate is, else lexical / weak_lexical / miss."""
+    if any(c.get("tier") == "semantic" for c in served):
+        return "semantic"
+    if served and served[0]["score"] >= 0.5:
+        return "lexical"
+    return "weak_lexical" if served else "miss"
 
 
 _INTEGRAL_LE = re.compile(rb'le="(\d+)\.0"')

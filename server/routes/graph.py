@@ -9,10 +9,10 @@ import structlog
 
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
-from taguru_server.server.metrics import Metrics
+from taguru_server.server.metrics import Metrics, resolve_tier
 from taguru_server.server.quotas import check_growth
 from taguru_server.server.reply import Reply
-from taguru_server.server.retrieval_cache import cached, path_target
+from taguru_server.server.retrieval_cache import cached, log_search, path_target
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_ASSOCIATIONS,
@@ -266,6 +266,10 @@ def _resolve(kind: int) -> Handler:
         metrics = call.app_state.get(METRICS_KEY)
         if metrics is not None:
             metrics.resolved(result)
+        if call.settings.log_searches:
+            fields = {"op": "resolve" if kind == CONCEPT else "resolve_label", "context": ctx.name, "hits": len(result)}
+            top = {"top_score": result[0]["score"]} if result else {}
+            log_search(call, {**fields, "tier": resolve_tier(result), **top}, False)
         return result
 
     return handler
@@ -345,6 +349,8 @@ async def activate(call: Call) -> Any:
     else:
         result = lane_wire.windowed_activate(ctx, window_view(ctx, window), origins, decay, limit)
     count_read(ctx, not result["matches"])
+    if call.settings.log_searches:
+        log_search(call, {"op": "activate", "context": ctx.name, "hits": len(result["matches"])}, False)
     return result
 
 
