@@ -7,7 +7,8 @@
 2. `taguru serve` runs on it twice, one after the other, started as documented: once with
    `TAGURU_RETRIEVAL_CACHE_BYTES=0` (the cache off), once with the default budget (32 MiB).
 3. The same requests, in the same order, go to both: recall (a cue), query (a subject),
-   sources/search (a query) and cross-context recall, from the generator's cues (seed 11). With the
+   sources/search (a query) and cross-context recall, from the generator's cues (seed 11), and two
+   larger answers: recall on the cue's first character with limit 500, search with limit 100. With the
    cache on, the first pass over the distinct bodies is the miss path (computed, then stored) and a
    second pass over the same bodies the hit path. Each request is timed on the client (one
    keep-alive connection, sequential), after a warm-up of 20 requests on the cache-off server.
@@ -66,8 +67,10 @@ def build_store(size: str, data_dir: Path) -> tuple[dict[str, Any], list[tuple[s
         requests.append(("recall", f"{root}/recall", {"cue": origins[0], "limit": 20}))
         requests.append(("query", f"{root}/query", {"subject": origins[0], "limit": 20}))
         requests.append(("cross recall", "/recall", {"contexts": [CONTEXT], "cue": origins[0], "limit": 20}))
+        requests.append(("recall, limit 500", f"{root}/recall", {"cue": origins[0][:1], "limit": 500}))
     for text in qs["search"]:
         requests.append(("sources/search", f"{root}/sources/search", {"query": text, "limit": 10}))
+        requests.append(("search, limit 100", f"{root}/sources/search", {"query": text, "limit": 100}))
     return facts, requests
 
 
@@ -147,7 +150,7 @@ def main() -> int:
     print(
         f"corpus {args.size}: {facts['paragraphs']} paragraphs, {facts['edges']} edges; {len(unique)} distinct requests"
     )
-    print(f"{'operation':<18}{'off p50':>9}{'off p99':>9}{'miss p50':>10}{'miss p99':>10}{'hit p50':>9}{'hit p99':>9}")
+    print(f"{'operation':<20}{'off p50':>9}{'off p99':>9}{'miss p50':>10}{'miss p99':>10}{'hit p50':>9}{'hit p99':>9}")
     report: dict[str, Any] = {}
     for op in by_op:
         rows = {}
@@ -156,7 +159,7 @@ def main() -> int:
             rows[name] = (pct(samples, 0.5), pct(samples, 0.99))
         report[op] = rows
         print(
-            f"{op:<18}{rows['off'][0]:>9.3f}{rows['off'][1]:>9.3f}{rows['miss'][0]:>10.3f}{rows['miss'][1]:>10.3f}"
+            f"{op:<20}{rows['off'][0]:>9.3f}{rows['off'][1]:>9.3f}{rows['miss'][0]:>10.3f}{rows['miss'][1]:>10.3f}"
             f"{rows['hit'][0]:>9.3f}{rows['hit'][1]:>9.3f}"
         )
     print(json.dumps({"size": args.size, "ms": report}))

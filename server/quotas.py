@@ -114,6 +114,36 @@ async def check_growth(call: Call, ctx: Context) -> None:
         raise ApiError(Code.STORAGE_FULL, quota_message(ctx.name, *over))
 
 
+class ImportQuota:
+    """The import's per-batch quota check (`importer.QuotaGate`), run in the writer thread after the batches
+    before it are durable: the context is measured on a connection of its own."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+    def applies(self, context: str) -> bool:
+        return storage_ceiling(self.call, context) is not None
+
+    def refusal(self, ctx: Context) -> ApiError | None:
+        ceiling = storage_ceiling(self.call, ctx.name)
+        if ceiling is None:
+            return None
+        parts = measure_parts(self.call.registry, ctx.cid)
+        sizes = self.call.app_state.get(DISK_SIZES_KEY)
+        if sizes is not None:
+            sizes.by_name[ctx.name] = parts
+        used = sum(parts.values())
+        if used < ceiling:
+            return None
+        refused(self.call)
+        return ApiError(Code.STORAGE_FULL, quota_message(ctx.name, used, ceiling))
+
+
+def import_quota(call: Call) -> ImportQuota | None:
+    """The import's quota check, when any quota is declared."""
+    return ImportQuota(call) if call.settings.quotas else None
+
+
 def quota_rows(quotas: dict[str, Quota], contexts: list[str]) -> list[str]:
     """`taguru_context_quota_bytes{context, resource}`: one row per declared ceiling of a selected context."""
     if not quotas:

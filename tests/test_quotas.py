@@ -4,6 +4,7 @@ nothing, and the used bytes are the sum the `taguru_context_disk_bytes` rows rep
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -163,3 +164,40 @@ async def test_the_quota_gauge_rows_name_the_declared_ceilings(quoted: Client) -
     assert 'taguru_context_quota_bytes{context="free",resource="cache"} 9.0' in text
     assert f'taguru_context_quota_bytes{{context="sake",resource="storage"}} {CEILING}.0' in text
     assert 'context="free",resource="storage"' not in text
+
+
+def stream(*batches: tuple[str, int]) -> bytes:
+    """An import stream: per (source, n) one batch into `sake` with n associations."""
+    lines: list[dict[str, Any]] = []
+    for source, n in batches:
+        lines.append({"taguru_batch": 1, "context": "sake", "source": source, "create": {"description": "d"}})
+        lines += [{"subject": f"{source}{i}", "label": "杜氏", "object": f"人{i}", "weight": 1.0} for i in range(n)]
+    return ("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n").encode()
+
+
+async def test_an_import_stops_at_the_batch_that_finds_its_context_at_the_quota(quoted: Client) -> None:
+    client = quoted
+    await client.ok("PUT", "/contexts/sake", {"description": "d"})
+    ndjson = "application/x-ndjson"
+    # batch 1 lands under the ceiling and crosses it; batch 2 is not attempted
+    resp = await client.call("POST", "/import", raw=stream(("a", 40), ("b", 1), ("c", 1)), content_type=ndjson)
+    used = int(sum((await disk_rows(client))["sake"].values()))
+    body = assert_error(
+        resp,
+        507,
+        "storage_full",
+        "batch 2 of 3 (context 'sake', source 'b') not attempted — the 1 batch(es) before it landed durably; "
+        "retracting or compacting the context (or raising its quota), then re-POSTing the remaining stream is exact "
+        "(each batch replaces its own source): " + expected("sake", used, CEILING),
+    )
+    assert body["integrity"] == "durable_prefix" and body["durable_batches"] == 1, body
+    assert (await client.ok("GET", "/contexts/sake"))["result"]["stats"]["associations"] == 40
+    # one batch: no prefix, nothing written; a dry run is not judged
+    single = await client.call("POST", "/import", raw=stream(("d", 1)), content_type=ndjson)
+    body = assert_error(single, 507, "storage_full", expected("sake", used, CEILING))
+    assert body["integrity"] == "nothing_written", body
+    await client.ok("POST", "/import?dry_run=true", raw=stream(("d", 1)), content_type=ndjson)
+    # a header-only batch (a pure source retraction) is let through
+    header = json.dumps({"taguru_batch": 1, "context": "sake", "source": "a"}) + "\n"
+    await client.ok("POST", "/import", raw=header, content_type=ndjson)
+    assert await metric(client, "taguru_storage_quota_refusals_total") == 2

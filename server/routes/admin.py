@@ -13,7 +13,7 @@ from taguru_server.server.mcp.protocol import protocol_text
 from taguru_server.server.metrics import context_rows, render_metrics
 from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
-from taguru_server.server.quotas import quota_rows, sizes_of
+from taguru_server.server.quotas import import_quota, quota_rows, sizes_of
 from taguru_server.server.reply import Raw, Reply, json_response
 from taguru_server.server.schema_gate import schema_counter
 from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY, SETTINGS_KEY
@@ -82,6 +82,7 @@ async def import_stream(call: Call) -> Any:
                 # several workers: one commit per write section (ids are assigned in memory under its lock)
                 commit_every=len(batches) + 1 if call.registry.shared else 512,
                 count_schema=None if metrics is None else schema_counter(metrics),
+                quota=import_quota(call),
             ),
         )
         result: dict[str, Any] = {"batches": batches_out(outcomes)}
