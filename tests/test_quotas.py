@@ -201,3 +201,28 @@ async def test_an_import_stops_at_the_batch_that_finds_its_context_at_the_quota(
     header = json.dumps({"taguru_batch": 1, "context": "sake", "source": "a"}) + "\n"
     await client.ok("POST", "/import", raw=header, content_type=ndjson)
     assert await metric(client, "taguru_storage_quota_refusals_total") == 2
+
+
+async def test_a_promote_into_a_destination_at_its_quota_lands_the_prefix_then_stops(quoted: Client) -> None:
+    client = quoted
+    for name in ("scratch", "sake"):
+        await client.ok("PUT", f"/contexts/{name}", {"description": "d"})
+    for source, n in (("a", 40), ("b", 1)):
+        rows = [{**row, "source": source} for row in rows_of(n, source)]
+        rows = [{**row, "subject": f"{source}{i}"} for i, row in enumerate(rows)]
+        await client.ok("POST", "/contexts/scratch/associations", rows)
+    body = {"into": "sake", "sources": ["a", "b"]}
+    preview = await client.ok("POST", "/contexts/scratch/promote?dry_run=true", body)  # a dry run is not judged
+    assert len(preview["result"]["batches"]) == 2
+    resp = await client.call("POST", "/contexts/scratch/promote", body)
+    used = int(sum((await disk_rows(client))["sake"].values()))
+    refused = assert_error(
+        resp,
+        507,
+        "storage_full",
+        "batch 2 of 2 (context 'sake', source 'b') not attempted — the 1 batch(es) before it landed durably; "
+        "retracting or compacting the destination (or raising its quota), then re-calling promote is exact "
+        "(each batch replaces its own source): " + expected("sake", used, CEILING),
+    )
+    assert refused["integrity"] == "durable_prefix" and refused["durable_batches"] == 1, refused
+    assert (await client.ok("GET", "/contexts/sake"))["result"]["stats"]["associations"] == 40
