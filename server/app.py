@@ -35,6 +35,7 @@ from taguru_server.server.providers.reranker import HttpReranker, RerankMetrics,
 from taguru_server.server.providers.retry import Breaker
 from taguru_server.server.quotas import DISK_SIZES_KEY, DiskSizes
 from taguru_server.server.retrieval_cache import RETRIEVAL_CACHE_KEY, RetrievalCache
+from taguru_server.server.semantic_cache import SEMANTIC_CACHE_KEY, SemanticCache
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
     DISPATCH_KEY,
@@ -148,6 +149,10 @@ def build_app(
     app[RETRIEVAL_CACHE_KEY] = cache
     metrics.retrieval_cache_entries.set_function(lambda: len(cache.entries))
     metrics.retrieval_cache_bytes.set_function(lambda: cache.bytes)
+    if settings.semantic_cache_threshold is not None:
+        tier = SemanticCache(settings.semantic_cache_threshold)
+        app[SEMANTIC_CACHE_KEY] = tier
+        metrics.semantic_cache_entries.set_function(lambda: len(tier))
     if settings.public_url is not None:
         oauth = mount_oauth(settings)
         app[OAUTH_KEY] = oauth

@@ -370,6 +370,19 @@ def _unit_f32(env: Mapping[str, str], key: str) -> float | None:
     return value
 
 
+def _threshold(env: Mapping[str, str]) -> float | None:
+    """TAGURU_SEMANTIC_CACHE_THRESHOLD: an f32 in [0, 1]; anything else warns and leaves the tier off."""
+    raw = env.get("TAGURU_SEMANTIC_CACHE_THRESHOLD")
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    value = float(np.float32(float(text))) if _F32.fullmatch(text) else math.nan
+    if not 0.0 <= value <= 1.0:
+        log.warning(f"ignoring TAGURU_SEMANTIC_CACHE_THRESHOLD={text}: not a number between 0 and 1")
+        return None
+    return value
+
+
 def _flag(env: Mapping[str, str], key: str, default: bool = False, refuse: bool = False) -> bool:
     """A boolean variable: 1/true and 0/false (any case); anything else warns and keeps the default,
     or with `refuse` (a security switch, which must not silently stay off) refuses the boot."""
@@ -406,7 +419,7 @@ def embedding_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "embed_parallel": parallel or 1,
         "passage_vector_limit": DEFAULT_PASSAGE_VECTOR_LIMIT if limit is None else limit,
         "semantic_floor": DEFAULT_SEMANTIC_FLOOR if floor is None else floor,
-        "semantic_cache_threshold": _unit_f32(env, "TAGURU_SEMANTIC_CACHE_THRESHOLD"),
+        "semantic_cache_threshold": _threshold(env),
     }
 
 

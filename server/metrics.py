@@ -100,6 +100,17 @@ class Metrics:
         for op in ("recall", "query", "search_passages", "search_communities"):
             for outcome in ("hit", "miss"):
                 self.retrieval_cache.labels(op, outcome)
+        self.semantic_cache = Counter(
+            "taguru_semantic_cache",
+            "Paraphrase-tier probes of passage search, by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in ("hit", "stale", "guarded", "miss"):
+            self.semantic_cache.labels(outcome)
+        self.semantic_cache_entries = Gauge(
+            "taguru_semantic_cache_entries", "Claims in this process's paraphrase tier", registry=self.registry
+        )
         self.retrieval_cache_entries = Gauge(
             "taguru_retrieval_cache_entries", "Entries in this process's retrieval cache", registry=self.registry
         )

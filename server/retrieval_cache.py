@@ -32,7 +32,9 @@ from aiohttp import web
 
 from taguru_server.server.call import Call, Handler
 from taguru_server.server.decode import is_json_content_type
-from taguru_server.server.state import METRICS_KEY
+from taguru_server.server.semantic import QueryFailed, cue_cache, query_vector
+from taguru_server.server.semantic_cache import SEMANTIC_CACHE_KEY, SemanticCache
+from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.cache import read_version
 from taguru_server.store.wire import Encoded, dumps_bytes
@@ -174,7 +176,17 @@ def canonical_body(raw: bytes) -> tuple[Any, bytes]:
 Targets = Callable[[Call, Any], list[Context]]
 
 
-def make_key(call: Call, op: str, targets: Targets) -> tuple[Any, int] | None:
+@attrs.frozen
+class Keyed:
+    """A request's key, its cost without the payload, and what the paraphrase tier needs of it."""
+
+    key: tuple[Any, ...]
+    cost: int
+    body: dict[str, Any]
+    names: tuple[str, ...]
+
+
+def make_key(call: Call, op: str, targets: Targets) -> Keyed | None:
     """The request's key and its cost without the payload, or None when it cannot be keyed."""
     try:
         if not is_json_content_type(call.headers.get("Content-Type")):
@@ -189,7 +201,8 @@ def make_key(call: Call, op: str, targets: Targets) -> tuple[Any, int] | None:
     prints = tuple(fingerprint(ctx) for ctx in contexts)
     key = (op, call.path, prints, params, query)
     cost = sum(len(ctx.name.encode("utf-8")) + TARGET_OVERHEAD_BYTES for ctx in contexts)
-    return key, cost + len(params) + len(query) + ENTRY_OVERHEAD_BYTES
+    names = tuple(ctx.name for ctx in contexts)
+    return Keyed(key, cost + len(params) + len(query) + ENTRY_OVERHEAD_BYTES, body, names)
 
 
 def cached(op: str, handler: Handler, targets: Targets) -> Handler:
@@ -203,14 +216,17 @@ def cached(op: str, handler: Handler, targets: Targets) -> Handler:
             if type(result) is dict and call.settings.log_searches:
                 log_search(call, summarize(op, call, result), False)
             return result
-        key, key_cost = keyed
         metrics = call.app_state.get(METRICS_KEY)
-        entry = cache.get(key)
+        entry = cache.get(keyed.key)
         if metrics is not None:
             metrics.retrieval_cache.labels(op, "miss" if entry is None else "hit").inc()
         if entry is not None:
             replay(call, entry)
             return Encoded(entry.payload)
+        paraphrase = await paraphrased(call, cache, keyed) if op == "search_passages" else None
+        if paraphrase is not None and paraphrase.entry is not None:
+            replay(call, paraphrase.entry, paraphrase.similarity)
+            return Encoded(paraphrase.entry.payload)
         recorder = Recorder()
         token = _RECORDER.set(recorder)
         try:
@@ -224,14 +240,61 @@ def cached(op: str, handler: Handler, targets: Targets) -> Handler:
         if recorder.uncacheable:
             return result
         payload = dumps_bytes(result)
-        stored = Entry(payload, len(payload) + key_cost, tuple(recorder.reads), tuple(recorder.lanes), summary)
-        cache.put(key, stored)
+        stored = Entry(payload, len(payload) + keyed.cost, tuple(recorder.reads), tuple(recorder.lanes), summary)
+        if cache.put(keyed.key, stored) and paraphrase is not None:
+            paraphrase.register()
         return Encoded(payload)
 
     return run
 
 
-def replay(call: Call, entry: Entry) -> None:
+@attrs.define
+class Paraphrase:
+    """The paraphrase tier's part in one request: the stored answer it found (a hit), else what to register."""
+
+    tier: SemanticCache
+    bucket: tuple[Any, ...]
+    query: str
+    vector: Any
+    params: bytes
+    entry: Entry | None = None
+    similarity: float = 0.0
+
+    def register(self) -> None:
+        """The request's query becomes its cluster's canonical (its answer was just stored)."""
+        self.tier.register(self.bucket, self.query, self.vector, self.params)
+
+
+async def paraphrased(call: Call, cache: RetrievalCache, keyed: Keyed) -> Paraphrase | None:
+    """After an exact miss of a passage search: the probe of the paraphrase tier (None when it is silent)."""
+    tier = call.app_state.get(SEMANTIC_CACHE_KEY)
+    query = keyed.body.get("query")
+    embedder = call.app_state.get(EMBEDDER_KEY)
+    if tier is None or embedder is None or not passage_lane_enabled(call.app_state):
+        return None
+    if not isinstance(query, str) or not query.strip():
+        return None
+    try:
+        vector = await query_vector(embedder, cue_cache(embedder), query, call.deadline)
+        rest = canonical_body(json.dumps({k: v for k, v in keyed.body.items() if k != "query"}).encode("utf-8"))
+    except (QueryFailed, _NoKey):
+        return None
+    op, path, prints, params, query_string = keyed.key
+    bucket = (op, path, keyed.names, rest[1], query_string)
+    found = Paraphrase(tier, bucket, query, vector, params)
+    probe = tier.probe(bucket, query, vector)
+    outcome = probe.outcome
+    if probe.claim is not None:
+        entry = cache.get((op, path, prints, probe.claim.params, query_string))
+        outcome = "stale" if entry is None else "hit"
+        found.entry, found.similarity = entry, probe.similarity
+    metrics = call.app_state.get(METRICS_KEY)
+    if metrics is not None:
+        metrics.semantic_cache.labels(outcome).inc()
+    return found
+
+
+def replay(call: Call, entry: Entry, similarity: float | None = None) -> None:
     """A hit's side effects, as the fresh path had them: usage counts, lane counts, the search log line."""
     for name, empty in entry.reads:
         ctx = call.registry.get(name)
@@ -240,7 +303,8 @@ def replay(call: Call, entry: Entry) -> None:
     metrics = call.app_state.get(METRICS_KEY)
     if metrics is not None and entry.lanes:
         metrics.hits_served(list(entry.lanes))
-    log_search(call, entry.summary, True)
+    summary = entry.summary if similarity is None else {**entry.summary, "similarity": similarity}
+    log_search(call, summary, True)
 
 
 def summarize(op: str, call: Call, result: dict[str, Any]) -> dict[str, Any]:

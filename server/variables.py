@@ -119,7 +119,14 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_PASSAGE_VECTOR_LIMIT", int, 20000, "passage vector rows per context", W),
     _v("TAGURU_FLUSH_SECS", int, 5, "the auto-embed ticker's cadence", IG),
     _v("TAGURU_SEMANTIC_FLOOR", float, 0.35, "cosine floor of semantic resolve and the vector lanes", W),
-    _v("TAGURU_SEMANTIC_CACHE_THRESHOLD", float, None, "read and ignored", W, note="off"),
+    _v(
+        "TAGURU_SEMANTIC_CACHE_THRESHOLD",
+        float,
+        None,
+        "cosine at which passage search's paraphrase tier serves a cached answer",
+        W,
+        note="off",
+    ),
     # the retrieval cache, the search log, auto-compaction and quotas (server/config.py: cache_settings)
     _v("TAGURU_RETRIEVAL_CACHE_BYTES", int, 33554432, "the exact-match retrieval cache's budget; 0 disables", W),
     _v("TAGURU_LOG_SEARCHES", bool, False, "one redacted search.served line per served retrieval", W),
