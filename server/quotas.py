@@ -20,6 +20,7 @@ from aiohttp import web
 
 from taguru_server.server.call import Call
 from taguru_server.server.config import Quota, Settings
+from taguru_server.server.retrieval_cache import incarnation
 from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.variables import current
 from taguru_server.store.errors import ApiError, Code
@@ -36,6 +37,7 @@ class DiskSizes:
 
     def __init__(self) -> None:
         self.by_name: dict[str, dict[str, int]] = {}
+        self.seen: dict[str, tuple[Any, ...]] = {}  # name → what the context was when last measured
 
     def used(self, name: str) -> int:
         return sum(self.by_name.get(name, EMPTY).values())
@@ -47,13 +49,25 @@ class DiskSizes:
         return sum(parts.values())
 
     async def refresh(self, registry: Registry) -> None:
-        """Measure every context the store holds (the flush ticker's and `POST /flush`'s refresh)."""
-        names = registry.names()
-        cids = {name: registry.cid_of(name) for name in names}
-        measured = await asyncio.to_thread(
-            lambda: {name: measure_parts(registry, cid) for name, cid in cids.items() if cid is not None}
-        )
-        self.by_name = measured
+        """Measure every context that changed since it was last measured (the flush ticker's and `POST
+        /flush`'s refresh): its id, revisions or in-memory object (a compaction's rebuild) moved."""
+        states = {name: _state(registry, name) for name in registry.names()}
+        todo = {name: s[0] for name, s in states.items() if self.seen.get(name) != s and s[0] is not None}
+        persistence: Any = registry.persistence
+        measured = await asyncio.to_thread(persistence.disk_sizes, list(todo.values())) if todo else {}
+        kept = {name: self.by_name[name] for name in states if name not in todo and name in self.by_name}
+        for name, cid in todo.items():
+            kept[name] = {**EMPTY, **measured[cid]}
+        self.by_name = kept
+        self.seen = {name: states[name] for name in kept}
+
+
+def _state(registry: Registry, name: str) -> tuple[Any, ...]:
+    """What a context's size depends on: its id, revisions, and the in-memory object when loaded."""
+    meta = registry.known_meta(name)
+    loaded = registry.get(name) if registry.is_loaded(name) else None
+    revisions = () if meta is None else (meta.rev_graph, meta.rev_passages, meta.rev_config)
+    return (registry.cid_of(name), *revisions, 0 if loaded is None else incarnation(loaded))
 
 
 def measure_parts(registry: Registry, cid: int) -> dict[str, int]:

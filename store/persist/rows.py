@@ -296,20 +296,28 @@ class RowStore:
         """A context's bytes in the store by part (`image`: its graph rows and meta, `passages`: its passage
         rows, `sidecars`: its vector rows and persisted BM25 index file; no write-ahead parts: a commit is
         durable in place), read on a connection of its own (any thread) in one snapshot."""
-        parts = {"image": 0, "passages": 0, "sidecars": 0}
+        return self.disk_sizes([cid])[cid]
+
+    def disk_sizes(self, cids: Iterable[int]) -> dict[int, dict[str, int]]:
+        """`disk_bytes` of several contexts, on one connection of its own in one snapshot."""
+        out: dict[int, dict[str, int]] = {}
         try:
             with self._reader() as db:
-                for part, table, columns, numbers in self.DISK_PARTS:
-                    (size,) = db.execute(self._row_bytes(table, columns, numbers), (cid,)).fetchone()
-                    parts[part] += int(size)
-                meta = db.execute(self._row_bytes("contexts", ("name", "meta"), 1).replace("ctx", "id"), (cid,))
-                parts["image"] += int(meta.fetchone()[0])
+                for cid in cids:
+                    parts = {"image": 0, "passages": 0, "sidecars": 0}
+                    for part, table, columns, numbers in self.DISK_PARTS:
+                        (size,) = db.execute(self._row_bytes(table, columns, numbers), (cid,)).fetchone()
+                        parts[part] += int(size)
+                    sql = self._row_bytes("contexts", ("name", "meta"), 1).replace("ctx", "id")
+                    parts["image"] += int(db.execute(sql, (cid,)).fetchone()[0])
+                    out[cid] = parts
         except self.ERRORS as exc:
             raise self._failed(exc) from exc
         if self.index_dir is not None:
-            with contextlib.suppress(OSError):
-                parts["sidecars"] += (self.index_dir / f"ctx-{cid}.bm25").stat().st_size
-        return parts
+            for cid, parts in out.items():
+                with contextlib.suppress(OSError):
+                    parts["sidecars"] += (self.index_dir / f"ctx-{cid}.bm25").stat().st_size
+        return out
 
     def load_vectors(self, cid: int) -> ContextVectors:
         """The stored vectors of a context (a catch-up after another process's refresh reads them here)."""
