@@ -51,7 +51,8 @@ async def with_dead_edges(client: Client, live: int, dead: int) -> None:
 
 async def test_the_ticker_compacts_a_context_past_the_ratio(settings_factory) -> None:
     with structlog.testing.capture_logs() as logs:
-        async with serving(settings_factory, TAGURU_FLUSH_SECS="1", TAGURU_AUTO_COMPACT_RATIO="0.4") as client:
+        env = {"TAGURU_FLUSH_SECS": "1", "TAGURU_AUTO_COMPACT": "1", "TAGURU_AUTO_COMPACT_RATIO": "0.4"}
+        async with serving(settings_factory, **env) as client:
             await with_dead_edges(client, live=2, dead=3)  # 0.6 > 0.4
             for _ in range(40):
                 if await metric(client, 'taguru_auto_compactions_total{outcome="ok"}') == 1:
@@ -72,7 +73,9 @@ async def test_the_ticker_compacts_a_context_past_the_ratio(settings_factory) ->
 
 
 @pytest.mark.parametrize(
-    "env", [{"TAGURU_AUTO_COMPACT": "0"}, {"TAGURU_AUTO_COMPACT_RATIO": "0.6"}], ids=["off", "not-strictly-above"]
+    "env",
+    [{"TAGURU_AUTO_COMPACT": "0"}, {"TAGURU_AUTO_COMPACT": "1", "TAGURU_AUTO_COMPACT_RATIO": "0.6"}],
+    ids=["off", "not-strictly-above"],
 )
 async def test_no_auto_compaction_when_off_or_not_strictly_past_the_ratio(settings_factory, env) -> None:
     async with serving(settings_factory, TAGURU_FLUSH_SECS="1", **env) as client:
