@@ -89,7 +89,7 @@ class Settings:
     embed_api_key: str | None = None  # sent verbatim as `Bearer {key}` when set, even to ""
     embed_timeout_secs: int = DEFAULT_EMBED_TIMEOUT_SECS  # one attempt's ceiling
     embed_auto: bool = False
-    flush_secs: int = DEFAULT_FLUSH_SECS  # TAGURU_FLUSH_SECS: the auto-embed ticker's cadence
+    flush_secs: int = DEFAULT_FLUSH_SECS  # TAGURU_FLUSH_SECS: the auto-embed and housekeeping tickers' cadence
     embed_passages: bool = False
     embed_parallel: int = 1
     passage_vector_limit: int = DEFAULT_PASSAGE_VECTOR_LIMIT

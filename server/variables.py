@@ -117,7 +117,7 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_EMBED_PASSAGES", bool, False, "embed passages too", W),
     _v("TAGURU_EMBED_PARALLEL", int, 1, "concurrent refresh calls", W),
     _v("TAGURU_PASSAGE_VECTOR_LIMIT", int, 20000, "passage vector rows per context", W),
-    _v("TAGURU_FLUSH_SECS", int, 5, "the auto-embed ticker's cadence", IG),
+    _v("TAGURU_FLUSH_SECS", int, 5, "the cadence of the auto-embed and the housekeeping tickers", IG),
     _v("TAGURU_SEMANTIC_FLOOR", float, 0.35, "cosine floor of semantic resolve and the vector lanes", W),
     _v(
         "TAGURU_SEMANTIC_CACHE_THRESHOLD",
