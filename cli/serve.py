@@ -44,7 +44,7 @@ def log_format_before_settings(config: str | None, env: dict[str, str]) -> str:
 
 def _quotas_or_refuse(raw: str | None, refuse: Callable[[str], None]) -> dict[str, Any] | None:
     """TAGURU_CONTEXT_QUOTAS (read by `serve` alone, at boot), or None once `refuse` said why not."""
-    from taguru_server.server.config import QuotaRefused, parse_quotas
+    from taguru_server.server.cache_config import QuotaRefused, parse_quotas
 
     try:
         return parse_quotas(raw)

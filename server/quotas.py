@@ -18,8 +18,9 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from taguru_server.server.cache_config import Quota
 from taguru_server.server.call import Call
-from taguru_server.server.config import Quota, Settings
+from taguru_server.server.config import Settings
 from taguru_server.server.retrieval_cache import incarnation
 from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.variables import current

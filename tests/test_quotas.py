@@ -14,7 +14,7 @@ import pytest
 from conftest import Client, start_client
 from substrate_support import assert_error
 
-from taguru_server.server.config import Quota, QuotaRefused, parse_quotas
+from taguru_server.server.cache_config import Quota, QuotaRefused, parse_quotas
 
 pytestmark = pytest.mark.anyio
 
