@@ -167,15 +167,37 @@ def run_query_phase(data_dir: Path, context: str, skip_baselines: bool) -> dict[
     qs = json.loads((data_dir / "queries.json").read_text(encoding="utf-8"))
     latencies, term_sets = _lane_latencies(ctx, qs)
     out.update(latencies)
-    if skip_baselines:
+    out["baselines_missing"] = [] if skip_baselines else missing_baselines()
+    if skip_baselines or len(out["baselines_missing"]) == len(BASELINES):
         return out
     docs = _document_terms(ctx)
     ours_top = [[d for d, _s in passages.top_documents(ctx, t, 5, None)] for t in term_sets]
     del ctx, registry
     gc.collect()
-    out["tantivy"] = _tantivy(docs, term_sets)
-    out["bm25s"] = _bm25s(docs, term_sets, ours_top)
+    if "tantivy" not in out["baselines_missing"]:
+        out["tantivy"] = _tantivy(docs, term_sets)
+    if "bm25s" not in out["baselines_missing"]:
+        out["bm25s"] = _bm25s(docs, term_sets, ours_top)
     return out
+
+
+BASELINES = ("tantivy", "bm25s")  # the `bench` extra: pip install -e '.[bench]'
+BASELINES_HINT = "install them with: .venv/bin/pip install -e '.[bench]'"
+
+
+def missing_baselines() -> list[str]:
+    """The baseline engines (the `bench` extra) that are not installed here."""
+    import importlib.util
+
+    return [name for name in BASELINES if importlib.util.find_spec(name) is None]
+
+
+def skipped_note(r: dict[str, Any]) -> str | None:
+    """The line saying which baseline comparisons were skipped and how to get them, or None."""
+    missing = r.get("baselines_missing") or []
+    if not missing:
+        return None
+    return f"skipped: the {' and '.join(missing)} comparison(s) (not installed); {BASELINES_HINT}"
 
 
 def _lane_latencies(ctx: Any, qs: dict[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
@@ -348,8 +370,9 @@ def report(r: dict[str, Any]) -> str:
                 f"{verdict}{'  ' if verdict else ''}(cpu p50 {m['cpu_p50_ms']:.3f})",
             )
         )
-    if "tantivy" in r:
-        for eng in ("tantivy", "bm25s"):
+    engines = [eng for eng in BASELINES if eng in r]
+    if engines:
+        for eng in engines:
             e = r[eng]
             for lim in ("5", "200"):
                 m = e[f"search{lim}"]
@@ -364,10 +387,10 @@ def report(r: dict[str, Any]) -> str:
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         lines.append("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)).rstrip())
-    if "tantivy" in r:
+    if engines:
         lines.append("")
         lines.append("ratios (ours / baseline, p50; p99 in brackets):")
-        for eng in ("tantivy", "bm25s"):
+        for eng in engines:
             for lim in ("5", "200"):
                 b = r[eng][f"search{lim}"]
                 full = r[f"search{lim}"]
@@ -377,8 +400,12 @@ def report(r: dict[str, Any]) -> str:
                     f"({full['p99_ms'] / b['p99_ms']:.2f}x), bm25 core {core['p50_ms'] / b['p50_ms']:.2f}x "
                     f"({core['p99_ms'] / b['p99_ms']:.2f}x)"
                 )
-        lines.append(f"  bm25s top-5 overlap with ours: {r['bm25s']['top5_overlap']:.1%}")
+        if "bm25s" in r:
+            lines.append(f"  bm25s top-5 overlap with ours: {r['bm25s']['top5_overlap']:.1%}")
     lines.append(f"activate scored edges per query: p50 {r['activate_total_p50']:.0f}, max {r['activate_total_max']}")
+    note = skipped_note(r)
+    if note is not None:
+        lines.append(note)
     return "\n".join(lines)
 
 
@@ -413,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench] generating and importing {size} ...", file=sys.stderr, flush=True)
         stats = run_import_phase(size if size in ("1k", "10k", "100k") else int(size), args.seed, data_dir)
         stats["size"] = size
+        if not args.skip_baselines and missing_baselines():
+            print(f"[bench] {skipped_note({'baselines_missing': missing_baselines()})}", file=sys.stderr, flush=True)
         print(
             f"[bench] imported in {stats['import_s']:.1f}s; querying in a fresh process ...",
             file=sys.stderr,

@@ -127,7 +127,8 @@ class Server:
             if exc.timed_out:
                 raise BuildFailed(f"{method} {path} got no answer within {HTTP_TIMEOUT_SECS}s") from None
             raise BuildFailed(
-                f"cannot reach the server at {self.base} ({exc.kind}); is it running? (--url or TAGURU_ADDR)"
+                f"cannot reach the server at {self.base} ({exc.kind}); is it running? "
+                "(--url, TAGURU_URL or TAGURU_ADDR)"
             ) from None
 
     async def call(
@@ -511,7 +512,7 @@ def cmd_communities(args: argparse.Namespace) -> int:
         base = _base_url(args.url or args.url_arg, env)
         provider = _provider_config(configuration)
     except UnreadableConfig as exc:
-        return _usage(f"cannot read the config file: {exc.reason}")
+        return _usage(str(exc) if exc.malformed else f"cannot read the config file: {exc.reason}")
     except (UsageError, SetupError) as exc:
         return _usage(str(exc))
     if args.group is not None:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from taguru_server.client.config import config_file_path
+from taguru_server.client.config import MalformedConfig, config_file_path
 from taguru_server.client.http import SetupError, TaguruClient, base_url, bearer_token
 from taguru_server.server.variables import process_environment
 
@@ -25,7 +25,8 @@ class UnreadableConfig(SetupError):
     def __init__(self, path: str, cause: OSError | ValueError) -> None:
         self.path = path
         self.reason = str(getattr(cause, "strerror", None) or cause)
-        super().__init__(f"cannot read the config file {path}: {self.reason}")
+        self.malformed = isinstance(cause, MalformedConfig)  # its message names the file and the line
+        super().__init__(self.reason if self.malformed else f"cannot read the config file {path}: {self.reason}")
 
 
 def say(message: str) -> None:
@@ -47,6 +48,9 @@ def configuration_or_exit(
         return configuration, configuration.server()
     except ConfigError as exc:
         refuse(f"configuration refused: {exc}")
+        raise SystemExit(EXIT_USAGE) from None
+    except MalformedConfig as exc:
+        refuse(str(exc))
         raise SystemExit(EXIT_USAGE) from None
     except (OSError, UnicodeDecodeError) as exc:
         path = config or env.get("TAGURU_CONFIG", "")
@@ -102,6 +106,21 @@ def server_url(flag: str | None, env: Mapping[str, str]) -> str:
     if not url.lower().startswith(("http://", "https://")):
         raise SetupError(f"the server URL must start with http:// or https:// (got '{chosen or url}')")
     return url
+
+
+def remote_url(args: argparse.Namespace) -> str | None:
+    """The server a command that also works offline (import, export) talks to: `--url`, else TAGURU_URL
+    (the environment over the `--config` file), unless `--data-dir` asks for the data directory; None
+    means offline."""
+    if getattr(args, "url", None):
+        return str(args.url)
+    if getattr(args, "data_dir", None):
+        return None
+    try:
+        values = client_environment(args)
+    except UnreadableConfig:
+        values = command_environment(args)  # the command itself says why the file cannot be read
+    return values.get("TAGURU_URL", "").strip() or None
 
 
 def connect(url: str, env: Mapping[str, str], timeout: float) -> TaguruClient:

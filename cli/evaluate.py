@@ -22,7 +22,7 @@ Score one context's retrieval quality on a labeled eval.jsonl over HTTP (read-on
 run mode:
   --eval FILE          labeled cases (taguru_eval 1 JSONL)                       (required)
   --context NAME       the context to evaluate                                    (required)
-  --url URL            server base URL (default http://$TAGURU_ADDR, 127.0.0.1:8248);
+  --url URL            server base URL (default $TAGURU_URL, else http://$TAGURU_ADDR);
                        the bearer token comes from $TAGURU_API_TOKEN (or $TAGURU_API_TOKENS)
   --config FILE        KEY=VALUE env file (default $TAGURU_CONFIG); the real environment wins
   --out FILE           the evaluation artifact (default evaluation.json); an HTML report is

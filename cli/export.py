@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from taguru_server.cli.datadir import DataDirBusy, DataDirLock
-from taguru_server.cli.environ import add_server_options, command_environment
+from taguru_server.cli.environ import add_server_options, command_environment, remote_url
 from taguru_server.cli.export_common import EXPORT_TIMEOUT_SECS, ExportFailed, schema_format_check, store_settings
 from taguru_server.cli.export_dir import cmd_export_out
 from taguru_server.client.http import (
@@ -145,6 +145,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.url and args.data_dir:
         print("taguru export: --url and --data-dir cannot be combined", file=sys.stderr)
         return EXIT_USAGE
+    args.url = remote_url(args)
     if args.out is not None:
         if args.output is not None:
             print("taguru: export: --out and -o cannot be combined — try 'taguru export --help'", file=sys.stderr)

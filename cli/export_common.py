@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from taguru_server.cli.environ import command_environment
+from taguru_server.client.config import MalformedConfig
 from taguru_server.client.http import TransportError
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ def store_settings(args: argparse.Namespace) -> Settings:
         return load_configuration(command_environment(args), args.config).server()
     except ConfigError as exc:
         raise ExportFailed(f"configuration refused: {exc}") from None
+    except MalformedConfig as exc:
+        raise ExportFailed(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a UTF-8 text file"
         raise ExportFailed(f"cannot read the config file: {reason}") from None

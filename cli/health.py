@@ -122,12 +122,16 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> int:
     except Usage as exc:
         print(f"taguru: {exc} — try 'taguru --help'", file=sys.stderr)
         return 2
+    from taguru_server.client.config import MalformedConfig
     from taguru_server.server.variables import process_environment
 
     environ = process_environment() if env is None else env
     try:
         base = target(config, url, environ)
     except PortZero:
+        return 2
+    except MalformedConfig as exc:
+        print(f"taguru: health: {exc}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
         print(f"taguru: health: cannot read config {config}: {exc}", file=sys.stderr)

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from taguru_server.cli.datadir import DataDirBusy, DataDirLock
-from taguru_server.cli.environ import EXIT_FAIL, EXIT_OK, EXIT_USAGE, command_environment, settings_or_exit
+from taguru_server.cli.environ import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    command_environment,
+    remote_url,
+    settings_or_exit,
+)
 from taguru_server.client.http import (
     NotEnvelope,
     ServerError,
@@ -41,6 +48,12 @@ def _input_files(paths: list[str]) -> list[Path]:
 def cmd_import(args: argparse.Namespace) -> int:
     from taguru_server.store.transfer.importer import parse_stream
 
+    if args.url and getattr(args, "data_dir", None):
+        print("taguru import: --url and --data-dir cannot be combined", file=sys.stderr)
+        return EXIT_USAGE
+    args.url = remote_url(args)
+    if getattr(args, "data_dir", None):
+        args.environment = {**command_environment(args), "TAGURU_DATA_DIR": args.data_dir}
     if args.no_embed and args.url:
         print("taguru import: --no-embed cannot be combined with --url", file=sys.stderr)
         return EXIT_USAGE

@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="worker processes serving one address and data dir (default TAGURU_WORKERS, else 1)",
     )
+    p.add_argument("--addr", metavar="HOST:PORT", help="where to listen (beats TAGURU_ADDR)")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the SQLite data directory (beats TAGURU_DATA_DIR; not with TAGURU_DATABASE_URL)",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser(
@@ -68,8 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--url",
         metavar="URL",
-        help="import through the running server at URL (POST /import; token from TAGURU_API_TOKEN) "
-        "instead of writing TAGURU_DATA_DIR, which a running server holds",
+        help="import through the running server at URL (POST /import; token from TAGURU_API_TOKEN; default "
+        "TAGURU_URL) instead of writing TAGURU_DATA_DIR, which a running server holds",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="import offline into this data dir (beats TAGURU_DATA_DIR, and TAGURU_URL: the data dir, not a server)",
     )
     p.set_defaults(func=cmd_import)
     p = sub.add_parser(
@@ -109,4 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     from taguru_server.cli.communities import add_parser as add_communities
 
     add_communities(sub)
+    from taguru_server.cli.compact import add_parser as add_compact
+
+    add_compact(sub)
+    from taguru_server.cli.inspect import add_parser as add_inspect
+
+    add_inspect(sub)
     return parser

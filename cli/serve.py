@@ -34,7 +34,7 @@ def log_format_before_settings(config: str | None, env: dict[str, str]) -> str:
     if not raw.strip():  # the file's value alone: a blank one in the environment does not hide it here
         try:
             raw = with_config_file({}, config_file_path(config, env)).get("TAGURU_LOG_FORMAT", "")
-        except (OSError, UnicodeDecodeError):
+        except (OSError, ValueError):
             pass
     try:
         return parse_log_format(raw) or default_format()
@@ -67,6 +67,16 @@ def _serve_refusal(config: str | None, worker: bool, env: dict[str, str]) -> Cal
     return refuse
 
 
+def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The variables `--addr` and `--data-dir` stand for (a flag beats the environment and the config file)."""
+    out: dict[str, str] = {}
+    if getattr(args, "addr", None):
+        out["TAGURU_ADDR"] = args.addr
+    if getattr(args, "data_dir", None):
+        out["TAGURU_DATA_DIR"] = args.data_dir
+    return out
+
+
 class ListenFailed(Exception):
     """The address could not be bound; the message is the one line to print."""
 
@@ -79,13 +89,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import structlog
     from aiohttp import web
 
+    from taguru_server.cli.workers import forced_exit
+    from taguru_server.client.config import config_file_path
     from taguru_server.server.app import build_app, open_registry
     from taguru_server.server.logging import configure_logging, lenient_log_settings
     from taguru_server.server.protocol import AppRunner, accept_error_handler
+    from taguru_server.server.reload import Reloader, arm, shell_keys
+    from taguru_server.server.state import KEYS_KEY, METRICS_KEY
     from taguru_server.store.errors import StoreRefused
     from taguru_server.store.persist.registry import Registry
 
+    overrides = flag_overrides(args)
+    if overrides:
+        args.environment = {**command_environment(args), **overrides}
     env = command_environment(args)
+    if hasattr(signal, "SIGHUP"):  # until the reload handler is in place, a SIGHUP must not end the process
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # the settings' own warnings, in the same form
     configure_logging(worker=args.worker, logs=lenient_log_settings(env), final=False)
     refuse = _serve_refusal(args.config, args.worker, env)
@@ -140,12 +159,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(accept_error_handler())
+
+        def on_stop() -> None:
+            if stop.is_set():  # a second SIGINT/SIGTERM while draining: exit at once
+                forced_exit()
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            try:
+                loop.add_signal_handler(sig, on_stop)
+            except (NotImplementedError, RuntimeError, ValueError) as exc:  # the other signal still stops it
+                log.warning(
+                    "server.signal_unavailable",
+                    message="could not register a shutdown signal handler",
+                    signal=sig.name,
+                    error=type(exc).__name__,
+                )
+        reloader = Reloader(app[KEYS_KEY], app[METRICS_KEY], config_file_path(args.config, env), shell_keys(env))
+        watch = arm(loop, reloader)
         try:
             await stop.wait()
             log.info("server.stopping")
         finally:
+            if watch is not None:
+                watch.cancel()
             await runner.cleanup()
         log.info("server.stopped")
 
@@ -170,7 +207,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if workers > 1:
             registry.close()  # opened to check (and migrate) the store once, before any worker starts
             from taguru_server.cli.workers import supervise
+            from taguru_server.server.variables import export
 
+            for name, value in overrides.items():  # every worker, forked or started, reads its flags' values
+                export(name, value)
             shared = settings if settings.worker_start == "fork" else None
             return supervise(host, port, workers, args.config, settings.data_dir, shared, args.entry)
         return _serve_until_stopped(run, registry, settings.log_format)

@@ -19,16 +19,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
 
+from taguru_server.server.metrics_shared import VARIABLE as SHARED_METRICS_VARIABLE
+from taguru_server.server.metrics_shared import SharedMetricsDir
 from taguru_server.server.variables import child_environment, export
 
 log = structlog.get_logger("taguru.workers")
 
 DRAIN_SECS = 30.0
+FORCED_EXIT = 130  # a second SIGINT/SIGTERM during the drain
 RESTART_BACKOFF_SECS = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -57,6 +60,28 @@ def _die_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:
         os._exit(0)
+
+
+def forced_exit(workers: Iterable[Any] = ()) -> None:
+    """A second stop signal: say so, SIGKILL any `workers` (the supervisor's), exit 130 at once, skipping the drain."""
+    try:
+        log.warning("server.forced_exit", message="second shutdown signal received — forcing an immediate exit")
+    except RuntimeError:  # the supervisor's handler interrupted a write to stderr: exit without the line
+        pass
+    for proc in workers:
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    sys.stderr.flush()
+    os._exit(FORCED_EXIT)
+
+
+def _started_child(parent: int) -> None:
+    """In a started worker before its interpreter runs: die with the supervisor, and ignore SIGHUP (the
+    disposition survives the exec) until the worker's own reload handler is in place."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _die_with_parent(parent)
 
 
 class Forked:
@@ -97,7 +122,8 @@ class Supervisor:
     """Starts, watches and stops the worker processes."""
 
     def __init__(self, address: str, workers: int, config: str | None, fork: bool = False) -> None:
-        self.env = child_environment(TAGURU_ADDR=address)
+        self.metrics = SharedMetricsDir()  # one scrape of any worker shows them all (server/metrics_shared.py)
+        self.env = child_environment(TAGURU_ADDR=address, **{SHARED_METRICS_VARIABLE: self.metrics.path})
         self.cmd = worker_command(workers, config)
         self.procs: list[subprocess.Popen[bytes] | Forked | None] = [None] * workers
         self.crashes = [0] * workers
@@ -112,7 +138,7 @@ class Supervisor:
         parent = os.getpid()
         if not self.fork:
             self.procs[i] = subprocess.Popen(
-                self.cmd, env=self.env, stdout=subprocess.DEVNULL, preexec_fn=lambda: _die_with_parent(parent)
+                self.cmd, env=self.env, stdout=subprocess.DEVNULL, preexec_fn=lambda: _started_child(parent)
             )
             return
         sys.stdout.flush()
@@ -129,11 +155,13 @@ class Supervisor:
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the worker's own reload handler replaces it
             if self.reserved is not None:
                 self.reserved.close()
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)  # as a started worker's stdout: the listening line is the supervisor's alone
             export("TAGURU_ADDR", self.env["TAGURU_ADDR"])
+            export(SHARED_METRICS_VARIABLE, self.metrics.path)
             assert self.entry is not None
             code = self.entry(self.cmd[3:])
         except SystemExit as exc:
@@ -154,6 +182,7 @@ class Supervisor:
                 self.crashes[i] = self.crashes[i] + 1 if quick else 0
                 delay = RESTART_BACKOFF_SECS[min(self.crashes[i], len(RESTART_BACKOFF_SECS) - 1)]
                 log.warning("worker.exited", worker=i, pid=proc.pid, returncode=proc.returncode, restart_in_s=delay)
+                self.metrics.worker_exited(proc.pid)
                 time.sleep(delay)
                 if not self.stopping:
                     self.spawn(i)
@@ -161,7 +190,19 @@ class Supervisor:
             time.sleep(0.1)
 
     def stop(self, *_args: Any) -> None:
+        """SIGTERM/SIGINT: the first starts the drain; a second kills the workers and exits 130."""
+        if self.stopping:
+            forced_exit([p for p in self.procs if p is not None])
         self.stopping = True
+
+    def hangup(self, *_args: Any) -> None:
+        """SIGHUP: forward it to every live worker (each reloads its own key table); nothing reloads here."""
+        for proc in self.procs:
+            if proc is not None and proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGHUP)
+                except OSError:
+                    pass
 
     def drain(self) -> int:
         """SIGTERM every worker (each finishes its in-flight requests), SIGKILL what is left after DRAIN_SECS."""
@@ -175,6 +216,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        self.metrics.remove()
         return 0
 
 
@@ -206,6 +248,7 @@ def supervise(
     supervisor.entry = entry
     signal.signal(signal.SIGTERM, supervisor.stop)
     signal.signal(signal.SIGINT, supervisor.stop)
+    signal.signal(signal.SIGHUP, supervisor.hangup)
     if supervisor.fork:
         from taguru_server.cli.shared_start import load_before_fork
 
@@ -218,6 +261,7 @@ def supervise(
             load_before_fork(settings, bound[0], bound[1])
         except KeyboardInterrupt:
             sock.close()
+            supervisor.metrics.remove()
             log.info("server.stopped")
             return 0
         signal.signal(signal.SIGTERM, supervisor.stop)

@@ -8,15 +8,37 @@ from collections.abc import Mapping
 from pathlib import Path
 
 
+class MalformedConfig(ValueError):
+    """A line of the settings file is not KEY=VALUE; the message names the file and the line number and
+    never shows the line (it may be a pasted secret)."""
+
+
+EXPORT_PREFIX = "export "  # a shell-style `export KEY=VALUE` line reads as `KEY=VALUE`
+
+
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, str]:
-    """KEY=VALUE lines; blank lines and # comments are skipped."""
+    """KEY=VALUE lines (`parse_config_text`) of the file at `path`."""
+    return parse_config_text(Path(path).read_text(encoding="utf-8"), os.fspath(path))
+
+
+def parse_config_text(text: str, path: str) -> dict[str, str]:
+    """The variables of a settings file's text: a leading BOM and a shell `export ` prefix are dropped, the
+    last of a repeated key wins; blank lines, # comments and lines without `=` are skipped.
+    MalformedConfig (naming `path` and the line number) when the name before `=` is empty or holds
+    whitespace."""
     out: dict[str, str] = {}
-    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+    text = text.removeprefix("\ufeff")
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
+        if line.startswith(EXPORT_PREFIX):
+            line = line[len(EXPORT_PREFIX) :].lstrip()
         key, _, value = line.partition("=")
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if not key or any(ch.isspace() for ch in key):
+            raise MalformedConfig(f"config {path}: line {number}: the name before '=' is not a variable name")
+        out[key] = value.strip()
     return out
 
 

@@ -110,7 +110,9 @@ def environment(config: str | None, env: Mapping[str, str]) -> dict[str, str]:
 
 
 def base_url(flag: str | None, env: Mapping[str, str]) -> str:
-    """The server's base URL: the flag, else one built from TAGURU_ADDR (a full URL there is taken as is)."""
+    """The server's base URL: the flag, else TAGURU_URL, else one built from TAGURU_ADDR (a full URL there is
+    taken as is)."""
+    flag = flag if flag is not None else (env.get("TAGURU_URL", "").strip() or None)
     if flag is not None:
         url = flag.rstrip("/")
     else:

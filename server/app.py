@@ -17,7 +17,10 @@ from taguru_server.server import housekeeping
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
-from taguru_server.server.metrics import Metrics
+from taguru_server.server.keyring import Keys, keyring_of
+from taguru_server.server.metrics import ContextSums, Metrics
+from taguru_server.server.metrics_shared import VARIABLE as SHARED_METRICS_VARIABLE
+from taguru_server.server.metrics_shared import join_shared_files
 from taguru_server.server.middleware import MIDDLEWARES, server_span
 from taguru_server.server.oauth.gate import OAuth, enabled_note
 from taguru_server.server.oauth.persist import OAuthState, RowBacking
@@ -43,6 +46,7 @@ from taguru_server.server.state import (
     HEAVY_OPS_KEY,
     INFLIGHT_KEY,
     KEY_LIMITER_KEY,
+    KEYS_KEY,
     METRICS_KEY,
     OAUTH_KEY,
     PRELOAD_KEY,
@@ -59,6 +63,9 @@ from taguru_server.store.persist.writer import WRITER_SWITCH_INTERVAL_SECS
 from taguru_server.store.read.cache import warm
 
 log = structlog.get_logger("taguru.app")
+
+PUBLISH_SECS = 1.0
+"""How often a worker of `serve --workers N` writes the gauges it reads from its own state."""
 
 
 def open_registry(settings: Settings) -> Registry:
@@ -94,6 +101,31 @@ def _auto_embed(registry: Registry, embedder: Embedder | None, settings: Setting
 
     auto = AutoEmbed(registry, embedder, settings.embed_passages, settings.passage_vector_limit)
     return asyncio.get_running_loop().create_task(auto.run(settings.flush_secs))
+
+
+def store_sums(sums: ContextSums) -> dict[str, Callable[[], float]]:
+    """The readers of the gauges summed over the contexts in memory (server/metrics.py: ContextSums)."""
+    fields = {
+        "resident_bytes": "footprint_bytes",
+        "dead_edges": "dead_edges",
+        "dead_attributions": "dead_attributions",
+        "unsourced_edges": "unsourced_edges",
+        "unsourced_weight": "unsourced_weight",
+    }
+    return {gauge: (lambda field=field: sums.total(field)) for gauge, field in fields.items()}  # type: ignore[misc]
+
+
+def _publish(metrics: Metrics) -> asyncio.Task[None] | None:
+    """With the workers' shared metric files: write this worker's state-read gauges every second."""
+    if metrics.shared_dir is None:
+        return None
+
+    async def publish() -> None:
+        while True:
+            metrics.refresh()
+            await asyncio.sleep(PUBLISH_SECS)
+
+    return asyncio.get_running_loop().create_task(publish())
 
 
 def mount_oauth(settings: Settings) -> OAuth:
@@ -135,7 +167,12 @@ def build_app(
         app[TRACING_KEY] = tracing
         app.on_cleanup.append(lambda _app: asyncio.to_thread(tracing.shutdown))
     app[SETTINGS_KEY] = settings
-    metrics = Metrics()
+    app[KEYS_KEY] = Keys(keyring_of(settings))
+    # one of `serve --workers N`: the values go to the workers' shared files (server/metrics_shared.py)
+    shared = (environ or {}).get(SHARED_METRICS_VARIABLE) if settings.workers > 1 else None
+    if shared:
+        join_shared_files(shared)
+    metrics = Metrics(shared_dir=shared or None)
     app[METRICS_KEY] = metrics
     rerank_metrics = RerankMetrics(metrics.registry, configured=rerank is not None)
     app[RERANK_OBSERVER_KEY] = rerank_metrics.observe
@@ -147,12 +184,11 @@ def build_app(
     app[DISK_SIZES_KEY] = DiskSizes()
     cache = RetrievalCache(settings.retrieval_cache_bytes)
     app[RETRIEVAL_CACHE_KEY] = cache
-    metrics.retrieval_cache_entries.set_function(lambda: len(cache.entries))
-    metrics.retrieval_cache_bytes.set_function(lambda: cache.bytes)
+    metrics.watch(retrieval_cache_entries=lambda: len(cache.entries), retrieval_cache_bytes=lambda: cache.bytes)
     if settings.semantic_cache_threshold is not None:
         tier = SemanticCache(settings.semantic_cache_threshold)
         app[SEMANTIC_CACHE_KEY] = tier
-        metrics.semantic_cache_entries.set_function(lambda: len(tier))
+        metrics.watch(semantic_cache_entries=lambda: len(tier))
     if settings.public_url is not None:
         oauth = mount_oauth(settings)
         app[OAUTH_KEY] = oauth
@@ -181,6 +217,8 @@ def build_app(
             provider = http_embedder(settings, session, embed_metrics, clock)
         elif kind == "local":
             provider = await asyncio.to_thread(local_embedder, settings, embed_metrics)
+        if tracing is not None and isinstance(provider, ChunkedEmbedder):
+            provider.tracing = tracing
         app[EMBEDDER_KEY] = provider
         yield
         if isinstance(provider, ChunkedEmbedder):
@@ -195,19 +233,26 @@ def build_app(
         app[REGISTRY_KEY] = reg
         preload = Preloader(reg, settings.preload)
         app[PRELOAD_KEY] = preload
+        sums = ContextSums(lambda: [reg.get(name) for name in reg.loaded_names()])
         metrics.watch(
             inflight=lambda: app[INFLIGHT_KEY].count,
             contexts_loaded=lambda: len(reg.loaded_names()),
             ready=lambda: 1 if preload.done.is_set() else 0,
+            contexts_registered=lambda: len(reg.names()),
+            groups_registered=lambda: len(reg.groups),
+            contexts_resident=lambda: len(reg.loaded_names()),
+            **store_sums(sums),
         )
         preload.start()  # in the background: /live and /ready answer meanwhile
         follower = _follow(reg)
         ticker = _auto_embed(reg, app.get(EMBEDDER_KEY), settings)
+        publisher = _publish(metrics)
+        summing = asyncio.get_running_loop().create_task(sums.run())
         chores = housekeeping.start(app, settings)
         yield
         await housekeeping.stop(chores)
         await preload.stop()
-        for task in (follower, ticker):
+        for task in (follower, ticker, publisher, summing):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

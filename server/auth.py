@@ -8,7 +8,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from taguru_server.server.config import ROLES, Settings
+from taguru_server.server.config import ROLES
+from taguru_server.server.keyring import KeyTable
 from taguru_server.store.errors import ApiError, Code
 
 UNAUTHORIZED = "missing or invalid bearer token (send Authorization: Bearer <token>)"
@@ -49,17 +50,18 @@ OPEN = Principal(None, "admin", None)
 
 
 def authenticate(
-    settings: Settings,
+    keys: KeyTable,
     headers: list[str],
     delegated: Callable[[str], str | None] | None = None,
     challenge: str = "Bearer",
 ) -> Principal:
     """Resolve the Authorization header(s) to a principal, or raise 401 (with `challenge` as `WWW-Authenticate`).
 
+    `keys` is the key table the request was given (the armed `Keyring`, or the boot's `Settings`).
     A token that is no configured key is passed to `delegated` when given (an OAuth access token on
     `/mcp`), which answers the identity `key@client` it acts as, or None.
     """
-    if not settings.auth_enabled:
+    if not keys.auth_enabled:
         return OPEN
     if len(headers) != 1:
         raise unauthorized(challenge)
@@ -68,16 +70,16 @@ def authenticate(
     if scheme.lower() != "bearer" or not token:
         raise unauthorized(challenge)
     name = None
-    for candidate, key in settings.tokens.items():
+    for candidate, key in keys.tokens.items():
         if hmac.compare_digest(candidate.encode(), token.encode()):
             name = key
     if name is None and delegated is not None:
         name = delegated(token)
     if name is None:
         raise unauthorized(challenge)
-    scope = settings.scopes.get(name)
+    scope = keys.scopes.get(name)
     if scope is None and "@" in name:  # a delegation inherits its base key's grant
-        scope = settings.scopes.get(name.rpartition("@")[0])
+        scope = keys.scopes.get(name.rpartition("@")[0])
     if scope is None:
         return Principal(name, "admin", None)
     return Principal(name, scope.role, scope.contexts)

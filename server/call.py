@@ -14,6 +14,7 @@ from aiohttp import web
 from taguru_server.server.auth import Principal
 from taguru_server.server.config import Settings
 from taguru_server.server.decode import Spec, require_json
+from taguru_server.server.metrics import note_error
 from taguru_server.server.offload import decode_body
 from taguru_server.server.state import AppState
 from taguru_server.server.store_health import commit_refused, write_landed
@@ -68,7 +69,11 @@ class Call:
 
     def context(self) -> Context:
         assert self.name is not None
-        ctx = self.registry.get(self.name)
+        try:
+            ctx = self.registry.get(self.name)
+        except Exception:
+            note_error("load")
+            raise
         if ctx is None:
             raise no_context(self.name)
         return ctx
@@ -111,6 +116,8 @@ def not_durable(exc: CommitFailed, message: str) -> ApiError:
 
     Logged as `store.write_refused` (its cause's kind and reason phrase, rate-limited per cause)."""
     commit_refused(exc)
+    if exc.kind != "storage_full":
+        note_error("wal_refused")
     return ApiError(Code.STORAGE_FULL if exc.kind == "storage_full" else Code.UNHEALTHY, message)
 
 

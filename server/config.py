@@ -309,8 +309,8 @@ def _public_url(env: Mapping[str, str], keyed: bool) -> str | None:
 
 def _server_settings(env: Mapping[str, str]) -> Settings:
     """The server's settings from the merged variables."""
-    tokens = _parse_tokens(env)
-    scopes = _parse_scopes(env.get("TAGURU_KEY_SCOPES", ""), set(tokens.values()))
+    tokens = parse_tokens(env)
+    scopes = parse_scopes(env.get("TAGURU_KEY_SCOPES", ""), set(tokens.values()))
     return Settings(
         addr=env.get("TAGURU_ADDR", "").strip() or DEFAULT_ADDR,
         data_dir=env.get("TAGURU_DATA_DIR", "").strip() or DEFAULT_DATA_DIR,
@@ -403,65 +403,77 @@ def embedding_settings(env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _parse_tokens(env: Mapping[str, str]) -> dict[str, str]:
+SCOPES_SHAPE = 'TAGURU_KEY_SCOPES is not the documented JSON shape ({"name": "role" | {"role": …, "contexts": […]}})'
+
+
+def parse_tokens(env: Mapping[str, str]) -> dict[str, str]:
+    """TAGURU_API_TOKEN (the key `default`) and TAGURU_API_TOKENS (`name:token,…`) as token → key name;
+    ConfigError names a bad entry by position or by key name, never by token. Blank variables are unset."""
     tokens: dict[str, str] = {}
     names: set[str] = set()
 
     def add(name: str, token: str) -> None:
         if "@" in name:
-            raise ConfigError(f"API key name '{name}' must not contain '@'")
+            raise ConfigError(f"key name '{name}' must not contain '@' (reserved for OAuth delegation, 'key@client')")
         if name in names:
-            raise ConfigError(f"API key name '{name}' is defined twice")
+            raise ConfigError(f"key name '{name}' is configured twice")
         if token in tokens:
-            raise ConfigError(f"API key '{name}' reuses another key's token")
-        if not name or not token:
-            raise ConfigError("TAGURU_API_TOKENS entries must be name:token with both parts non-empty")
+            raise ConfigError(f"key name '{name}' reuses the token of key name '{tokens[token]}'")
         names.add(name)
         tokens[token] = name
 
     single = env.get("TAGURU_API_TOKEN", "").strip()
     if single:
         add("default", single)
-    for entry in env.get("TAGURU_API_TOKENS", "").split(","):
+    for position, entry in enumerate(env.get("TAGURU_API_TOKENS", "").split(","), 1):
         entry = entry.strip()
         if not entry:
-            continue
+            continue  # a trailing comma
         name, sep, token = entry.partition(":")
         if not sep:
-            raise ConfigError("TAGURU_API_TOKENS entries must be name:token")
-        add(name.strip(), token.strip())
+            raise ConfigError(f"TAGURU_API_TOKENS entry #{position} is not name:token")
+        name, token = name.strip(), token.strip()
+        if not name or not token:
+            raise ConfigError(f"TAGURU_API_TOKENS entry #{position} has an empty name or token")
+        add(name, token)
     return tokens
 
 
-def _parse_scopes(raw: str, key_names: set[str]) -> dict[str, KeyScope]:
+def parse_scopes(raw: str, key_names: set[str]) -> dict[str, KeyScope]:
+    """TAGURU_KEY_SCOPES (key name → role, or {role, contexts}) over the configured key names; blank is none."""
     if not raw.strip():
         return {}
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        raise ConfigError(f"TAGURU_KEY_SCOPES is not valid JSON: {exc}") from None
+        raise ConfigError(f"{SCOPES_SHAPE}: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError("TAGURU_KEY_SCOPES must be a JSON object of key name → role or {role, contexts}")
+        raise ConfigError(f"{SCOPES_SHAPE}: expected an object, got {type(data).__name__}")
     scopes: dict[str, KeyScope] = {}
     for name, spec in data.items():
         if name not in key_names:
-            raise ConfigError(f"TAGURU_KEY_SCOPES names unknown key '{name}'")
-        if isinstance(spec, str):
-            role, contexts = spec, None
-        elif isinstance(spec, dict):
-            role = spec.get("role", "admin")
-            ctxs = spec.get("contexts")
-            if ctxs is None:
-                contexts = None
-            elif isinstance(ctxs, list) and all(isinstance(c, str) for c in ctxs):
-                if not ctxs:
-                    raise ConfigError(f"TAGURU_KEY_SCOPES key '{name}' has an empty contexts list")
-                contexts = frozenset(ctxs)
-            else:
-                raise ConfigError(f"TAGURU_KEY_SCOPES key '{name}': contexts must be an array of names")
-        else:
-            raise ConfigError(f"TAGURU_KEY_SCOPES key '{name}' must map to a role or {{role, contexts}}")
+            raise ConfigError(f"TAGURU_KEY_SCOPES names '{name}', which is no configured key")
+        role, contexts = _scope_spec(name, spec)
         if role not in ROLES:
-            raise ConfigError(f"TAGURU_KEY_SCOPES key '{name}' has unknown role '{role}'")
-        scopes[name] = KeyScope(role, contexts)
+            raise ConfigError(f"TAGURU_KEY_SCOPES key '{name}': unknown role '{role}' (read, write, or admin)")
+        if contexts is not None and not contexts:
+            raise ConfigError(
+                f"TAGURU_KEY_SCOPES key '{name}': an empty contexts list grants nothing — "
+                "omit the field to grant every context"
+            )
+        scopes[name] = KeyScope(role, None if contexts is None else frozenset(contexts))
     return scopes
+
+
+def _scope_spec(name: str, spec: object) -> tuple[str, list[str] | None]:
+    """One scope entry as (role, contexts or None); a value of another shape is ConfigError."""
+    if isinstance(spec, str):
+        return spec, None
+    if isinstance(spec, dict):
+        role = spec.get("role", "admin")
+        ctxs = spec.get("contexts")
+        if isinstance(role, str) and (
+            ctxs is None or (isinstance(ctxs, list) and all(isinstance(c, str) for c in ctxs))
+        ):
+            return role, ctxs
+    raise ConfigError(f"{SCOPES_SHAPE}: key '{name}' maps to neither a role nor {{role, contexts}}")

@@ -12,6 +12,7 @@ from multidict import CIMultiDict
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Call, Route, parse_query_string
 from taguru_server.server.errors import error_body, status_of
+from taguru_server.server.metrics import note_error
 from taguru_server.server.oauth.routes import OAUTH_ROUTE_KEY
 from taguru_server.server.reply import Raw, Reply, ok_body, render
 from taguru_server.server.routing import MATCH_KEY, ROUTER, authorize, routed_method
@@ -82,6 +83,7 @@ async def run_routed(call: Call, route: Route) -> Any:
     except StorageFailed as exc:
         if role != "read":
             write_refused(exc)
+            note_error("wal_refused")
         raise ApiError(Code.UNHEALTHY, f"the store could not be read: {exc.args[-1]}") from None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -10,6 +11,7 @@ import structlog
 from taguru_server.pipeline import Graph, RunResult, run_graph
 from taguru_server.server.call import Call
 from taguru_server.server.logging import note_request
+from taguru_server.server.metrics import Metrics
 from taguru_server.server.offload import decode_body
 from taguru_server.server.reply import Reply
 from taguru_server.server.semantic import passage_vector_query, semantic_tier
@@ -22,7 +24,7 @@ from taguru_server.server.state import (
 )
 from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.wire.specs import BUDGET, EVIDENCE
-from taguru_server.stages.lanes import ANCHORS, QUERY_HITS
+from taguru_server.stages.lanes import ACTIVATE_HITS, ANCHORS, PASSAGE_HITS, QUERY_HITS
 from taguru_server.stages.model import (
     CONTEXT,
     REQUEST,
@@ -87,6 +89,21 @@ def stage_summary(durations: Any, entries: Any) -> dict[str, Any]:
     return summary
 
 
+def count_evidence_searches(metrics: Metrics, values: Mapping[Any, Any], origins: int) -> None:
+    """An evidence run's searches in `taguru_searches_total`: `resolve` once per origin (an origin whose
+    anchor another origin already gave counts as empty: the stage keeps anchors, not origins), and
+    `query`, `activate` and `search_passages` once each when the lane ran."""
+    anchors = values.get(ANCHORS)
+    if anchors is not None and anchors.ran:
+        hits = min(len(anchors.value), origins)
+        for found in range(origins):
+            metrics.searched("resolve", found >= hits)
+    for op, key in (("query", QUERY_HITS), ("activate", ACTIVATE_HITS), ("search_passages", PASSAGE_HITS)):
+        lane = values.get(key)
+        if lane is not None and lane.ran:
+            metrics.searched(op, not lane.value)
+
+
 async def evidence(call: Call) -> Any:
     # a multi-megabyte body takes hundreds of ms to decode; the loop keeps serving meanwhile
     request, explain = await decode_body(call.body, lambda: parse_request(call))
@@ -138,7 +155,9 @@ async def assemble(
         {REQUEST: request, CONTEXT: ctx, SERVICES: services},
         deadline=call.deadline,
         hooks=call.app_state.get(METRICS_KEY),
-        spans=None if tracing is None else tracing.stage_spans(request.search_limit),
+        spans=None
+        if tracing is None
+        else tracing.stage_spans(request.search_limit, getattr(configured, "model", None)),
     )
     note_request(**stage_summary(run.durations, run.entries))
     if run.failure is not None:
@@ -150,4 +169,7 @@ async def assemble(
         )
     package = render_package(run, explain, serialized=True)
     ctx.meta.record_read(not package["items"])
+    metrics = call.app_state.get(METRICS_KEY)
+    if metrics is not None:
+        count_evidence_searches(metrics, run.values, len(request.origins))
     return package, run

@@ -18,6 +18,7 @@ from taguru_server.server.auth import Principal, authenticate
 from taguru_server.server.call import track_writes
 from taguru_server.server.errors import at_ceiling, error_response
 from taguru_server.server.logging import start_request_notes
+from taguru_server.server.metrics import error_kind, start_error_note
 from taguru_server.server.oauth.gate import MCP_PATH, OAuth
 from taguru_server.server.oauth.routes import OAUTH_ROUTE_KEY, oauth_route
 from taguru_server.server.routes.common import permit
@@ -36,6 +37,7 @@ from taguru_server.server.state import (
     DEADLINE_KEY,
     INFLIGHT_KEY,
     KEY_LIMITER_KEY,
+    KEYS_KEY,
     METRICS_KEY,
     OAUTH_KEY,
     PRINCIPAL_KEY,
@@ -88,6 +90,7 @@ async def metrics(request: web.Request, handler: NextHandler) -> web.StreamRespo
     since the request arrived.
     """
     notes = start_request_notes()
+    failure = start_error_note()
     response = await handler(request)
     metrics = request.app[METRICS_KEY]
     method, status = request.method, response.status
@@ -95,6 +98,9 @@ async def metrics(request: web.Request, handler: NextHandler) -> web.StreamRespo
     route = request.get(ROUTE_KEY, UNMATCHED)
     metrics.requests.labels(method, route, str(status)).inc()
     metrics.duration.labels(method, route).observe(elapsed)
+    kind = error_kind(status, failure)
+    if kind is not None:
+        metrics.failed(kind)
     timing = response.headers.get("Server-Timing")
     if timing and not response.prepared:
         response.headers["Server-Timing"] = f"{timing}, total;dur={elapsed * 1000:.3f}"
@@ -128,8 +134,9 @@ async def errors(request: web.Request, handler: NextHandler) -> web.StreamRespon
         )
 
 
-def _refuse_overload(ceiling: int) -> ApiError:
-    """503 `overloaded`: the in-flight ceiling is reached."""
+def _refuse_overload(request: web.Request, ceiling: int) -> ApiError:
+    """503 `overloaded`: the in-flight ceiling is reached (counted in `taguru_requests_shed_total`)."""
+    request.app[METRICS_KEY].shed.inc()
     return at_ceiling("in-flight", f"{ceiling} requests", "TAGURU_MAX_CONCURRENT_REQUESTS")
 
 
@@ -138,7 +145,7 @@ async def _holding_slot(request: web.Request, handler: NextHandler) -> web.Strea
     ceiling = request.app[SETTINGS_KEY].max_concurrent_requests
     running = request.app[INFLIGHT_KEY]
     if ceiling and running.count >= ceiling:
-        raise _refuse_overload(ceiling)
+        raise _refuse_overload(request, ceiling)
     running.count += 1
     try:
         return await handler(request)
@@ -156,7 +163,7 @@ async def inflight(request: web.Request, handler: NextHandler) -> web.StreamResp
     if request.body_exists:
         ceiling = request.app[SETTINGS_KEY].max_concurrent_requests
         if ceiling and request.app[INFLIGHT_KEY].count >= ceiling:
-            raise _refuse_overload(ceiling)
+            raise _refuse_overload(request, ceiling)
         return await handler(request)
     return await _holding_slot(request, handler)
 
@@ -196,20 +203,22 @@ async def _oauth_exempt(request: web.Request, handler: NextHandler, method: str,
 
 
 async def _authenticated(request: web.Request, oauth: OAuth | None) -> Principal:
-    """The caller's principal: a configured key, or on `POST /mcp` with OAuth mounted an access token's delegation."""
-    settings = request.app[SETTINGS_KEY]
+    """The caller's principal: a configured key, or on `POST /mcp` with OAuth mounted an access token's delegation.
+
+    The armed key table is read once: the key, a delegation's key and the grant are all judged against it."""
+    keys = request.app[KEYS_KEY].current
     headers = request.headers.getall("Authorization", [])
     if oauth is None:
-        return authenticate(settings, headers)
+        return authenticate(keys, headers)
     if request.raw_path.split("?", 1)[0] != MCP_PATH:
-        return authenticate(settings, headers, None, oauth.challenge)
+        return authenticate(keys, headers, None, oauth.challenge)
     try:
-        return authenticate(settings, headers, None, oauth.challenge)
+        return authenticate(keys, headers, None, oauth.challenge)
     except ApiError as err:
         if err.code is not Code.UNAUTHORIZED or len(headers) != 1:
             raise
     await oauth.refreshed()
-    return authenticate(settings, headers, lambda token: oauth.delegated(token, settings), oauth.challenge)
+    return authenticate(keys, headers, lambda token: oauth.delegated(token, keys), oauth.challenge)
 
 
 @web.middleware
@@ -359,7 +368,8 @@ def server_span(tracing: Tracing) -> Middleware:
             request[TRACE_IDS_KEY] = tracing.log_ids(span)
             status = 500
             try:
-                response = await handler(request)
+                with tracing.lanes():
+                    response = await handler(request)
                 status = response.status
                 return response
             except web.HTTPException as exc:

@@ -8,6 +8,7 @@ never query, cue, passage or citation text, names of contexts, concepts or sourc
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +24,8 @@ from taguru_server.pipeline import Outcome
 from taguru_server.server.errors import STATUS_OF_CODE
 from taguru_server.server.version import VERSION
 from taguru_server.stages.model import RerankVerdict
+from taguru_server.store.read.passages import LANE_TRACE, PassageHit, PassageSearch
+from taguru_server.store.read.vector_lane import FusedHit, LaneState
 
 TRACER_NAME = "taguru"
 DEFAULT_SERVICE = "taguru"
@@ -65,6 +68,15 @@ STATUS_KINDS: Mapping[int, str] = {
     413: "result_too_large",
     422: "invalid_argument",
     502: "provider_error",
+}
+
+# the vector lane's state codes as the `taguru.degrade` reasons of a search whose vector lane did not run
+DEGRADES: Mapping[str, str] = {
+    "off": "vector_off",
+    "query_embedding_failed": "vector_query_embedding_failed",
+    "no_vectors": "vector_no_vectors",
+    "model_changed": "vector_model_changed",
+    "width_changed": "vector_width_changed",
 }
 
 _AMZN = re.compile(r"Root=1-([0-9a-f]{8})-([0-9a-f]{24});Parent=([0-9a-f]{16});Sampled=([01])")
@@ -162,9 +174,10 @@ class Tracing:
         ) as span:
             yield span
 
-    def stage_spans(self, limit: int | None = None) -> StageSpans:
-        """The executor's span hook for one evidence run (`limit`: the request's search limit)."""
-        return StageSpans(self.tracer, limit)
+    def stage_spans(self, limit: int | None = None, rerank_model: str | None = None) -> StageSpans:
+        """The executor's span hook for one evidence run (`limit`: the request's search limit;
+        `rerank_model`: the configured reranker's, for the spans of reranks that never reach it)."""
+        return StageSpans(self.tracer, limit, rerank_model)
 
     def reranker(self, inner: Any) -> TracedReranker:
         """`inner` with a CLIENT span `taguru.rerank` around each provider call."""
@@ -189,6 +202,61 @@ class Tracing:
             set_status_on_exception=False,
         ) as span:
             yield span
+
+    @contextmanager
+    def lanes(self) -> Iterator[None]:
+        """For one request: every passage search's lanes become spans under the span current then
+        (the evidence `taguru.passages` and `taguru.communities`, or the communities search's server span)."""
+        token = LANE_TRACE.set(LaneSpans(self.tracer, root=False))
+        try:
+            yield
+        finally:
+            LANE_TRACE.reset(token)
+
+    @contextmanager
+    def passage_search(self, limit: int, targets: int | None = None) -> Iterator[Any]:
+        """`taguru.passage_search`: one direct search (its lanes' outcome on it), or the whole fan-out of a
+        cross search over `targets` contexts (each then a `passage_search_target`)."""
+        attributes: dict[str, Any] = {"taguru.op": "search_passages", "taguru.limit": limit}
+        if targets is not None:
+            attributes["taguru.context.count"] = targets
+        with self._searching("taguru.passage_search", attributes, root=targets is None) as span:
+            yield span
+
+    @contextmanager
+    def passage_search_target(self, index: int) -> Iterator[Any]:
+        """`taguru.passage_search.target`: one target of a cross search, by its position (never its name)."""
+        with self._searching("taguru.passage_search.target", {"taguru.target.index": index}, root=True) as span:
+            yield span
+
+    @contextmanager
+    def _searching(self, name: str, attributes: dict[str, Any], root: bool) -> Iterator[Any]:
+        with self.tracer.start_as_current_span(
+            name, attributes=attributes, record_exception=False, set_status_on_exception=False
+        ) as span:
+            token = LANE_TRACE.set(LaneSpans(self.tracer, root=root))
+            try:
+                yield span
+            finally:
+                LANE_TRACE.reset(token)
+
+    @contextmanager
+    def embed_span(self, model: str, inputs: int, purpose: str) -> Iterator[Any]:
+        """`taguru.embed` (CLIENT): one embedding-provider call, retries inside; ERROR when it failed.
+        Under the current span, or a root span for a background refresh."""
+        attributes = {"taguru.embed.model": model, "taguru.embed.inputs": inputs, "taguru.embed.purpose": purpose}
+        with self.tracer.start_as_current_span(
+            "taguru.embed",
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except Exception:
+                span.set_status(Status(StatusCode.ERROR))
+                raise
 
     @contextmanager
     def internal_span(self, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
@@ -220,6 +288,51 @@ class Tracing:
         return headers
 
 
+class LaneSpans:
+    """The passage lanes of a search as INTERNAL spans under the current span; with `root`, the search's
+    outcome on the current span too (`taguru.passage_search` or `.target`): lanes, vector outcome,
+    floor, hit counts by lane, filter counts, and the skip or degrade event."""
+
+    def __init__(self, tracer: Any, root: bool) -> None:
+        self.tracer = tracer
+        self.root = root
+
+    def lane(self, name: str, started_ns: int, ended_ns: int, counts: dict[str, int | bool]) -> None:
+        self.tracer.start_span(name, start_time=started_ns, attributes=counts).end(end_time=ended_ns)
+
+    def event(self, name: str, reason: str) -> None:
+        trace.get_current_span().add_event(name, {"taguru.reason": reason})
+
+    def outcome(self, found: PassageSearch, state: LaneState | None, hits: list[PassageHit | FusedHit]) -> None:
+        if not self.root:
+            return
+        span = trace.get_current_span()
+        if found.eligible_sources is not None:
+            span.set_attribute("taguru.filter.eligible", found.eligible_sources)
+            span.set_attribute("taguru.filter.total", found.total_sources or 0)
+        span.set_attribute("taguru.passage.hit_count", len(hits))
+        if found.skipped is not None:
+            span.set_attribute("taguru.search.lanes", found.skipped.token)
+            span.add_event("taguru.skip", {"taguru.reason": found.skipped.token})
+            return
+        span.set_attribute("taguru.search.lanes", "ran")
+        if state is not None:
+            span.set_attribute("taguru.search.vector.outcome", state.code)
+            if state.ran and state.floor is not None:
+                span.set_attribute("taguru.search.floor", state.floor)
+            elif state.code in DEGRADES:
+                span.add_event("taguru.degrade", {"taguru.reason": DEGRADES[state.code]})
+        by_lane = {"bm25_only": 0, "both_lanes": 0, "vector_only": 0}
+        for hit in hits:
+            if isinstance(hit, FusedHit) and hit.vector is not None:
+                by_lane["both_lanes" if hit.bm25 is not None else "vector_only"] += 1
+            else:
+                by_lane["bm25_only"] += 1
+        span.set_attribute("taguru.passage.bm25_only", by_lane["bm25_only"])
+        span.set_attribute("taguru.passage.both_lanes", by_lane["both_lanes"])
+        span.set_attribute("taguru.passage.vector_only", by_lane["vector_only"])
+
+
 class TracedReranker:
     """A configured reranker whose provider calls are CLIENT spans `taguru.rerank` (model, candidates,
     outcome: `ok` or the verdict's reason token)."""
@@ -242,15 +355,20 @@ class TracedReranker:
             return verdict
 
 
+# reranks requested but decided before any provider is asked: each is a zero-length `taguru.rerank`
+SHORT_CIRCUITS = frozenset({"not_configured", "model_mismatch", "empty_pool"})
+
+
 class StageSpans:
     """One INTERNAL span per pipeline stage under the current span (the executor's `spans` hook)."""
 
-    __slots__ = ("tracer", "limit", "anchors")
+    __slots__ = ("tracer", "limit", "anchors", "rerank_model")
 
-    def __init__(self, tracer: Any, limit: int | None = None) -> None:
+    def __init__(self, tracer: Any, limit: int | None = None, rerank_model: str | None = None) -> None:
         self.tracer = tracer
         self.limit = limit
         self.anchors: int | None = None  # resolve's answer, for the query and activate spans
+        self.rerank_model = rerank_model
 
     def start(self, stage: str) -> Any:
         attributes: dict[str, Any] = {"taguru.stage": stage}
@@ -282,8 +400,24 @@ class StageSpans:
         event = EVENTS.get(outcome.status)
         if event is not None and outcome.reason is not None:
             span.add_event(event, {"taguru.reason": outcome.reason})
+        if stage == "rerank" and outcome.reason in SHORT_CIRCUITS:
+            self._short_circuit(span, outcome)
         if outcome.status == "failed":
             status = STATUS_OF_CODE.get(outcome.reason or "", 500)
             span.set_attribute("taguru.error.kind", STATUS_KINDS.get(status, "upstream_error"))
             span.set_status(Status(StatusCode.ERROR))
         span.end()
+
+    def _short_circuit(self, stage_span: Any, outcome: Outcome) -> None:
+        """The zero-length CLIENT span `taguru.rerank` of a requested rerank the stage decided itself."""
+        attributes: dict[str, Any] = {"taguru.rerank.outcome": str(outcome.reason)}
+        if outcome.reason != "not_configured" and self.rerank_model is not None:
+            attributes["taguru.rerank.model"] = self.rerank_model
+        if "in" in outcome.detail:
+            attributes["taguru.rerank.candidates"] = int(outcome.detail["in"])
+        now = time.time_ns()
+        parent = trace.set_span_in_context(stage_span)
+        span = self.tracer.start_span(
+            "taguru.rerank", context=parent, kind=SpanKind.CLIENT, attributes=attributes, start_time=now
+        )
+        span.end(end_time=now)

@@ -92,6 +92,7 @@ class Entry:
     cost: int
     reads: tuple[tuple[str, bool], ...]  # (target, found nothing) per usage count the fresh path made
     lanes: tuple[Any, ...]  # the served hits' `lanes` records the passage lane counter saw
+    searches: tuple[tuple[str, bool], ...]  # (op, found nothing) per `taguru_searches_total` count
     summary: dict[str, Any]  # the search log line's fields (no query text)
 
 
@@ -101,6 +102,7 @@ class Recorder:
 
     reads: list[tuple[str, bool]] = attrs.field(factory=list)
     lanes: list[Any] = attrs.field(factory=list)
+    searches: list[tuple[str, bool]] = attrs.field(factory=list)
     uncacheable: bool = False
 
 
@@ -112,6 +114,13 @@ def note_read(name: str, empty: bool) -> None:
     recorder = _RECORDER.get()
     if recorder is not None:
         recorder.reads.append((name, empty))
+
+
+def note_searched(op: str, empty: bool) -> None:
+    """A `taguru_searches_total` count of the computation being cached (replayed on each hit)."""
+    recorder = _RECORDER.get()
+    if recorder is not None:
+        recorder.searches.append((op, empty))
 
 
 def note_lanes(hits: list[Any]) -> None:
@@ -240,7 +249,8 @@ def cached(op: str, handler: Handler, targets: Targets) -> Handler:
         if recorder.uncacheable:
             return result
         payload = dumps_bytes(result)
-        stored = Entry(payload, len(payload) + keyed.cost, tuple(recorder.reads), tuple(recorder.lanes), summary)
+        reads, lanes, searches = tuple(recorder.reads), tuple(recorder.lanes), tuple(recorder.searches)
+        stored = Entry(payload, len(payload) + keyed.cost, reads, lanes, searches, summary)
         if cache.put(keyed.key, stored) and paraphrase is not None:
             paraphrase.register()
         return Encoded(payload)
@@ -301,8 +311,11 @@ def replay(call: Call, entry: Entry, similarity: float | None = None) -> None:
         if ctx is not None:
             ctx.meta.record_read(empty)
     metrics = call.app_state.get(METRICS_KEY)
-    if metrics is not None and entry.lanes:
-        metrics.hits_served(list(entry.lanes))
+    if metrics is not None:
+        for op, empty in entry.searches:
+            metrics.searched(op, empty)
+        if entry.lanes:
+            metrics.hits_served(list(entry.lanes))
     summary = entry.summary if similarity is None else {**entry.summary, "similarity": similarity}
     log_search(call, summary, True)
 

@@ -21,6 +21,7 @@ from taguru_server.server.providers.embedder import Embedder
 from taguru_server.store.errors import ApiError, Code
 from taguru_server.store.model.context import Context
 from taguru_server.store.read import semantic
+from taguru_server.store.read.passages import LANE_TRACE
 from taguru_server.store.read.vector_lane import VectorQuery
 
 log = structlog.get_logger("taguru.semantic")
@@ -66,6 +67,9 @@ async def query_vector(embedder: Embedder, cache: CueCache, text: str, deadline:
     """The unit vector of a query text, from the cache or the provider; raises QueryFailed."""
     got = cache.get(text)
     if got is not None:
+        trace = LANE_TRACE.get()  # set only while tracing
+        if trace is not None:
+            trace.event("taguru.cache", "cue_cache_hit")
         return got
     try:
         [vector] = await embedder.embed([text], "query", deadline)

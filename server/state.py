@@ -10,6 +10,7 @@ from aiohttp import web
 
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter, Principal
 from taguru_server.server.config import Settings
+from taguru_server.server.keyring import Keys
 from taguru_server.server.metrics import Metrics
 from taguru_server.server.oauth.gate import OAuth
 from taguru_server.server.preload import Preloader
@@ -49,6 +50,7 @@ class Dispatch(Protocol):
 # per application
 REGISTRY_KEY: web.AppKey[Registry] = web.AppKey("registry", Registry)
 SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("settings", Settings)
+KEYS_KEY: web.AppKey[Keys] = web.AppKey("keys", Keys)  # the armed key table (a reload swaps it: server/reload.py)
 METRICS_KEY: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 RERANKER_KEY: web.AppKey[HttpReranker] = web.AppKey("reranker", HttpReranker)
 EMBEDDER_KEY: web.AppKey[Embedder | None] = web.AppKey("embedder")  # None: no embedding provider

@@ -155,6 +155,8 @@ REGISTRY: tuple[Variable, ...] = (
     _v("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", str, None, "the OTLP traces endpoint: tracing on", A),
     _v("OTEL_EXPORTER_OTLP_ENDPOINT", str, None, "the OTLP endpoint: tracing on", A),
     _v("OTEL_SDK_DISABLED", str, None, "true: tracing off", A),
+    # `serve --workers N` (server/metrics_shared.py): set by the supervisor for its workers, never by hand
+    _v("PROMETHEUS_MULTIPROC_DIR", str, None, "the workers' shared metric files (set by the supervisor)", A),
 )
 del R, W, IG, A
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,32 @@ def test_wheel_holds_only_the_namespace(tmp_path: Path) -> None:
         assert f"taguru_server/server/inspector/{asset}" in names
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert any(r.startswith("mcp") and "extra" not in r for r in requires)
+    # PEP 561 for every sub-package, and `python -m taguru_server` without an __init__.py at the root
+    for package in ("pipeline", "stages", "store", "server", "evaluate", "cli", "client"):
+        assert f"taguru_server/{package}/py.typed" in names
+    assert "taguru_server/__main__.py" in names and "taguru_server/__init__.py" not in names
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(unpacked)
+    ran = subprocess.run(
+        [sys.executable, "-m", "taguru_server", "version"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(unpacked)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (ran.returncode, ran.stdout) == (0, f"taguru {VERSION}\n"), ran.stderr
+    probe = "import taguru_server.cli, sys; print(taguru_server.cli.__file__)"
+    where = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(unpacked)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert where.stdout.startswith(str(unpacked)), where  # the wheel's copy ran, not the checkout's
 
 
 def test_mcp_bridge_ends_quietly_on_empty_stdin(tmp_path: Path) -> None:

@@ -157,6 +157,9 @@ async def test_a_hit_replays_the_usage_counts(settings_factory, tmp_path) -> Non
         off_stats = (await off.ok("GET", "/contexts/fruit"))["result"]
         assert on_stats == off_stats
         assert await metric(on, 'taguru_passage_lane_contributions_total{lane="bm25_only"}') == 3
+        for client in (on, off):
+            assert await metric(client, 'taguru_searches_total{op="search_passages",outcome="hit"}') == 3
+            assert await metric(client, 'taguru_searches_total{op="recall",outcome="empty"}') == 3
         assert await metric(on, 'taguru_retrieval_cache_total{op="search_passages",outcome="hit"}') == 2
 
 
@@ -199,14 +202,14 @@ async def test_metric_rows_are_rendered_with_the_cache_off(settings_factory, tmp
 
 def test_the_lru_is_bounded_by_bytes_and_refuses_an_entry_over_a_quarter() -> None:
     cache = RetrievalCache(4000)
-    entry = Entry(b"x" * 900, 1000, (), (), {})
+    entry = Entry(b"x" * 900, 1000, (), (), (), {})
     for key in range(6):
         assert cache.put(key, entry)
     assert list(cache.entries) == [2, 3, 4, 5] and cache.bytes == 4000
     assert cache.get(2) is entry  # a hit refreshes recency
     cache.put(6, entry)
     assert list(cache.entries) == [4, 5, 2, 6]
-    assert not cache.put(7, Entry(b"", 1001, (), (), {}))
+    assert not cache.put(7, Entry(b"", 1001, (), (), (), {}))
     assert 7 not in cache.entries
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import structlog
 
-from taguru_server.server.config import Settings
+from taguru_server.server.keyring import KeyTable
 from taguru_server.server.oauth.persist import OAuthState
 from taguru_server.server.oauth.tokens import ClockBeforeEpoch
 
@@ -42,9 +42,10 @@ class OAuth:
         if self.state.shared:
             await asyncio.to_thread(self.state.current)
 
-    def delegated(self, token: str, settings: Settings) -> str | None:
-        """The identity an access token acts as, if it is live and its key (or itself) is still configured
-        (on the grants as last `refreshed`)."""
+    def delegated(self, token: str, keys: KeyTable) -> str | None:
+        """The identity an access token acts as, if it is live and its key (or itself) is still configured in
+        the key table the request was given (a reload that removes the key ends its delegations), on the
+        grants as last `refreshed`."""
         try:
             now = self.state.now()
         except ClockBeforeEpoch:
@@ -52,7 +53,7 @@ class OAuth:
         identity = self.state.store.identity_of(token, now)
         if identity is None:
             return None
-        names = set(settings.tokens.values())
+        names = set(keys.tokens.values())
         if identity in names or base_key(identity) in names:
             return identity
         return None

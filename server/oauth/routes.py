@@ -20,7 +20,7 @@ from taguru_server.server.oauth.grants import Client, GrantStore, TokenPair
 from taguru_server.server.oauth.tokens import ACCESS_TTL_SECS, CHALLENGE_BYTES, ClockBeforeEpoch
 from taguru_server.server.reply import json_response
 from taguru_server.server.routing import allow_header
-from taguru_server.server.state import AUTH_LIMITER_KEY, BODY_KEY, OAUTH_KEY, SETTINGS_KEY
+from taguru_server.server.state import AUTH_LIMITER_KEY, BODY_KEY, KEYS_KEY, OAUTH_KEY
 from taguru_server.store.errors import ApiError, Code
 
 FORM = "application/x-www-form-urlencoded"
@@ -185,7 +185,7 @@ async def approve(request: web.Request) -> web.StreamResponse:
     checked = await _checked(oauth, params)
     if isinstance(checked, web.StreamResponse):
         return checked
-    name = _key_name(request.app[SETTINGS_KEY].tokens, params.get("key", ""))
+    name = _key_name(request.app[KEYS_KEY].current.tokens, params.get("key", ""))
     if name is None:
         return _wrong_key(request, checked, params)
     redirect_uri, state = params["redirect_uri"], params.get("state", "")

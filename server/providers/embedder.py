@@ -130,7 +130,10 @@ class EmbedMetrics:
             "taguru_embedding_duration_seconds", "Embedding provider call time", buckets=BUCKETS, registry=registry
         )
         self.slot_waiters = Gauge(
-            "taguru_embed_slot_waiters", "Calls queued for an embedding permit", registry=registry
+            "taguru_embed_slot_waiters",
+            "Calls queued for an embedding permit",
+            registry=registry,
+            multiprocess_mode="livesum",  # summed over the workers of `serve --workers N`
         )
         self.slot_waits = Counter(
             "taguru_embed_slot_waits", "Calls that waited for an embedding permit", registry=registry
@@ -175,6 +178,7 @@ class ChunkedEmbedder:
         self.clock = clock
         self.closing = False
         self.slots = asyncio.Semaphore(self.parallel)
+        self.tracing: Any = None  # the app's tracing (server/otel.py: Tracing) when on: a span per provider call
 
     def close(self) -> None:
         """Calls from now on fail with the shutdown message."""
@@ -209,6 +213,12 @@ class ChunkedEmbedder:
         return [vector for got in results for vector in got or ()]
 
     async def _counted_call(self, chunk: list[str], purpose: str, deadline: float | None) -> list[np.ndarray]:
+        if self.tracing is None:
+            return await self._counted(chunk, purpose, deadline)
+        with self.tracing.embed_span(self.model, len(chunk), purpose):  # `taguru.embed`, retries inside
+            return await self._counted(chunk, purpose, deadline)
+
+    async def _counted(self, chunk: list[str], purpose: str, deadline: float | None) -> list[np.ndarray]:
         operation = "refresh" if purpose == "index" else "resolve"
         try:
             if purpose == "index":

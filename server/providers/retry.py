@@ -87,10 +87,19 @@ class BreakerFamilies:
 
 
 def breaker_families(prefix: str, short_circuit_help: str, registry: CollectorRegistry) -> BreakerFamilies:
-    """Register a provider's breaker families: its state, failures toward opening, openings and short circuits."""
+    """Register a provider's breaker families: its state, failures toward opening, openings and short circuits.
+
+    Each worker of `serve --workers N` has its own breaker: a scrape shows the worst (`livemax`)."""
     return BreakerFamilies(
-        Gauge(f"{prefix}_breaker_state", "0 closed, 1 open, 2 half-open", registry=registry),
-        Gauge(f"{prefix}_breaker_consecutive_failures", "Failures toward opening", registry=registry),
+        Gauge(
+            f"{prefix}_breaker_state", "0 closed, 1 open, 2 half-open", registry=registry, multiprocess_mode="livemax"
+        ),
+        Gauge(
+            f"{prefix}_breaker_consecutive_failures",
+            "Failures toward opening",
+            registry=registry,
+            multiprocess_mode="livemax",
+        ),
         Counter(f"{prefix}_breaker_opened", "Breaker openings", registry=registry),
         Counter(f"{prefix}_breaker_short_circuits", short_circuit_help, registry=registry),
     )

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from taguru_server.server.call import Call, Probe, Route, not_durable, note_write
 from taguru_server.server.errors import HttpError
 from taguru_server.server.mcp.protocol import protocol_text
-from taguru_server.server.metrics import context_rows, render_metrics
+from taguru_server.server.metrics import context_rows, disk_rows, render_metrics
+from taguru_server.server.metrics_shared import scrape_registry, shared_violations
 from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
 from taguru_server.server.quotas import import_quota, quota_rows, sizes_of
@@ -173,17 +173,27 @@ async def version(request: web.Request) -> web.StreamResponse:
     return json_response(version_body())
 
 
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The reference's type of the text format (prometheus-client's own names its newer version)."""
+
+
 async def metrics(request: web.Request) -> web.StreamResponse:
     collected = request.app[METRICS_KEY]
-    body = render_metrics(collected.registry)
+    if collected.shared_dir is None:
+        body = render_metrics(collected.registry)
+    else:  # `serve --workers N`: every worker's values (server/metrics_shared.py)
+        collected.refresh()
+        body = render_metrics(scrape_registry(collected.shared_dir))
     registry = request.app.get(REGISTRY_KEY)
     selected = per_context_rows(current("TAGURU_METRICS_PER_CONTEXT"), registry)
     if selected is not None:
-        body += context_rows(collected, selected, sizes_of(request.app))
-        quota_lines = quota_rows(request.app[SETTINGS_KEY].quotas, selected)
-        if quota_lines:
-            body += ("\n".join(quota_lines) + "\n").encode("utf-8")
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        shared = None if collected.shared_dir is None else shared_violations(collected.shared_dir)
+        body += context_rows(collected, selected, shared)
+        sizes = sizes_of(request.app)
+        extra = disk_rows({name: sizes.get(name, {}) for name in selected})
+        extra += quota_rows(request.app[SETTINGS_KEY].quotas, selected)
+        body += ("\n".join(extra) + "\n").encode("utf-8")
+    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 def per_context_rows(setting: str | None, registry: Any) -> list[str] | None:

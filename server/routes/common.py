@@ -10,7 +10,7 @@ from typing import Any
 
 from taguru_server.server.call import Call
 from taguru_server.server.errors import at_ceiling, malformed
-from taguru_server.server.retrieval_cache import note_lanes, note_read, note_uncacheable
+from taguru_server.server.retrieval_cache import note_lanes, note_read, note_searched, note_uncacheable
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, METRICS_KEY, AppState, passage_lane_enabled
 from taguru_server.server.variables import current, default_int
@@ -46,6 +46,15 @@ def served_hits(call: Call, hits: list[dict[str, Any]]) -> None:
     if metrics is not None:
         metrics.hits_served(hits)
     note_lanes(hits)
+
+
+def count_search(call: Call, ctx: Context, op: str, empty: bool) -> None:
+    """One served search of `op` over a context: its usage counters and `taguru_searches_total{op,outcome}`."""
+    count_read(ctx, empty)
+    metrics = call.app_state.get(METRICS_KEY)
+    if metrics is not None:
+        metrics.searched(op, empty)
+    note_searched(op, empty)
 
 
 async def search_vector(call: Call, ctx: Context, query: str, floor: float | None) -> VectorQuery:

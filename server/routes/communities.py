@@ -11,7 +11,7 @@ from taguru_server.server.communities.louvain import DeadlineExceeded, GraphSnap
 from taguru_server.server.decode import check_name
 from taguru_server.server.reply import Raw
 from taguru_server.server.retrieval_cache import cached
-from taguru_server.server.routes.common import count_read, heavy_op, search_vector, served_hits
+from taguru_server.server.routes.common import count_read, count_search, heavy_op, search_vector, served_hits
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.wire.render.lanes import search_lanes
 from taguru_server.server.wire.specs import COMMUNITY_SEARCH
@@ -55,7 +55,7 @@ async def search_communities(call: Call) -> Any:
     if query_terms(query):  # resolve's matching on the artifact, with its own vectors and floor (limit + 1 is never 0)
         vector = await search_vector(call, derived_ctx, query, args["semantic_floor"])
     found, state, hits = community_hits(derived_ctx, manifest, query, limit, vector)
-    count_read(ctx, not hits)
+    count_search(call, ctx, "search_communities", not hits)
     served_hits(call, [{"lanes": hit_lanes(hit.hit)} for hit in hits])
     return {
         "derived": derived,

@@ -8,6 +8,7 @@ lists by rank (BM25 scores do not share a scale across corpora).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from typing import Any
 
@@ -18,13 +19,14 @@ from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     before_start,
     clamp_limit,
-    count_read,
+    count_search,
     search_vector,
     served_hits,
 )
 from taguru_server.server.routes.groups import no_group
 from taguru_server.server.routes.passages import check_source_filter
 from taguru_server.server.tenancy import scope_refusal, seen_groups
+from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.wire import groups as group_wire
 from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.stages.render import association_out
@@ -123,7 +125,7 @@ async def cross_recall(call: Call) -> Any:
     for name in targets:
         ctx = _target(call, name)
         edges = query.recall_edges(ctx, args["cue"])
-        count_read(ctx, not edges)
+        count_search(call, ctx, "recall", not edges)
         found.append((ctx, edges))
     return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
 
@@ -151,7 +153,7 @@ async def cross_query(call: Call) -> Any:
         edges = query.query_edges(ctx, positions["subject"], positions["label"], positions["object"])
         # each target's own schema judges its matches (a target without one contributes nothing)
         edges = apply_type_filter(ctx, edges, args["subject_types"], args["object_types"])
-        count_read(ctx, not edges)
+        count_search(call, ctx, "query", not edges)
         found.append((ctx, edges))
     return merged_page(found, clamp_limit(args["limit"], DEFAULT_MATCH_LIMIT), args["after"], targets)
 
@@ -166,19 +168,30 @@ async def cross_search(call: Call) -> Any:
     plans: list[dict[str, Any]] = []
     ranked: list[tuple[int, int, dict[str, Any]]] = []
     searchable = limit > 0 and bool(query_terms(query_text))
-    for index, name in enumerate(targets):
-        ctx = _target(call, name)
-        vector = None
-        if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
-            vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
-        result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
-        count_read(ctx, not result["hits"])
-        plans.extend(result["plan"]["contexts"])
-        ranked.extend((rank, index, {"context": name, **hit}) for rank, hit in enumerate(result["hits"]))
+    tracing = call.app_state.get(TRACING_KEY)
+    fan_out = tracing.passage_search(limit, len(targets)) if tracing is not None else contextlib.nullcontext()
+    with fan_out:
+        for index, name in enumerate(targets):
+            ctx = _target(call, name)
+            with tracing.passage_search_target(index) if tracing is not None else contextlib.nullcontext():
+                result = await _search_target(call, ctx, args, limit, searchable)
+            plans.extend(result["plan"]["contexts"])
+            ranked.extend((rank, index, {"context": name, **hit}) for rank, hit in enumerate(result["hits"]))
     ranked.sort(key=lambda r: (r[0], r[1]))
     hits = [hit for _rank, _index, hit in ranked[:limit]]
     served_hits(call, hits)
     return {"plan": {"contexts": plans}, "hits": hits}
+
+
+async def _search_target(call: Call, ctx: Context, args: dict[str, Any], limit: int, searchable: bool) -> Any:
+    """One target of a cross passage search: its query vector when searchable, both lanes, counted."""
+    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
+    vector = None
+    if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
+        vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
+    result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
+    count_search(call, ctx, "search_passages", not result["hits"])
+    return result
 
 
 ROUTES: list[Route] = [

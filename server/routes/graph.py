@@ -23,6 +23,7 @@ from taguru_server.server.routes.common import (
     check_cursor,
     clamp_limit,
     count_read,
+    count_search,
     keyset_limit,
     keyset_page,
 )
@@ -262,7 +263,7 @@ def _resolve(kind: int) -> Handler:
         embedder = call.app_state.get(EMBEDDER_KEY)
         extra = await semantic_tier(embedder, ctx, kind, cue, found[:limit], found, floors, call.deadline)
         result = lane_wire.ladder_out(ctx, kind, found, extra, limit)
-        count_read(ctx, not result)
+        count_search(call, ctx, "resolve_label" if kind else "resolve", not result)
         metrics = call.app_state.get(METRICS_KEY)
         if metrics is not None:
             metrics.resolved(result)
@@ -314,7 +315,7 @@ async def query(call: Call) -> Any:
         result = lane_wire.page_matches(ctx, edges, limit, after)
     else:
         result = lane_wire.windowed_page_matches(ctx, view, edges, limit, after)
-    count_read(ctx, not result["matches"])
+    count_search(call, ctx, "query", not result["matches"])
     return result
 
 
@@ -331,7 +332,7 @@ async def recall(call: Call) -> Any:
         view = window_view(ctx, window)
         edges = [e for e in query_lane.recall_edges(ctx, cue) if view.alive(e)]
         result = lane_wire.windowed_page_matches(ctx, view, edges, limit, after)
-    count_read(ctx, not result["matches"])
+    count_search(call, ctx, "recall", not result["matches"])
     return result
 
 
@@ -348,7 +349,7 @@ async def activate(call: Call) -> Any:
         result = lane_wire.activate(ctx, origins, decay, limit)
     else:
         result = lane_wire.windowed_activate(ctx, window_view(ctx, window), origins, decay, limit)
-    count_read(ctx, not result["matches"])
+    count_search(call, ctx, "activate", not result["matches"])
     if call.settings.log_searches:
         log_search(call, {"op": "activate", "context": ctx.name, "hits": len(result["matches"])}, False)
     return result

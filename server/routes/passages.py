@@ -17,16 +17,19 @@ from taguru_server.server.routes.common import (
     check_cursor,
     clamp_limit,
     count_read,
+    count_search,
     keyset_limit,
     keyset_page,
     search_vector,
     served_hits,
 )
+from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.wire import specs
 from taguru_server.server.wire.render import lanes as lane_wire
 from taguru_server.server.wire.render.imports import passages_stored_out
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.model import operations
+from taguru_server.store.model.context import Context
 from taguru_server.store.read.window import Window, window_of
 from taguru_server.store.text import query_terms
 
@@ -143,15 +146,24 @@ def read_window(call: Call, since: int | None, until: int | None) -> Window | No
 
 async def search_sources(call: Call) -> Any:
     args = await call.decode(specs.SEARCH)
-    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     limit = clamp_limit(args["limit"], 5)
-    check_source_filter(tags, since, until)
+    check_source_filter(args["tags"], args["since"], args["until"])
     ctx = call.context()
+    tracing = call.app_state.get(TRACING_KEY)
+    if tracing is None:
+        return await _search_sources(call, ctx, args, limit)
+    with tracing.passage_search(limit):
+        return await _search_sources(call, ctx, args, limit)
+
+
+async def _search_sources(call: Call, ctx: Context, args: dict[str, Any], limit: int) -> Any:
+    """One context's passage search: the query embedded when it can be searched, both lanes, counted."""
+    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
     vector = None
     if limit > 0 and query_terms(query_text):  # only then is the query embedded (docs/embeddings.md)
         vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
     result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
-    count_read(ctx, not result["hits"])
+    count_search(call, ctx, "search_passages", not result["hits"])
     served_hits(call, result["hits"])
     return result
 

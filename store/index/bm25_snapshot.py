@@ -233,6 +233,18 @@ def seal_with_file(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> Resto
     return restored
 
 
+def check_file(ctx: Any, index_dir: Path, store_id: str, seq: int) -> Restored | None:
+    """What a load would take from a freshly loaded context's BM25 file (None: there is none), the file
+    naming store `store_id` at change-log position `seq`, without writing anything: the index is sealed in
+    memory from what still holds, as a load seals it."""
+    path = index_dir / f"ctx-{ctx.cid}.{KIND}"
+    if not path.exists():
+        return None
+    digests, doc_counts = _sources_of(ctx)
+    identity = {"store": store_id, "context": ctx.cid, "seq": seq}
+    return restore(path, ctx.bm25, identity, digests, doc_counts)
+
+
 def _sources_of(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
     """The digest and document count of each source with a passage, in the context's passage order."""
     index: Bm25Index = ctx.bm25

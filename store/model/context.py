@@ -471,15 +471,10 @@ class Context:
             live_degree[s] += 1
             if o != s:
                 live_degree[o] += 1
-            covered = 0
-            covered_sum = 0.0
-            for rec in self.edges.attributions[e]:
-                if rec[0] != export_sid:
-                    covered += rec[2]
-                    covered_sum += rec[1]
-            if covered < cnt:
+            gap = self._unsourced_gap(e, cnt, export_sid)
+            if gap is not None:
                 unsourced += 1
-                unsourced_weight += abs(self.edges.weight[e] - covered_sum)
+                unsourced_weight += gap
         order = sorted(range(len(self.concepts)), key=lambda c: (-live_degree[c], c))[:10]
         return ContextStats(
             associations=len(self.edges.subject),
@@ -500,6 +495,34 @@ class Context:
         self.bm25.seal()
         for lexicon in self.lexicons:
             lexicon._views()
+
+    def _unsourced_gap(self, e: int, cnt: int, export_sid: int | None) -> float | None:
+        """A live edge's weight no source covers, or None when its sources cover every assertion."""
+        covered = 0
+        covered_sum = 0.0
+        for rec in self.edges.attributions[e]:
+            if rec[0] != export_sid:
+                covered += rec[2]
+                covered_sum += rec[1]
+        return abs(self.edges.weight[e] - covered_sum) if covered < cnt else None
+
+    def edge_sums(self, start: int, stop: int) -> tuple[int, int, float]:
+        """Dead edges, unsourced live edges and their uncovered weight among edge ids [start, stop), as
+        `stats` counts them (so a caller can walk a large context in slices)."""
+        dead = unsourced = 0
+        weight = 0.0
+        export_sid = self.source_id.get(UNSOURCED_EXPORT)
+        count = self.edges.count
+        for e in range(start, min(stop, len(self.edges.subject))):
+            cnt = count[e]
+            if cnt == 0:
+                dead += 1
+                continue
+            gap = self._unsourced_gap(e, cnt, export_sid)
+            if gap is not None:
+                unsourced += 1
+                weight += gap
+        return dead, unsourced, weight
 
     def footprint_bytes(self) -> int:
         """An estimate of the bytes the context's own data occupies (names, edges, text)."""

@@ -181,7 +181,7 @@ class PostgresPersistence(RowStore):
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            raise StoreRefused(f"the PostgreSQL store cannot be reached: {_reason(exc)}") from None
+            raise StoreRefused(connect_failure(self.url, exc)) from None
         configure_connection(conn)
         return PgSql(conn)
 
@@ -342,6 +342,42 @@ class PostgresPersistence(RowStore):
     def _failed(self, exc: BaseException) -> StorageFailed:
         full = getattr(exc, "sqlstate", None) == "53100"
         return StorageFailed("storage_full" if full else "unavailable", _reason(exc))
+
+
+def store_location(url: str) -> str:
+    """Where a PostgreSQL URL points, as `host:port/dbname`, with no user name and no password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - an unparsable URL is said as such, never echoed
+        return "(an unparsable URL)"
+    host = str(parts.get("host") or parts.get("hostaddr") or "localhost")
+    host = f"[{host}]" if ":" in host and not host.startswith("/") else host
+    return f"{host}:{parts.get('port') or 5432}/{parts.get('dbname') or '(default database)'}"
+
+
+CONNECT_REASON_CAP = 200  # characters of the driver's reason a refusal keeps
+
+
+def connect_failure(url: str, exc: BaseException) -> str:
+    """Why a connection to `url` failed, as one line: the server's location (no credentials) and the driver's
+    reason (its first line, with the location prefix libpq adds dropped; the password never appears)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = text.removeprefix("connection failed: ").removeprefix("connection is bad: ")
+    if " failed: " in text and text.startswith("connection to server"):
+        text = text.split(" failed: ", 1)[1]
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        password = str(conninfo_to_dict(url).get("password") or "")
+    except Exception:  # noqa: BLE001 - nothing to hide when the URL does not parse
+        password = ""
+    if password:
+        text = text.replace(password, "***")
+    if len(text) > CONNECT_REASON_CAP:
+        text = text[:CONNECT_REASON_CAP] + "…"
+    return f"the PostgreSQL store at {store_location(url)} cannot be reached: {text.strip() or type(exc).__name__}"
 
 
 def _reason(exc: BaseException) -> str:

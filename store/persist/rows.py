@@ -536,10 +536,18 @@ class RowStore:
         ctx.vectors = self._read_vectors(db, cid)
         ctx.mark_clean()
         if self.index_dir is not None:
-            seq = db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes WHERE ctx = ?", (cid,)).fetchone()[0]
-            identity = {"store": self.store_id, "context": cid, "seq": int(seq)}
+            identity = {"store": self.store_id, "context": cid, "seq": self._index_seq(db, cid)}
             ctx.index_restored = seal_with_file(ctx, self.index_dir, identity)
         return ctx
+
+    def _index_seq(self, db: Sql, cid: int) -> int:
+        """The context's last change-log position: what its persisted BM25 file must name to be reused."""
+        return int(db.execute("SELECT COALESCE(MAX(seq), 0) FROM changes WHERE ctx = ?", (cid,)).fetchone()[0])
+
+    def index_seq(self, cid: int) -> int:
+        """`_index_seq` on a connection of its own (a load's check, made without loading)."""
+        with self._reader() as db:
+            return self._index_seq(db, cid)
 
 
 def _latest(db: Sql) -> int:

@@ -124,10 +124,7 @@ class SqlitePersistence(RowStore):
         if recorded == self.store_id:
             return
         if recorded:
-            raise StoreRefused(
-                f"the store {self.file} is store {self.store_id}, but the data dir held store {recorded} (replaced?); "
-                f"restore the right database, or remove {id_file} to adopt this one"
-            )
+            raise StoreRefused(identity_mismatch(self.file, self.store_id, recorded, id_file))
         try:
             staging = id_file.with_suffix(".tmp")
             staging.write_text(self.store_id + "\n", encoding="ascii")
@@ -138,25 +135,7 @@ class SqlitePersistence(RowStore):
     def _open(self, existed: bool) -> str:
         """Recognise the file (new, this project's, or an older build's), check it, and return its identity."""
         db = self.db
-        app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if app_id == APPLICATION_ID:
-            if version > FORMAT_VERSION:
-                raise StoreRefused(
-                    f"the store {self.file} has format {version}, newer than this build reads "
-                    f"(up to {FORMAT_VERSION}); run a newer build"
-                )
-        elif app_id != 0 or (tables and not LEGACY_TABLES <= tables):
-            raise StoreRefused(f"the store {self.file} is not a taguru store; move it away or restore it from a backup")
-        elif not tables and existed:
-            raise StoreRefused(
-                f"the store {self.file} is empty (truncated or replaced?); restore it from a backup, "
-                "or move it away to start an empty store"
-            )
-        problem = db.execute("PRAGMA quick_check(1)").fetchone()[0]
-        if problem != "ok":
-            raise StoreRefused(f"the store {self.file} is damaged (integrity check failed); restore it from a backup")
+        version = check_store(db, self.file, existed)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA foreign_keys=OFF")
@@ -261,6 +240,92 @@ _REASONS = {
     "CANTOPEN": "no access to the file or its directory",
     "PERM": "permission denied",
 }
+
+
+def check_store(db: sqlite3.Connection, file: Path, existed: bool) -> int:
+    """The boot's checks of a store file, which only read: this project's (or an older build's, or a new
+    empty one), a format this build reads, and intact (`quick_check`). Its format, or StoreRefused."""
+    app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if app_id == APPLICATION_ID:
+        if version > FORMAT_VERSION:
+            raise StoreRefused(
+                f"the store {file} has format {version}, newer than this build reads "
+                f"(up to {FORMAT_VERSION}); run a newer build"
+            )
+    elif app_id != 0 or (tables and not LEGACY_TABLES <= tables):
+        raise StoreRefused(f"the store {file} is not a taguru store; move it away or restore it from a backup")
+    elif not tables and existed:
+        raise StoreRefused(
+            f"the store {file} is empty (truncated or replaced?); restore it from a backup, "
+            "or move it away to start an empty store"
+        )
+    problem = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+    if problem != "ok":
+        raise StoreRefused(f"the store {file} is damaged (integrity check failed); restore it from a backup")
+    return version
+
+
+def identity_mismatch(file: Path, store_id: str, recorded: str, id_file: Path) -> str:
+    """The boot's refusal of a database that is not the store its data dir recorded."""
+    return (
+        f"the store {file} is store {store_id}, but the data dir held store {recorded} (replaced?); "
+        f"restore the right database, or remove {id_file} to adopt this one"
+    )
+
+
+class ReadOnlySqlite(SqlitePersistence):
+    """A store file opened only to read (`taguru inspect`): `mode=ro`, and `immutable` when no `-wal` file
+    exists, so nothing is ever written beside it (no `-wal`/`-shm`, no `opened_at`, no identity file)."""
+
+    def __init__(self, file: str | os.PathLike[str]) -> None:
+        self.file = Path(file)
+        self.path = self.file.parent
+        self._write_section = False
+        self.index_dir = None
+        try:
+            self.db = self._connect()
+        except sqlite3.Error as exc:
+            raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
+        self.wdb = self.db
+        try:
+            self.format = check_store(self.db, self.file, existed=True)
+            row = self._store_meta("store_id")
+            self.store_id = row or ""
+        except StoreRefused:
+            self.db.close()
+            raise
+        except sqlite3.Error as exc:
+            self.db.close()
+            raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        from urllib.parse import quote
+
+        wal = self.file.with_name(self.file.name + "-wal")
+        immutable = "" if wal.exists() else "&immutable=1"
+        uri = f"file:{quote(str(self.file.resolve()))}?mode=ro{immutable}"
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA query_only=ON")
+        return db
+
+    def _store_meta(self, key: str) -> str | None:
+        tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "store_meta" not in tables:
+            return None
+        row = self.db.execute("SELECT value FROM store_meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        db = self._connect()
+        try:
+            db.execute("BEGIN")
+            yield db
+        finally:
+            db.close()
 
 
 def _reason(exc: sqlite3.Error) -> str:

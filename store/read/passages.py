@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ParamSpec
+import time
+from contextvars import ContextVar
+from typing import ParamSpec, Protocol
 
 import attrs
 import numpy as np
@@ -27,6 +29,23 @@ class Skip:
 
 ZERO_LIMIT = Skip("zero_limit", "the requested limit is 0")
 NO_QUERY_TERMS = Skip("no_query_terms", "the query yields no searchable terms")
+
+
+class LaneTrace(Protocol):
+    """What watches the passage lanes of a search (the server's tracing; none by default)."""
+
+    def lane(self, name: str, started_ns: int, ended_ns: int, counts: dict[str, int | bool]) -> None:
+        """One lane ran (`taguru.search.bm25`, `.ann` or `.fuse`), with its counts (no text)."""
+
+    def outcome(self, found: PassageSearch, state: LaneState | None, hits: list[PassageHit | FusedHit]) -> None:
+        """The search is done: BM25's search, the vector lane's state, the hits."""
+
+    def event(self, name: str, reason: str) -> None:
+        """An event (`taguru.cache`, ...) with its closed reason code, on the span current now."""
+
+
+# set by the server for the request it serves while tracing; unset, a search records nothing
+LANE_TRACE: ContextVar[LaneTrace | None] = ContextVar("lane_trace", default=None)
 
 
 @attrs.frozen
@@ -92,10 +111,33 @@ def searched(
     vector: VectorQuery | None = None,
 ) -> tuple[PassageSearch, LaneState | None, list[PassageHit | FusedHit]]:
     """The passage lanes: BM25's search, the vector lane's state (None when both lanes were skipped), the hits."""
+    trace = LANE_TRACE.get()
+    found, state, hits = _searched(ctx, query, limit, tags, since, until, vector, trace)
+    if trace is not None:
+        trace.outcome(found, state, hits)
+    return found, state, hits
+
+
+def _searched(
+    ctx: Context,
+    query: str,
+    limit: int,
+    tags: list[str] | None,
+    since: int | None,
+    until: int | None,
+    vector: VectorQuery | None,
+    trace: LaneTrace | None,
+) -> tuple[PassageSearch, LaneState | None, list[PassageHit | FusedHit]]:
+    """`searched`, each lane that runs reported to `trace`."""
     vq = vector or VectorQuery()
     state = None if limit == 0 or not query_terms(query) else classify(ctx, vq)
     pool = max(4 * limit, 50)
-    found = passage_search(ctx, query, pool if state is not None and state.ran else limit, tags, since, until)
+    asked = pool if state is not None and state.ran else limit
+    started = time.time_ns()
+    found = passage_search(ctx, query, asked, tags, since, until)
+    if trace is not None and found.skipped is None:
+        counts = {"taguru.search.terms": len(set(query_terms(query))), "taguru.search.pool": asked}
+        trace.lane("taguru.search.bm25", started, time.time_ns(), {**counts, "taguru.search.hits": len(found.hits)})
     if state is None or not state.ran:
         return found, state, list[PassageHit | FusedHit](found.hits)
     store = ctx.vectors.passages
@@ -104,9 +146,19 @@ def searched(
     if tags is not None or since is not None or until is not None:
         mask, _n = eligible_sources(ctx, tags or [], since, until)
         allowed = {ctx.sources[sid] for sid in np.nonzero(mask)[0].tolist() if sid < len(ctx.sources)}
+    started = time.time_ns()
     rows = sweep(store, vq.vector, pool, state.floor, allowed)
+    if trace is not None:
+        counts = {"taguru.search.pool": min(pool, store.rows), "taguru.search.rows": store.rows}
+        swept = {**counts, "taguru.search.exact": True, "taguru.search.hits": len(rows)}  # a full scan, no ANN index
+        trace.lane("taguru.search.ann", started, time.time_ns(), swept)
+    started = time.time_ns()
     bm25 = [(h.source, h.paragraph, h.score) for h in found.hits]
-    return found, state, list[PassageHit | FusedHit](fuse(ctx, bm25, rows, True, limit))
+    fused = list[PassageHit | FusedHit](fuse(ctx, bm25, rows, True, limit))
+    if trace is not None:
+        pools = {"taguru.search.lexical_pool": len(bm25), "taguru.search.semantic_pool": len(rows)}
+        trace.lane("taguru.search.fuse", started, time.time_ns(), {**pools, "taguru.passage.hit_count": len(fused)})
+    return found, state, fused
 
 
 def top_documents(ctx: Context, q_terms: list[str], limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:

@@ -457,6 +457,10 @@ def snapshot(store: Path | str) -> Any:
     try:
         db: Any = _PgExportDb(store) if isinstance(store, str) else connect(store)
     except _errors() as exc:
+        if isinstance(store, str):
+            from taguru_server.store.persist.postgres import connect_failure
+
+            raise ApiError(Code.INTERNAL, connect_failure(store, exc)) from None
         raise unreadable(_reason(exc)) from None
     if not isinstance(db, _PgExportDb):
         try:
