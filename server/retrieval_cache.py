@@ -35,6 +35,7 @@ from taguru_server.server.decode import is_json_content_type
 from taguru_server.server.semantic import QueryFailed, cue_cache, query_vector
 from taguru_server.server.semantic_cache import SEMANTIC_CACHE_KEY, SemanticCache
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
+from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.cache import read_version
 from taguru_server.store.wire import Encoded, dumps_bytes
@@ -231,10 +232,12 @@ def cached(op: str, handler: Handler, targets: Targets) -> Handler:
             metrics.retrieval_cache.labels(op, "miss" if entry is None else "hit").inc()
         if entry is not None:
             replay(call, entry)
+            traced_hit(call, op, keyed, "retrieval_cache_hit")
             return Encoded(entry.payload)
         paraphrase = await paraphrased(call, cache, keyed) if op == "search_passages" else None
         if paraphrase is not None and paraphrase.entry is not None:
             replay(call, paraphrase.entry, paraphrase.similarity)
+            traced_hit(call, op, keyed, "semantic_cache_hit")
             return Encoded(paraphrase.entry.payload)
         recorder = Recorder()
         token = _RECORDER.set(recorder)
@@ -302,6 +305,22 @@ async def paraphrased(call: Call, cache: RetrievalCache, keyed: Keyed) -> Paraph
     if metrics is not None:
         metrics.semantic_cache.labels(outcome).inc()
     return found
+
+
+def traced_hit(call: Call, op: str, keyed: Keyed, reason: str) -> None:
+    """A direct passage search served from the cache is one childless `taguru.passage_search` span with
+    `taguru.cache.result` and the event `taguru.cache` (when tracing is on)."""
+    tracing = call.app_state.get(TRACING_KEY)
+    if tracing is None or op != "search_passages" or call.name is None:
+        return
+    limit = keyed.body.get("limit")
+    with tracing.passage_search(min(limit, 1000) if type(limit) is int else 5) as span:
+        if reason == "retrieval_cache_hit":
+            span.set_attribute("taguru.cache.result", "hit")
+        else:
+            span.set_attribute("taguru.cache.result", "miss")
+            span.set_attribute("taguru.cache.semantic", "hit")
+        span.add_event("taguru.cache", {"taguru.reason": reason})
 
 
 def replay(call: Call, entry: Entry, similarity: float | None = None) -> None:

@@ -219,3 +219,35 @@ def test_the_canonical_body_sorts_keys_and_refuses_what_json_alone_would_blur() 
     for raw in (b'{"a":1,"a":2}', b'{"a":NaN}', b"\xff", b'{"a":"\\ud800"}'):
         with pytest.raises(Exception):  # noqa: B017 - the cache's own refusal: no key, computed instead
             canonical_body(raw)
+
+
+async def test_a_cache_hit_is_one_childless_search_span(settings_factory) -> None:
+    from aiohttp import ClientSession
+    from aiohttp.test_utils import TestServer
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from taguru_server.server.app import build_app
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    server = TestServer(build_app(settings_factory(), tracer_provider=provider))
+    await server.start_server()
+    async with ClientSession() as session:
+        client = Client(session, str(server.make_url("")).rstrip("/"))
+        await client.ok("PUT", "/contexts/fruit", {"description": "d"})
+        await client.ok("POST", "/contexts/fruit/sources", {"passages": {"a.md": "りんごは赤い果物。"}})
+        await client.ok("POST", "/contexts/fruit/sources/search", {"query": "りんご", "limit": 3})
+        exporter.clear()
+        await client.ok("POST", "/contexts/fruit/sources/search", {"query": "りんご", "limit": 3})
+        spans = exporter.get_finished_spans()
+    await server.close()
+    [search] = [s for s in spans if s.name == "taguru.passage_search"]
+    assert search.attributes is not None and search.attributes["taguru.cache.result"] == "hit"
+    assert search.attributes["taguru.limit"] == 3
+    assert [(e.name, dict(e.attributes or {})) for e in search.events] == [
+        ("taguru.cache", {"taguru.reason": "retrieval_cache_hit"})
+    ]
+    assert not [s for s in spans if s.parent is not None and s.parent.span_id == search.context.span_id]
