@@ -42,6 +42,17 @@ def log_format_before_settings(config: str | None, env: dict[str, str]) -> str:
         return default_format()
 
 
+def _quotas_or_refuse(raw: str | None, refuse: Callable[[str], None]) -> dict[str, Any] | None:
+    """TAGURU_CONTEXT_QUOTAS (read by `serve` alone, at boot), or None once `refuse` said why not."""
+    from taguru_server.server.cache_config import QuotaRefused, parse_quotas
+
+    try:
+        return parse_quotas(raw)
+    except QuotaRefused as exc:
+        refuse(f"refusing to start with a broken quota declaration: {exc}")
+        return None
+
+
 def _serve_refusal(config: str | None, worker: bool, env: dict[str, str]) -> Callable[[str], None]:
     """How `serve` says that its configuration is refused: one `config.refused` JSON event (the text in
     `error`) under the json log format, the plain line `taguru: …` under console."""
@@ -98,8 +109,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(worker=args.worker, logs=lenient_log_settings(env), final=False)
     refuse = _serve_refusal(args.config, args.worker, env)
     configuration, settings = configuration_or_exit(args, refuse)
+    quotas = _quotas_or_refuse(configuration.values.get("TAGURU_CONTEXT_QUOTAS"), refuse)
+    if quotas is None:
+        return EXIT_USAGE
+    settings = attrs.evolve(settings, quotas=quotas)
     configure_logging(worker=args.worker, logs=settings.logging)
     log = structlog.get_logger("taguru.serve")
+    if quotas and not args.worker:
+        log.info("per-context quotas declared", contexts=len(quotas))
+        if any(q.cache_bytes is not None for q in quotas.values()):
+            log.info("quota.cache_not_enforced", reason="contexts are preloaded and never evicted")
     host, port = _listen_address(settings.addr, refuse)
 
     workers = args.workers if args.workers is not None else settings.workers

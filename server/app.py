@@ -13,6 +13,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from taguru_server.server import housekeeping
 from taguru_server.server.auth import FailedAuthLimiter, KeyRateLimiter
 from taguru_server.server.config import Settings, index_dir_for
 from taguru_server.server.dispatch import endpoint, in_process
@@ -35,6 +36,9 @@ from taguru_server.server.providers.embedder import (
 )
 from taguru_server.server.providers.reranker import HttpReranker, RerankMetrics, RerankSettings
 from taguru_server.server.providers.retry import Breaker
+from taguru_server.server.quotas import DISK_SIZES_KEY, DiskSizes
+from taguru_server.server.retrieval_cache import RETRIEVAL_CACHE_KEY, RetrievalCache
+from taguru_server.server.semantic_cache import SEMANTIC_CACHE_KEY, SemanticCache
 from taguru_server.server.state import (
     AUTH_LIMITER_KEY,
     DISPATCH_KEY,
@@ -177,6 +181,14 @@ def build_app(
     app[AUTH_LIMITER_KEY] = FailedAuthLimiter(settings.auth_fail_limit_per_min, clock)
     app[KEY_LIMITER_KEY] = KeyRateLimiter(settings.rate_limit_per_min, clock)
     app[DISPATCH_KEY] = in_process(app)
+    app[DISK_SIZES_KEY] = DiskSizes()
+    cache = RetrievalCache(settings.retrieval_cache_bytes)
+    app[RETRIEVAL_CACHE_KEY] = cache
+    metrics.watch(retrieval_cache_entries=lambda: len(cache.entries), retrieval_cache_bytes=lambda: cache.bytes)
+    if settings.semantic_cache_threshold is not None:
+        tier = SemanticCache(settings.semantic_cache_threshold)
+        app[SEMANTIC_CACHE_KEY] = tier
+        metrics.watch(semantic_cache_entries=lambda: len(tier))
     if settings.public_url is not None:
         oauth = mount_oauth(settings)
         app[OAUTH_KEY] = oauth
@@ -236,7 +248,9 @@ def build_app(
         ticker = _auto_embed(reg, app.get(EMBEDDER_KEY), settings)
         publisher = _publish(metrics)
         summing = asyncio.get_running_loop().create_task(sums.run())
+        chores = housekeeping.start(app, settings)
         yield
+        await housekeeping.stop(chores)
         await preload.stop()
         for task in (follower, ticker, publisher, summing):
             if task is not None:

@@ -15,6 +15,7 @@ import numpy as np
 import structlog
 
 from taguru_server.client.config import with_config_file
+from taguru_server.server.cache_config import Quota, cache_settings, semantic_threshold
 from taguru_server.server.logging import LogSettings, parse_log_format, parse_log_level
 from taguru_server.server.variables import default_float, default_int, default_str, process_environment
 
@@ -81,12 +82,17 @@ class Settings:
     embed_api_key: str | None = None  # sent verbatim as `Bearer {key}` when set, even to ""
     embed_timeout_secs: int = DEFAULT_EMBED_TIMEOUT_SECS  # one attempt's ceiling
     embed_auto: bool = False
-    flush_secs: int = DEFAULT_FLUSH_SECS  # TAGURU_FLUSH_SECS: the auto-embed ticker's cadence
+    flush_secs: int = DEFAULT_FLUSH_SECS  # TAGURU_FLUSH_SECS: the auto-embed and housekeeping tickers' cadence
     embed_passages: bool = False
     embed_parallel: int = 1
     passage_vector_limit: int = DEFAULT_PASSAGE_VECTOR_LIMIT
     semantic_floor: float = DEFAULT_SEMANTIC_FLOOR  # an f32 value, held widened
     semantic_cache_threshold: float | None = None  # an f32 value; None: the semantic cache is off
+    retrieval_cache_bytes: int = default_int("TAGURU_RETRIEVAL_CACHE_BYTES")  # 0: the exact-match cache is off
+    log_searches: bool = False  # TAGURU_LOG_SEARCHES: one redacted `search.served` line per served retrieval
+    auto_compact: bool = True  # TAGURU_AUTO_COMPACT: compact the context with the most dead edges per tick
+    auto_compact_ratio: float = default_float("TAGURU_AUTO_COMPACT_RATIO")  # the dead-edge ratio it must pass
+    quotas: dict[str, Quota] = attrs.field(factory=dict)  # TAGURU_CONTEXT_QUOTAS: context name → its ceilings
     log_format: str | None = None  # TAGURU_LOG_FORMAT: json or console; None: json unless stderr is a TTY
     log_level: str = default_str("TAGURU_LOG_LEVEL")
     preload: str | tuple[str, ...] = default_str("TAGURU_PRELOAD")  # all, pinned, none, or these context names
@@ -331,6 +337,7 @@ def _server_settings(env: Mapping[str, str]) -> Settings:
         public_url=_public_url(env, bool(tokens)),
         **_log_settings(env),
         **embedding_settings(env),
+        **cache_settings(env),
     )
 
 
@@ -395,7 +402,7 @@ def embedding_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "embed_parallel": parallel or 1,
         "passage_vector_limit": DEFAULT_PASSAGE_VECTOR_LIMIT if limit is None else limit,
         "semantic_floor": DEFAULT_SEMANTIC_FLOOR if floor is None else floor,
-        "semantic_cache_threshold": _unit_f32(env, "TAGURU_SEMANTIC_CACHE_THRESHOLD"),
+        "semantic_cache_threshold": semantic_threshold(env),
     }
 
 

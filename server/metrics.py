@@ -162,6 +162,51 @@ class Metrics:
         for outcome in ("ok", "warned", "refused"):
             self.schema_checks.labels(outcome)
         self.schema_violations: dict[str, int] = {}  # context → violations its counted checks found, since boot
+        self.retrieval_cache = Counter(
+            "taguru_retrieval_cache",
+            "Retrieval cache consultations, by operation and outcome",
+            ["op", "outcome"],
+            registry=self.registry,
+        )
+        for op in ("recall", "query", "search_passages", "search_communities"):
+            for outcome in ("hit", "miss"):
+                self.retrieval_cache.labels(op, outcome)
+        self.semantic_cache = Counter(
+            "taguru_semantic_cache",
+            "Paraphrase-tier probes of passage search, by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in ("hit", "stale", "guarded", "miss"):
+            self.semantic_cache.labels(outcome)
+        # each worker keeps its own caches: their sizes add up over the workers
+        self.retrieval_cache_entries = self._gauge(
+            "taguru_retrieval_cache_entries", "Entries in the retrieval caches", "livesum"
+        )
+        self.retrieval_cache_bytes = self._gauge(
+            "taguru_retrieval_cache_bytes", "Bytes the retrieval caches account for", "livesum"
+        )
+        self.semantic_cache_entries = self._gauge(
+            "taguru_semantic_cache_entries", "Claims in the paraphrase tiers", "livesum"
+        )
+        self.storage_quota_refusals = Counter(
+            "taguru_storage_quota_refusals", "Growth writes refused at a storage quota (507)", registry=self.registry
+        )
+        self.auto_compactions = Counter(
+            "taguru_auto_compactions", "Background compactions, by outcome", ["outcome"], registry=self.registry
+        )
+        for outcome in ("ok", "failed"):
+            self.auto_compactions.labels(outcome)
+        self.auto_compact_reclaimed = Counter(
+            "taguru_auto_compact_reclaimed_bytes",
+            "Store bytes background compactions gave back",
+            registry=self.registry,
+        )
+        self.auto_compact_last_success = self._gauge(
+            "taguru_auto_compact_last_success_timestamp_seconds",
+            "When a background compaction last succeeded (0: none since boot)",
+            "livemax",
+        )
         # with the workers' shared files the same counts are kept there too, summed at a scrape (never
         # rendered as such: `context_rows` renders them for the contexts TAGURU_METRICS_PER_CONTEXT selects)
         self.shared_violations = (
@@ -250,13 +295,7 @@ class Metrics:
 
     def resolved(self, served: list[dict[str, Any]]) -> None:
         """Count one resolve answer: semantic if any served candidate is, else lexical / weak_lexical / miss."""
-        if any(c.get("tier") == "semantic" for c in served):
-            tier = "semantic"
-        elif served and served[0]["score"] >= 0.5:
-            tier = "lexical"
-        else:
-            tier = "weak_lexical" if served else "miss"
-        self.resolves.labels(tier).inc()
+        self.resolves.labels(resolve_tier(served)).inc()
 
     def searched(self, op: str, empty: bool) -> None:
         """Count one search answer of an operation: `empty` when it found nothing."""
@@ -283,6 +322,15 @@ class Metrics:
         """Record one evidence stage's duration and outcome."""
         self.stage_duration.labels(stage).observe(seconds)
         self.stage_outcomes.labels(stage, status, reason or "").inc()
+
+
+def resolve_tier(served: list[dict[str, Any]]) -> str:
+    """The tier of a resolve answer: semantic if any served candidate is, else lexical / weak_lexical / miss."""
+    if any(c.get("tier") == "semantic" for c in served):
+        return "semantic"
+    if served and served[0]["score"] >= 0.5:
+        return "lexical"
+    return "weak_lexical" if served else "miss"
 
 
 STATS_REFRESH_SECS = 30.0
@@ -344,6 +392,26 @@ _INTEGRAL_LE = re.compile(rb'le="(\d+)\.0"')
 def render_metrics(registry: CollectorRegistry) -> bytes:
     """Prometheus text with integral bucket bounds written as the reference writes them (`1`, not `1.0`)."""
     return _INTEGRAL_LE.sub(rb'le="\1"', generate_latest(registry))
+
+
+DISK_FILES = ("image", "passages", "passages_wal", "sidecars", "wal")
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def disk_rows(sizes: dict[str, dict[str, int]]) -> list[str]:
+    """`taguru_context_disk_bytes{context, file}`: five rows per context, from the sizes kept for the quotas."""
+    lines = [
+        "# HELP taguru_context_disk_bytes A context's bytes in the store, by part",
+        "# TYPE taguru_context_disk_bytes gauge",
+    ]
+    for name in sorted(sizes):
+        parts = sizes[name]
+        for file in DISK_FILES:
+            lines.append(f'taguru_context_disk_bytes{{context="{_label(name)}",file="{file}"}} {parts.get(file, 0)}.0')
+    return lines
 
 
 def context_rows(metrics: Metrics, contexts: list[str], violations: dict[str, int] | None = None) -> bytes:

@@ -117,9 +117,22 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_EMBED_PASSAGES", bool, False, "embed passages too", W),
     _v("TAGURU_EMBED_PARALLEL", int, 1, "concurrent refresh calls", W),
     _v("TAGURU_PASSAGE_VECTOR_LIMIT", int, 20000, "passage vector rows per context", W),
-    _v("TAGURU_FLUSH_SECS", int, 5, "the auto-embed ticker's cadence", IG),
+    _v("TAGURU_FLUSH_SECS", int, 5, "the cadence of the auto-embed and the housekeeping tickers", IG),
     _v("TAGURU_SEMANTIC_FLOOR", float, 0.35, "cosine floor of semantic resolve and the vector lanes", W),
-    _v("TAGURU_SEMANTIC_CACHE_THRESHOLD", float, None, "read and ignored", W, note="off"),
+    _v(
+        "TAGURU_SEMANTIC_CACHE_THRESHOLD",
+        float,
+        None,
+        "cosine at which passage search's paraphrase tier serves a cached answer",
+        W,
+        note="off",
+    ),
+    # the retrieval cache, the search log, auto-compaction and quotas (server/config.py: cache_settings)
+    _v("TAGURU_RETRIEVAL_CACHE_BYTES", int, 33554432, "the exact-match retrieval cache's budget; 0 disables", W),
+    _v("TAGURU_LOG_SEARCHES", bool, False, "one redacted search.served line per served retrieval", W),
+    _v("TAGURU_AUTO_COMPACT", bool, True, "compact the context with the most dead edges every flush tick", W),
+    _v("TAGURU_AUTO_COMPACT_RATIO", float, 0.5, "the dead-edge ratio a context must pass to be auto-compacted", W),
+    _unset("TAGURU_CONTEXT_QUOTAS", "JSON object: context → {storage_bytes, cache_bytes}", R, "no quotas"),
     # evidence assembly (server/evidence.py: the request's default for `include_graph_passages`)
     _v("TAGURU_EVIDENCE_GRAPH_PASSAGES", bool, False, "evidence's graph-passages mode by default", W),
     # the providers (server/providers/reranker.py, chat.py)

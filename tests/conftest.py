@@ -192,7 +192,8 @@ class Client:
 @pytest.fixture
 def settings_factory(tmp_path: Path):
     def make(**env: str) -> Settings:
-        base = {"TAGURU_DATA_DIR": str(tmp_path / "data")}
+        # background compaction off unless a test turns it on (as in process_support.base_env)
+        base = {"TAGURU_DATA_DIR": str(tmp_path / "data"), "TAGURU_AUTO_COMPACT": "0"}
         url = database_url_for(env.get("TAGURU_DATA_DIR", tmp_path / "data"))
         if url:  # the PostgreSQL pass of the suite
             base["TAGURU_DATABASE_URL"] = url

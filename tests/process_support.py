@@ -29,7 +29,9 @@ def free_port() -> int:
 
 def base_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAGURU_")}
-    env.update({"TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)})
+    # background compaction off unless a test turns it on: a test that retracts and then inspects or
+    # compacts the dead edges itself must not race the flush ticker (tests/test_housekeeping.py tests it)
+    env.update({"TAGURU_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), "TAGURU_AUTO_COMPACT": "0"})
     url = database_url_for(data_dir)  # the PostgreSQL pass of the suite: this data dir's schema
     if url:
         env["TAGURU_DATABASE_URL"] = url

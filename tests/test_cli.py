@@ -210,6 +210,11 @@ REFUSED_CONFIGS = (
     ({"TAGURU_LOG_LEVEL": "loud"}, [], "configuration refused: TAGURU_LOG_LEVEL must be one of"),
     ({"TAGURU_ADDR": "notanaddr"}, [], "TAGURU_ADDR must be HOST:PORT (for example 127.0.0.1:8248), got 'notanaddr'"),
     ({}, ["--config", "missing.env"], "cannot read the config file "),
+    (
+        {"TAGURU_CONTEXT_QUOTAS": '{"sake": {}}'},
+        [],
+        "refusing to start with a broken quota declaration: TAGURU_CONTEXT_QUOTAS declares no ceiling for 'sake'",
+    ),
 )
 
 

@@ -42,11 +42,11 @@ async def traced_server(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     provider_server = None
-    env: dict[str, str] = {}
+    env: dict[str, str] = {"TAGURU_RETRIEVAL_CACHE_BYTES": "0"}  # every search computed: its lane spans
     if fake is not None:
         provider_server = TestServer(fake.app())
         await provider_server.start_server()
-        env = {
+        env |= {
             "TAGURU_EMBED_URL": str(provider_server.make_url("/v1/embeddings")),
             "TAGURU_EMBED_MODEL": "fake-table",
             "TAGURU_EMBED_PASSAGES": "1",

@@ -9,13 +9,14 @@ from aiohttp import web
 from taguru_server.server.call import Call, Probe, Route, not_durable, note_write
 from taguru_server.server.errors import HttpError
 from taguru_server.server.mcp.protocol import protocol_text
-from taguru_server.server.metrics import context_rows, render_metrics
+from taguru_server.server.metrics import context_rows, disk_rows, render_metrics
 from taguru_server.server.metrics_shared import scrape_registry, shared_violations
 from taguru_server.server.offload import decode_body
 from taguru_server.server.openapi import openapi_document
+from taguru_server.server.quotas import import_quota, quota_rows, sizes_of
 from taguru_server.server.reply import Raw, Reply, json_response
 from taguru_server.server.schema_gate import schema_counter
-from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY
+from taguru_server.server.state import METRICS_KEY, PRELOAD_KEY, REGISTRY_KEY, SETTINGS_KEY
 from taguru_server.server.store_health import probe_for
 from taguru_server.server.tenancy import check_group_records, seen_groups
 from taguru_server.server.variables import current
@@ -81,6 +82,7 @@ async def import_stream(call: Call) -> Any:
                 # several workers: one commit per write section (ids are assigned in memory under its lock)
                 commit_every=len(batches) + 1 if call.registry.shared else 512,
                 count_schema=None if metrics is None else schema_counter(metrics),
+                quota=import_quota(call),
             ),
         )
         result: dict[str, Any] = {"batches": batches_out(outcomes)}
@@ -187,6 +189,10 @@ async def metrics(request: web.Request) -> web.StreamResponse:
     if selected is not None:
         shared = None if collected.shared_dir is None else shared_violations(collected.shared_dir)
         body += context_rows(collected, selected, shared)
+        sizes = sizes_of(request.app)
+        extra = disk_rows({name: sizes.get(name, {}) for name in selected})
+        extra += quota_rows(request.app[SETTINGS_KEY].quotas, selected)
+        body += ("\n".join(extra) + "\n").encode("utf-8")
     return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 

@@ -6,9 +6,11 @@ import contextlib
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
+from typing import Any
 
 from taguru_server.server.call import Call
 from taguru_server.server.errors import at_ceiling, malformed
+from taguru_server.server.retrieval_cache import note_lanes, note_read, note_searched, note_uncacheable
 from taguru_server.server.semantic import passage_vector_query
 from taguru_server.server.state import EMBEDDER_KEY, HEAVY_OPS_KEY, METRICS_KEY, AppState, passage_lane_enabled
 from taguru_server.server.variables import current, default_int
@@ -35,6 +37,15 @@ def clamp_limit(value: int | None, default: int, ceiling: int = MAX_MATCH_LIMIT)
 def count_read(ctx: Context, empty: bool) -> None:
     """Record one read of the context (and whether it found nothing) in its usage counters."""
     ctx.meta.record_read(empty)
+    note_read(ctx.name, empty)
+
+
+def served_hits(call: Call, hits: list[dict[str, Any]]) -> None:
+    """Count a search's served hits by the lanes that found them (a retrieval cache hit counts them again)."""
+    metrics = call.app_state.get(METRICS_KEY)
+    if metrics is not None:
+        metrics.hits_served(hits)
+    note_lanes(hits)
 
 
 def count_search(call: Call, ctx: Context, op: str, empty: bool) -> None:
@@ -43,18 +54,22 @@ def count_search(call: Call, ctx: Context, op: str, empty: bool) -> None:
     metrics = call.app_state.get(METRICS_KEY)
     if metrics is not None:
         metrics.searched(op, empty)
+    note_searched(op, empty)
 
 
 async def search_vector(call: Call, ctx: Context, query: str, floor: float | None) -> VectorQuery:
     """A passage search's vector-lane inputs over one context: the request's floor, else the context's,
     else the server's (the query is embedded only when the passage lane is on)."""
-    return await passage_vector_query(
+    vector = await passage_vector_query(
         call.app_state.get(EMBEDDER_KEY),
         passage_lane_enabled(call.app_state),
         query,
         (floor, ctx.meta.semantic_floor, call.settings.semantic_floor),
         call.deadline,
     )
+    if vector.failure is not None:  # served, never cached: the next request retries the embedding
+        note_uncacheable()
+    return vector
 
 
 def query_int(call: Call, key: str) -> int | None:

@@ -10,9 +10,9 @@ from taguru_server.server.communities.analysis import analyze
 from taguru_server.server.communities.louvain import DeadlineExceeded, GraphSnapshot
 from taguru_server.server.decode import check_name
 from taguru_server.server.reply import Raw
-from taguru_server.server.routes.common import count_read, heavy_op, search_vector
+from taguru_server.server.retrieval_cache import cached
+from taguru_server.server.routes.common import count_read, count_search, heavy_op, search_vector, served_hits
 from taguru_server.server.routes.contexts import revision
-from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.wire.render.lanes import search_lanes
 from taguru_server.server.wire.specs import COMMUNITY_SEARCH
 from taguru_server.stages.render import community_hit_out, hit_lanes
@@ -24,6 +24,7 @@ from taguru_server.store.derive.communities import (
     recorded_graph_revision,
 )
 from taguru_server.store.errors import ApiError, Code, budget_spent, no_context
+from taguru_server.store.model.context import Context
 from taguru_server.store.text import query_terms
 from taguru_server.store.wire import dumps
 
@@ -54,11 +55,8 @@ async def search_communities(call: Call) -> Any:
     if query_terms(query):  # resolve's matching on the artifact, with its own vectors and floor (limit + 1 is never 0)
         vector = await search_vector(call, derived_ctx, query, args["semantic_floor"])
     found, state, hits = community_hits(derived_ctx, manifest, query, limit, vector)
-    ctx.meta.record_read(not hits)
-    metrics = call.app_state.get(METRICS_KEY)
-    if metrics is not None:
-        metrics.searched("search_communities", not hits)
-        metrics.hits_served([{"lanes": hit_lanes(hit.hit)} for hit in hits])
+    count_search(call, ctx, "search_communities", not hits)
+    served_hits(call, [{"lanes": hit_lanes(hit.hit)} for hit in hits])
     return {
         "derived": derived,
         "algorithm": manifest.get("algorithm"),
@@ -67,6 +65,18 @@ async def search_communities(call: Call) -> Any:
         "plan": {"contexts": [{"context": name, "lanes": search_lanes(found, state)}]},
         "hits": [community_hit_out(hit) for hit in hits],
     }
+
+
+def community_targets(call: Call, body: dict[str, Any]) -> list[Context]:
+    """The retrieval cache's view of a community search: the context and its artifact context (granted)."""
+    assert call.name is not None
+    derived = body.get("derived") or artifact_name(call.name)
+    if not isinstance(derived, str) or not call.principal.may_access(derived):
+        raise ValueError("no key: the artifact is not named or not granted")
+    found = [call.registry.get(call.name), call.registry.get(derived)]
+    if None in found:
+        raise ValueError("no key: a target does not exist")
+    return [ctx for ctx in found if ctx is not None]
 
 
 NDJSON = "application/x-ndjson; charset=utf-8"
@@ -101,7 +111,7 @@ ROUTES: list[Route] = [
     Route(
         "POST",
         "/contexts/{name}/communities/search",
-        search_communities,
+        cached("search_communities", search_communities, community_targets),
         "read",
         request=COMMUNITY_SEARCH,
         response="CommunitySearch",

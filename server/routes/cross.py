@@ -13,6 +13,7 @@ import heapq
 from typing import Any
 
 from taguru_server.server.call import Call, Route
+from taguru_server.server.retrieval_cache import cached
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_INPUT_ITEMS,
@@ -20,10 +21,10 @@ from taguru_server.server.routes.common import (
     clamp_limit,
     count_search,
     search_vector,
+    served_hits,
 )
 from taguru_server.server.routes.groups import no_group
 from taguru_server.server.routes.passages import check_source_filter
-from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.tenancy import scope_refusal, seen_groups
 from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.wire import groups as group_wire
@@ -71,6 +72,15 @@ def cross_targets(call: Call, contexts: list[str] | None, groups: list[str] | No
                 chosen.add(member)
                 targets.append(member)
     return targets
+
+
+def body_targets(call: Call, body: dict[str, Any]) -> list[Context]:
+    """The retrieval cache's view of a cross-context read: its resolved targets, in search order."""
+    contexts, groups = body.get("contexts"), body.get("groups")
+    for values in (contexts, groups):
+        if values is not None and not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
+            raise TypeError("not a list of names")
+    return [_target(call, name) for name in cross_targets(call, contexts, groups)]
 
 
 def _target(call: Call, name: str) -> Context:
@@ -169,9 +179,7 @@ async def cross_search(call: Call) -> Any:
             ranked.extend((rank, index, {"context": name, **hit}) for rank, hit in enumerate(result["hits"]))
     ranked.sort(key=lambda r: (r[0], r[1]))
     hits = [hit for _rank, _index, hit in ranked[:limit]]
-    metrics = call.app_state.get(METRICS_KEY)
-    if metrics is not None:
-        metrics.hits_served(hits)
+    served_hits(call, hits)
     return {"plan": {"contexts": plans}, "hits": hits}
 
 
@@ -187,9 +195,28 @@ async def _search_target(call: Call, ctx: Context, args: dict[str, Any], limit: 
 
 
 ROUTES: list[Route] = [
-    Route("POST", "/recall", cross_recall, "read", request=group_wire.CROSS_RECALL, response="CrossMatches"),
-    Route("POST", "/query", cross_query, "read", request=group_wire.CROSS_QUERY, response="CrossMatches"),
     Route(
-        "POST", "/sources/search", cross_search, "read", request=group_wire.CROSS_SEARCH, response="CrossSearchResult"
+        "POST",
+        "/recall",
+        cached("recall", cross_recall, body_targets),
+        "read",
+        request=group_wire.CROSS_RECALL,
+        response="CrossMatches",
+    ),
+    Route(
+        "POST",
+        "/query",
+        cached("query", cross_query, body_targets),
+        "read",
+        request=group_wire.CROSS_QUERY,
+        response="CrossMatches",
+    ),
+    Route(
+        "POST",
+        "/sources/search",
+        cached("search_passages", cross_search, body_targets),
+        "read",
+        request=group_wire.CROSS_SEARCH,
+        response="CrossSearchResult",
     ),
 ]

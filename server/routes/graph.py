@@ -9,8 +9,10 @@ import structlog
 
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json_type, name_issue
-from taguru_server.server.metrics import Metrics
+from taguru_server.server.metrics import Metrics, resolve_tier
+from taguru_server.server.quotas import check_growth
 from taguru_server.server.reply import Reply
+from taguru_server.server.retrieval_cache import cached, log_search, path_target
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_ASSOCIATIONS,
@@ -93,6 +95,7 @@ async def post_associations(call: Call) -> Any:
     if issues:
         raise collected("the associations batch", issues)
     before_start(call)
+    await check_growth(call, call.context())
     extra = gate_associations(call.registry.get(call.name or ""), [item[:3] for item in items], _metrics(call))
     ctx = call.context()
     added = operations.assert_associations(ctx, items)
@@ -157,6 +160,8 @@ async def post_aliases(call: Call) -> Any:
                 if not value:
                     raise ApiError(Code.INVALID_ARGUMENT, f"{what} must not be empty; nothing was applied")
     _refuse_reserved_label_alias(call, args["labels"] or {})
+    if n:
+        await check_growth(call, call.context())
     aliases = [(kind, alias, canonical) for kind, m in maps for alias, canonical in m.items()]
     return await _alias_write(
         call,
@@ -262,6 +267,10 @@ def _resolve(kind: int) -> Handler:
         metrics = call.app_state.get(METRICS_KEY)
         if metrics is not None:
             metrics.resolved(result)
+        if call.settings.log_searches:
+            fields = {"op": "resolve" if kind == CONCEPT else "resolve_label", "context": ctx.name, "hits": len(result)}
+            top = {"top_score": result[0]["score"]} if result else {}
+            log_search(call, {**fields, "tier": resolve_tier(result), **top}, False)
         return result
 
     return handler
@@ -341,6 +350,8 @@ async def activate(call: Call) -> Any:
     else:
         result = lane_wire.windowed_activate(ctx, window_view(ctx, window), origins, decay, limit)
     count_search(call, ctx, "activate", not result["matches"])
+    if call.settings.log_searches:
+        log_search(call, {"op": "activate", "context": ctx.name, "hits": len(result["matches"])}, False)
     return result
 
 
@@ -371,7 +382,21 @@ LANE_ROUTES: list[Route] = [
     Route("POST", "/contexts/{name}/resolve", _resolve(0), "read", request=specs.RESOLVE, response="candidates"),
     Route("POST", "/contexts/{name}/resolve_label", _resolve(1), "read", request=specs.RESOLVE, response="candidates"),
     Route("POST", "/contexts/{name}/describe", describe, "read", request=specs.DESCRIBE, response="Description"),
-    Route("POST", "/contexts/{name}/query", query, "read", request=specs.QUERY, response="Matches"),
-    Route("POST", "/contexts/{name}/recall", recall, "read", request=specs.RECALL, response="Matches"),
+    Route(
+        "POST",
+        "/contexts/{name}/query",
+        cached("query", query, path_target),
+        "read",
+        request=specs.QUERY,
+        response="Matches",
+    ),
+    Route(
+        "POST",
+        "/contexts/{name}/recall",
+        cached("recall", recall, path_target),
+        "read",
+        request=specs.RECALL,
+        response="Matches",
+    ),
     Route("POST", "/contexts/{name}/activate", activate, "read", request=specs.ACTIVATE, response="Activation"),
 ]

@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 from taguru_server.server.call import Call, Route, not_durable, note_write
+from taguru_server.server.quotas import DISK_SIZES_KEY, wants_sizes
 from taguru_server.server.routes.common import MAX_CONTEXT_NAME_BYTES, heavy_op
 from taguru_server.server.wire import specs
 from taguru_server.stages.model import gate
@@ -46,10 +47,18 @@ async def flush(call: Call) -> Any:
     commit already, so nothing else happens)."""
     _server_wide(call, "flush is server-wide (it names every flushed context); a context-scoped key cannot call it")
     gate(_remaining(call))
+    sizes = call.app_state.get(DISK_SIZES_KEY)
+    if sizes is not None and wants_sizes(call.settings):  # the kept disk sizes refresh at a flush
+        await sizes.refresh(call.registry)
     return call.registry.flushed()
 
 
 async def _compact_one(call: Call, ctx: Context) -> dict[str, Any]:
+    """Rebuild and commit one context for a request (`compact_context` under the call's deadline)."""
+    return await compact_context(call.registry, ctx, call.deadline)
+
+
+async def compact_context(registry: Registry, ctx: Context, deadline: float) -> dict[str, Any]:
     """Rebuild and commit one context; its outcome in the reference's key order.
 
     The rebuild runs in a worker thread (it only reads the old context, and writes wait for this
@@ -59,17 +68,17 @@ async def _compact_one(call: Call, ctx: Context) -> dict[str, Any]:
 
     def rebuilt() -> Any:
         with collector_paused():  # a rebuild is millions of new cycle-free objects
-            return rebuild(ctx, call.deadline)
+            return rebuild(ctx, deadline)
 
     done = await asyncio.to_thread(rebuilt)
-    if time.monotonic() > call.deadline:
+    if time.monotonic() > deadline:
         raise budget_spent()
     try:
-        await call.registry.replace_off_loop(done.context, call.deadline)
+        await registry.replace_off_loop(done.context, deadline)
     except CommitFailed as exc:
         raise not_durable(exc, "the compaction could not be made durable; nothing was applied") from None
     note_write()
-    purged = await asyncio.get_running_loop().run_in_executor(WRITER, call.registry.persistence.purge_freed)
+    purged = await asyncio.get_running_loop().run_in_executor(WRITER, registry.persistence.purge_freed)
     return {
         "bytes_before": done.bytes_before,
         "bytes_after": done.bytes_after,
@@ -78,6 +87,17 @@ async def _compact_one(call: Call, ctx: Context) -> dict[str, Any]:
         "passages_compacted": purged and ctx.meta.rev_passages > 0,
         "image_persisted": True,
     }
+
+
+def sweeping(registry: Registry) -> bool:
+    """A `POST /maintenance/compact` sweep holds this process's registry now."""
+    return registry in _SWEEPING
+
+
+def dead_ratio(ctx: Context) -> float:
+    """Dead edges ÷ all edges (0 without edges)."""
+    total = len(ctx.edges.subject)
+    return dead_edges(ctx) / total if total else 0.0
 
 
 async def compact(call: Call) -> Any:
@@ -141,8 +161,7 @@ def _selection(registry: Registry, floor: float) -> list[tuple[float, str]]:
         ctx = registry.get(name)
         if ctx is None:
             continue
-        total = len(ctx.edges.subject)
-        ratio = dead_edges(ctx) / total if total else 0.0
+        ratio = dead_ratio(ctx)
         if ratio > floor:
             chosen.append((-ratio, name))
     chosen.sort()

@@ -8,6 +8,8 @@ from typing import Any
 from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
 from taguru_server.server.passage_store import read_passage_store
+from taguru_server.server.quotas import check_growth
+from taguru_server.server.retrieval_cache import cached, path_target
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_PASSAGES,
@@ -19,8 +21,8 @@ from taguru_server.server.routes.common import (
     keyset_limit,
     keyset_page,
     search_vector,
+    served_hits,
 )
-from taguru_server.server.state import METRICS_KEY
 from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.wire import specs
 from taguru_server.server.wire.render import lanes as lane_wire
@@ -43,6 +45,7 @@ async def post_sources(call: Call) -> Any:
         raise collected("the passage store", [Issue("", "type", "an object", json_type(body))])
     store = read_passage_store(body)
     ctx = call.context()
+    await check_growth(call, ctx)
     totals = operations.store_passages(ctx, store.passages(int(time.time())))
     await call.commit(ctx)
     return passages_stored_out(totals)
@@ -161,7 +164,7 @@ async def _search_sources(call: Call, ctx: Context, args: dict[str, Any], limit:
         vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
     result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
     count_search(call, ctx, "search_passages", not result["hits"])
-    call.app_state.get(METRICS_KEY).hits_served(result["hits"])  # type: ignore[union-attr]
+    served_hits(call, result["hits"])
     return result
 
 
@@ -170,7 +173,12 @@ ROUTES: list[Route] = [
     Route("GET", "/contexts/{name}/sources", list_sources, "read", response="SourceList"),
     Route("POST", "/contexts/{name}/sources/lookup", lookup_sources, "read", request=specs.LOOKUP, response="Lookup"),
     Route(
-        "POST", "/contexts/{name}/sources/search", search_sources, "read", request=specs.SEARCH, response="SearchResult"
+        "POST",
+        "/contexts/{name}/sources/search",
+        cached("search_passages", search_sources, path_target),
+        "read",
+        request=specs.SEARCH,
+        response="SearchResult",
     ),
     Route(
         "POST",

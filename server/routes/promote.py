@@ -12,6 +12,7 @@ from typing import Any
 
 from taguru_server.server.call import Call, Route, not_durable, note_write
 from taguru_server.server.errors import malformed
+from taguru_server.server.quotas import import_quota
 from taguru_server.server.reply import Reply
 from taguru_server.server.routes import audits as audit_routes
 from taguru_server.server.routes import common
@@ -147,6 +148,7 @@ async def promote(call: Call) -> Any:
             dry_run=dry_run,
             deadline=call.deadline - COMMIT_ANSWER_MARGIN_SECS,
             commit=commit,
+            quota=import_quota(call),
             count_schema=None if metrics is None else schema_counter(metrics),
         ),
     )

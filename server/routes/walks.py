@@ -8,6 +8,7 @@ from typing import Any
 
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.decode import Spec
+from taguru_server.server.retrieval_cache import log_search
 from taguru_server.server.routes.common import before_start, count_read, count_search
 from taguru_server.server.routes.passages import read_window
 from taguru_server.server.wire import walks as walk_specs
@@ -15,6 +16,13 @@ from taguru_server.server.wire.render import walks as walk_wire
 from taguru_server.store.errors import budget_spent
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.window import window_view
+
+
+def _searched(call: Call, ctx: Context, op: str, hits: int) -> None:
+    """A served walk: its usage and search counts, and its search log line (TAGURU_LOG_SEARCHES)."""
+    count_search(call, ctx, op, hits == 0)
+    if call.settings.log_searches:
+        log_search(call, {"op": op, "context": ctx.name, "hits": hits}, False)
 
 
 def _walker(spec: Spec, op: str, walk: Callable[[Context, dict[str, Any]], dict[str, Any]]) -> Handler:
@@ -26,7 +34,7 @@ def _walker(spec: Spec, op: str, walk: Callable[[Context, dict[str, Any]], dict[
         before_start(call)
         ctx = call.context()
         result = walk(ctx, args)
-        count_search(call, ctx, op, result["total"] == 0)
+        _searched(call, ctx, op, result["total"])
         return result
 
     return handler
@@ -39,7 +47,7 @@ async def explore(call: Call) -> Any:
     ctx = call.context()
     view = None if window is None else window_view(ctx, window)
     result = walk_wire.explore(ctx, args["origins"], args["max_depth"], args["limit"], args["after"], view)
-    count_search(call, ctx, "explore", result["total"] == 0)
+    _searched(call, ctx, "explore", result["total"])
     return result
 
 

@@ -313,6 +313,10 @@ class PostgresPersistence(RowStore):
         finally:
             conn.close()
 
+    def _row_bytes(self, table: str, columns: tuple[str, ...], numbers: int) -> str:
+        """PostgreSQL measures a stored row itself: the sum of `pg_column_size` over the context's rows."""
+        return f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM {table} t WHERE ctx = ?"
+
     def try_lock_writes(self) -> bool:
         db = self.wdb
         try:

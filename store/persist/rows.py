@@ -9,6 +9,7 @@ UPDATE`, `RETURNING`, no collations: every ordering is by integer id).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from collections.abc import Callable, Iterable
@@ -271,6 +272,52 @@ class RowStore:
                 return max(write(db) for write in writes)
         except self.ERRORS as exc:
             raise self._failed(exc) from exc
+
+    # a context's rows by the part of its on-disk family they are: (table, its variable-length columns,
+    # its integer and real columns, each counted as 8 bytes where a backend cannot measure a row itself)
+    DISK_PARTS: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
+        ("image", "concepts", ("name",), 2),
+        ("image", "labels", ("name",), 2),
+        ("image", "sources", ("name",), 2),
+        ("image", "aliases", ("alias",), 4),
+        ("image", "edges", ("attrs",), 7),
+        ("passages", "passages", ("text", "meta"), 2),
+        ("sidecars", "vector_stores", ("model",), 3),
+        ("sidecars", "gloss_vectors", ("name", "vec"), 4),
+        ("sidecars", "passage_vectors", ("source", "vec"), 5),
+    )
+
+    def _row_bytes(self, table: str, columns: tuple[str, ...], numbers: int) -> str:
+        """The SQL of a table's row sizes summed over one context (`?`: the context id)."""
+        lengths = " + ".join(f"coalesce(length(CAST({c} AS BLOB)), 0)" for c in columns)
+        return f"SELECT coalesce(sum({lengths} + {8 * numbers}), 0) FROM {table} WHERE ctx = ?"
+
+    def disk_bytes(self, cid: int) -> dict[str, int]:
+        """A context's bytes in the store by part (`image`: its graph rows and meta, `passages`: its passage
+        rows, `sidecars`: its vector rows and persisted BM25 index file; no write-ahead parts: a commit is
+        durable in place), read on a connection of its own (any thread) in one snapshot."""
+        return self.disk_sizes([cid])[cid]
+
+    def disk_sizes(self, cids: Iterable[int]) -> dict[int, dict[str, int]]:
+        """`disk_bytes` of several contexts, on one connection of its own in one snapshot."""
+        out: dict[int, dict[str, int]] = {}
+        try:
+            with self._reader() as db:
+                for cid in cids:
+                    parts = {"image": 0, "passages": 0, "sidecars": 0}
+                    for part, table, columns, numbers in self.DISK_PARTS:
+                        (size,) = db.execute(self._row_bytes(table, columns, numbers), (cid,)).fetchone()
+                        parts[part] += int(size)
+                    sql = self._row_bytes("contexts", ("name", "meta"), 1).replace("ctx", "id")
+                    parts["image"] += int(db.execute(sql, (cid,)).fetchone()[0])
+                    out[cid] = parts
+        except self.ERRORS as exc:
+            raise self._failed(exc) from exc
+        if self.index_dir is not None:
+            for cid, parts in out.items():
+                with contextlib.suppress(OSError):
+                    parts["sidecars"] += (self.index_dir / f"ctx-{cid}.bm25").stat().st_size
+        return out
 
     def load_vectors(self, cid: int) -> ContextVectors:
         """The stored vectors of a context (a catch-up after another process's refresh reads them here)."""

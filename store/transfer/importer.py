@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -377,10 +377,13 @@ def run_import(
     on_commit: Callable[[int], None] | None = None,
     count_schema: SchemaCounter | None = None,
     on_schema_refused: Callable[[Batch, ApiError], None] | None = None,
+    quota: QuotaGate | None = None,
 ) -> list[BatchOutcome]:
     """Apply batches in order, committing in groups; a refusal keeps the landed prefix. `count_schema` is
     told of every schema check that gates a real apply (never of a dry run's); with `on_schema_refused`, a
-    batch the schema refuses is handed to it and skipped, and the batches after it still apply."""
+    batch the schema refuses is handed to it and skipped, and the batches after it still apply. With
+    `quota`, a batch that carries growth into a context with a storage ceiling is judged after the batches
+    before it are durable (`QuotaGate`); a refusal there stops the stream with the landed prefix."""
     # A bulk load creates millions of long-lived objects and no reference cycles worth
     # collecting meanwhile; the cyclic collector would re-scan them over and over.
     with collector_paused():
@@ -394,7 +397,26 @@ def run_import(
             on_commit=on_commit,
             count_schema=count_schema,
             on_schema_refused=on_schema_refused,
+            quota=quota,
         )
+
+
+class QuotaGate(Protocol):
+    """The storage-quota check of a batch: whether its context has a ceiling, and the refusal (or None)."""
+
+    def applies(self, context: str) -> bool: ...
+
+    def refusal(self, ctx: Context) -> ApiError | None: ...
+
+
+def _gated(quota: QuotaGate, ctx: Context, batch: Batch) -> bool:
+    """Whether a batch is judged against its context's storage quota: it adds something, and a ceiling applies."""
+    return carries_growth(batch) and quota.applies(ctx.name)
+
+
+def carries_growth(batch: Batch) -> bool:
+    """A batch that adds something (a header-only batch is a pure source retraction)."""
+    return bool(batch.associations or batch.aliases or batch.passage is not None)
 
 
 def _run_import(
@@ -408,6 +430,7 @@ def _run_import(
     on_commit: Callable[[int], None] | None,
     count_schema: SchemaCounter | None,
     on_schema_refused: Callable[[Batch, ApiError], None] | None,
+    quota: QuotaGate | None = None,
 ) -> list[BatchOutcome]:
     outcomes: list[BatchOutcome] = []
     pending: list[Context] = []
@@ -460,6 +483,11 @@ def _run_import(
             will_exist.add(batch.context)
             outcomes.append(with_warnings(predict(ctx, batch, created), warned))
             continue
+        if quota is not None and ctx is not None and _gated(quota, ctx, batch):
+            flush()  # the batches before it count: they are durable before it is judged
+            over = quota.refusal(ctx)
+            if over is not None:
+                raise noted(over, QUOTA_STOP, batches, i, dry_run)
         created = ctx is None
         if ctx is None:
             assert batch.create is not None
@@ -506,6 +534,14 @@ def _stream_stop(dry_run: bool) -> Stop:
         "landed durably",
         "fixing the stream and re-POSTing it whole is exact (each batch replaces its own source)",
     )
+
+
+QUOTA_STOP = Stop(
+    "not attempted",
+    "landed durably",
+    "retracting or compacting the context (or raising its quota), then re-POSTing the remaining stream is exact "
+    "(each batch replaces its own source)",
+)
 
 
 def noted(err: ApiError, stop: Stop, batches: list[Batch], i: int, dry_run: bool) -> ApiError:

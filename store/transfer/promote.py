@@ -25,10 +25,12 @@ from taguru_server.store.persist.registry import Registry
 from taguru_server.store.transfer.importer import (
     Batch,
     BatchOutcome,
+    QuotaGate,
     SchemaCounter,
     Stop,
     alias_refusal,
     apply_batch,
+    carries_growth,
     no_create_block,
     noted,
     predict,
@@ -134,6 +136,14 @@ def _unfinished(dry_run: bool) -> Stop:
     )
 
 
+_QUOTA_STOP = Stop(
+    "not attempted",
+    "landed durably",
+    "retracting or compacting the destination (or raising its quota), then re-calling promote is exact "
+    "(each batch replaces its own source)",
+)
+
+
 def apply(
     registry: Registry,
     into: str,
@@ -143,9 +153,12 @@ def apply(
     deadline: float | None,
     commit: Callable[[Context], None],
     count_schema: SchemaCounter | None = None,
+    quota: QuotaGate | None = None,
 ) -> list[BatchOutcome]:
     """Preview or apply every batch in order; the landed prefix is committed before any refusal. The
-    destination's schema judges every batch as an import's (a real promote counts its checks)."""
+    destination's schema judges every batch as an import's (a real promote counts its checks); with
+    `quota`, a real batch that carries growth is judged against the destination's storage ceiling once
+    the batches before it are durable."""
     outcomes: list[BatchOutcome] = []
     ctx = registry.get(into)
     now = int(time.time())
@@ -173,6 +186,12 @@ def apply(
             outcomes.append(with_warnings(predict(ctx, batch, False), warned))
             seen.extend(batch.associations)
             continue
+        if quota is not None and carries_growth(batch) and quota.applies(into):
+            if i > 0:  # the batches before it count: they are durable before it is judged
+                commit(ctx)
+            over = quota.refusal(ctx)
+            if over is not None:
+                raise noted(over, _QUOTA_STOP, batches, i, dry_run)
         try:
             outcomes.append(with_warnings(apply_batch(ctx, batch, False, now), warned))
         except Exception:

@@ -1,0 +1,157 @@
+"""The settings of the retrieval cache and its paraphrase tier, the search log, auto-compaction and the
+per-context quotas: their parsing and their warning and refusal texts (server/config.py takes the fields)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import structlog
+
+from taguru_server.server.variables import default_float, default_int
+
+log = structlog.get_logger("taguru.config")
+
+_UNSIGNED = re.compile(r"\+?[0-9]+")
+_U64_MAX = 2**64 - 1
+_F32 = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+
+
+@attrs.frozen
+class Quota:
+    """One context's declared ceilings (TAGURU_CONTEXT_QUOTAS); None: not declared."""
+
+    storage_bytes: int | None = None
+    cache_bytes: int | None = None
+
+
+def semantic_threshold(env: Mapping[str, str]) -> float | None:
+    """TAGURU_SEMANTIC_CACHE_THRESHOLD: an f32 in [0, 1]; anything else warns and leaves the tier off."""
+    raw = env.get("TAGURU_SEMANTIC_CACHE_THRESHOLD")
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    value = float(np.float32(float(text))) if _F32.fullmatch(text) else math.nan
+    if not 0.0 <= value <= 1.0:
+        log.warning(f"ignoring TAGURU_SEMANTIC_CACHE_THRESHOLD={text}: not a number between 0 and 1")
+        return None
+    return value
+
+
+def cache_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The retrieval cache, the search log, auto-compaction and the quotas as Settings fields; a bad value
+    warns and keeps its default. The quotas are `serve`'s alone (`parse_quotas`, at its boot)."""
+    return {
+        "retrieval_cache_bytes": _cache_bytes(env),
+        "log_searches": _warned_flag(env, "TAGURU_LOG_SEARCHES", False, "a recognized boolean (1/true or 0/false)"),
+        "auto_compact": _warned_flag(env, "TAGURU_AUTO_COMPACT", True, "a recognized boolean (1/true or 0/false)"),
+        "auto_compact_ratio": _ratio(env),
+    }
+
+
+def _cache_bytes(env: Mapping[str, str]) -> int:
+    default = default_int("TAGURU_RETRIEVAL_CACHE_BYTES")
+    raw = env.get("TAGURU_RETRIEVAL_CACHE_BYTES")
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip()
+    if not _UNSIGNED.fullmatch(text) or int(text) > _U64_MAX:
+        log.warning(f"ignoring TAGURU_RETRIEVAL_CACHE_BYTES={text}: not a number; using {default}")
+        return default
+    value = int(text)
+    if value and value // 4 <= 4096:
+        log.warning(CACHE_TOO_SMALL, budget_bytes=value, entrance_ceiling_bytes=value // 4)
+    return value
+
+
+CACHE_TOO_SMALL = (
+    "TAGURU_RETRIEVAL_CACHE_BYTES is set but too small to admit a realistic response; the exact-match cache will "
+    "stay empty and, if TAGURU_SEMANTIC_CACHE_THRESHOLD is also set, the semantic tier will pay a provider call per "
+    "request for claims that can only resolve stale"
+)
+
+
+def _warned_flag(env: Mapping[str, str], key: str, default: bool, what: str) -> bool:
+    """A boolean (1/true, 0/false, any case); anything else warns `ignoring KEY=value: not …; using default`."""
+    raw = env.get(key)
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip().lower()
+    if text in ("1", "true"):
+        return True
+    if text in ("0", "false"):
+        return False
+    log.warning(f"ignoring {key}={raw.strip()}: not {what}; using {'true' if default else 'false'}")
+    return default
+
+
+def _ratio(env: Mapping[str, str]) -> float:
+    default = default_float("TAGURU_AUTO_COMPACT_RATIO")
+    raw = env.get("TAGURU_AUTO_COMPACT_RATIO")
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip()
+    value = float(text) if _F32.fullmatch(text) else math.nan
+    if not 0.0 <= value <= 1.0:
+        log.warning(f"ignoring TAGURU_AUTO_COMPACT_RATIO={text}: not a number between 0 and 1")
+        return default
+    return value
+
+
+QUOTA_SHAPE = (
+    'TAGURU_CONTEXT_QUOTAS is not the documented JSON shape ({"name": {"storage_bytes": …, "cache_bytes": …}})'
+)
+
+
+class QuotaRefused(Exception):
+    """A broken TAGURU_CONTEXT_QUOTAS declaration (the boot is refused)."""
+
+
+def parse_quotas(raw: str | None) -> dict[str, Quota]:
+    """TAGURU_CONTEXT_QUOTAS: one JSON object of context name → {storage_bytes, cache_bytes} (either, at least
+    one, unsigned, nothing else); QuotaRefused with the reference's text for anything else."""
+    if raw is None:
+        return {}
+    if not raw.strip():
+        raise QuotaRefused("TAGURU_CONTEXT_QUOTAS is set but empty")
+    try:
+        data = json.loads(raw, parse_constant=_quota_constant)
+    except ValueError as exc:
+        raise QuotaRefused(f"{QUOTA_SHAPE}: {exc}") from None
+    if not isinstance(data, dict):
+        raise QuotaRefused(f"{QUOTA_SHAPE}: expected a map of context names, got {type(data).__name__}")
+    quotas: dict[str, Quota] = {}
+    for name, entry in data.items():
+        if not isinstance(entry, dict):
+            raise QuotaRefused(f"{QUOTA_SHAPE}: '{name}' must map to an object")
+        unknown = sorted(set(entry) - {"storage_bytes", "cache_bytes"})
+        if unknown:
+            raise QuotaRefused(
+                f"{QUOTA_SHAPE}: unknown field `{unknown[0]}`, expected `storage_bytes` or `cache_bytes`"
+            )
+        for field in ("storage_bytes", "cache_bytes"):
+            value = entry.get(field)
+            if value is not None and (type(value) is not int or not 0 <= value <= _U64_MAX):
+                raise QuotaRefused(f"{QUOTA_SHAPE}: {field} of '{name}' must be an unsigned integer")
+        quota = Quota(entry.get("storage_bytes"), entry.get("cache_bytes"))
+        if quota.storage_bytes is None and quota.cache_bytes is None:
+            raise QuotaRefused(
+                f"TAGURU_CONTEXT_QUOTAS declares no ceiling for '{name}' — give it storage_bytes, cache_bytes, "
+                "or drop the entry"
+            )
+        if quota.storage_bytes == 0 or quota.cache_bytes == 0:
+            raise QuotaRefused(
+                f"TAGURU_CONTEXT_QUOTAS gives '{name}' a zero ceiling, which would refuse every write (storage) or "
+                "every residency (cache) — scope keys to read-only via TAGURU_KEY_SCOPES if that is the intent"
+            )
+        quotas[name] = quota
+    return quotas
+
+
+def _quota_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
