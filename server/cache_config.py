@@ -30,16 +30,20 @@ class Quota:
     cache_bytes: int | None = None
 
 
+def unit_f32(text: str) -> float | None:
+    """`text` (stripped) as an f32 in [0, 1]; None when it is not a number, NaN or out of range."""
+    value = float(np.float32(float(text))) if _F32.fullmatch(text) else math.nan
+    return value if 0.0 <= value <= 1.0 else None
+
+
 def semantic_threshold(env: Mapping[str, str]) -> float | None:
     """TAGURU_SEMANTIC_CACHE_THRESHOLD: an f32 in [0, 1]; anything else warns and leaves the tier off."""
     raw = env.get("TAGURU_SEMANTIC_CACHE_THRESHOLD")
     if raw is None or not raw.strip():
         return None
-    text = raw.strip()
-    value = float(np.float32(float(text))) if _F32.fullmatch(text) else math.nan
-    if not 0.0 <= value <= 1.0:
-        log.warning(f"ignoring TAGURU_SEMANTIC_CACHE_THRESHOLD={text}: not a number between 0 and 1")
-        return None
+    value = unit_f32(raw.strip())
+    if value is None:
+        log.warning(f"ignoring TAGURU_SEMANTIC_CACHE_THRESHOLD={raw.strip()}: not a number between 0 and 1")
     return value
 
 

@@ -4,7 +4,6 @@ config file (`load_configuration`), the server's own part (`Settings`) and how e
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 import structlog
 
 from taguru_server.client.config import with_config_file
-from taguru_server.server.cache_config import Quota, cache_settings, semantic_threshold
+from taguru_server.server.cache_config import Quota, cache_settings, semantic_threshold, unit_f32
 from taguru_server.server.logging import LogSettings, parse_log_format, parse_log_level
 from taguru_server.server.variables import default_float, default_int, default_str, process_environment
 
@@ -39,7 +38,6 @@ DEFAULT_PASSAGE_VECTOR_LIMIT = default_int("TAGURU_PASSAGE_VECTOR_LIMIT")
 DEFAULT_SEMANTIC_FLOOR = float(np.float32(default_float("TAGURU_SEMANTIC_FLOOR")))
 _UNSIGNED = re.compile(r"\+?[0-9]+")
 _U64_MAX = 2**64 - 1
-_F32 = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 
 
 # the stdio bridge's (taguru mcp: server/mcp/stdio.py)
@@ -358,11 +356,9 @@ def _unit_f32(env: Mapping[str, str], key: str) -> float | None:
     raw = env.get(key)
     if raw is None or not raw.strip():
         return None
-    text = raw.strip()
-    value = float(np.float32(float(text))) if _F32.fullmatch(text) else math.nan
-    if not 0.0 <= value <= 1.0:
+    value = unit_f32(raw.strip())
+    if value is None:
         log.warning(f"{key} must be a number between 0 and 1; keeping the default")
-        return None
     return value
 
 

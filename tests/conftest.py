@@ -133,17 +133,9 @@ class Client:
         self.session = session
         self.base = base
 
-    async def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        raw: bytes | str | None = None,
-        token: str | None = None,
-        content_type: str | None = "application/json",
-    ) -> tuple[int, Any, dict[str, str]]:
-        status, text, headers = await self.fetch(method, path, body, raw=raw, token=token, content_type=content_type)
+    async def call(self, method: str, path: str, body: Any = None, **options: Any) -> tuple[int, Any, dict[str, str]]:
+        """`fetch` (same options), the body decoded and checked (`decode`)."""
+        status, text, headers = await self.fetch(method, path, body, **options)
         return status, self.decode(method, path, status, text), headers
 
     @staticmethod
