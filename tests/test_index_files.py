@@ -307,6 +307,14 @@ def test_an_offline_import_leaves_the_index_the_next_load_reuses(
     assert len(again.passages) == 70
     _same(again, _load(data, index=False), rnd)
 
+    # sources added only: the import's own index (merged onto the mapped file) is what is written
+    _import(data, _stream(tmp_path / "c.jsonl", rnd, list(range(200, 230))), monkeypatch)
+    seq, position = _file_seq(data)
+    assert seq == position
+    third = _load(data)
+    assert third.index_restored.outcome == "reused" and len(third.passages) == 100
+    _same(third, _load(data, index=False), rnd)
+
 
 def test_an_import_without_an_index_dir_writes_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "store"
