@@ -192,13 +192,7 @@ def _import_offline_in(
                     return _finish(args, outcomes, exc.message, report.extra())
                 progress.update(len(outcomes))
             progress.close()
-            said: list[str] = []
-            failed: list[str] = []
-            if not args.dry_run and not args.no_embed:
-                from taguru_server.cli.embed import embed_imported
-
-                touched = list(dict.fromkeys(o["context"] for o in outcomes))
-                said, failed = embed_imported(settings, registry, touched)
+            said, failed = _after_import(args, settings, registry, outcomes)
         finally:
             registry.close()
     finally:
@@ -211,6 +205,49 @@ def _import_offline_in(
     for line in failed:
         print(line, file=sys.stderr)
     return EXIT_FAIL if failed or report.failed() else code
+
+
+def _after_import(
+    args: argparse.Namespace, settings: Any, registry: Any, outcomes: list[Any]
+) -> tuple[list[str], list[str]]:
+    """After the last batch: the imported contexts' vectors (unless `--no-embed`), then their persisted
+    indexes; what the embedding said and what failed. A preview does neither."""
+    said: list[str] = []
+    failed: list[str] = []
+    if args.dry_run:
+        return said, failed
+    touched = list(dict.fromkeys(o["context"] for o in outcomes))
+    if not args.no_embed:
+        from taguru_server.cli.embed import embed_imported
+
+        said, failed = embed_imported(settings, registry, touched)
+    _keep_indexes(registry, touched)
+    return said, failed
+
+
+def _keep_indexes(registry: Any, names: list[str]) -> None:
+    """Leave each imported context's persisted BM25 index where the server looks for it, at the change-log
+    position the store is at after the import's last commit, so the next start maps it instead of
+    tokenizing every paragraph. From the context in memory when its index is numbered as a load numbers it
+    (a fresh context), else from a load of its rows (which writes the file as a server start does). No
+    index directory (PostgreSQL without TAGURU_INDEX_DIR, or `off`): nothing is kept. A file that cannot
+    be written is left to the next start to rebuild."""
+    from taguru_server.store.index.bm25_snapshot import save_live
+
+    store = registry.persistence
+    index_dir = getattr(store, "index_dir", None)
+    if index_dir is None:
+        return
+    for name in names:
+        ctx = registry.get(name)
+        if ctx is None:
+            continue  # deleted by the stream itself
+        identity = {"store": store.store_id, "context": ctx.cid, "seq": store.index_seq(ctx.cid)}
+        try:
+            if not save_live(ctx, index_dir, identity):
+                store.load(ctx.cid, name, ctx.meta)
+        except OSError:
+            pass
 
 
 def _advance(progress: Any, before: int, landed: int) -> None:

@@ -9,6 +9,7 @@ rebuilt, never trusted.
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
@@ -246,3 +247,77 @@ def test_a_staging_file_left_by_a_killed_writer_is_swept_once_stale(tmp_path: Pa
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     write_arrays(path, {"kind": "t"}, {"a": np.arange(3)})
     assert not old.exists() and fresh.exists() and read_arrays(path)[0] == {"kind": "t"}
+
+
+def _stream(path: Path, rnd: random.Random, sources: list[int]) -> Path:
+    """An import file: one batch per source of context `c`, each a passage of random words."""
+    lines = []
+    for i in sources:
+        lines.append(json.dumps({"taguru_batch": 1, "context": "c", "source": f"doc/{i:04d}", "create": {}}))
+        lines.append(json.dumps({"passage": _text(rnd)}, ensure_ascii=False))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _import(data: Path, stream: Path, monkeypatch: pytest.MonkeyPatch, index_dir: bool = True) -> None:
+    """`taguru import` offline, in process, on this backend (PostgreSQL keeps indexes when told where)."""
+    from taguru_server.cli.main import main
+
+    url = database_url_for(data)
+    monkeypatch.delenv("TAGURU_INDEX_DIR", raising=False)
+    monkeypatch.delenv("TAGURU_DATABASE_URL", raising=False)
+    if url is not None:
+        monkeypatch.setenv("TAGURU_DATABASE_URL", url)
+        if index_dir:
+            monkeypatch.setenv("TAGURU_INDEX_DIR", str(data / "indexes"))
+    elif not index_dir:
+        monkeypatch.setenv("TAGURU_INDEX_DIR", "off")
+    assert main(["import", "--data-dir", str(data), "--no-embed", str(stream)]) == 0
+
+
+def _file_seq(data: Path) -> tuple[Any, int]:
+    """The index file's recorded change-log position, and the store's for the context."""
+    header, _arrays = read_arrays(data / "indexes" / "ctx-1.bm25")
+    store = _store(data)
+    try:
+        return header["seq"], store.index_seq(1)
+    finally:
+        store.close()
+
+
+def test_an_offline_import_leaves_the_index_the_next_load_reuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rnd = random.Random(5)
+    data = tmp_path / "store"
+    _import(data, _stream(tmp_path / "a.jsonl", rnd, list(range(60))), monkeypatch)
+    assert (data / "indexes" / "ctx-1.bm25").exists()
+    seq, position = _file_seq(data)
+    assert seq == position > 0  # written at the position after the import's last commit
+    loaded = _load(data)
+    assert loaded.index_restored.outcome == "reused" and loaded.index_restored.tokenized_docs == 0
+    _same(loaded, _load(data, index=False), rnd)
+
+    # over the existing context: sources replaced (documents removed) and added; the file still holds
+    _import(data, _stream(tmp_path / "b.jsonl", rnd, [3, 7, 11, 40, *range(100, 110)]), monkeypatch)
+    seq, position = _file_seq(data)
+    assert seq == position
+    again = _load(data)
+    assert again.index_restored.outcome == "reused" and again.index_restored.tokenized_docs == 0
+    assert len(again.passages) == 70
+    _same(again, _load(data, index=False), rnd)
+
+    # sources added only: the import's own index (merged onto the mapped file) is what is written
+    _import(data, _stream(tmp_path / "c.jsonl", rnd, list(range(200, 230))), monkeypatch)
+    seq, position = _file_seq(data)
+    assert seq == position
+    third = _load(data)
+    assert third.index_restored.outcome == "reused" and len(third.passages) == 100
+    _same(third, _load(data, index=False), rnd)
+
+
+def test_an_import_without_an_index_dir_writes_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "store"
+    _import(data, _stream(tmp_path / "a.jsonl", random.Random(2), list(range(10))), monkeypatch, index_dir=False)
+    assert not (data / "indexes").exists()
+    assert _load(data).index_restored.reason == "missing"

@@ -321,3 +321,29 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
     except (OSError, IndexError):
         return "zombie"
+
+
+@pytest.mark.sqlite_only  # the store is copied as files; tests/test_index_files.py runs the import on both backends
+def test_the_first_start_after_an_offline_import_reuses_the_index_it_left(
+    corpus_dir: Path, tmp_path: Path, serving: list[Serving]
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(corpus_dir, data, ignore=shutil.ignore_patterns("LOCK"))  # as `taguru import` left it
+    index_file = data / "indexes" / "ctx-1.bm25"
+    assert index_file.exists()
+
+    def run(label: str) -> tuple[dict[str, Any], list[Any]]:
+        (tmp_path / label).mkdir()
+        server = Serving(data, tmp_path / label)
+        serving.append(server)
+        server.wait_ready()
+        answers = _answers(server.url)
+        server.stop()
+        return next(e for e in server.events() if e["event"] == "context.loaded"), answers
+
+    first, after_import = run("after-import")
+    assert (first["index"], first["index_tokenized_docs"]) == ("reused", 0) and "index_reason" not in first
+    index_file.unlink()
+    rebuilt, built_here = run("rebuilt")
+    assert (rebuilt["index"], rebuilt["index_reason"]) == ("rebuilt", "missing")
+    assert after_import == built_here

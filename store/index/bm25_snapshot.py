@@ -278,6 +278,26 @@ def write_rebuilt(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> None:
     path.unlink(missing_ok=True)
 
 
+def in_load_order(ctx: Any) -> bool:
+    """Whether the context's BM25 index is numbered as a fresh load of its rows numbers it: no removed
+    documents, sources in id order (the load reads them so), each source's documents in turn."""
+    index: Bm25Index = ctx.bm25
+    sids = list(ctx.passages)
+    if index.n_dead or sids != sorted(sids):
+        return False
+    return [d for passage in ctx.passages.values() for d in passage.docs] == list(range(len(index.doc_alive)))
+
+
+def save_live(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> bool:
+    """Write the file the next load of `ctx` would write, from the context as it is in memory (the offline
+    import, after its last commit). False, nothing written, when the index is not `in_load_order`."""
+    if not in_load_order(ctx):
+        return False
+    digests, doc_counts = _sources_of(ctx)
+    save(index_dir / f"ctx-{ctx.cid}.{KIND}", ctx.bm25, identity, digests, doc_counts)
+    return True
+
+
 def drop_file(index_dir: Path, cid: int) -> None:
     """Remove a deleted context's file (a later context never has its id)."""
     (index_dir / f"ctx-{cid}.{KIND}").unlink(missing_ok=True)
