@@ -80,16 +80,19 @@ CACHE_TOO_SMALL = (
 )
 
 
+def boolean(text: str) -> bool | None:
+    """`text` (stripped) as a boolean: 1/true and 0/false, any case; None for anything else."""
+    return {"1": True, "true": True, "0": False, "false": False}.get(text.lower())
+
+
 def _warned_flag(env: Mapping[str, str], key: str, default: bool, what: str) -> bool:
     """A boolean (1/true, 0/false, any case); anything else warns `ignoring KEY=value: not …; using default`."""
     raw = env.get(key)
     if raw is None or not raw.strip():
         return default
-    text = raw.strip().lower()
-    if text in ("1", "true"):
-        return True
-    if text in ("0", "false"):
-        return False
+    value = boolean(raw.strip())
+    if value is not None:
+        return value
     log.warning(f"ignoring {key}={raw.strip()}: not {what}; using {'true' if default else 'false'}")
     return default
 

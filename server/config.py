@@ -14,7 +14,7 @@ import numpy as np
 import structlog
 
 from taguru_server.client.config import with_config_file
-from taguru_server.server.cache_config import Quota, cache_settings, semantic_threshold, unit_f32
+from taguru_server.server.cache_config import Quota, boolean, cache_settings, semantic_threshold, unit_f32
 from taguru_server.server.logging import LogSettings, parse_log_format, parse_log_level
 from taguru_server.server.variables import default_float, default_int, default_str, process_environment
 
@@ -368,11 +368,9 @@ def _flag(env: Mapping[str, str], key: str, default: bool = False, refuse: bool 
     raw = env.get(key)
     if raw is None or not raw.strip():
         return default
-    text = raw.strip().lower()
-    if text in ("1", "true"):
-        return True
-    if text in ("0", "false"):
-        return False
+    value = boolean(raw.strip())
+    if value is not None:
+        return value
     if refuse:
         raise ConfigError(f"{key} must be 1, true, 0 or false")
     log.warning(f"{key} is not a boolean (1, true, 0 or false); keeping the default")
