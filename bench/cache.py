@@ -36,6 +36,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
+from tails import wait_ready  # noqa: E402
+
 TIME = re.compile(rb',"time":[-+0-9.eE]+')
 
 
@@ -72,19 +74,6 @@ def build_store(size: str, data_dir: Path) -> tuple[dict[str, Any], list[tuple[s
         requests.append(("sources/search", f"{root}/sources/search", {"query": text, "limit": 10}))
         requests.append(("search, limit 100", f"{root}/sources/search", {"query": text, "limit": 100}))
     return facts, requests
-
-
-async def wait_ready(base: str) -> None:
-    async with aiohttp.ClientSession() as s:
-        for _ in range(1200):
-            try:
-                async with s.get(base + "/ready") as r:
-                    if r.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError("server did not become ready")
 
 
 async def run_pass(base: str, requests: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[str, float, bytes]]:

@@ -159,7 +159,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _wait_ready(base: str) -> None:
+async def wait_ready(base: str) -> None:
+    """Until the server at `base` answers `/ready` 200 (two minutes at most)."""
     import aiohttp
 
     async with aiohttp.ClientSession() as s:
@@ -227,7 +228,7 @@ def http_phase(data_dir: Path, graph: bool = False) -> dict[str, Any]:
     root = f"/contexts/{CONTEXT}"
     out: dict[str, Any] = {}
     try:
-        asyncio.run(_wait_ready(base))
+        asyncio.run(wait_ready(base))
         # loads the context (and with `graph`, builds its concept–paragraph graph)
         first = {"origins": qs["pairs"][0], "include_graph_passages": True} if graph else {"origins": qs["pairs"][0]}
         asyncio.run(_measure(base, root + "/evidence", [first], warmup=0))
