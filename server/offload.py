@@ -7,6 +7,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from taguru_server.store.errors import ApiError
+
 T = TypeVar("T")
 
 OFF_LOOP_BYTES = 64 * 1024
@@ -31,4 +33,10 @@ def uncollected(decode: Callable[[], T]) -> T:
     from taguru_server.store.persist.writer import collector_paused
 
     with collector_paused():
-        return decode()
+        try:
+            return decode()
+        except ApiError as refused:
+            # a refusal's traceback holds the decoding frames and so the whole decoded body: dropped here,
+            # it is freed in this thread with the collector still paused, instead of surviving into the
+            # event loop's thread, where those objects would make the next collections traverse them
+            raise refused.with_traceback(None) from None
