@@ -187,7 +187,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.info("server.stopped")
 
     if worker:  # the supervisor holds the data-dir lock and checked the store
-        registry = open_registry(settings)
+        registry = open_registry(settings, checked=True, logged=True)
         from taguru_server.cli.shared_start import adopt_inherited
 
         adopt_inherited(registry)  # a forked worker starts with what the supervisor loaded
@@ -200,7 +200,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     try:
         try:
-            registry = open_registry(settings)
+            registry = open_registry(settings, logged=True)
         except StoreRefused as exc:
             print(f"taguru: {exc}", file=sys.stderr)
             return EXIT_FAIL

@@ -110,7 +110,8 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
         serving = threading.Thread(target=probes.serve_forever, name="taguru-start-probes", daemon=True)
         serving.start()
     try:
-        registry = open_registry(settings)
+        # `serve` checked the store under the data-dir lock just before
+        registry = open_registry(settings, checked=True, logged=True)
         try:
             names = wanted_names(registry, settings.preload, registry.unloaded_names())
             counts.expected = len(names)

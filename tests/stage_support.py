@@ -44,7 +44,7 @@ class MemoryPersistence:
     def write_groups(self, upserts: Any, deletes: Any = ()) -> None:
         return None
 
-    def close(self) -> None:
+    def close(self, intact: bool = True) -> None:
         return None
 
 

@@ -212,6 +212,10 @@ def test_two_workers_load_before_ready_and_follow_new_contexts(
     assert server.out.read_text().splitlines() == [f"listening on 127.0.0.1:{server.port}"]
     events = server.events()
     _ready_lines_follow_the_load(events)
+    # the supervisor checks the store at most once; the fork loader and the workers open a store it sealed
+    assert sum(e["event"] == "store.checking" for e in events) <= 1
+    skipped = [e["reason"] for e in events if e["event"] == "store.check_skipped"]
+    assert skipped.count("checked by the supervisor") == 2 + (start == "fork"), skipped  # workers (+ fork loader)
     later = [e for e in events if e["event"] == "context.loaded" and e["context"] == later_name]
     assert "request_id" not in later[0]  # loaded by the background follower, not inside a request
     bench = [e for e in events if e["event"] in ("context.loaded", "context.inherited") and e["context"] == "bench"]
@@ -264,6 +268,8 @@ def test_a_restart_reuses_the_persisted_index_and_never_trusts_a_damaged_one(
 
     first, before, server = run("first")
     assert (first["index"], first["index_reason"]) == ("rebuilt", "missing")
+    checks = [e["event"] for e in server.events() if e["event"].startswith("store.check")]
+    assert checks == ["store.checking", "store.checked"]  # a copied database: its whole file is checked
     index_file = data / "indexes" / "ctx-1.bm25"
     assert index_file.exists()
     text = "酒蔵の川の水で仕込む。\n\n杜氏が麹を見る。"
@@ -274,6 +280,8 @@ def test_a_restart_reuses_the_persisted_index_and_never_trusts_a_damaged_one(
 
     second, answers, server = run("second")
     assert second["index"] == "partial" and second["index_tokenized_docs"] == 2
+    checks = [e["event"] for e in server.events() if e["event"].startswith("store.check")]
+    assert checks == ["store.check_skipped"]  # as the clean stop before left it (store/persist/seal.py)
     assert answers == after_write != before
     server.stop()
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from taguru_server.store.persist.persistence import Persistence
 
 
-def open_store(data_dir: str, database_url: str | None) -> Persistence:
+def open_store(
+    data_dir: str, database_url: str | None, report: Callable[..., None] | None = None, checked: bool = False
+) -> Persistence:
     """PostgreSQL when a database URL is given (every process on it is a replica), else SQLite in `data_dir`."""
     if database_url:
         from taguru_server.store.persist.postgres import PostgresPersistence
@@ -13,7 +17,7 @@ def open_store(data_dir: str, database_url: str | None) -> Persistence:
         return PostgresPersistence(database_url)
     from taguru_server.store.persist.sqlite import SqlitePersistence
 
-    return SqlitePersistence(data_dir)
+    return SqlitePersistence(data_dir, report, checked)
 
 
 def is_shared(database_url: str | None, workers: int) -> bool:

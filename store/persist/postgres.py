@@ -221,7 +221,7 @@ class PostgresPersistence(RowStore):
             with contextlib.suppress(Exception):
                 conn.conn.cancel_safe(timeout=2.0)
 
-    def close(self) -> None:
+    def close(self, intact: bool = True) -> None:
         if self._wsql is not None:
             self._wsql.close()
         self._sql.close()

@@ -525,7 +525,7 @@ class Registry(CatchUp):
             self.directory_unreadable = True
 
     def close(self) -> None:
-        self.persistence.close()
+        self.persistence.close(intact=not self.load_failed)
 
     @contextlib.asynccontextmanager
     async def quiesced(self) -> AsyncIterator[None]:

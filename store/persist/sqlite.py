@@ -7,13 +7,14 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from taguru_server.store.errors import StorageFailed, StoreRefused
 from taguru_server.store.model.context import CONCEPT, LABEL
 from taguru_server.store.persist.row_writes import new_epoch
 from taguru_server.store.persist.rows import RowStore
+from taguru_server.store.persist.seal import seal, sealed, unseal
 
 DB_NAME = "taguru.sqlite3"
 # `PRAGMA application_id` of every store this project writes ("TAGU"): a database without it is not ours
@@ -27,6 +28,8 @@ BUSY_TIMEOUT_MS = 5000  # how long a statement waits for another process's write
 CHECKPOINT_WAIT_MS = 200  # how long a compaction's checkpoint waits for other processes' reads
 # the store's identity, also kept beside the database: a deleted or swapped database is noticed at boot
 STORE_ID_FILE = "STORE_ID"
+# told "store.checking" (before a full-file check), "store.checked" or "store.check_skipped", with fields
+CheckReport = Callable[..., None]
 LEGACY_TABLES = {"contexts", "concepts", "labels", "sources", "aliases", "edges", "passages"}
 
 SCHEMA = """
@@ -66,7 +69,11 @@ class SqlitePersistence(RowStore):
     db: sqlite3.Connection  # an `Sql` with SQLite's own extras: the event loop's reads
     wdb: sqlite3.Connection  # writes (see `_writer`)
 
-    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, data_dir: str | os.PathLike[str], report: CheckReport | None = None, checked: bool = False
+    ) -> None:
+        self.report = report  # told of the boot's integrity check (server/app.py logs it)
+        self.checked = checked  # a worker's open: the supervisor, which holds the data-dir lock, checked it
         self.path = Path(data_dir)
         self.file = self.path / DB_NAME
         try:
@@ -135,7 +142,7 @@ class SqlitePersistence(RowStore):
     def _open(self, existed: bool) -> str:
         """Recognise the file (new, this project's, or an older build's), check it, and return its identity."""
         db = self.db
-        version = check_store(db, self.file, existed)
+        version = self._checked(existed)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA foreign_keys=OFF")
@@ -161,9 +168,36 @@ class SqlitePersistence(RowStore):
             raise StoreRefused(f"the store {self.file} cannot be written: {_reason(exc)}") from None
         return str(db.execute("SELECT value FROM store_meta WHERE key = 'store_id'").fetchone()[0])
 
-    def close(self) -> None:
+    def _checked(self, existed: bool) -> int:
+        """`check_store`, logged: the full-file check is skipped for a database its seal vouches for."""
+        report = self.report or (lambda _event, **_fields: None)
+        trusted = "checked by the supervisor" if self.checked else None
+        if existed and (trusted or sealed(self.file)):
+            version = check_store(self.db, self.file, existed, full=False)
+            report("store.check_skipped", reason=trusted or "unchanged since the last clean stop")
+            return version
+        size = self.file.stat().st_size if existed else 0
+        if size:
+            report("store.checking", check="quick_check", file_bytes=size)
+        began = time.perf_counter()
+        try:
+            version = check_store(self.db, self.file, existed)
+        except StoreRefused:
+            unseal(self.file)
+            raise
+        if size:
+            report("store.checked", check="quick_check", duration_ms=round((time.perf_counter() - began) * 1000, 1))
+        return version
+
+    def close(self, intact: bool = True) -> None:
         self.wdb.close()
         self.db.close()
+        # the last process to close the store, cleanly, leaves its seal (store/persist/seal.py); a store a
+        # read found damaged is checked in full at the next boot (which refuses it)
+        if intact:
+            seal(self.file)
+        else:
+            unseal(self.file)
 
     def interrupt(self) -> None:
         """Abort the write statement running now, if any (a commit past its deadline; any thread may call it)."""
@@ -242,9 +276,10 @@ _REASONS = {
 }
 
 
-def check_store(db: sqlite3.Connection, file: Path, existed: bool) -> int:
+def check_store(db: sqlite3.Connection, file: Path, existed: bool, full: bool = True) -> int:
     """The boot's checks of a store file, which only read: this project's (or an older build's, or a new
-    empty one), a format this build reads, and intact (`quick_check`). Its format, or StoreRefused."""
+    empty one), a format this build reads, and intact (`quick_check`, unless not `full`: a sealed file).
+    Its format, or StoreRefused."""
     app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -261,7 +296,7 @@ def check_store(db: sqlite3.Connection, file: Path, existed: bool) -> int:
             f"the store {file} is empty (truncated or replaced?); restore it from a backup, "
             "or move it away to start an empty store"
         )
-    problem = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+    problem = db.execute("PRAGMA quick_check(1)").fetchone()[0] if full else "ok"
     if problem != "ok":
         raise StoreRefused(f"the store {file} is damaged (integrity check failed); restore it from a backup")
     return version
@@ -310,6 +345,9 @@ class ReadOnlySqlite(SqlitePersistence):
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         db.execute("PRAGMA query_only=ON")
         return db
+
+    def close(self, intact: bool = True) -> None:
+        self.db.close()  # and no seal: nothing is written beside a store opened only to read
 
     def _store_meta(self, key: str) -> str | None:
         tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
