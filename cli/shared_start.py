@@ -101,6 +101,7 @@ class _Answer(BaseHTTPRequestHandler):
 def load_before_fork(settings: Any, host: str, port: int) -> None:
     """Load the contexts the preload policy names into INHERITED, answering probes meanwhile."""
     from taguru_server.server.app import open_registry
+    from taguru_server.server.metrics import precompute_sums
     from taguru_server.server.preload import log_loaded, wanted_names
 
     counts = _Progress()
@@ -126,6 +127,7 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
                     continue
                 if read is None:
                     continue
+                precompute_sums(read[0])  # what each worker's metrics would otherwise read (and copy) itself
                 INHERITED.append(read)
                 counts.loaded += 1
                 log_loaded(log, read[0], started)

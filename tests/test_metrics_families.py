@@ -211,6 +211,33 @@ async def test_the_store_sums_follow_writes_in_the_background(
         await server.close()
 
 
+async def test_figures_computed_before_a_fork_are_taken_not_recomputed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork loader computes each context's sums (`precompute_sums`): a worker must not read every
+    association again (each read would copy the pages holding them into the worker)."""
+    from taguru_server.store.model.context import Context, Meta
+
+    ctx = Context(1, "c", Meta(description="sums"))
+    ctx.assert_association("a", "r", "b", 2.0, None, None)  # unsourced: the sums are not all zero
+    fresh = metrics_module.ContextSums(lambda: [ctx])
+    await fresh.update(ctx)
+    expected = fresh.seen[ctx]
+    assert expected[1]["unsourced_edges"] == 1.0 and expected[1]["unsourced_weight"] == 2.0
+    metrics_module.precompute_sums(ctx)
+    assert ctx.read_cache[metrics_module.SUMS_CACHE_KEY] == expected
+
+    def forbidden(*_args: Any) -> Any:
+        raise AssertionError("the figures were recomputed")
+
+    monkeypatch.setattr(Context, "edge_sums", forbidden)
+    monkeypatch.setattr(Context, "footprint_bytes", forbidden)
+    worker = metrics_module.ContextSums(lambda: [ctx])
+    await worker.update(ctx)
+    assert worker.seen[ctx] == expected
+    ctx.meta.rev_graph += 1  # a write after the fork: recomputed
+    with pytest.raises(AssertionError, match="recomputed"):
+        await worker.update(ctx)
+
+
 def test_a_supervisor_start_removes_the_metric_dirs_of_gone_supervisors(tmp_path: Path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
