@@ -91,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from taguru_server.cli.workers import forced_exit
     from taguru_server.client.config import config_file_path
-    from taguru_server.server.app import build_app, open_registry
+    from taguru_server.server.app import build_app, open_registry, report_check
     from taguru_server.server.logging import configure_logging, lenient_log_settings
     from taguru_server.server.protocol import AppRunner, accept_error_handler
     from taguru_server.server.reload import Reloader, arm, shell_keys
@@ -187,7 +187,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.info("server.stopped")
 
     if worker:  # the supervisor holds the data-dir lock and checked the store
-        registry = open_registry(settings, checked=True, logged=True)
+        registry = open_registry(settings, checked=True, report=report_check)
         from taguru_server.cli.shared_start import adopt_inherited
 
         adopt_inherited(registry)  # a forked worker starts with what the supervisor loaded
@@ -200,7 +200,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     try:
         try:
-            registry = open_registry(settings, logged=True)
+            registry = _open_checked(settings, workers, sock)
         except StoreRefused as exc:
             print(f"taguru: {exc}", file=sys.stderr)
             return EXIT_FAIL
@@ -232,6 +232,19 @@ def _serve_until_stopped(run: Callable[[Any], Coroutine[Any, Any, None]], regist
     finally:
         registry.close()
     return EXIT_OK
+
+
+def _open_checked(settings: Any, workers: int, sock: Any) -> Any:
+    """The supervisor's (or the single process's) open of the store, its boot check logged; a single
+    process answers probes on its address meanwhile (`/live` 200, `/ready` 503 saying what it waits for)."""
+    from taguru_server.server.app import open_registry, report_check
+
+    if workers > 1:  # before its workers (or its fork loader) answer
+        return open_registry(settings, report=report_check)
+    from taguru_server.cli.shared_start import answering_on
+
+    with answering_on(sock) as progress:
+        return open_registry(settings, report=progress.report_check)
 
 
 def _bind(host: str, port: int, reuse_port: bool) -> Any:

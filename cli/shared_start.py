@@ -16,10 +16,12 @@ crosses a fork).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,10 +38,26 @@ INHERITED: list[tuple[Any, int]] = []
 
 
 class _Progress:
-    """How far the supervisor's load is (what a loading `/ready` says)."""
+    """How far the start is (what a starting `/ready` says): the store check, then the supervisor's load."""
 
     loaded = 0
     expected = 0
+    waiting: str | None = None  # before the load: what the start waits for
+
+    def message(self) -> str:
+        if self.waiting is not None:
+            return self.waiting
+        return f"loading contexts into memory: {self.loaded} loaded, {self.expected} to preload"
+
+    def report_check(self, event: str, **fields: Any) -> None:
+        """`open_registry`'s report: logged, and a full-file check is what `/ready` says it waits for."""
+        from taguru_server.server.app import report_check
+
+        report_check(event, **fields)
+        if event == "store.checking":
+            self.waiting = "checking the store before it opens (a full-file integrity check)"
+        elif event in ("store.checked", "store.check_skipped"):
+            self.waiting = None
 
 
 class _Probes(ThreadingHTTPServer):
@@ -75,8 +93,7 @@ class _Answer(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] == "/live":
             self._send(200, b"ok", "text/plain; charset=utf-8")
             return
-        progress = self.server.progress
-        message = f"loading contexts into memory: {progress.loaded} loaded, {progress.expected} to preload"
+        message = self.server.progress.message()
         body = dumps_bytes(error_body(ApiError(Code.UNHEALTHY, message), time.perf_counter() - started))
         self._send(503, body, "application/json; charset=utf-8", {"Retry-After": "1"})  # as a loading worker says
 
@@ -98,6 +115,25 @@ class _Answer(BaseHTTPRequestHandler):
         return  # the start-up answers are not logged one by one
 
 
+@contextlib.contextmanager
+def answering_on(sock: socket.socket) -> Iterator[_Progress]:
+    """The start-up answers on a socket already listening (a single process's, while it opens its store):
+    `/live` 200, everything else 503 saying what the start waits for. The socket stays open for the server."""
+    progress = _Progress()
+    server = _Probes(sock.getsockname()[:2], _Answer, bind_and_activate=False)
+    server.socket.close()
+    server.socket = sock
+    server.server_address = sock.getsockname()
+    server.progress = progress
+    serving = threading.Thread(target=server.serve_forever, name="taguru-start-probes", daemon=True)
+    serving.start()
+    try:
+        yield progress
+    finally:
+        server.shutdown()  # and not server_close(): the socket is the server's
+        serving.join()
+
+
 def load_before_fork(settings: Any, host: str, port: int) -> None:
     """Load the contexts the preload policy names into INHERITED, answering probes meanwhile."""
     from taguru_server.server.app import open_registry
@@ -112,7 +148,7 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
         serving.start()
     try:
         # `serve` checked the store under the data-dir lock just before
-        registry = open_registry(settings, checked=True, logged=True)
+        registry = open_registry(settings, checked=True, report=counts.report_check)
         try:
             names = wanted_names(registry, settings.preload, registry.unloaded_names())
             counts.expected = len(names)

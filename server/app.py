@@ -68,17 +68,18 @@ PUBLISH_SECS = 1.0
 """How often a worker of `serve --workers N` writes the gauges it reads from its own state."""
 
 
-def _report_check(event: str, **fields: object) -> None:
+def report_check(event: str, **fields: object) -> None:
     """The boot's store check, logged: before a full-file check starts (it reads every page), when it ends,
     or that it was skipped for a sealed store (store/persist/seal.py)."""
     log.info(event, **fields)
 
 
-def open_registry(settings: Settings, checked: bool = False, logged: bool = False) -> Registry:
+def open_registry(settings: Settings, checked: bool = False, report: Callable[..., None] | None = None) -> Registry:
     """The settings' store (SQLite in the data dir, or PostgreSQL), shared when other processes write it too;
-    `checked`: a worker's (or the fork loader's) open, after the supervisor's own checked one; `logged`: the
-    boot's store check is logged (the server; the CLI's own commands keep their output to themselves)."""
-    store = open_store(settings.data_dir, settings.database_url, _report_check if logged else None, checked)
+    `checked`: a worker's (or the fork loader's) open, after the supervisor's own checked one; `report`:
+    told of the boot's store check (the server logs it, `report_check`; the CLI's other commands keep
+    their output to themselves)."""
+    store = open_store(settings.data_dir, settings.database_url, report, checked)
     store.index_dir = index_dir_for(settings)
     registry = Registry(store, shared=is_shared(settings.database_url, settings.workers), warm=warm)
     registry.eventual = settings.read_consistency == "eventual"
