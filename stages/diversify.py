@@ -1,5 +1,5 @@
 """The diversify stage: within each tier, novel sources before repeats (and, in the graph-passages mode,
-the units that carry a paragraph not carried yet before those that carry none)."""
+every unit that adds a paragraph before every unit whose paragraphs earlier units carry already)."""
 
 from __future__ import annotations
 
