@@ -22,7 +22,7 @@ from taguru_server.stages.model import (
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.passage_graph import graph_passages, passage_graph, passage_graph_built
 
-GRAPH_LANE_CEILING = 20  # paragraphs the lane offers at most (docs/evidence.md, "Graph passages")
+GRAPH_LANE_CEILING = 30  # paragraphs the lane offers at most (docs/evidence.md, "Graph passages")
 
 
 def graph_lane_limit(request: EvidenceRequest) -> int:

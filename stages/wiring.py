@@ -9,7 +9,7 @@ from taguru_server.stages.cite import Cite
 from taguru_server.stages.communities import Communities
 from taguru_server.stages.contradict import Contradict
 from taguru_server.stages.dedup import Dedup, GraphDedup
-from taguru_server.stages.diversify import Diversify
+from taguru_server.stages.diversify import Diversify, GraphDiversify
 from taguru_server.stages.fuse import Fuse, GraphFuse
 from taguru_server.stages.graph_passages import GraphPassages
 from taguru_server.stages.model import INPUTS
@@ -46,14 +46,17 @@ def evidence_graph() -> Graph:
 
 
 # The graph-passages mode (`include_graph_passages`): the graph lane after `passages`, dedup pooling it,
-# and fusion weighting its ranks; every other stage is the same.
+# fusion weighting its ranks, and diversify putting the units that add no paragraph last; every other
+# stage is the same.
 GRAPH_STAGES: tuple[Stage, ...] = (
     *STAGES[:4],
     GraphPassages(),
     *STAGES[4:6],
     GraphDedup(),
     GraphFuse(),
-    *STAGES[8:],
+    *STAGES[8:11],
+    GraphDiversify(),
+    *STAGES[12:],
 )
 
 

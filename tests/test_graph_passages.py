@@ -109,6 +109,36 @@ async def test_on_ranks_the_second_hop_and_reports_the_lane(client: Client) -> N
         assert (await raw(client, body))[1] == first
 
 
+def carried(item: dict[str, Any]) -> list[tuple[str, int]]:
+    """The paragraphs an item puts in the package: a passage its own, any other item its citation_refs."""
+    if item["kind"] == "passage":
+        return [(item["passage"]["source"], item["passage"]["paragraph"])]
+    return [(r["source"], r["paragraph"]) for r in item["citation_refs"]]
+
+
+@pytest.mark.anyio
+async def test_on_an_item_adding_no_paragraph_waits_behind_every_item_adding_one(client: Client) -> None:
+    """The brewery's two facts cite docs/a.md#0 and the toji's guild docs/b.md#0, which the passages ranked
+    before them carry already: at three items the third is the shop listing's paragraph (a third source),
+    not a fact citing a paragraph the package has; with room for all, every passage comes before them."""
+    await seed(client)
+    body: dict[str, Any] = {"origins": ["青嶺酒造"], "include_graph_passages": True}
+    _s, _b, parsed = await raw(client, {**body, "budget": {"max_items": 3}})
+    items = parsed["result"]["items"]
+    assert [carried(i) for i in items] == [[("docs/a.md", 0)], [("docs/b.md", 0)], [("shop/list.md", 0)]]
+    _s, _b, parsed = await raw(client, {**body, "budget": {"max_items": 7}})
+    items = parsed["result"]["items"]
+    kinds = [i["kind"] for i in items]
+    assert kinds == ["passage"] * 4 + ["association"] * 3
+    assert [i["fused_rank"] for i in items[4:]] == sorted(i["fused_rank"] for i in items[4:])
+    assert min(i["fused_rank"] for i in items[4:]) < max(i["fused_rank"] for i in items[:4])  # moved, not ranked
+    seen: set[tuple[str, int]] = set()
+    for item in items:
+        new = set(carried(item)) - seen
+        assert bool(new) is (item["kind"] == "passage")
+        seen |= new
+
+
 @pytest.mark.anyio
 async def test_on_without_anchors_skips_the_lane(client: Client) -> None:
     await seed(client)

@@ -100,7 +100,8 @@ async def test_graph_passages_skips(anchors, req, reason, text) -> None:
 
 def test_the_lane_limit_follows_the_budget() -> None:
     assert graph_lane_limit(request(origins=("x",), max_items=8)) == 8
-    assert graph_lane_limit(request(origins=("x",), max_items=1000)) == 20
+    assert graph_lane_limit(request(origins=("x",), max_items=21)) == 21
+    assert graph_lane_limit(request(origins=("x",), max_items=1000)) == 30
 
 
 def exact_ppr(graph: PassageGraph, seeds: list[int]) -> np.ndarray:
