@@ -19,15 +19,7 @@ from taguru_server.store.model.sync import apply_rows
 from taguru_server.store.persist.catch_up import CatchUp
 from taguru_server.store.persist.groups import GroupRecord, context_renamed, without_context
 from taguru_server.store.persist.persistence import Persistence
-from taguru_server.store.persist.writer import (
-    COMMIT_ANSWER_MARGIN_SECS,
-    OUTCOME_UNKNOWN,
-    WRITER,
-    Flights,
-    T,
-    collector_paused,
-    merged,
-)
+from taguru_server.store.persist.writer import COMMIT_ANSWER_MARGIN_SECS, OUTCOME_UNKNOWN, WRITER, Flights, T, merged
 
 # pauses between attempts of a background load that met a concurrent commit (seconds; about 8 s in all)
 LOAD_PAUSES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -141,8 +133,7 @@ class Registry(CatchUp):
             try:
                 before = self.persistence.position()
                 ctx, seq = self.persistence.load(known[0], name, known[1])
-                with collector_paused():  # as the load: the warm-up's allocations would re-scan it all
-                    self.warm(ctx)
+                self.warm(ctx)
             except Exception:
                 quiet_failures += self._quiet_since(before)
                 if pause is None or quiet_failures >= 2:
@@ -175,8 +166,7 @@ class Registry(CatchUp):
             return None
         try:
             ctx, _seq = self.persistence.load(known[0], name, known[1])
-            with collector_paused():  # as the load: the warm-up's allocations would re-scan it all
-                self.warm(ctx)
+            self.warm(ctx)
         except Exception:
             self.unreadable.add(name)
             raise
