@@ -13,7 +13,7 @@ import heapq
 from typing import Any
 
 from taguru_server.server.call import Call, Route
-from taguru_server.server.retrieval_cache import cached
+from taguru_server.server.retrieval_cache import cached_read
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_INPUT_ITEMS,
@@ -195,28 +195,9 @@ async def _search_target(call: Call, ctx: Context, args: dict[str, Any], limit: 
 
 
 ROUTES: list[Route] = [
-    Route(
-        "POST",
-        "/recall",
-        cached("recall", cross_recall, body_targets),
-        "read",
-        request=group_wire.CROSS_RECALL,
-        response="CrossMatches",
-    ),
-    Route(
-        "POST",
-        "/query",
-        cached("query", cross_query, body_targets),
-        "read",
-        request=group_wire.CROSS_QUERY,
-        response="CrossMatches",
-    ),
-    Route(
-        "POST",
-        "/sources/search",
-        cached("search_passages", cross_search, body_targets),
-        "read",
-        request=group_wire.CROSS_SEARCH,
-        response="CrossSearchResult",
+    cached_read("/recall", "recall", cross_recall, body_targets, group_wire.CROSS_RECALL, "CrossMatches"),
+    cached_read("/query", "query", cross_query, body_targets, group_wire.CROSS_QUERY, "CrossMatches"),
+    cached_read(
+        "/sources/search", "search_passages", cross_search, body_targets, group_wire.CROSS_SEARCH, "CrossSearchResult"
     ),
 ]

@@ -12,7 +12,7 @@ from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json
 from taguru_server.server.metrics import Metrics, resolve_tier
 from taguru_server.server.quotas import check_growth
 from taguru_server.server.reply import Reply
-from taguru_server.server.retrieval_cache import cached, log_search, path_target
+from taguru_server.server.retrieval_cache import cached_read, log_search, path_target
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_ASSOCIATIONS,
@@ -382,21 +382,7 @@ LANE_ROUTES: list[Route] = [
     Route("POST", "/contexts/{name}/resolve", _resolve(0), "read", request=specs.RESOLVE, response="candidates"),
     Route("POST", "/contexts/{name}/resolve_label", _resolve(1), "read", request=specs.RESOLVE, response="candidates"),
     Route("POST", "/contexts/{name}/describe", describe, "read", request=specs.DESCRIBE, response="Description"),
-    Route(
-        "POST",
-        "/contexts/{name}/query",
-        cached("query", query, path_target),
-        "read",
-        request=specs.QUERY,
-        response="Matches",
-    ),
-    Route(
-        "POST",
-        "/contexts/{name}/recall",
-        cached("recall", recall, path_target),
-        "read",
-        request=specs.RECALL,
-        response="Matches",
-    ),
+    cached_read("/contexts/{name}/query", "query", query, path_target, specs.QUERY, "Matches"),
+    cached_read("/contexts/{name}/recall", "recall", recall, path_target, specs.RECALL, "Matches"),
     Route("POST", "/contexts/{name}/activate", activate, "read", request=specs.ACTIVATE, response="Activation"),
 ]

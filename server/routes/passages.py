@@ -9,7 +9,7 @@ from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
 from taguru_server.server.passage_store import read_passage_store
 from taguru_server.server.quotas import check_growth
-from taguru_server.server.retrieval_cache import cached, path_target
+from taguru_server.server.retrieval_cache import cached_read, path_target
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_PASSAGES,
@@ -172,13 +172,8 @@ ROUTES: list[Route] = [
     Route("POST", "/contexts/{name}/sources", post_sources, "write", request="PassageStore", response="StoreResult"),
     Route("GET", "/contexts/{name}/sources", list_sources, "read", response="SourceList"),
     Route("POST", "/contexts/{name}/sources/lookup", lookup_sources, "read", request=specs.LOOKUP, response="Lookup"),
-    Route(
-        "POST",
-        "/contexts/{name}/sources/search",
-        cached("search_passages", search_sources, path_target),
-        "read",
-        request=specs.SEARCH,
-        response="SearchResult",
+    cached_read(
+        "/contexts/{name}/sources/search", "search_passages", search_sources, path_target, specs.SEARCH, "SearchResult"
     ),
     Route(
         "POST",
