@@ -19,13 +19,13 @@ from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_MATCH_LIMIT,
     MAX_WEIGHT,
+    Keyset,
     before_start,
     check_cursor,
     clamp_limit,
     count_read,
     count_search,
     keyset_limit,
-    keyset_page,
 )
 from taguru_server.server.routes.passages import read_window
 from taguru_server.server.schema_gate import gate_associations
@@ -243,11 +243,10 @@ async def list_aliases(call: Call) -> Any:
 
 
 async def list_labels(call: Call) -> Any:
-    check_cursor(call.query.get("after"), call.query.get("prefix"))
-    keyset_limit(call)
+    keyset = Keyset.of(call)
     ctx = call.context()
     names = ctx.labels if ctx.meta.schema is None else [n for n in ctx.labels if n != SCHEMA_TYPE]
-    total, page = keyset_page(names, call)  # a schema hides the reserved label from the page and the total
+    total, page = keyset.page(names)  # a schema hides the reserved label from the page and the total
     return {"total": total, "labels": page}
 
 

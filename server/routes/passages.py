@@ -13,13 +13,11 @@ from taguru_server.server.retrieval_cache import cached_read, path_target
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_PASSAGES,
+    Keyset,
     before_start,
-    check_cursor,
     clamp_limit,
     count_read,
     count_search,
-    keyset_limit,
-    keyset_page,
     search_vector,
     served_hits,
 )
@@ -72,11 +70,9 @@ async def lookup_sources(call: Call) -> Any:
 
 
 async def list_sources(call: Call) -> Any:
-    check_cursor(call.query.get("after"), call.query.get("prefix"))
-    keyset_limit(call)
+    keyset = Keyset.of(call)
     ctx = call.context()
-    names = [ctx.sources[sid] for sid in ctx.passages]
-    total, page = keyset_page(names, call)
+    total, page = keyset.page([ctx.sources[sid] for sid in ctx.passages])
     entries = []
     for name in page:
         passage = ctx.passages[ctx.source_id[name]]
