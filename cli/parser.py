@@ -4,7 +4,6 @@ registered by their own modules (`add_parser`)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from taguru_server.cli.import_command import cmd_import
 from taguru_server.cli.migrate import cmd_migrate
@@ -29,37 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"taguru {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_serve(sub)
-    _add_import(sub)
-    _add_migrate(sub)
-    _add_demo(sub)
-    from taguru_server.cli.evidence import add_parser as add_evidence
-
-    add_evidence(sub)
-    from taguru_server.cli.export import add_parser as add_export
-
-    add_export(sub)
-    from taguru_server.cli.evaluate import add_parser as add_evaluate
-
-    add_evaluate(sub)
-    from taguru_server.server.mcp.stdio import add_parser as add_mcp
-
-    add_mcp(sub)
-    from taguru_server.cli.communities import add_parser as add_communities
-
-    add_communities(sub)
-    from taguru_server.cli.compact import add_parser as add_compact
-
-    add_compact(sub)
-    from taguru_server.cli.inspect import add_parser as add_inspect
-
-    add_inspect(sub)
-    return parser
-
-
-def _add_serve(subparsers: Any) -> argparse.ArgumentParser:
-    """`taguru serve`: the HTTP server."""
-    p = subparsers.add_parser(
+    p = sub.add_parser(
         "serve",
         help="run the HTTP server",
         description="Serve the contexts of TAGURU_DATA_DIR (or TAGURU_DATABASE_URL) on TAGURU_ADDR.",
@@ -83,12 +52,7 @@ def _add_serve(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_serve)
-    return p
-
-
-def _add_import(subparsers: Any) -> argparse.ArgumentParser:
-    """`taguru import`: batch streams, offline or through a server."""
-    p = subparsers.add_parser(
+    p = sub.add_parser(
         "import",
         help="import JSONL batch files (offline into the data dir, or through a server with --url)",
         description="Import batch streams: JSONL files (.jsonl, UTF-8, one JSON object a line). Each batch starts "
@@ -119,12 +83,7 @@ def _add_import(subparsers: Any) -> argparse.ArgumentParser:
         help="import offline into this data dir (beats TAGURU_DATA_DIR, and TAGURU_URL: the data dir, not a server)",
     )
     p.set_defaults(func=cmd_import)
-    return p
-
-
-def _add_migrate(subparsers: Any) -> argparse.ArgumentParser:
-    """`taguru migrate`: the store's schema brought up to this build."""
-    p = subparsers.add_parser(
+    p = sub.add_parser(
         "migrate",
         help="bring the store's schema up to this build (PostgreSQL: TAGURU_DATABASE_URL; else the data dir)",
     )
@@ -135,12 +94,7 @@ def _add_migrate(subparsers: Any) -> argparse.ArgumentParser:
         help="copy the SQLite store of DATA_DIR, exactly, into the (empty) PostgreSQL store of TAGURU_DATABASE_URL",
     )
     p.set_defaults(func=cmd_migrate)
-    return p
-
-
-def _add_demo(subparsers: Any) -> argparse.ArgumentParser:
-    """`taguru demo`: the bundled demo corpus, served and asked."""
-    p = subparsers.add_parser(
+    p = sub.add_parser(
         "demo",
         help="serve the bundled demo corpus and show real answers",
         description="Import the bundled demo corpus (first run), start a server on --addr, ask it for evidence "
@@ -151,4 +105,25 @@ def _add_demo(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--exit", action="store_true", help="stop the server after showing the answers")
     p.add_argument("--json", action="store_true", help="print every answer as raw JSON instead of the summary")
     p.set_defaults(func=cmd_demo)
-    return p
+    from taguru_server.cli.evidence import add_parser as add_evidence
+
+    add_evidence(sub)
+    from taguru_server.cli.export import add_parser as add_export
+
+    add_export(sub)
+    from taguru_server.cli.evaluate import add_parser as add_evaluate
+
+    add_evaluate(sub)
+    from taguru_server.server.mcp.stdio import add_parser as add_mcp
+
+    add_mcp(sub)
+    from taguru_server.cli.communities import add_parser as add_communities
+
+    add_communities(sub)
+    from taguru_server.cli.compact import add_parser as add_compact
+
+    add_compact(sub)
+    from taguru_server.cli.inspect import add_parser as add_inspect
+
+    add_inspect(sub)
+    return parser
