@@ -131,12 +131,9 @@ def parse_quotas(raw: str | None) -> dict[str, Quota]:
         return {}
     if not raw.strip():
         raise QuotaRefused("TAGURU_CONTEXT_QUOTAS is set but empty")
-    try:
-        data = json.loads(raw, parse_constant=_quota_constant)
-    except ValueError as exc:
-        raise QuotaRefused(f"{QUOTA_SHAPE}: {exc}") from None
-    if not isinstance(data, dict):
-        raise QuotaRefused(f"{QUOTA_SHAPE}: expected a map of context names, got {type(data).__name__}")
+    data = json_object(
+        raw, lambda why: QuotaRefused(f"{QUOTA_SHAPE}: {why}"), "a map of context names", _quota_constant
+    )
     quotas: dict[str, Quota] = {}
     for name, entry in data.items():
         if not isinstance(entry, dict):
@@ -163,6 +160,20 @@ def parse_quotas(raw: str | None) -> dict[str, Quota]:
             )
         quotas[name] = quota
     return quotas
+
+
+def json_object(
+    raw: str, refused: Callable[[str], Exception], expected: str, parse_constant: Callable[[str], Any] | None = None
+) -> dict[str, Any]:
+    """A variable's JSON object; `refused(why)` is raised when it does not parse, or parses to another value
+    (`expected` names what it should be)."""
+    try:
+        data = json.loads(raw, parse_constant=parse_constant)
+    except ValueError as exc:
+        raise refused(str(exc)) from None
+    if not isinstance(data, dict):
+        raise refused(f"expected {expected}, got {type(data).__name__}")
+    return data
 
 
 def _quota_constant(name: str) -> Any:

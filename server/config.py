@@ -3,7 +3,6 @@ config file (`load_configuration`), the server's own part (`Settings`) and how e
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from taguru_server.server.cache_config import (
     Quota,
     boolean,
     cache_settings,
+    json_object,
     parsed,
     semantic_threshold,
     unit_f32,
@@ -432,12 +432,7 @@ def parse_scopes(raw: str, key_names: set[str]) -> dict[str, KeyScope]:
     """TAGURU_KEY_SCOPES (key name → role, or {role, contexts}) over the configured key names; blank is none."""
     if not raw.strip():
         return {}
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{SCOPES_SHAPE}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{SCOPES_SHAPE}: expected an object, got {type(data).__name__}")
+    data = json_object(raw, lambda why: ConfigError(f"{SCOPES_SHAPE}: {why}"), "an object")
     scopes: dict[str, KeyScope] = {}
     for name, spec in data.items():
         if name not in key_names:
