@@ -62,11 +62,12 @@ class Options:
     contexts: list[str] = attrs.field(factory=list)
 
 
-def _value(argv: list[str], i: int, need: str) -> str:
-    """The value after flag `argv[i]`; a missing one, or one that looks like a flag, is the `need` usage error."""
-    if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+def _value(args: Iterator[str], need: str) -> str:
+    """The value after a flag; a missing one, or one that looks like a flag, is the `need` usage error."""
+    value = next(args, None)
+    if value is None or value.startswith("-"):
         raise Usage(need)
-    return argv[i + 1]
+    return value
 
 
 VALUE_FLAGS = {
@@ -80,33 +81,29 @@ def parse(argv: list[str]) -> Options | None:
     """The options, None for `--help`; Usage for anything else it cannot take."""
     opts = Options()
     seen: set[str] = set()
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
+    args = iter(argv)
+    for arg in args:
         if arg in ("--help", "-h"):
             return None
         if arg in VALUE_FLAGS:
             if arg in seen:
                 raise Usage(f"{arg} given twice")
             seen.add(arg)
-            value = _value(argv, i, VALUE_FLAGS[arg])
+            value = _value(args, VALUE_FLAGS[arg])
             if arg == "--config":
                 opts.config = value
             elif arg == "--url":
                 opts.url = value.rstrip("/")
+            elif not value.isdigit() or int(value) < 1:
+                raise Usage(VALUE_FLAGS[arg])
             else:
-                if not value.isdigit() or int(value) < 1:
-                    raise Usage(VALUE_FLAGS[arg])
                 opts.parallel = int(value)
-            i += 2
-            continue
-        if arg in ("--dry-run", "--json"):
+        elif arg in ("--dry-run", "--json"):
             setattr(opts, arg[2:].replace("-", "_"), True)
         elif arg.startswith("-") and arg != "-":
             raise Usage(f"unknown flag '{arg}'")
         else:
             opts.contexts.append(arg)
-        i += 1
     return opts
 
 
