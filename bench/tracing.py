@@ -61,6 +61,7 @@ def make_app(data: Path, on: bool) -> Any:
 async def in_process(app: Any, requests: int, rounds: int) -> list[float]:
     """The evidence handler through the app's in-process dispatch (no HTTP, no middlewares)."""
     from taguru_server.server.auth import OPEN
+    from taguru_server.server.mcp.tools import JSON, Request
     from taguru_server.server.state import DISPATCH_KEY
 
     dispatch = app[DISPATCH_KEY]
@@ -68,7 +69,8 @@ async def in_process(app: Any, requests: int, rounds: int) -> list[float]:
     for _ in range(rounds):
         cpu = time.process_time()
         for _ in range(requests):
-            status, _raw = await dispatch(OPEN, time.monotonic() + 60, "POST", "/contexts/b/evidence", BODY, {})
+            routed = Request("POST", "/contexts/b/evidence", {}, BODY, JSON)
+            status, _raw = await dispatch(OPEN, time.monotonic() + 60, routed)
             assert status == 200
         out.append((time.process_time() - cpu) / requests * 1e6)
     return out

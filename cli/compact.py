@@ -62,11 +62,12 @@ class Options:
     contexts: list[str] = attrs.field(factory=list)
 
 
-def _value(argv: list[str], i: int, need: str) -> str:
-    """The value after flag `argv[i]`; a missing one, or one that looks like a flag, is the `need` usage error."""
-    if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+def _value(args: Iterator[str], need: str) -> str:
+    """The value after a flag; a missing one, or one that looks like a flag, is the `need` usage error."""
+    value = next(args, None)
+    if value is None or value.startswith("-"):
         raise Usage(need)
-    return argv[i + 1]
+    return value
 
 
 VALUE_FLAGS = {
@@ -80,33 +81,29 @@ def parse(argv: list[str]) -> Options | None:
     """The options, None for `--help`; Usage for anything else it cannot take."""
     opts = Options()
     seen: set[str] = set()
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
+    args = iter(argv)
+    for arg in args:
         if arg in ("--help", "-h"):
             return None
         if arg in VALUE_FLAGS:
             if arg in seen:
                 raise Usage(f"{arg} given twice")
             seen.add(arg)
-            value = _value(argv, i, VALUE_FLAGS[arg])
+            value = _value(args, VALUE_FLAGS[arg])
             if arg == "--config":
                 opts.config = value
             elif arg == "--url":
                 opts.url = value.rstrip("/")
+            elif not value.isdigit() or int(value) < 1:
+                raise Usage(VALUE_FLAGS[arg])
             else:
-                if not value.isdigit() or int(value) < 1:
-                    raise Usage(VALUE_FLAGS[arg])
                 opts.parallel = int(value)
-            i += 2
-            continue
-        if arg in ("--dry-run", "--json"):
+        elif arg in ("--dry-run", "--json"):
             setattr(opts, arg[2:].replace("-", "_"), True)
         elif arg.startswith("-") and arg != "-":
             raise Usage(f"unknown flag '{arg}'")
         else:
             opts.contexts.append(arg)
-        i += 1
     return opts
 
 
@@ -208,12 +205,29 @@ def _report_dry(opts: Options, rows: list[dict[str, Any]]) -> int:
     return EXIT_OK
 
 
-def _report_run(opts: Options, rows: list[dict[str, Any]], total: int, failed: int) -> int:
-    if opts.json:
-        _print_json(rows)
-    else:
-        print(f"compact: {len(rows)} of {total} context(s) rewritten")
-    return EXIT_FAIL if failed else EXIT_OK
+@attrs.define
+class _Run:
+    """A run over named contexts: each one's line as it is compacted (or its failure), then the report."""
+
+    opts: Options
+    rows: list[dict[str, Any]] = attrs.field(factory=list)
+    failed: int = 0
+
+    def compacted(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if not self.opts.json:
+            print(compacted_line(row), flush=True)
+
+    def refused(self, name: str, reason: object) -> None:
+        self.failed += 1
+        print(f"taguru: compact: context '{name}': {reason}", file=sys.stderr)
+
+    def report(self, total: int) -> int:
+        if self.opts.json:
+            _print_json(self.rows)
+        else:
+            print(f"compact: {len(self.rows)} of {total} context(s) rewritten")
+        return EXIT_FAIL if self.failed else EXIT_OK
 
 
 # ----- offline -----------------------------------------------------------------------------------
@@ -223,7 +237,7 @@ def _offline(opts: Options, settings: Any) -> int:
     """Open the store (the data dir's lock, or PostgreSQL), then rebuild (or measure) the contexts."""
     from pathlib import Path
 
-    from taguru_server.cli.datadir import DataDirBusy, DataDirLock
+    from taguru_server.cli.datadir import DataDirRefused, take_lock
     from taguru_server.server.app import open_registry
     from taguru_server.store.errors import StoreRefused
     from taguru_server.store.persist.sqlite import DB_NAME
@@ -231,11 +245,9 @@ def _offline(opts: Options, settings: Any) -> int:
     if not settings.database_url and not (Path(settings.data_dir) / DB_NAME).exists():
         raise Failed("the data directory holds no contexts")  # nothing is created for a dry look
     try:
-        lock = DataDirLock(settings.data_dir).__enter__() if not settings.database_url else None
-    except DataDirBusy as exc:
+        lock = take_lock(settings.data_dir) if not settings.database_url else None
+    except DataDirRefused as exc:
         raise Failed(exc.reason) from None
-    except OSError as exc:
-        raise Failed(f"the data dir {settings.data_dir} cannot be used: {exc.strerror or exc}") from None
     try:
         try:
             registry = open_registry(settings)
@@ -280,8 +292,7 @@ def _rebuild_all(opts: Options, registry: Any, names: list[str]) -> int:
 
     from taguru_server.store.derive.maintenance import rebuild
 
-    rows: list[dict[str, Any]] = []
-    failed = 0
+    run = _Run(opts)
     with ThreadPoolExecutor(max_workers=opts.parallel) as pool:
         for chunk in _chunks(names, opts.parallel):
             present = {name: registry.get(name) for name in chunk}
@@ -289,19 +300,15 @@ def _rebuild_all(opts: Options, registry: Any, names: list[str]) -> int:
             for name in chunk:
                 ctx = present[name]
                 if ctx is None:
-                    failed += 1
-                    print(f"taguru: compact: context '{name}': no such context", file=sys.stderr)
+                    run.refused(name, "no such context")
                     continue
                 try:
                     row = _commit(registry, name, ctx, futures[name].result())
                 except Failed as exc:
-                    failed += 1
-                    print(f"taguru: compact: context '{name}': {exc}", file=sys.stderr)
+                    run.refused(name, exc)
                     continue
-                rows.append(row)
-                if not opts.json:
-                    print(compacted_line(row), flush=True)
-    return _report_run(opts, rows, len(names), failed)
+                run.compacted(row)
+    return run.report(len(names))
 
 
 def _chunks(names: list[str], size: int) -> Iterator[list[str]]:
@@ -359,19 +366,15 @@ def _remote(opts: Options, base: str, env: dict[str, str]) -> int:
     if opts.dry_run:
         return _report_dry(opts, _remote_dry_rows(client, opts.contexts))
     if opts.contexts:
-        rows: list[dict[str, Any]] = []
-        failed = 0
+        run = _Run(opts)
         for name in opts.contexts:
             try:
                 row = {"name": name, **_call(client, "POST", f"/contexts/{quote(name, safe='')}/compact", {})}
             except Failed as exc:
-                failed += 1
-                print(f"taguru: compact: context '{name}': {exc}", file=sys.stderr)
+                run.refused(name, exc)
                 continue
-            rows.append(row)
-            if not opts.json:
-                print(compacted_line(row), flush=True)
-        return _report_run(opts, rows, len(opts.contexts), failed)
+            run.compacted(row)
+        return run.report(len(opts.contexts))
     return _remote_sweep(opts, client)
 
 

@@ -9,12 +9,16 @@ from typing import IO
 LOCKED = "the data dir is in use by another process (a running server?); stop it or use --url"
 
 
-class DataDirBusy(SystemExit):
-    """The data dir lock is held elsewhere; exits 1 with the reason when not caught."""
+class DataDirRefused(SystemExit):
+    """The data dir cannot be locked; exits 1 with the reason when not caught."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"taguru: {reason}")
         self.reason = reason
+
+
+class DataDirBusy(DataDirRefused):
+    """The data dir lock is held elsewhere."""
 
 
 class DataDirLock:
@@ -39,3 +43,12 @@ class DataDirLock:
         if self.handle is not None:
             fcntl.flock(self.handle, fcntl.LOCK_UN)
             self.handle.close()
+
+
+def take_lock(data_dir: str) -> DataDirLock:
+    """The data dir's lock, taken (release it with `__exit__`); DataDirRefused naming why not: DataDirBusy when
+    another process holds it, else the reason the dir cannot be used."""
+    try:
+        return DataDirLock(data_dir).__enter__()
+    except OSError as exc:
+        raise DataDirRefused(f"the data dir {data_dir} cannot be used: {exc.strerror or exc}") from None

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 CONFIG_HELP = "KEY=VALUE settings file (default TAGURU_CONFIG); the environment wins"
+# the same option of the commands that open the store themselves (serve, import, migrate)
+STORE_CONFIG_HELP = "KEY=VALUE settings file (default TAGURU_CONFIG); a variable set in the environment wins"
 
 
 class UnreadableConfig(SetupError):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from taguru_server.cli.datadir import DataDirBusy, DataDirLock
+from taguru_server.cli.datadir import DataDirRefused, take_lock
 from taguru_server.cli.environ import add_server_options, command_environment, remote_url
 from taguru_server.cli.export_common import EXPORT_TIMEOUT_SECS, ExportFailed, schema_format_check, store_settings
 from taguru_server.cli.export_dir import cmd_export_out
@@ -83,11 +83,9 @@ def _offline(args: argparse.Namespace, sink: Callable[[], Any]) -> str:
     if not db_file.is_file():
         raise ExportFailed(f"the data dir {data_dir} holds no store")
     try:
-        lock = DataDirLock(data_dir).__enter__()
-    except DataDirBusy as exc:
+        lock = take_lock(data_dir)
+    except DataDirRefused as exc:
         raise ExportFailed(exc.reason) from None
-    except OSError as exc:
-        raise ExportFailed(f"the data dir {data_dir} cannot be used: {exc.strerror or exc}") from None
     try:
         try:
             export = ContextExport.open(db_file, args.name)

@@ -52,39 +52,40 @@ class Run:
 
     def context(self, name: str, write: Callable[[Path], str]) -> None:
         self.contexts += 1
-        path = self.out / f"{stem(name)}.jsonl"
-        self.expected.add(path.name)
-        try:
-            said = write(path)
-        except ExportItemFailed as exc:
-            self.failed += 1
-            print(f"taguru: export: context '{name}': {exc}", file=sys.stderr)
-            return
-        except OSError as exc:
-            self.failed += 1
-            print(f"taguru: export: context '{name}': cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-            return
-        self.contexts_ok += 1
-        print(f"{path}: context '{name}' → {said}")
+        if self._write("context", name, self.out / f"{stem(name)}.jsonl", write):
+            self.contexts_ok += 1
 
     def group(self, name: str, line: bytes, members: int, children: int) -> None:
-        self.groups += 1
-        path = self.out / f"{stem(name)}.group.jsonl"
-        self.expected.add(path.name)
-        try:
+        def write(path: Path) -> str:
             write_atomically(path, [line])
-        except OSError as exc:
-            self.failed += 1
-            print(f"taguru: export: group '{name}': cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-            return
-        self.groups_ok += 1
-        print(f"{path}: group '{name}' → {members} member context(s), {children} child group(s)")
+            return f"{members} member context(s), {children} child group(s)"
+
+        self.groups += 1
+        if self._write("group", name, self.out / f"{stem(name)}.group.jsonl", write):
+            self.groups_ok += 1
 
     def group_failed(self, name: str, message: str) -> None:
         self.groups += 1
         self.expected.add(f"{stem(name)}.group.jsonl")
+        self._failed("group", name, message)
+
+    def _write(self, kind: str, name: str, path: Path, write: Callable[[Path], str]) -> bool:
+        """Write one file: its line on stdout (what `write` says it wrote), or why not on stderr (a failure)."""
+        self.expected.add(path.name)
+        try:
+            said = write(path)
+        except ExportItemFailed as exc:
+            self._failed(kind, name, str(exc))
+            return False
+        except OSError as exc:
+            self._failed(kind, name, f"cannot write {path}: {exc.strerror or exc}")
+            return False
+        print(f"{path}: {kind} '{name}' → {said}")
+        return True
+
+    def _failed(self, kind: str, name: str, reason: str) -> None:
         self.failed += 1
-        print(f"taguru: export: group '{name}': {message}", file=sys.stderr)
+        print(f"taguru: export: {kind} '{name}': {reason}", file=sys.stderr)
 
     def prune(self) -> None:
         """Remove every direct `*.jsonl` of DIR that this full export did not attempt."""

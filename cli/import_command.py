@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from taguru_server.cli.datadir import DataDirBusy, DataDirLock
+from taguru_server.cli.datadir import DataDirRefused, take_lock
 from taguru_server.cli.environ import (
     EXIT_FAIL,
     EXIT_OK,
@@ -168,11 +168,9 @@ def _import_offline_in(
 
     try:
         # with PostgreSQL, replicas may be serving: the import takes the store's write lock instead
-        lock = DataDirLock(settings.data_dir).__enter__() if not settings.database_url else None
-    except DataDirBusy as exc:
+        lock = take_lock(settings.data_dir) if not settings.database_url else None
+    except DataDirRefused as exc:
         return _finish(args, outcomes, exc.reason)
-    except OSError as exc:
-        return _finish(args, outcomes, f"the data dir {settings.data_dir} cannot be used: {exc.strerror or exc}")
     try:
         try:
             registry = open_registry(settings)

@@ -267,17 +267,14 @@ def _context(report: Report, store: Any, cid: int, name: str, meta: Any, index_d
     if feed_error is not None:
         _corrupt(report, name, feed_error)
         return
+    from taguru_server.server.wire.render.contexts import sizes_out
+
     stats = ctx.stats()
     ratio = stats.dead_edges / stats.associations if stats.associations else 0.0
     row = {
         "name": name,
         "status": "ok",
-        "associations": stats.associations,
-        "concepts": stats.concepts,
-        "labels": stats.labels,
-        "sources": stats.sources,
-        "footprint_bytes": stats.footprint_bytes,
-        "dead_edges": stats.dead_edges,
+        **sizes_out(stats),
         "dead_ratio": ratio,
         "dead_attributions": stats.dead_attributions,
         "unsourced_edges": stats.unsourced_edges,

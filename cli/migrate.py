@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from taguru_server.cli.datadir import DataDirLock
-from taguru_server.cli.environ import EXIT_FAIL, EXIT_OK, EXIT_USAGE, settings_or_exit
+from taguru_server.cli.environ import EXIT_FAIL, EXIT_OK, EXIT_USAGE, STORE_CONFIG_HELP, settings_or_exit
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -56,3 +56,19 @@ def _copy_sqlite(data_dir: str, store: Any) -> dict[str, int]:
             return copy_from_sqlite(str(source.file), store)
         finally:
             source.close()
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `taguru migrate` on the `taguru` command's subparsers."""
+    p = subparsers.add_parser(
+        "migrate",
+        help="bring the store's schema up to this build (PostgreSQL: TAGURU_DATABASE_URL; else the data dir)",
+    )
+    p.add_argument("--config", metavar="FILE", help=STORE_CONFIG_HELP)
+    p.add_argument(
+        "--from-sqlite",
+        metavar="DATA_DIR",
+        help="copy the SQLite store of DATA_DIR, exactly, into the (empty) PostgreSQL store of TAGURU_DATABASE_URL",
+    )
+    p.set_defaults(func=cmd_migrate)
+    return p

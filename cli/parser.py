@@ -1,12 +1,13 @@
-"""The `taguru` argument parser: the serve, import, migrate and demo commands here, the others
-registered by their own modules (`add_parser`)."""
+"""The `taguru` argument parser: the serve, import and demo commands here, the others registered by
+their own modules (`add_parser`)."""
 
 from __future__ import annotations
 
 import argparse
 
+from taguru_server.cli.environ import STORE_CONFIG_HELP
 from taguru_server.cli.import_command import cmd_import
-from taguru_server.cli.migrate import cmd_migrate
+from taguru_server.cli.migrate import add_parser as add_migrate
 from taguru_server.cli.serve import cmd_serve, installed_version
 
 
@@ -15,9 +16,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from taguru_server.cli.demo.run import cmd_demo as run_demo
 
     return run_demo(args)
-
-
-CONFIG_HELP = "KEY=VALUE settings file (default TAGURU_CONFIG); a variable set in the environment wins"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         "TAGURU_DATABASE_URL (postgresql://…). Auth: TAGURU_API_TOKEN / TAGURU_API_TOKENS / TAGURU_KEY_SCOPES. "
         "Every variable: docs/operations.md.",
     )
-    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    p.add_argument("--config", metavar="FILE", help=STORE_CONFIG_HELP)
     p.add_argument(
         "--workers",
         type=int,
@@ -70,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="offline: skip the embedding refresh that follows when TAGURU_EMBED_URL is set",
     )
     p.add_argument("--json", action="store_true", help="print the per-batch outcomes as one JSON document")
-    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    p.add_argument("--config", metavar="FILE", help=STORE_CONFIG_HELP)
     p.add_argument(
         "--url",
         metavar="URL",
@@ -83,17 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="import offline into this data dir (beats TAGURU_DATA_DIR, and TAGURU_URL: the data dir, not a server)",
     )
     p.set_defaults(func=cmd_import)
-    p = sub.add_parser(
-        "migrate",
-        help="bring the store's schema up to this build (PostgreSQL: TAGURU_DATABASE_URL; else the data dir)",
-    )
-    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
-    p.add_argument(
-        "--from-sqlite",
-        metavar="DATA_DIR",
-        help="copy the SQLite store of DATA_DIR, exactly, into the (empty) PostgreSQL store of TAGURU_DATABASE_URL",
-    )
-    p.set_defaults(func=cmd_migrate)
+    add_migrate(sub)
     p = sub.add_parser(
         "demo",
         help="serve the bundled demo corpus and show real answers",

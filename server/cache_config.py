@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -16,6 +16,7 @@ import structlog
 from taguru_server.server.variables import default_float, default_int
 
 log = structlog.get_logger("taguru.config")
+T = TypeVar("T")
 
 _UNSIGNED = re.compile(r"\+?[0-9]+")
 _U64_MAX = 2**64 - 1
@@ -30,21 +31,41 @@ class Quota:
     cache_bytes: int | None = None
 
 
+def parsed(
+    env: Mapping[str, str], key: str, parse: Callable[[str], T | None], warning: Callable[[str], str]
+) -> T | None:
+    """The variable's stripped value as `parse` reads it: None when it is unset or blank, and None after one
+    warning (`warning` of the value) when `parse` refuses it (returns None)."""
+    text = env.get(key, "").strip()
+    if not text:
+        return None
+    value = parse(text)
+    if value is None:
+        log.warning(warning(text))
+    return value
+
+
 def unit_f32(text: str) -> float | None:
     """`text` (stripped) as an f32 in [0, 1]; None when it is not a number, NaN or out of range."""
     value = float(np.float32(float(text))) if _F32.fullmatch(text) else math.nan
     return value if 0.0 <= value <= 1.0 else None
 
 
+def _unit_float(text: str) -> float | None:
+    """`text` (stripped) as a float in [0, 1]; None when it is not a number, NaN or out of range."""
+    value = float(text) if _F32.fullmatch(text) else math.nan
+    return value if 0.0 <= value <= 1.0 else None
+
+
+def unsigned(text: str) -> int | None:
+    """`text` (stripped) as an unsigned 64-bit integer (a leading `+` allowed); None when it is not one."""
+    return int(text) if _UNSIGNED.fullmatch(text) and int(text) <= _U64_MAX else None
+
+
 def semantic_threshold(env: Mapping[str, str]) -> float | None:
     """TAGURU_SEMANTIC_CACHE_THRESHOLD: an f32 in [0, 1]; anything else warns and leaves the tier off."""
-    raw = env.get("TAGURU_SEMANTIC_CACHE_THRESHOLD")
-    if raw is None or not raw.strip():
-        return None
-    value = unit_f32(raw.strip())
-    if value is None:
-        log.warning(f"ignoring TAGURU_SEMANTIC_CACHE_THRESHOLD={raw.strip()}: not a number between 0 and 1")
-    return value
+    key = "TAGURU_SEMANTIC_CACHE_THRESHOLD"
+    return parsed(env, key, unit_f32, lambda text: f"ignoring {key}={text}: not a number between 0 and 1")
 
 
 def cache_settings(env: Mapping[str, str]) -> dict[str, Any]:
@@ -59,15 +80,11 @@ def cache_settings(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _cache_bytes(env: Mapping[str, str]) -> int:
-    default = default_int("TAGURU_RETRIEVAL_CACHE_BYTES")
-    raw = env.get("TAGURU_RETRIEVAL_CACHE_BYTES")
-    if raw is None or not raw.strip():
+    key = "TAGURU_RETRIEVAL_CACHE_BYTES"
+    default = default_int(key)
+    value = parsed(env, key, unsigned, lambda text: f"ignoring {key}={text}: not a number; using {default}")
+    if value is None:
         return default
-    text = raw.strip()
-    if not _UNSIGNED.fullmatch(text) or int(text) > _U64_MAX:
-        log.warning(f"ignoring TAGURU_RETRIEVAL_CACHE_BYTES={text}: not a number; using {default}")
-        return default
-    value = int(text)
     if value and value // 4 <= 4096:
         log.warning(CACHE_TOO_SMALL, budget_bytes=value, entrance_ceiling_bytes=value // 4)
     return value
@@ -87,27 +104,15 @@ def boolean(text: str) -> bool | None:
 
 def _warned_flag(env: Mapping[str, str], key: str, default: bool, what: str) -> bool:
     """A boolean (1/true, 0/false, any case); anything else warns `ignoring KEY=value: not …; using default`."""
-    raw = env.get(key)
-    if raw is None or not raw.strip():
-        return default
-    value = boolean(raw.strip())
-    if value is not None:
-        return value
-    log.warning(f"ignoring {key}={raw.strip()}: not {what}; using {'true' if default else 'false'}")
-    return default
+    kept = "true" if default else "false"
+    value = parsed(env, key, boolean, lambda text: f"ignoring {key}={text}: not {what}; using {kept}")
+    return default if value is None else value
 
 
 def _ratio(env: Mapping[str, str]) -> float:
-    default = default_float("TAGURU_AUTO_COMPACT_RATIO")
-    raw = env.get("TAGURU_AUTO_COMPACT_RATIO")
-    if raw is None or not raw.strip():
-        return default
-    text = raw.strip()
-    value = float(text) if _F32.fullmatch(text) else math.nan
-    if not 0.0 <= value <= 1.0:
-        log.warning(f"ignoring TAGURU_AUTO_COMPACT_RATIO={text}: not a number between 0 and 1")
-        return default
-    return value
+    key = "TAGURU_AUTO_COMPACT_RATIO"
+    value = parsed(env, key, _unit_float, lambda text: f"ignoring {key}={text}: not a number between 0 and 1")
+    return default_float(key) if value is None else value
 
 
 QUOTA_SHAPE = (
@@ -126,12 +131,9 @@ def parse_quotas(raw: str | None) -> dict[str, Quota]:
         return {}
     if not raw.strip():
         raise QuotaRefused("TAGURU_CONTEXT_QUOTAS is set but empty")
-    try:
-        data = json.loads(raw, parse_constant=_quota_constant)
-    except ValueError as exc:
-        raise QuotaRefused(f"{QUOTA_SHAPE}: {exc}") from None
-    if not isinstance(data, dict):
-        raise QuotaRefused(f"{QUOTA_SHAPE}: expected a map of context names, got {type(data).__name__}")
+    data = json_object(
+        raw, lambda why: QuotaRefused(f"{QUOTA_SHAPE}: {why}"), "a map of context names", _quota_constant
+    )
     quotas: dict[str, Quota] = {}
     for name, entry in data.items():
         if not isinstance(entry, dict):
@@ -158,6 +160,20 @@ def parse_quotas(raw: str | None) -> dict[str, Quota]:
             )
         quotas[name] = quota
     return quotas
+
+
+def json_object(
+    raw: str, refused: Callable[[str], Exception], expected: str, parse_constant: Callable[[str], Any] | None = None
+) -> dict[str, Any]:
+    """A variable's JSON object; `refused(why)` is raised when it does not parse, or parses to another value
+    (`expected` names what it should be)."""
+    try:
+        data = json.loads(raw, parse_constant=parse_constant)
+    except ValueError as exc:
+        raise refused(str(exc)) from None
+    if not isinstance(data, dict):
+        raise refused(f"expected {expected}, got {type(data).__name__}")
+    return data
 
 
 def _quota_constant(name: str) -> Any:

@@ -3,8 +3,6 @@ config file (`load_configuration`), the server's own part (`Settings`) and how e
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +12,16 @@ import numpy as np
 import structlog
 
 from taguru_server.client.config import with_config_file
-from taguru_server.server.cache_config import Quota, boolean, cache_settings, semantic_threshold, unit_f32
+from taguru_server.server.cache_config import (
+    Quota,
+    boolean,
+    cache_settings,
+    json_object,
+    parsed,
+    semantic_threshold,
+    unit_f32,
+    unsigned,
+)
 from taguru_server.server.logging import LogSettings, parse_log_format, parse_log_level
 from taguru_server.server.variables import default_float, default_int, default_str, process_environment
 
@@ -36,8 +43,6 @@ DEFAULT_EMBED_TIMEOUT_SECS = default_int("TAGURU_EMBED_TIMEOUT_SECS")
 DEFAULT_FLUSH_SECS = default_int("TAGURU_FLUSH_SECS")
 DEFAULT_PASSAGE_VECTOR_LIMIT = default_int("TAGURU_PASSAGE_VECTOR_LIMIT")
 DEFAULT_SEMANTIC_FLOOR = float(np.float32(default_float("TAGURU_SEMANTIC_FLOOR")))
-_UNSIGNED = re.compile(r"\+?[0-9]+")
-_U64_MAX = 2**64 - 1
 
 
 # the stdio bridge's (taguru mcp: server/mcp/stdio.py)
@@ -341,34 +346,21 @@ def _server_settings(env: Mapping[str, str]) -> Settings:
 
 def _unsigned(env: Mapping[str, str], key: str) -> int | None:
     """An unsigned integer variable: None when unset/empty or unparseable (the latter with a warning)."""
-    raw = env.get(key)
-    if raw is None or not raw.strip():
-        return None
-    text = raw.strip()
-    if not _UNSIGNED.fullmatch(text) or int(text) > _U64_MAX:
-        log.warning(f"{key} is not an unsigned integer; using the default")
-        return None
-    return int(text)
+    return parsed(env, key, unsigned, lambda _text: f"{key} is not an unsigned integer; using the default")
 
 
 def _unit_f32(env: Mapping[str, str], key: str) -> float | None:
     """An f32 in [0, 1]: None when unset/empty, or (with a warning) unparseable, NaN or out of range."""
-    raw = env.get(key)
-    if raw is None or not raw.strip():
-        return None
-    value = unit_f32(raw.strip())
-    if value is None:
-        log.warning(f"{key} must be a number between 0 and 1; keeping the default")
-    return value
+    return parsed(env, key, unit_f32, lambda _text: f"{key} must be a number between 0 and 1; keeping the default")
 
 
 def _flag(env: Mapping[str, str], key: str, default: bool = False, refuse: bool = False) -> bool:
     """A boolean variable: 1/true and 0/false (any case); anything else warns and keeps the default,
     or with `refuse` (a security switch, which must not silently stay off) refuses the boot."""
-    raw = env.get(key)
-    if raw is None or not raw.strip():
+    text = env.get(key, "").strip()
+    if not text:
         return default
-    value = boolean(raw.strip())
+    value = boolean(text)
     if value is not None:
         return value
     if refuse:
@@ -440,12 +432,7 @@ def parse_scopes(raw: str, key_names: set[str]) -> dict[str, KeyScope]:
     """TAGURU_KEY_SCOPES (key name → role, or {role, contexts}) over the configured key names; blank is none."""
     if not raw.strip():
         return {}
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{SCOPES_SHAPE}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{SCOPES_SHAPE}: expected an object, got {type(data).__name__}")
+    data = json_object(raw, lambda why: ConfigError(f"{SCOPES_SHAPE}: {why}"), "an object")
     scopes: dict[str, KeyScope] = {}
     for name, spec in data.items():
         if name not in key_names:

@@ -12,6 +12,7 @@ from multidict import CIMultiDict
 from taguru_server.server.auth import Principal
 from taguru_server.server.call import Call, Route, parse_query_string
 from taguru_server.server.errors import error_body, status_of
+from taguru_server.server.mcp.tools import Request
 from taguru_server.server.metrics import note_error
 from taguru_server.server.oauth.routes import OAUTH_ROUTE_KEY
 from taguru_server.server.reply import Raw, Reply, ok_body, render
@@ -103,24 +104,19 @@ def in_process(app: web.Application) -> Dispatch:
     """Calls through the same router, role and grant checks and envelopes as HTTP, without a request."""
 
     async def dispatch(
-        principal: Principal,
-        deadline: float,
-        method: str,
-        path: str,
-        body: bytes | None,
-        query: dict[str, str],
-        content_type: str = "application/json",
-        limit: int | None = None,
+        principal: Principal, deadline: float, routed: Request, limit: int | None = None
     ) -> tuple[int, bytes]:
         started = time.perf_counter()
+        method, path, body = routed.method, routed.path, routed.body
         try:
             match = ROUTER.resolve(method, path)
             route = authorize(principal, method, match, path)
+            content_type = routed.content_type or "application/json"
             call = Call(
                 method=method,
                 path=path,
                 name=match.name,
-                query=parse_query_string(urlencode(query)),
+                query=parse_query_string(urlencode(routed.query)),
                 headers=CIMultiDict({"Content-Type": content_type}) if body is not None else CIMultiDict(),
                 body=body or b"",
                 registry=app[REGISTRY_KEY],

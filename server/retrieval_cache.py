@@ -30,8 +30,8 @@ import attrs
 import structlog
 from aiohttp import web
 
-from taguru_server.server.call import Call, Handler
-from taguru_server.server.decode import is_json_content_type
+from taguru_server.server.call import Call, Handler, Route
+from taguru_server.server.decode import Spec, is_json_content_type
 from taguru_server.server.semantic import QueryFailed, cue_cache, query_vector
 from taguru_server.server.semantic_cache import SEMANTIC_CACHE_KEY, SemanticCache
 from taguru_server.server.state import EMBEDDER_KEY, METRICS_KEY, passage_lane_enabled
@@ -213,6 +213,11 @@ def make_key(call: Call, op: str, targets: Targets) -> Keyed | None:
     cost = sum(len(ctx.name.encode("utf-8")) + TARGET_OVERHEAD_BYTES for ctx in contexts)
     names = tuple(ctx.name for ctx in contexts)
     return Keyed(key, cost + len(params) + len(query) + ENTRY_OVERHEAD_BYTES, body, names)
+
+
+def cached_read(template: str, op: str, handler: Handler, targets: Targets, request: Spec, response: str) -> Route:
+    """A retrieval's route (POST, the read role): `handler` behind the retrieval cache as `op`."""
+    return Route("POST", template, cached(op, handler, targets), "read", request=request, response=response)
 
 
 def cached(op: str, handler: Handler, targets: Targets) -> Handler:

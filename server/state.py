@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 from aiohttp import web
@@ -18,6 +18,9 @@ from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.providers.reranker import HttpReranker
 from taguru_server.store.persist.registry import Registry
 
+if TYPE_CHECKING:
+    from taguru_server.server.mcp.tools import Request
+
 T = TypeVar("T")
 
 
@@ -29,21 +32,14 @@ class Running:
 
 
 class Dispatch(Protocol):
-    """Runs one API call in process under a caller's key and deadline; returns (status, envelope bytes).
+    """Runs one API call (`routed`; a body of no stated type is JSON) in process under a caller's key and
+    deadline; returns (status, envelope bytes).
 
-    `content_type` is the body's type; `limit` bounds how much of a streamed body (an export) is read:
-    past it the call stops reading, so the caller sees more than `limit` bytes and no more."""
+    `limit` bounds how much of a streamed body (an export) is read: past it the call stops reading, so
+    the caller sees more than `limit` bytes and no more."""
 
     async def __call__(
-        self,
-        principal: Principal,
-        deadline: float,
-        method: str,
-        path: str,
-        body: bytes | None,
-        query: dict[str, str],
-        content_type: str = "application/json",
-        limit: int | None = None,
+        self, principal: Principal, deadline: float, routed: Request, limit: int | None = None
     ) -> tuple[int, bytes]: ...
 
 

@@ -58,9 +58,9 @@ def _v(name: str, kind: type, default: object, doc: str, policy: Policy, **extra
     return Variable(name, kind, default, doc, policy, **extra)
 
 
-def _unset(name: str, doc: str, policy: Policy, note: str) -> Variable:
-    """A text variable with no default; `note` says what leaving it unset means."""
-    return Variable(name, str, None, doc, policy, note=note)
+def _unset(name: str, doc: str, policy: Policy, note: str, kind: type = str) -> Variable:
+    """A variable with no default (text, unless `kind` says otherwise); `note` says what leaving it unset means."""
+    return Variable(name, kind, None, doc, policy, note=note)
 
 
 R, W, IG, A = Policy.REFUSE, Policy.WARN, Policy.IGNORE, Policy.ANY
@@ -119,13 +119,12 @@ REGISTRY: tuple[Variable, ...] = (
     _v("TAGURU_PASSAGE_VECTOR_LIMIT", int, 20000, "passage vector rows per context", W),
     _v("TAGURU_FLUSH_SECS", int, 5, "the cadence of the auto-embed and the housekeeping tickers", IG),
     _v("TAGURU_SEMANTIC_FLOOR", float, 0.35, "cosine floor of semantic resolve and the vector lanes", W),
-    _v(
+    _unset(
         "TAGURU_SEMANTIC_CACHE_THRESHOLD",
-        float,
-        None,
         "cosine at which passage search's paraphrase tier serves a cached answer",
         W,
-        note="off",
+        "off",
+        float,
     ),
     # the retrieval cache, the search log, auto-compaction and quotas (server/config.py: cache_settings)
     _v("TAGURU_RETRIEVAL_CACHE_BYTES", int, 33554432, "the exact-match retrieval cache's budget; 0 disables", W),

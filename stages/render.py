@@ -70,34 +70,19 @@ def windowed_association_out(ctx: Context, e: int, view: WindowView) -> dict[str
 
 def passage_hit_out(hit: PassageHit | FusedHit) -> dict[str, Any]:
     """The wire record of a passage hit: BM25's alone, or fused with each lane's own rank and raw score."""
-    if isinstance(hit, PassageHit):
-        s = hit.score
-        return {
-            "source": hit.source,
-            "paragraph": hit.paragraph,
-            "score": s,
-            "text": hit.text,
-            "lanes": {"bm25": {"rank": hit.rank, "score": s}},
-        }
-    return {
-        "source": hit.source,
-        "paragraph": hit.paragraph,
-        "score": F32(hit.score),
-        "text": hit.text,
-        "lanes": _fused_lanes(hit),
-    }
+    score = hit.score if isinstance(hit, PassageHit) else F32(hit.score)
+    return _hit_out(hit, score, hit_lanes(hit))
 
 
 def graph_passage_hit_out(hit: GraphPassageHit) -> dict[str, Any]:
     """The wire record of a graph-ranked paragraph: the PassageHit shape, its one lane `graph` (rank, f32 mass)."""
-    s = F32(hit.score)
-    return {
-        "source": hit.source,
-        "paragraph": hit.paragraph,
-        "score": s,
-        "text": hit.text,
-        "lanes": {"graph": {"rank": hit.rank, "score": s}},
-    }
+    score = F32(hit.score)
+    return _hit_out(hit, score, {"graph": {"rank": hit.rank, "score": score}})
+
+
+def _hit_out(hit: PassageHit | FusedHit | GraphPassageHit, score: float, lanes: dict[str, Any]) -> dict[str, Any]:
+    """A paragraph hit's wire record, in wire order: which paragraph, its score and text, the lanes that found it."""
+    return {"source": hit.source, "paragraph": hit.paragraph, "score": score, "text": hit.text, "lanes": lanes}
 
 
 def _fused_lanes(hit: FusedHit) -> dict[str, Any]:

@@ -134,6 +134,14 @@ def utf8_len(s: str) -> int:
     return len(s) if s.isascii() else len(s.encode("utf-8"))
 
 
+def name_problem(label: str, value: str, cap: int) -> str | None:
+    """Why `value` cannot be a `label` of at most `cap` UTF-8 bytes (over the cap, or empty), or None."""
+    size = utf8_len(value)
+    if size > cap:
+        return f"{label} of {size} bytes exceeds the {cap}-byte cap"
+    return None if value else f"{label} must not be empty"
+
+
 # ----- bulk document tokenization --------------------------------------------------------
 #
 # The BM25 index needs, per document, only the multiset of its terms (document terms keep

@@ -52,8 +52,9 @@ def test_no_handler_attribute_is_read_back() -> None:
     assert found == []
 
 
-# the records; an MCP `Tool` names the route it calls (each one is checked below to be in the table)
-RECORD_BUILDERS = {"Route", "Probe", "on_group", "Tool"}
+# the records (`cached_read` builds a cached retrieval's Route); an MCP `Tool` names the route it calls (each
+# one is checked below to be in the table)
+RECORD_BUILDERS = {"Route", "cached_read", "Probe", "on_group", "Tool"}
 TEMPLATES = {route.template for route in ROUTES if "{name}" in route.template}
 
 

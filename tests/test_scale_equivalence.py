@@ -26,6 +26,7 @@ from taguru_server.stages.render import association_out
 from taguru_server.store.model.context import CONCEPT, Context, Meta
 from taguru_server.store.read import activation, activation_graph, banded, citations, gloss
 from taguru_server.store.read import query as query_lane
+from taguru_server.store.read.passages import SourceFilter
 from taguru_server.store.text import bigrams, bulk_term_counts, normalize, query_terms, split_paragraphs, terms
 
 # ----- alphabets for random text ----------------------------------------------------------
@@ -128,7 +129,7 @@ def reference_search(ctx: Context, query: str, limit: int, allowed: set[str] | N
 
 
 def ours_search(ctx: Context, query: str, limit: int, tags: list[str] | None = None) -> list[tuple]:
-    result = lane_wire.search_passages(ctx, query, limit, tags=tags)
+    result = lane_wire.search_passages(ctx, query, limit, SourceFilter(tags=tags))
     hits = result["hits"]
     for rank, h in enumerate(hits, start=1):
         assert h["lanes"]["bm25"]["rank"] == rank

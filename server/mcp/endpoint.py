@@ -183,16 +183,7 @@ async def perform(call: Call, name: str, args: dict[str, Any], span: Any = None)
         )
     dispatch = call.app_state[DISPATCH_KEY]
     cap = call.settings.mcp_max_result_bytes
-    status, raw = await dispatch(
-        call.principal,
-        call.deadline,
-        request.method,
-        request.path,
-        request.body,
-        request.query,
-        request.content_type or "application/json",
-        cap,
-    )
+    status, raw = await dispatch(call.principal, call.deadline, request, cap)
     if span is not None:
         tracing = call.app_state[TRACING_KEY]
         tracing.tool_result(span, status, len(raw))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
 import logging
 import re
@@ -66,24 +65,15 @@ MODERN_PROTOCOL = "2026-07-28"
 PROTOCOL_KEY = "io.modelcontextprotocol/protocolVersion"
 
 
-def _is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def startup_warnings(settings: BridgeSettings) -> None:
     """The two start-up warnings, as plain stderr lines."""
+    from taguru_server.client.urls import is_loopback_host
+
     if settings.token is None:
         print("taguru-mcp: TAGURU_API_TOKEN not set; requests go out without credentials", file=sys.stderr)
         return
     parts = urlsplit(settings.url)
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         print(
             "taguru-mcp: TAGURU_URL is plain http beyond loopback, so TAGURU_API_TOKEN travels unencrypted — prefer "
             "https, or tunnel to loopback",

@@ -10,9 +10,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from taguru_server.server.mcp.props import CONTEXT, int_prop, str_prop
+from taguru_server.server.mcp.props import CONTEXT, int_prop, num_prop, str_prop
 
 T = TypeVar("T")
+
+# The arguments of the retrieval loop, which assemble_evidence runs as retrieve does.
+LOOP_PROPS = {
+    "activate_decay": num_prop("activate's decay (default 0.5)"),
+    "activate_limit": int_prop("activate's limit (default 20)"),
+    "context": CONTEXT,
+    "dice_floor": num_prop("one-call override of the resolve fuzzy floor"),
+    "labels": {
+        "description": "relation labels to query on, alongside the always-run activate",
+        "items": {"type": "string"},
+        "type": ["string", "array"],
+    },
+    "origins": {
+        "description": "cue(s) to resolve into anchors",
+        "items": {"type": "string"},
+        "type": ["string", "array"],
+    },
+    "resolve_limit": int_prop("max resolve candidates per origin (default/ceiling 1000)"),
+}
 
 
 def tools(tool: Callable[..., T]) -> tuple[T, ...]:
@@ -47,8 +66,7 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "endpoint's behavior."
             ),
             {
-                "activate_decay": {"description": "activate's decay (default 0.5)", "type": "number"},
-                "activate_limit": int_prop("activate's limit (default 20)"),
+                **LOOP_PROPS,
                 "budget": {
                     "description": (
                         "three independent hard ceilings on the returned package; an omitted "
@@ -63,8 +81,6 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                     },
                     "type": "object",
                 },
-                "context": CONTEXT,
-                "dice_floor": {"description": "one-call override of the resolve fuzzy floor", "type": "number"},
                 "include_communities": {
                     "description": (
                         "also search the context's derived community-summary artifact (default "
@@ -72,16 +88,6 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                         "never a refusal"
                     ),
                     "type": "boolean",
-                },
-                "labels": {
-                    "description": "relation labels to query on, alongside the always-run activate",
-                    "items": {"type": "string"},
-                    "type": ["string", "array"],
-                },
-                "origins": {
-                    "description": "cue(s) to resolve into anchors",
-                    "items": {"type": "string"},
-                    "type": ["string", "array"],
                 },
                 "rerank": {
                     "description": (
@@ -97,7 +103,6 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                     },
                     "type": "object",
                 },
-                "resolve_limit": int_prop("max resolve candidates per origin (default/ceiling 1000)"),
                 "search_limit": int_prop("the passage/community search calls' limit (default 5, ceiling 200)"),
                 "semantic_floor": {
                     "description": "one-call override of the resolve/search/communities semantic floor",
@@ -144,8 +149,7 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "(null when no fallback ran)."
             ),
             {
-                "activate_decay": {"description": "activate's decay (default 0.5)", "type": "number"},
-                "activate_limit": int_prop("activate's limit (default 20)"),
+                **LOOP_PROPS,
                 "auto_pick": {
                     "description": (
                         "adopt each origin's top resolve candidate as its anchor; false uses the "
@@ -153,27 +157,14 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                     ),
                     "type": "boolean",
                 },
-                "context": CONTEXT,
                 "describe_first": {
                     "description": "describe every anchor before gathering associations (default true)",
                     "type": "boolean",
                 },
-                "dice_floor": {"description": "one-call override of the resolve fuzzy floor", "type": "number"},
                 "fetch_citations": {
                     "description": "resolve every located attribution into a cited passage (default true)",
                     "type": "boolean",
                 },
-                "labels": {
-                    "description": "relation labels to query on, alongside the always-run activate",
-                    "items": {"type": "string"},
-                    "type": ["string", "array"],
-                },
-                "origins": {
-                    "description": "cue(s) to resolve into anchors",
-                    "items": {"type": "string"},
-                    "type": ["string", "array"],
-                },
-                "resolve_limit": int_prop("max resolve candidates per origin (default/ceiling 1000)"),
                 "search_limit": int_prop("the fallback search_passages call's limit (default 5)"),
                 "semantic_floor": {"description": "one-call override of the resolve semantic floor", "type": "number"},
                 "text_fallback_only_if_empty": {

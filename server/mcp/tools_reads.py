@@ -2,7 +2,8 @@
 the change feed, passages and citations, the schema, the export and the manual.
 
 Each tool is one routed call under the caller's key; the definitions are the reference's, verbatim. The tool
-class is passed in by `tools.py`, which owns it.
+class is passed in by `tools.py`, which owns it. The four resolve tools and the three keyset listings share
+their arguments, so each family is built by one function (`_resolving`, `_listing`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from taguru_server.server.mcp.props import CONTEXT, int_prop, str_prop
+from taguru_server.server.mcp.props import CONTEXT, STRINGS, int_prop, num_prop, str_prop
 
 T = TypeVar("T")
 
@@ -20,7 +21,8 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
     list_sources, lookup_passages, cite_passage, get_schema, export_context, get_protocol, as `tool(...)`
     builds them."""
     return (
-        tool(
+        _resolving(
+            tool,
             "resolve",
             (
                 "Resolve free wording to stored concept names (normalized entry, absorbs "
@@ -33,36 +35,16 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "when the context has an installed schema. Empty → reword, or lower "
                 "dice_floor (e.g. 0.2) and retry."
             ),
-            {
-                "context": CONTEXT,
-                "cue": {"type": "string"},
-                "dice_floor": {"description": "one-call override of the fuzzy floor", "type": "number"},
-                "limit": int_prop("max candidates (default/ceiling 1000)"),
-                "semantic_floor": {"description": "one-call override of the semantic floor", "type": "number"},
-            },
-            ("context", "cue"),
-            "POST",
             "/contexts/{context}/resolve",
-            checks=("S:context", "S:cue"),
-            body=("cue", "dice_floor", "semantic_floor", "limit"),
         ),
-        tool(
+        _resolving(
+            tool,
             "resolve_label",
             "resolve, for relation labels. Use before writes (check before mint) and to pick query labels.",
-            {
-                "context": CONTEXT,
-                "cue": {"type": "string"},
-                "dice_floor": {"description": "one-call override of the fuzzy floor", "type": "number"},
-                "limit": int_prop("max candidates (default/ceiling 1000)"),
-                "semantic_floor": {"description": "one-call override of the semantic floor", "type": "number"},
-            },
-            ("context", "cue"),
-            "POST",
             "/contexts/{context}/resolve_label",
-            checks=("S:context", "S:cue"),
-            body=("cue", "dice_floor", "semantic_floor", "limit"),
         ),
-        tool(
+        _resolving(
+            tool,
             "explain_resolve",
             (
                 "Why didn't (or did) a concept come back for a cue — one call instead of "
@@ -77,36 +59,15 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "cosine vs the semantic floor when it did), or served. Pass the same "
                 "overrides as the resolve call being questioned."
             ),
-            {
-                "context": CONTEXT,
-                "cue": {"type": "string"},
-                "dice_floor": {"description": "one-call override of the fuzzy floor", "type": "number"},
-                "expected": str_prop("the concept you expected among the candidates"),
-                "limit": int_prop("max candidates (default/ceiling 1000)"),
-                "semantic_floor": {"description": "one-call override of the semantic floor", "type": "number"},
-            },
-            ("context", "cue", "expected"),
-            "POST",
             "/contexts/{context}/resolve/explain",
-            checks=("S:context", "S:cue", "S:expected"),
-            body=("cue", "expected", "dice_floor", "semantic_floor", "limit"),
+            expected="the concept you expected among the candidates",
         ),
-        tool(
+        _resolving(
+            tool,
             "explain_resolve_label",
             "explain_resolve, for relation labels.",
-            {
-                "context": CONTEXT,
-                "cue": {"type": "string"},
-                "dice_floor": {"description": "one-call override of the fuzzy floor", "type": "number"},
-                "expected": str_prop("the label you expected among the candidates"),
-                "limit": int_prop("max candidates (default/ceiling 1000)"),
-                "semantic_floor": {"description": "one-call override of the semantic floor", "type": "number"},
-            },
-            ("context", "cue", "expected"),
-            "POST",
             "/contexts/{context}/resolve_label/explain",
-            checks=("S:context", "S:cue", "S:expected"),
-            body=("cue", "expected", "dice_floor", "semantic_floor", "limit"),
+            expected="the label you expected among the candidates",
         ),
         tool(
             "describe",
@@ -146,26 +107,20 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
             checks=("S:context", "Q"),
             query=("since", "limit"),
         ),
-        tool(
+        _listing(
+            tool,
             "list_labels",
             (
                 "The relation vocabulary (canonical only). Read it before extracting to "
                 "avoid spelling forks. Keyset-paged by label; total above the returned "
                 "count means more pages."
             ),
-            {
-                "after": str_prop("only labels sorting strictly after this one"),
-                "context": CONTEXT,
-                "limit": int_prop("page size (default/ceiling 1000)"),
-                "prefix": str_prop("only labels starting with this text"),
-            },
-            ("context",),
-            "GET",
             "/contexts/{context}/labels",
-            checks=("S:context", "Q"),
-            query=("limit", "after", "prefix"),
+            after="only labels sorting strictly after this one",
+            prefix="only labels starting with this text",
         ),
-        tool(
+        _listing(
+            tool,
             "get_aliases",
             (
                 "Registered aliases (alias → canonical), paged across both namespaces — "
@@ -173,19 +128,12 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "pages; continue with after = 'concept:<alias>' or 'label:<alias>' (the "
                 "last entry shown)."
             ),
-            {
-                "after": str_prop("'concept:<alias>' or 'label:<alias>' — the last entry of the previous page"),
-                "context": CONTEXT,
-                "limit": int_prop("page size (default/ceiling 1000)"),
-                "prefix": str_prop("only aliases (in either namespace) starting with this text"),
-            },
-            ("context",),
-            "GET",
             "/contexts/{context}/aliases",
-            checks=("S:context", "Q"),
-            query=("limit", "after", "prefix"),
+            after="'concept:<alias>' or 'label:<alias>' — the last entry of the previous page",
+            prefix="only aliases (in either namespace) starting with this text",
         ),
-        tool(
+        _listing(
+            tool,
             "list_sources",
             (
                 "Source ids with registered passages — targets for retract_source / "
@@ -195,22 +143,14 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "(server-stamped epoch seconds), date (user-supplied), tags — absent keys "
                 "mean the source has none."
             ),
-            {
-                "after": str_prop("only ids sorting strictly after this one"),
-                "context": CONTEXT,
-                "limit": int_prop("page size (default/ceiling 1000)"),
-                "prefix": str_prop("only ids starting with this text"),
-            },
-            ("context",),
-            "GET",
             "/contexts/{context}/sources",
-            checks=("S:context", "Q"),
-            query=("limit", "after", "prefix"),
+            after="only ids sorting strictly after this one",
+            prefix="only ids starting with this text",
         ),
         tool(
             "lookup_passages",
             "Fetch the passages behind attribution source ids — the answer-from-originals half of retrieval.",
-            {"context": CONTEXT, "sources": {"items": {"type": "string"}, "type": "array"}},
+            {"context": CONTEXT, "sources": STRINGS},
             ("context", "sources"),
             "POST",
             "/contexts/{context}/sources/lookup",
@@ -272,4 +212,41 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
             checks=("S:context",),
         ),
         tool("get_protocol", "The complete manual: ingest discipline and retrieval loop.", {}, (), "GET", "/protocol"),
+    )
+
+
+def _resolving(tool: Callable[..., T], name: str, description: str, path: str, expected: str | None = None) -> T:
+    """A resolve tool (concepts or labels); with what `expected` names, the explain tool that questions it."""
+    props = {
+        "context": CONTEXT,
+        "cue": {"type": "string"},
+        "dice_floor": num_prop("one-call override of the fuzzy floor"),
+        "limit": int_prop("max candidates (default/ceiling 1000)"),
+        "semantic_floor": num_prop("one-call override of the semantic floor"),
+    }
+    asked: tuple[str, ...] = ("context", "cue")
+    if expected is not None:
+        props["expected"] = str_prop(expected)
+        asked += ("expected",)
+    body = (*asked[1:], "dice_floor", "semantic_floor", "limit")
+    return tool(name, description, props, asked, "POST", path, checks=tuple(f"S:{k}" for k in asked), body=body)
+
+
+def _listing(tool: Callable[..., T], name: str, description: str, path: str, after: str, prefix: str) -> T:
+    """A keyset-paged listing: `limit`, the `after` position and a `prefix` filter, as query values."""
+    props = {
+        "after": str_prop(after),
+        "context": CONTEXT,
+        "limit": int_prop("page size (default/ceiling 1000)"),
+        "prefix": str_prop(prefix),
+    }
+    return tool(
+        name,
+        description,
+        props,
+        ("context",),
+        "GET",
+        path,
+        checks=("S:context", "Q"),
+        query=("limit", "after", "prefix"),
     )

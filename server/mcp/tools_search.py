@@ -8,11 +8,36 @@ class is passed in by `tools.py`, which owns it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from taguru_server.server.mcp.props import CONTEXT, cursor_prop, int_prop, str_prop
+from taguru_server.server.mcp.props import (
+    ANY_TARGET,
+    CONTEXT,
+    CONTEXTS,
+    GROUPS,
+    STRINGS,
+    cursor_prop,
+    int_prop,
+    str_prop,
+)
 
 T = TypeVar("T")
+
+
+def _types_filter(role: str) -> dict[str, Any]:
+    """query's filter on the declared type(s) of the match's `role` (subject or object)."""
+    return {"description": f"filter: {role}'s declared type(s), is_a-expanded", "type": ["string", "array"]}
+
+
+# query's and recall's page cursor: a match's triple and weight, and its context when several are searched
+CROSS_AFTER = cursor_prop(
+    (
+        "resume past the previous page's last match: copy {weight, subject, "
+        "label, object} verbatim from it, plus context too when targeting several "
+        "contexts. total stays constant across pages"
+    ),
+    context=str_prop("required when targeting several contexts (contexts/groups); omit for a single context"),
+)
 
 
 def tools(tool: Callable[..., T]) -> tuple[T, ...]:
@@ -34,51 +59,21 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "the strongest |weight| survives (weights share one scale)."
             ),
             {
-                "after": cursor_prop(
-                    (
-                        "resume past the previous page's last match: copy {weight, subject, "
-                        "label, object} verbatim from it, plus context too when targeting several "
-                        "contexts. total stays constant across pages"
-                    ),
-                    context=str_prop(
-                        "required when targeting several contexts (contexts/groups); omit for a single context"
-                    ),
-                ),
+                "after": CROSS_AFTER,
                 "context": CONTEXT,
-                "contexts": {
-                    "description": (
-                        "several contexts at once — full names; every match comes back tagged "
-                        "with its context. Combines with groups; don't pass context beside it."
-                    ),
-                    "items": {"type": "string"},
-                    "type": "array",
-                },
-                "groups": {
-                    "description": (
-                        "group names (from list_groups) — each resolves to every context it "
-                        "reaches, nested children included, deduped against contexts and each "
-                        "other. Combines with contexts; don't pass context beside it."
-                    ),
-                    "items": {"type": "string"},
-                    "type": "array",
-                },
+                "contexts": CONTEXTS,
+                "groups": GROUPS,
                 "label": {"type": ["string", "array"]},
                 "limit": int_prop("default 100, capped at 1000"),
                 "object": {"type": ["string", "array"]},
-                "object_types": {
-                    "description": "filter: object's declared type(s), is_a-expanded",
-                    "type": ["string", "array"],
-                },
+                "object_types": _types_filter("object"),
                 "since": int_prop(
                     "assertion-time window start, epoch seconds, half-open [since, until): "
                     "only facts an in-window-dated source attests, weights from those "
                     "attributions alone. Single context only"
                 ),
                 "subject": {"type": ["string", "array"]},
-                "subject_types": {
-                    "description": "filter: subject's declared type(s), is_a-expanded",
-                    "type": ["string", "array"],
-                },
+                "subject_types": _types_filter("subject"),
                 "until": int_prop(
                     "assertion-time window end (exclusive), epoch seconds. until alone = "
                     "as-of (knowledge available by then). Single context only"
@@ -103,7 +98,7 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
             ),
             extra={
                 "allOf": [
-                    {"anyOf": [{"required": ["context"]}, {"required": ["contexts"]}, {"required": ["groups"]}]},
+                    ANY_TARGET,
                     {"anyOf": [{"required": ["subject"]}, {"required": ["label"]}, {"required": ["object"]}]},
                 ]
             },
@@ -119,35 +114,11 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "scale)."
             ),
             {
-                "after": cursor_prop(
-                    (
-                        "resume past the previous page's last match: copy {weight, subject, "
-                        "label, object} verbatim from it, plus context too when targeting several "
-                        "contexts. total stays constant across pages"
-                    ),
-                    context=str_prop(
-                        "required when targeting several contexts (contexts/groups); omit for a single context"
-                    ),
-                ),
+                "after": CROSS_AFTER,
                 "context": CONTEXT,
-                "contexts": {
-                    "description": (
-                        "several contexts at once — full names; every match comes back tagged "
-                        "with its context. Combines with groups; don't pass context beside it."
-                    ),
-                    "items": {"type": "string"},
-                    "type": "array",
-                },
+                "contexts": CONTEXTS,
                 "cue": {"type": "string"},
-                "groups": {
-                    "description": (
-                        "group names (from list_groups) — each resolves to every context it "
-                        "reaches, nested children included, deduped against contexts and each "
-                        "other. Combines with contexts; don't pass context beside it."
-                    ),
-                    "items": {"type": "string"},
-                    "type": "array",
-                },
+                "groups": GROUPS,
                 "limit": int_prop("default 100, capped at 1000"),
                 "since": int_prop(
                     "assertion-time window start, epoch seconds, half-open [since, until). Single context only"
@@ -161,7 +132,7 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
             "/contexts/{context}/recall",
             checks=("T", "S:cue"),
             body=("contexts", "groups", "cue", "limit", "after", "since", "until"),
-            extra={"anyOf": [{"required": ["context"]}, {"required": ["contexts"]}, {"required": ["groups"]}]},
+            extra=ANY_TARGET,
             cross_path="/recall",
         ),
         tool(
@@ -175,7 +146,7 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "context": CONTEXT,
                 "decay": {"description": "default 0.5", "type": "number"},
                 "limit": int_prop("default 20"),
-                "origins": {"items": {"type": "string"}, "type": "array"},
+                "origins": STRINGS,
                 "since": int_prop(
                     "assertion-time window start, epoch seconds, half-open [since, until): "
                     "out-of-window evidence neither ranks nor conducts activation"
@@ -206,7 +177,7 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "context": CONTEXT,
                 "limit": int_prop("default 100, capped at 1000"),
                 "max_depth": int_prop("hop ceiling; default and max 10 (larger values are clamped, not refused)"),
-                "origins": {"items": {"type": "string"}, "type": "array"},
+                "origins": STRINGS,
                 "since": int_prop(
                     "assertion-time window start, epoch seconds, half-open [since, until): an "
                     "edge no in-window source attests neither reports nor bridges"
@@ -234,8 +205,8 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
                 "max_depth": int_prop(
                     "hop ceiling per trail; default and max 10 (larger values are clamped, not refused)"
                 ),
-                "origins": {"items": {"type": "string"}, "type": "array"},
-                "targets": {"items": {"type": "string"}, "type": "array"},
+                "origins": STRINGS,
+                "targets": STRINGS,
             },
             ("context", "origins", "targets"),
             "POST",
@@ -273,23 +244,8 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
             ),
             {
                 "context": CONTEXT,
-                "contexts": {
-                    "description": (
-                        "several contexts at once — full names; every match comes back tagged "
-                        "with its context. Combines with groups; don't pass context beside it."
-                    ),
-                    "items": {"type": "string"},
-                    "type": "array",
-                },
-                "groups": {
-                    "description": (
-                        "group names (from list_groups) — each resolves to every context it "
-                        "reaches, nested children included, deduped against contexts and each "
-                        "other. Combines with contexts; don't pass context beside it."
-                    ),
-                    "items": {"type": "string"},
-                    "type": "array",
-                },
+                "contexts": CONTEXTS,
+                "groups": GROUPS,
                 "limit": int_prop("default 5"),
                 "query": {"type": "string"},
                 "semantic_floor": {
@@ -312,7 +268,7 @@ def tools(tool: Callable[..., T]) -> tuple[T, ...]:
             "/contexts/{context}/sources/search",
             checks=("T", "S:query"),
             body=("contexts", "groups", "query", "limit", "semantic_floor", "tags", "since", "until"),
-            extra={"anyOf": [{"required": ["context"]}, {"required": ["contexts"]}, {"required": ["groups"]}]},
+            extra=ANY_TARGET,
             cross_path="/sources/search",
         ),
         tool(

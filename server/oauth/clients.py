@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 import unicodedata
 from typing import Any
 from urllib.parse import urlsplit
 
+from taguru_server.client.urls import is_loopback_host
 from taguru_server.server.oauth.tokens import MAX_CLIENT_NAME_BYTES, MAX_REDIRECT_URI_BYTES, MAX_REDIRECT_URIS
 
 INVISIBLE_RANGES = (
@@ -54,16 +54,6 @@ def slug(name: str) -> str:
     return kept or "client"
 
 
-def _host_is_loopback(host: str) -> bool:
-    """`localhost` exactly, an IPv4 address in 127.0.0.0/8, or the IPv6 loopback."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def acceptable_redirect(uri: str) -> bool:
     """https without credentials, or http to a loopback host without credentials (parsed, never prefix-matched)."""
     try:
@@ -77,7 +67,7 @@ def acceptable_redirect(uri: str) -> bool:
         return False
     if scheme == "https":
         return bool(host)
-    return _host_is_loopback(host)
+    return is_loopback_host(host)
 
 
 def _invisible_at(uri: str) -> str | None:

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+import attrs
+
 from taguru_server.server.call import Call
 from taguru_server.server.errors import at_ceiling, malformed
 from taguru_server.server.retrieval_cache import note_lanes, note_read, note_searched, note_uncacheable
@@ -102,15 +104,26 @@ def check_cursor(after: str | None, prefix: str | None) -> None:
             )
 
 
-def keyset_page(names: list[str], call: Call) -> tuple[int, list[str]]:
-    """The total and one page of sorted names after `?after=`, filtered by `?prefix=`."""
-    limit = keyset_limit(call)
-    after = call.query.get("after")
-    prefix = call.query.get("prefix") or ""
-    check_cursor(after, prefix)
-    matching = sorted(n for n in names if n.startswith(prefix))
-    page = [n for n in matching if after is None or n > after][:limit]
-    return len(matching), page
+@attrs.frozen
+class Keyset:
+    """A keyset listing's query: the page size, the `?after=` cursor and the `?prefix=` filter."""
+
+    limit: int
+    after: str | None
+    prefix: str
+
+    @classmethod
+    def of(cls, call: Call) -> Keyset:
+        """The call's listing query, checked (the cursor's and the prefix's caps, then the page size): before the
+        context is looked up."""
+        after, prefix = call.query.get("after"), call.query.get("prefix")
+        check_cursor(after, prefix)
+        return cls(keyset_limit(call), after, prefix or "")
+
+    def page(self, names: list[str]) -> tuple[int, list[str]]:
+        """The total and one page of the sorted names after the cursor, filtered by the prefix."""
+        matching = sorted(n for n in names if n.startswith(self.prefix))
+        return len(matching), [n for n in matching if self.after is None or n > self.after][: self.limit]
 
 
 DEFAULT_HEAVY_OPS = default_int("TAGURU_MAX_CONCURRENT_HEAVY_OPS")

@@ -10,7 +10,7 @@ from taguru_server.server.communities.analysis import analyze
 from taguru_server.server.communities.louvain import DeadlineExceeded, GraphSnapshot
 from taguru_server.server.decode import check_name
 from taguru_server.server.reply import Raw
-from taguru_server.server.retrieval_cache import cached
+from taguru_server.server.retrieval_cache import cached_read
 from taguru_server.server.routes.common import count_read, count_search, heavy_op, search_vector, served_hits
 from taguru_server.server.routes.contexts import revision
 from taguru_server.server.wire.render.lanes import search_lanes
@@ -108,13 +108,13 @@ async def stream_communities(call: Call) -> Raw:
 
 
 ROUTES: list[Route] = [
-    Route(
-        "POST",
+    cached_read(
         "/contexts/{name}/communities/search",
-        cached("search_communities", search_communities, community_targets),
-        "read",
-        request=COMMUNITY_SEARCH,
-        response="CommunitySearch",
+        "search_communities",
+        search_communities,
+        community_targets,
+        COMMUNITY_SEARCH,
+        "CommunitySearch",
     ),
     Route("GET", "/contexts/{name}/communities", stream_communities, "read", response="ndjson"),
 ]

@@ -13,7 +13,7 @@ import heapq
 from typing import Any
 
 from taguru_server.server.call import Call, Route
-from taguru_server.server.retrieval_cache import cached
+from taguru_server.server.retrieval_cache import cached_read
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_INPUT_ITEMS,
@@ -24,7 +24,7 @@ from taguru_server.server.routes.common import (
     served_hits,
 )
 from taguru_server.server.routes.groups import no_group
-from taguru_server.server.routes.passages import check_source_filter
+from taguru_server.server.routes.passages import source_filter
 from taguru_server.server.tenancy import scope_refusal, seen_groups
 from taguru_server.server.tracing import TRACING_KEY
 from taguru_server.server.wire import groups as group_wire
@@ -34,6 +34,7 @@ from taguru_server.store.errors import ApiError, Code, no_context, too_many_item
 from taguru_server.store.model.context import Context
 from taguru_server.store.persist.groups import closure
 from taguru_server.store.read import query
+from taguru_server.store.read.passages import SourceFilter
 from taguru_server.store.read.type_filter import apply_type_filter
 from taguru_server.store.text import query_terms
 
@@ -161,9 +162,9 @@ async def cross_query(call: Call) -> Any:
 async def cross_search(call: Call) -> Any:
     args = await call.decode(group_wire.CROSS_SEARCH)
     targets = cross_targets(call, args["contexts"], args["groups"])
-    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
+    query_text = args["query"]
     limit = clamp_limit(args["limit"], 5)
-    check_source_filter(tags, since, until)
+    scope = source_filter(args)
     before_start(call)
     plans: list[dict[str, Any]] = []
     ranked: list[tuple[int, int, dict[str, Any]]] = []
@@ -174,7 +175,7 @@ async def cross_search(call: Call) -> Any:
         for index, name in enumerate(targets):
             ctx = _target(call, name)
             with tracing.passage_search_target(index) if tracing is not None else contextlib.nullcontext():
-                result = await _search_target(call, ctx, args, limit, searchable)
+                result = await _search_target(call, ctx, args, limit, searchable, scope)
             plans.extend(result["plan"]["contexts"])
             ranked.extend((rank, index, {"context": name, **hit}) for rank, hit in enumerate(result["hits"]))
     ranked.sort(key=lambda r: (r[0], r[1]))
@@ -183,40 +184,23 @@ async def cross_search(call: Call) -> Any:
     return {"plan": {"contexts": plans}, "hits": hits}
 
 
-async def _search_target(call: Call, ctx: Context, args: dict[str, Any], limit: int, searchable: bool) -> Any:
+async def _search_target(
+    call: Call, ctx: Context, args: dict[str, Any], limit: int, searchable: bool, scope: SourceFilter
+) -> Any:
     """One target of a cross passage search: its query vector when searchable, both lanes, counted."""
-    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
+    query_text = args["query"]
     vector = None
     if searchable:  # only then is the query embedded (docs/embeddings.md, "The semantic lanes")
         vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
-    result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
+    result = lane_wire.search_passages(ctx, query_text, limit, scope, vector)
     count_search(call, ctx, "search_passages", not result["hits"])
     return result
 
 
 ROUTES: list[Route] = [
-    Route(
-        "POST",
-        "/recall",
-        cached("recall", cross_recall, body_targets),
-        "read",
-        request=group_wire.CROSS_RECALL,
-        response="CrossMatches",
-    ),
-    Route(
-        "POST",
-        "/query",
-        cached("query", cross_query, body_targets),
-        "read",
-        request=group_wire.CROSS_QUERY,
-        response="CrossMatches",
-    ),
-    Route(
-        "POST",
-        "/sources/search",
-        cached("search_passages", cross_search, body_targets),
-        "read",
-        request=group_wire.CROSS_SEARCH,
-        response="CrossSearchResult",
+    cached_read("/recall", "recall", cross_recall, body_targets, group_wire.CROSS_RECALL, "CrossMatches"),
+    cached_read("/query", "query", cross_query, body_targets, group_wire.CROSS_QUERY, "CrossMatches"),
+    cached_read(
+        "/sources/search", "search_passages", cross_search, body_targets, group_wire.CROSS_SEARCH, "CrossSearchResult"
     ),
 ]

@@ -9,7 +9,7 @@ from typing import Any
 from taguru_server.server.call import Call, Handler, Route
 from taguru_server.server.providers.embedder import Embedder
 from taguru_server.server.routes.common import MAX_MATCH_LIMIT, before_start, clamp_limit, count_read, search_vector
-from taguru_server.server.routes.passages import check_source_filter
+from taguru_server.server.routes.passages import source_filter
 from taguru_server.server.semantic import (
     DEADLINE_RESERVE_SECS,
     QueryFailed,
@@ -85,18 +85,17 @@ async def explain_search(call: Call) -> Any:
     args = await call.decode(SEARCH_EXPLAIN)
     before_start(call)
     query, source = args["query"], args["source"]
-    filtered = (args["tags"], args["since"], args["until"])
     limit = clamp_limit(args["limit"], 5)
-    check_source_filter(*filtered)
+    scope = source_filter(args)
     ctx = call.context()
-    target = search_wire.early_verdict(ctx, query, source, args["paragraph"], filtered)
+    target = search_wire.early_verdict(ctx, query, source, args["paragraph"], scope)
     if not isinstance(target, explain_search_lane.SearchTarget):
         count_read(ctx, True)
         return target
     vector = VectorQuery()
     if query_terms(query):  # the query is embedded as the search would (whatever the limit)
         vector = await search_vector(call, ctx, query, args["semantic_floor"])
-    run = explain_search_lane.full_ranking(ctx, query, filtered, vector)
+    run = explain_search_lane.full_ranking(ctx, query, scope, vector)
     deadline = call.deadline
     result = search_wire.search_explanation(run, source, target, limit, lambda: time.monotonic() > deadline)
     count_read(ctx, False)

@@ -12,20 +12,20 @@ from taguru_server.server.decode import MAX_NAME_BYTES, check_name, is_u32, json
 from taguru_server.server.metrics import Metrics, resolve_tier
 from taguru_server.server.quotas import check_growth
 from taguru_server.server.reply import Reply
-from taguru_server.server.retrieval_cache import cached, log_search, path_target
+from taguru_server.server.retrieval_cache import cached_read, log_search, path_target
 from taguru_server.server.routes.common import (
     DEFAULT_MATCH_LIMIT,
     MAX_ASSOCIATIONS,
     MAX_INPUT_ITEMS,
     MAX_MATCH_LIMIT,
     MAX_WEIGHT,
+    Keyset,
     before_start,
     check_cursor,
     clamp_limit,
     count_read,
     count_search,
     keyset_limit,
-    keyset_page,
 )
 from taguru_server.server.routes.passages import read_window
 from taguru_server.server.schema_gate import gate_associations
@@ -243,11 +243,10 @@ async def list_aliases(call: Call) -> Any:
 
 
 async def list_labels(call: Call) -> Any:
-    check_cursor(call.query.get("after"), call.query.get("prefix"))
-    keyset_limit(call)
+    keyset = Keyset.of(call)
     ctx = call.context()
     names = ctx.labels if ctx.meta.schema is None else [n for n in ctx.labels if n != SCHEMA_TYPE]
-    total, page = keyset_page(names, call)  # a schema hides the reserved label from the page and the total
+    total, page = keyset.page(names)  # a schema hides the reserved label from the page and the total
     return {"total": total, "labels": page}
 
 
@@ -382,21 +381,7 @@ LANE_ROUTES: list[Route] = [
     Route("POST", "/contexts/{name}/resolve", _resolve(0), "read", request=specs.RESOLVE, response="candidates"),
     Route("POST", "/contexts/{name}/resolve_label", _resolve(1), "read", request=specs.RESOLVE, response="candidates"),
     Route("POST", "/contexts/{name}/describe", describe, "read", request=specs.DESCRIBE, response="Description"),
-    Route(
-        "POST",
-        "/contexts/{name}/query",
-        cached("query", query, path_target),
-        "read",
-        request=specs.QUERY,
-        response="Matches",
-    ),
-    Route(
-        "POST",
-        "/contexts/{name}/recall",
-        cached("recall", recall, path_target),
-        "read",
-        request=specs.RECALL,
-        response="Matches",
-    ),
+    cached_read("/contexts/{name}/query", "query", query, path_target, specs.QUERY, "Matches"),
+    cached_read("/contexts/{name}/recall", "recall", recall, path_target, specs.RECALL, "Matches"),
     Route("POST", "/contexts/{name}/activate", activate, "read", request=specs.ACTIVATE, response="Activation"),
 ]

@@ -9,17 +9,15 @@ from taguru_server.server.call import Call, Route
 from taguru_server.server.decode import check_name, json_type
 from taguru_server.server.passage_store import read_passage_store
 from taguru_server.server.quotas import check_growth
-from taguru_server.server.retrieval_cache import cached, path_target
+from taguru_server.server.retrieval_cache import cached_read, path_target
 from taguru_server.server.routes.common import (
     MAX_INPUT_ITEMS,
     MAX_PASSAGES,
+    Keyset,
     before_start,
-    check_cursor,
     clamp_limit,
     count_read,
     count_search,
-    keyset_limit,
-    keyset_page,
     search_vector,
     served_hits,
 )
@@ -30,6 +28,7 @@ from taguru_server.server.wire.render.imports import passages_stored_out
 from taguru_server.store.errors import ApiError, Code, Issue, collected, too_many_items
 from taguru_server.store.model import operations
 from taguru_server.store.model.context import Context
+from taguru_server.store.read.passages import SourceFilter
 from taguru_server.store.read.window import Window, window_of
 from taguru_server.store.text import query_terms
 
@@ -71,11 +70,9 @@ async def lookup_sources(call: Call) -> Any:
 
 
 async def list_sources(call: Call) -> Any:
-    check_cursor(call.query.get("after"), call.query.get("prefix"))
-    keyset_limit(call)
+    keyset = Keyset.of(call)
     ctx = call.context()
-    names = [ctx.sources[sid] for sid in ctx.passages]
-    total, page = keyset_page(names, call)
+    total, page = keyset.page([ctx.sources[sid] for sid in ctx.passages])
     entries = []
     for name in page:
         passage = ctx.passages[ctx.source_id[name]]
@@ -117,8 +114,16 @@ async def citations(call: Call) -> Any:
     return found
 
 
-def check_source_filter(tags: list[str] | None, since: int | None, until: int | None) -> None:
+def source_filter(args: dict[str, Any]) -> SourceFilter:
+    """A search request's source filter (`tags`, `since`, `until`), checked."""
+    scope = SourceFilter(args["tags"], args["since"], args["until"])
+    check_source_filter(scope)
+    return scope
+
+
+def check_source_filter(scope: SourceFilter) -> None:
     """The search's source filter: tag count and sizes, a window that selects something, distinct tags."""
+    tags, since, until = scope.tags, scope.since, scope.until
     if tags is not None:
         if len(tags) > MAX_INPUT_ITEMS:
             raise too_many_items("tags", len(tags))
@@ -140,29 +145,29 @@ def read_window(call: Call, since: int | None, until: int | None) -> Window | No
     window = window_of(since, until)
     if window is not None:
         before_start(call)
-        check_source_filter(None, since, until)
+        check_source_filter(SourceFilter(since=since, until=until))
     return window
 
 
 async def search_sources(call: Call) -> Any:
     args = await call.decode(specs.SEARCH)
     limit = clamp_limit(args["limit"], 5)
-    check_source_filter(args["tags"], args["since"], args["until"])
+    scope = source_filter(args)
     ctx = call.context()
     tracing = call.app_state.get(TRACING_KEY)
     if tracing is None:
-        return await _search_sources(call, ctx, args, limit)
+        return await _search_sources(call, ctx, args, limit, scope)
     with tracing.passage_search(limit):
-        return await _search_sources(call, ctx, args, limit)
+        return await _search_sources(call, ctx, args, limit, scope)
 
 
-async def _search_sources(call: Call, ctx: Context, args: dict[str, Any], limit: int) -> Any:
+async def _search_sources(call: Call, ctx: Context, args: dict[str, Any], limit: int, scope: SourceFilter) -> Any:
     """One context's passage search: the query embedded when it can be searched, both lanes, counted."""
-    query_text, tags, since, until = args["query"], args["tags"], args["since"], args["until"]
+    query_text = args["query"]
     vector = None
     if limit > 0 and query_terms(query_text):  # only then is the query embedded (docs/embeddings.md)
         vector = await search_vector(call, ctx, query_text, args["semantic_floor"])
-    result = lane_wire.search_passages(ctx, query_text, limit, tags, since, until, vector)
+    result = lane_wire.search_passages(ctx, query_text, limit, scope, vector)
     count_search(call, ctx, "search_passages", not result["hits"])
     served_hits(call, result["hits"])
     return result
@@ -172,13 +177,8 @@ ROUTES: list[Route] = [
     Route("POST", "/contexts/{name}/sources", post_sources, "write", request="PassageStore", response="StoreResult"),
     Route("GET", "/contexts/{name}/sources", list_sources, "read", response="SourceList"),
     Route("POST", "/contexts/{name}/sources/lookup", lookup_sources, "read", request=specs.LOOKUP, response="Lookup"),
-    Route(
-        "POST",
-        "/contexts/{name}/sources/search",
-        cached("search_passages", search_sources, path_target),
-        "read",
-        request=specs.SEARCH,
-        response="SearchResult",
+    cached_read(
+        "/contexts/{name}/sources/search", "search_passages", search_sources, path_target, specs.SEARCH, "SearchResult"
     ),
     Route(
         "POST",

@@ -83,21 +83,26 @@ class SqlitePersistence(RowStore):
             raise StoreRefused(f"the data dir {self.path} cannot be used: {exc.strerror or exc}") from None
         recorded = self._recorded_id(existed)
         self._write_section = False
-        try:
+        with self._refusing(opened=False):
             self.db = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
             self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        except sqlite3.Error as exc:
-            raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
         self.wdb = self.db  # the boot's own transaction (schema, identity) runs on the one connection
-        try:
+        with self._refusing(opened=True):
             self.store_id = self._open(existed)
             self._record_id(recorded)
             self.wdb = self._writer()
-        except StoreRefused:
-            self.db.close()
-            raise
-        except sqlite3.Error as exc:
-            self.db.close()
+
+    @contextlib.contextmanager
+    def _refusing(self, opened: bool) -> Iterator[None]:
+        """One step of opening the store: a database error is the store's refusal, and once the connection is
+        `opened` a refusal closes it first."""
+        try:
+            yield
+        except (StoreRefused, sqlite3.Error) as exc:
+            if opened:
+                self.db.close()
+            if isinstance(exc, StoreRefused):
+                raise
             raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
 
     def _writer(self) -> sqlite3.Connection:
@@ -319,21 +324,12 @@ class ReadOnlySqlite(SqlitePersistence):
         self.path = self.file.parent
         self._write_section = False
         self.index_dir = None
-        try:
+        with self._refusing(opened=False):
             self.db = self._connect()
-        except sqlite3.Error as exc:
-            raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
         self.wdb = self.db
-        try:
+        with self._refusing(opened=True):
             self.format = check_store(self.db, self.file, existed=True)
-            row = self._store_meta("store_id")
-            self.store_id = row or ""
-        except StoreRefused:
-            self.db.close()
-            raise
-        except sqlite3.Error as exc:
-            self.db.close()
-            raise StoreRefused(f"the store {self.file} cannot be opened: {_reason(exc)}") from None
+            self.store_id = self._store_meta("store_id") or ""
 
     def _connect(self) -> sqlite3.Connection:
         from urllib.parse import quote

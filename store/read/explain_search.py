@@ -10,12 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import numpy as np
 
 from taguru_server.store.model.context import Context
 from taguru_server.store.model.passage import Passage
 from taguru_server.store.read.explain import F32
-from taguru_server.store.read.passages import eligible_sources, searched, top_documents
+from taguru_server.store.read.passages import SourceFilter, eligible_names, eligible_sources, searched, top_documents
 from taguru_server.store.read.vector_lane import VectorQuery, VectorRow, classify, fuse, sweep
 from taguru_server.store.text import query_terms, terms
 
@@ -45,9 +44,7 @@ class SearchRun:
 
     ctx: Context
     query: str
-    tags: list[str] | None
-    since: int | None
-    until: int | None
+    scope: SourceFilter
     vq: VectorQuery
     ranked: list[Ranked]
     rows: list[VectorRow]
@@ -56,20 +53,17 @@ class SearchRun:
 
     def served(self, limit: int) -> list[Any]:
         """Exactly what `…/sources/search` answers at `limit`."""
-        return searched(self.ctx, self.query, limit, self.tags, self.since, self.until, self.vq)[2]
+        return searched(self.ctx, self.query, limit, self.scope, self.vq)[2]
 
 
-def full_ranking(
-    ctx: Context, query: str, filtered: tuple[list[str] | None, int | None, int | None], vq: VectorQuery
-) -> SearchRun:
+def full_ranking(ctx: Context, query: str, scope: SourceFilter, vq: VectorQuery) -> SearchRun:
     """The search rerun with nothing truncated: every paragraph touching a term (and every swept row)."""
-    tags, since, until = filtered
     q_terms = query_terms(query)
     allowed = None
     names = None
-    if tags is not None or since is not None or until is not None:
-        allowed, _n = eligible_sources(ctx, tags or [], since, until)
-        names = {ctx.sources[sid] for sid in np.nonzero(allowed)[0].tolist() if sid < len(ctx.sources)}
+    if scope.active:
+        allowed, _n = eligible_sources(ctx, scope)
+        names = eligible_names(ctx, allowed)
     docs = top_documents(ctx, q_terms, max(ctx.bm25.n_live, 1), allowed)
     doc_source, doc_par = ctx.bm25.doc_source, ctx.bm25.doc_par
     lexical = [(ctx.sources[doc_source[d]], doc_par[d], F32(s)) for d, s in docs]
@@ -77,13 +71,13 @@ def full_ranking(
     store = ctx.vectors.passages
     if not state.ran or store is None or vq.vector is None or state.floor is None:
         ranked = [Ranked(s, p, float(sc), (i, float(sc)), None) for i, (s, p, sc) in enumerate(lexical, start=1)]
-        return SearchRun(ctx, query, tags, since, until, vq, ranked, [], False, None)
+        return SearchRun(ctx, query, scope, vq, ranked, [], False, None)
     rows = sweep(store, vq.vector, store.rows, -2.0, names)
     f_floor = F32(state.floor)
     floored = [r for r in rows if F32(r.score) >= f_floor]
     hits = fuse(ctx, [(s, p, float(sc)) for s, p, sc in lexical], floored, True, len(lexical) + len(floored))
     ranked = [Ranked(h.source, h.paragraph, h.score, h.bm25, h.vector) for h in hits]
-    return SearchRun(ctx, query, tags, since, until, vq, ranked, rows, True, state.floor)
+    return SearchRun(ctx, query, scope, vq, ranked, rows, True, state.floor)
 
 
 def _pool_floor(rank: int) -> int:

@@ -31,6 +31,26 @@ ZERO_LIMIT = Skip("zero_limit", "the requested limit is 0")
 NO_QUERY_TERMS = Skip("no_query_terms", "the query yields no searchable terms")
 
 
+@attrs.frozen
+class SourceFilter:
+    """The sources a passage search may answer from: those carrying any of `tags`, dated in [since, until).
+    A part that is None does not filter; with all three None the search is not filtered at all."""
+
+    tags: list[str] | None = None
+    since: int | None = None
+    until: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.tags is not None or self.since is not None or self.until is not None
+
+    def admits(self, passage: Passage) -> bool:
+        return passes_filter(passage, set(self.tags or []), self.since, self.until)
+
+
+EVERY_SOURCE = SourceFilter()
+
+
 class LaneTrace(Protocol):
     """What watches the passage lanes of a search (the server's tracing; none by default)."""
 
@@ -69,20 +89,12 @@ class PassageSearch:
     total_sources: int | None = None
 
 
-def passage_search(
-    ctx: Context,
-    query: str,
-    limit: int,
-    tags: list[str] | None = None,
-    since: int | None = None,
-    until: int | None = None,
-) -> PassageSearch:
+def passage_search(ctx: Context, query: str, limit: int, scope: SourceFilter = EVERY_SOURCE) -> PassageSearch:
     """BM25 over paragraphs, optionally restricted to sources by tag and date."""
-    filtered = tags is not None or since is not None or until is not None
     allowed = None
     eligible = total = None
-    if filtered:
-        allowed, eligible = eligible_sources(ctx, tags or [], since, until)
+    if scope.active:
+        allowed, eligible = eligible_sources(ctx, scope)
         total = len(ctx.passages)
     if limit == 0:
         return PassageSearch((), ZERO_LIMIT, eligible, total)
@@ -102,31 +114,18 @@ def passage_search(
 
 
 def searched(
-    ctx: Context,
-    query: str,
-    limit: int,
-    tags: list[str] | None = None,
-    since: int | None = None,
-    until: int | None = None,
-    vector: VectorQuery | None = None,
+    ctx: Context, query: str, limit: int, scope: SourceFilter = EVERY_SOURCE, vector: VectorQuery | None = None
 ) -> tuple[PassageSearch, LaneState | None, list[PassageHit | FusedHit]]:
     """The passage lanes: BM25's search, the vector lane's state (None when both lanes were skipped), the hits."""
     trace = LANE_TRACE.get()
-    found, state, hits = _searched(ctx, query, limit, tags, since, until, vector, trace)
+    found, state, hits = _searched(ctx, query, limit, scope, vector, trace)
     if trace is not None:
         trace.outcome(found, state, hits)
     return found, state, hits
 
 
 def _searched(
-    ctx: Context,
-    query: str,
-    limit: int,
-    tags: list[str] | None,
-    since: int | None,
-    until: int | None,
-    vector: VectorQuery | None,
-    trace: LaneTrace | None,
+    ctx: Context, query: str, limit: int, scope: SourceFilter, vector: VectorQuery | None, trace: LaneTrace | None
 ) -> tuple[PassageSearch, LaneState | None, list[PassageHit | FusedHit]]:
     """`searched`, each lane that runs reported to `trace`."""
     vq = vector or VectorQuery()
@@ -134,7 +133,7 @@ def _searched(
     pool = max(4 * limit, 50)
     asked = pool if state is not None and state.ran else limit
     started = time.time_ns()
-    found = passage_search(ctx, query, asked, tags, since, until)
+    found = passage_search(ctx, query, asked, scope)
     if trace is not None and found.skipped is None:
         counts = {"taguru.search.terms": len(set(query_terms(query))), "taguru.search.pool": asked}
         trace.lane("taguru.search.bm25", started, time.time_ns(), {**counts, "taguru.search.hits": len(found.hits)})
@@ -142,10 +141,7 @@ def _searched(
         return found, state, list[PassageHit | FusedHit](found.hits)
     store = ctx.vectors.passages
     assert store is not None and vq.vector is not None and state.floor is not None
-    allowed = None
-    if tags is not None or since is not None or until is not None:
-        mask, _n = eligible_sources(ctx, tags or [], since, until)
-        allowed = {ctx.sources[sid] for sid in np.nonzero(mask)[0].tolist() if sid < len(ctx.sources)}
+    allowed = eligible_names(ctx, eligible_sources(ctx, scope)[0]) if scope.active else None
     started = time.time_ns()
     rows = sweep(store, vq.vector, pool, state.floor, allowed)
     if trace is not None:
@@ -178,9 +174,9 @@ def passes_filter(passage: Passage, wanted: set[str], since: int | None, until: 
     return until is None or (when is not None and when < until)
 
 
-def eligible_sources(ctx: Context, tags: list[str], since: int | None, until: int | None) -> tuple[np.ndarray, int]:
+def eligible_sources(ctx: Context, scope: SourceFilter) -> tuple[np.ndarray, int]:
     """The source-id mask the filter admits, and how many sources with passages it admits."""
-    wanted = set(tags)
+    wanted, since, until = set(scope.tags or []), scope.since, scope.until
     allowed = np.zeros(max(len(ctx.sources), 1), dtype=bool)
     eligible = 0
     for sid, passage in ctx.passages.items():
@@ -188,3 +184,8 @@ def eligible_sources(ctx: Context, tags: list[str], since: int | None, until: in
             allowed[sid] = True
             eligible += 1
     return allowed, eligible
+
+
+def eligible_names(ctx: Context, mask: np.ndarray) -> set[str]:
+    """The names of the sources a source-id mask admits (the vector lane filters by name)."""
+    return {ctx.sources[sid] for sid in np.nonzero(mask)[0].tolist() if sid < len(ctx.sources)}

@@ -26,7 +26,7 @@ from taguru_server.store.model.context import Context, _saturate
 from taguru_server.store.model.schema_check import hidden_label
 from taguru_server.store.read.activation_graph import ActivationGraph
 from taguru_server.store.read.cache import versioned_cache
-from taguru_server.store.read.passages import eligible_sources
+from taguru_server.store.read.passages import SourceFilter, eligible_sources
 from taguru_server.store.read.walks import WalkGraph, walk_graph
 
 WINDOW_VIEWS = 8  # windows kept per read version
@@ -78,7 +78,7 @@ class WindowView:
     def __init__(self, ctx: Context, window: Window) -> None:
         self.ctx = ctx
         self.window = window
-        self.mask, _eligible = eligible_sources(ctx, [], window.since, window.until)
+        self.mask, _eligible = eligible_sources(ctx, SourceFilter(since=window.since, until=window.until))
         self.ok: list[bool] = self.mask.tolist()
         self._totals: dict[int, tuple[int, float]] = {}
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None

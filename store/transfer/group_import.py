@@ -25,7 +25,7 @@ from taguru_server.store.persist.groups import (
     validate_nesting,
 )
 from taguru_server.store.persist.registry import Registry
-from taguru_server.store.text import utf8_len
+from taguru_server.store.text import name_problem, utf8_len
 from taguru_server.store.wire import describe_value
 
 MAX_DESCRIPTION_BYTES = 4096
@@ -72,6 +72,13 @@ def _shape(n: int, rec: dict[str, Any]) -> None:
         raise _not_a_record(n, "missing field `name`")
 
 
+def _group_name(n: int, label: str, value: str) -> None:
+    """A group's name, or a member's: not empty, within the name cap."""
+    problem = name_problem(label, value, MAX_GROUP_NAME_BYTES)
+    if problem is not None:
+        raise GroupParseError(f"line {n}: {problem}")
+
+
 def parse_group_line(n: int, rec: dict[str, Any], seen: set[str]) -> GroupLine:
     """Validate one group record (its caps in the documented order); refuse a group stated twice."""
     _shape(n, rec)
@@ -79,11 +86,7 @@ def parse_group_line(n: int, rec: dict[str, Any], seen: set[str]) -> GroupLine:
     if version != 1:
         raise GroupParseError(f"line {n}: taguru_group {version} is not a version this taguru reads (it reads 1)")
     name = rec["name"]
-    size = utf8_len(name)
-    if size > MAX_GROUP_NAME_BYTES:
-        raise GroupParseError(f"line {n}: name of {size} bytes exceeds the 64-byte cap")
-    if not name:
-        raise GroupParseError(f"line {n}: name must not be empty")
+    _group_name(n, "name", name)
     description = rec.get("description", "")
     size = utf8_len(description)
     if size > MAX_DESCRIPTION_BYTES:
@@ -91,11 +94,7 @@ def parse_group_line(n: int, rec: dict[str, Any], seen: set[str]) -> GroupLine:
     sets: dict[str, set[str]] = {}
     for key in ("contexts", "groups"):
         for member in rec.get(key, []):
-            size = utf8_len(member)
-            if size > MAX_GROUP_NAME_BYTES:
-                raise GroupParseError(f"line {n}: {key} of {size} bytes exceeds the 64-byte cap")
-            if not member:
-                raise GroupParseError(f"line {n}: {key} must not be empty")
+            _group_name(n, key, member)
         sets[key] = set(rec.get(key, []))
         if len(sets[key]) > MAX_GROUP_MEMBERS:
             raise GroupParseError(

@@ -16,7 +16,7 @@ import numpy as np
 
 from taguru_server.store.json_depth import parse_bounded
 from taguru_server.store.model.context import CONCEPT, LABEL, Meta
-from taguru_server.store.text import utf8_len
+from taguru_server.store.text import name_problem, utf8_len
 from taguru_server.store.wire import format_number, has_lone_surrogate
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -127,11 +127,9 @@ def _name(n: int, rec: dict[str, Any], field: str, cap: int = MAX_NAME_BYTES, la
         raise ParseError(f"line {n}: missing field '{field}'")
     if not isinstance(v, str):
         raise ParseError(f"line {n}: {label} must be a string")
-    if not v:
-        raise ParseError(f"line {n}: {label} must not be empty")
-    size = utf8_len(v)
-    if size > cap:
-        raise ParseError(f"line {n}: {label} of {size} bytes exceeds the {cap}-byte cap")
+    problem = name_problem(label, v, cap)
+    if problem is not None:
+        raise ParseError(f"line {n}: {problem}")
     return v
 
 

@@ -20,7 +20,7 @@ from taguru_server.store.model.operations import install_schema
 from taguru_server.store.model.schema import MODES, RESERVED_WHY, SCHEMA_TYPE, Schema, SchemaRefused, from_document
 from taguru_server.store.model.schema_check import label_alias_canonicals
 from taguru_server.store.persist.registry import Registry
-from taguru_server.store.text import utf8_len
+from taguru_server.store.text import name_problem
 from taguru_server.store.transfer.import_records import ParseError
 
 RECORD_KEYS = ("taguru_schema", "context", "mode", "closed_labels", "types", "relations")
@@ -84,11 +84,9 @@ def parse_schema_record(n: int, rec: dict[str, Any], stated: set[str]) -> Schema
             f"line {n}: taguru_schema {rec['taguru_schema']} is not a version this taguru reads (it reads 1)"
         )
     context = rec["context"]
-    size = utf8_len(context)
-    if size > MAX_CONTEXT_BYTES:
-        raise ParseError(f"line {n}: context of {size} bytes exceeds the 64-byte cap")
-    if not context:
-        raise ParseError(f"line {n}: context must not be empty")
+    problem = name_problem("context", context, MAX_CONTEXT_BYTES)
+    if problem is not None:
+        raise ParseError(f"line {n}: {problem}")
     try:
         schema = from_document({**rec, "schema": 1})
     except SchemaRefused as exc:

@@ -7,8 +7,8 @@ from typing import Any
 from taguru_server.store.model.context import ContextStats
 
 
-def stats_out(stats: ContextStats) -> dict[str, Any]:
-    """The ContextStats wire shape, in wire order."""
+def sizes_out(stats: ContextStats) -> dict[str, Any]:
+    """A context's sizes and dead edges, in the order its stats records (the wire's, inspect's) lead with."""
     return {
         "associations": stats.associations,
         "concepts": stats.concepts,
@@ -16,6 +16,13 @@ def stats_out(stats: ContextStats) -> dict[str, Any]:
         "sources": stats.sources,
         "footprint_bytes": stats.footprint_bytes,
         "dead_edges": stats.dead_edges,
+    }
+
+
+def stats_out(stats: ContextStats) -> dict[str, Any]:
+    """The ContextStats wire shape, in wire order."""
+    return {
+        **sizes_out(stats),
         "dead_attributions": stats.dead_attributions,
         "arena_slack": 0,
         "unsourced_edges": stats.unsourced_edges,

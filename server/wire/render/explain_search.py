@@ -13,7 +13,7 @@ from taguru_server.store.index.vectors import fnv1a64
 from taguru_server.store.model.context import Context
 from taguru_server.store.read.explain import F32, four_f32
 from taguru_server.store.read.explain_search import Ranked, SearchRun, SearchTarget, paragraph_terms, probe_reach
-from taguru_server.store.read.passages import NO_EMBEDDINGS, passes_filter
+from taguru_server.store.read.passages import NO_EMBEDDINGS, SourceFilter
 from taguru_server.store.read.vector_lane import classify
 from taguru_server.store.text import query_terms
 from taguru_server.store.wire import F32 as WireF32
@@ -24,7 +24,7 @@ def early_verdict(
     query: str,
     source: str,
     paragraph: int | None,
-    filtered: tuple[list[str] | None, int | None, int | None],
+    scope: SourceFilter,
 ) -> dict[str, Any] | SearchTarget:
     """The first of the four early verdicts that applies (answered as is), else the checked target."""
     sid = ctx.find_source(source)
@@ -48,10 +48,7 @@ def early_verdict(
             out["paragraph"] = paragraph
         out["paragraphs"] = n
         return out
-    tags, since, until = filtered
-    if (tags is not None or since is not None or until is not None) and not passes_filter(
-        passage, set(tags or []), since, until
-    ):
+    if scope.active and not scope.admits(passage):
         return {
             "verdict": "filtered_out",
             "summary": f"source '{source}' is excluded by the request's source filter (tags/since/until) — the "
