@@ -180,10 +180,8 @@ def test_a_context_that_does_not_load_is_corrupt(tmp_path: Path, capsys: pytest.
     assert captured.err == "taguru: inspect: 1 corrupt\n"
 
 
-@pytest.mark.sqlite_only
-def test_a_stale_index_file_is_a_note(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def imported_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data dir `taguru import` made from a one-passage stream (context `p`)."""
     monkeypatch.delenv("TAGURU_DATABASE_URL", raising=False)
     data = tmp_path / "data"
     stream = tmp_path / "p.jsonl"
@@ -193,6 +191,14 @@ def test_a_stale_index_file_is_a_note(
         encoding="utf-8",
     )
     assert main(["import", "--data-dir", str(data), "--no-embed", str(stream)]) == 0
+    return data
+
+
+@pytest.mark.sqlite_only
+def test_a_stale_index_file_is_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = imported_offline(tmp_path, monkeypatch)
     persistence = open_store(str(data), None)
     persistence.index_dir = data / "indexes"
     registry = Registry(persistence)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli_inspect import imported_offline
 from test_store_damage import damage_pages, make_store
 
 from taguru_server.store.errors import StoreRefused
@@ -133,15 +134,7 @@ def test_a_context_found_unreadable_at_run_time_is_checked_at_the_next_boot(tmp_
 def test_an_offline_import_and_compact_leave_the_store_sealed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from taguru_server.cli.main import main
 
-    monkeypatch.delenv("TAGURU_DATABASE_URL", raising=False)
-    data = tmp_path / "data"
-    stream = tmp_path / "p.jsonl"
-    stream.write_text(
-        '{"taguru_batch": 1, "context": "p", "source": "a.md", "create": {}}\n'
-        '{"passage": "The brewmaster came from Noto.\\n\\nThe brewery stands by the port."}\n',
-        encoding="utf-8",
-    )
-    assert main(["import", "--data-dir", str(data), "--no-embed", str(stream)]) == 0
+    data = imported_offline(tmp_path, monkeypatch)
     assert sealed(data / DB_NAME)  # the first serve after an import skips the full check
     monkeypatch.setenv("TAGURU_DATA_DIR", str(data))
     assert main(["compact", "p"]) == 0
