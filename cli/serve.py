@@ -235,16 +235,10 @@ def _serve_until_stopped(run: Callable[[Any], Coroutine[Any, Any, None]], regist
 
 
 def _open_checked(settings: Any, workers: int, sock: Any) -> Any:
-    """The supervisor's (or the single process's) open of the store, its boot check logged; a single
-    process answers probes on its address meanwhile (`/live` 200, `/ready` 503 saying what it waits for)."""
+    """The supervisor's (or the single process's) open of the store, its boot check logged."""
     from taguru_server.server.app import open_registry, report_check
 
-    if workers > 1:  # before its workers (or its fork loader) answer
-        return open_registry(settings, report=report_check)
-    from taguru_server.cli.shared_start import answering_on
-
-    with answering_on(sock) as progress:
-        return open_registry(settings, report=progress.report_check)
+    return open_registry(settings, report=report_check)
 
 
 def _bind(host: str, port: int, reuse_port: bool) -> Any:

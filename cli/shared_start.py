@@ -16,12 +16,10 @@ crosses a fork).
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -113,25 +111,6 @@ class _Answer(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         return  # the start-up answers are not logged one by one
-
-
-@contextlib.contextmanager
-def answering_on(sock: socket.socket) -> Iterator[_Progress]:
-    """The start-up answers on a socket already listening (a single process's, while it opens its store):
-    `/live` 200, everything else 503 saying what the start waits for. The socket stays open for the server."""
-    progress = _Progress()
-    server = _Probes(sock.getsockname()[:2], _Answer, bind_and_activate=False)
-    server.socket.close()
-    server.socket = sock
-    server.server_address = sock.getsockname()
-    server.progress = progress
-    serving = threading.Thread(target=server.serve_forever, name="taguru-start-probes", daemon=True)
-    serving.start()
-    try:
-        yield progress
-    finally:
-        server.shutdown()  # and not server_close(): the socket is the server's
-        serving.join()
 
 
 def load_before_fork(settings: Any, host: str, port: int) -> None:
