@@ -200,7 +200,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     try:
         try:
-            registry = _open_checked(settings, workers, sock)
+            registry = open_registry(settings, report=report_check)
         except StoreRefused as exc:
             print(f"taguru: {exc}", file=sys.stderr)
             return EXIT_FAIL
@@ -232,13 +232,6 @@ def _serve_until_stopped(run: Callable[[Any], Coroutine[Any, Any, None]], regist
     finally:
         registry.close()
     return EXIT_OK
-
-
-def _open_checked(settings: Any, workers: int, sock: Any) -> Any:
-    """The supervisor's (or the single process's) open of the store, its boot check logged."""
-    from taguru_server.server.app import open_registry, report_check
-
-    return open_registry(settings, report=report_check)
 
 
 def _bind(host: str, port: int, reuse_port: bool) -> Any:
