@@ -299,3 +299,51 @@ def test_a_context_read_off_the_loop_is_adopted_with_the_writes_applied_meanwhil
     asyncio.run(scenario())
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("path", ["get", "read_context"])
+def test_a_load_takes_the_metadata_of_its_own_snapshot(tmp_path: Path, path: str) -> None:
+    """Another process changes a context's metadata (a schema installed, a description) after this one
+    listed it: a load reads the metadata in the snapshot it reads the rows in, so its own next commit
+    does not write the old metadata back over the change (a schema silently dropped under --workers)."""
+    import asyncio
+
+    data = tmp_path / "data"
+    a = Registry(SqlitePersistence(data), shared=True)
+    b = Registry(SqlitePersistence(data), shared=True)
+
+    async def scenario() -> None:
+        async with a.write_section(deadline=float("inf")):
+            ctx = a.create("m", Meta(description="first"))
+            ctx.intern_concept("c")
+            a.commit([ctx])
+        b.catch_up()  # b knows `m` with its first metadata, and has not loaded it
+        assert b.unloaded_names() == ["m"]
+        async with a.write_section(deadline=float("inf")):
+            ctx = a.get("m")
+            assert ctx is not None
+            ctx.meta.description = "second"
+            ctx.meta.schema = '{"schema": 1}'
+            ctx.dirty.meta = True
+            a.commit([ctx])
+        if path == "get":  # an eventually consistent read: loaded before any catch-up
+            got = b.get("m")
+        else:  # the loader thread's copy, adopted after the catch-up it raced
+            read = b.read_context("m")
+            assert read is not None
+            b.catch_up()
+            assert b.adopt(*read)
+            got = b.get("m")
+        assert got is not None
+        assert (got.meta.description, got.meta.schema) == ("second", '{"schema": 1}')
+        async with b.write_section(deadline=float("inf")):
+            mine = b.get("m")
+            assert mine is not None
+            mine.intern_concept("d")
+            b.commit([mine])
+        durable = fresh(data, "m")
+        assert (durable.meta.description, durable.meta.schema) == ("second", '{"schema": 1}')
+
+    asyncio.run(scenario())
+    a.close()
+    b.close()

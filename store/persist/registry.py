@@ -132,7 +132,7 @@ class Registry(CatchUp):
             before: int | None = None
             try:
                 before = self.persistence.position()
-                ctx, seq = self.persistence.load(known[0], name, known[1])
+                ctx, seq = self.persistence.load(known[0], name, self._meta_to_load(known[1]))
                 self.warm(ctx)
             except Exception:
                 quiet_failures += self._quiet_since(before)
@@ -165,7 +165,7 @@ class Registry(CatchUp):
         if known is None:
             return None
         try:
-            ctx, _seq = self.persistence.load(known[0], name, known[1])
+            ctx, _seq = self.persistence.load(known[0], name, self._meta_to_load(known[1]))
             self.warm(ctx)
         except Exception:
             self.unreadable.add(name)
@@ -177,6 +177,10 @@ class Registry(CatchUp):
         # otherwise stop a request for hundreds of milliseconds to re-scan them.
         gc.freeze()
         return ctx
+
+    def _meta_to_load(self, known: Meta) -> Meta | None:
+        """The metadata a load starts from: ours, or (other processes write too) the snapshot's own."""
+        return None if self.shared else known
 
     def cid_of(self, name: str) -> int | None:
         """The id of a durable context without loading it, or None."""

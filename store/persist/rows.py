@@ -466,16 +466,21 @@ class RowStore:
         """A connection of the caller's own inside one read-only snapshot, closed after (safe in any thread)."""
         raise NotImplementedError
 
-    def load(self, cid: int, name: str, meta: Meta) -> tuple[Context, int]:
+    def load(self, cid: int, name: str, meta: Meta | None) -> tuple[Context, int]:
         """Rebuild a context and all its indexes from its rows, and the change-log position they are at.
 
         Every row is read in one snapshot on a connection of its own (never the one the event loop
         steps), so a load in a thread can run beside commits: it sees the store as of one moment,
-        and the position is that moment's (`Registry.adopt` applies what came after).
+        and the position is that moment's (`Registry.adopt` applies what came after). `meta` None:
+        the context's metadata is read in that snapshot too (where other processes write, a copy
+        held from before could be older than the rows, e.g. lack a schema installed since).
         """
         # millions of new long-lived objects and no cycles: skip the collector's re-scans
         with collector_paused(), self._reader() as db:
             seq = _latest(db)
+            if meta is None:
+                row = db.execute("SELECT meta FROM contexts WHERE id = ?", (cid,)).fetchone()
+                meta = Meta(**json.loads(row[0])) if row is not None else Meta()
             return self._load(db, cid, name, meta), seq
 
     def position(self) -> int:
