@@ -224,13 +224,14 @@ def _after_import(
 
 
 def _keep_indexes(registry: Any, names: list[str]) -> None:
-    """Leave each imported context's persisted BM25 index where the server looks for it, at the change-log
-    position the store is at after the import's last commit, so the next start maps it instead of
+    """Leave each imported context's persisted BM25 index and edge image where the server looks for them,
+    at the change-log position the store is at after the import's last commit, so the next start maps them instead of
     tokenizing every paragraph. From the context in memory when its index is numbered as a load numbers it
     (a fresh context), else from a load of its rows (which writes the file as a server start does). No
     index directory (PostgreSQL without TAGURU_INDEX_DIR, or `off`): nothing is kept. A file that cannot
     be written is left to the next start to rebuild."""
     from taguru_server.store.index.bm25_snapshot import save_live
+    from taguru_server.store.persist.edge_image import write_image
 
     store = registry.persistence
     index_dir = getattr(store, "index_dir", None)
@@ -243,8 +244,10 @@ def _keep_indexes(registry: Any, names: list[str]) -> None:
         identity = {"store": store.store_id, "context": ctx.cid, "seq": store.index_seq(ctx.cid)}
         try:
             if not save_live(ctx, index_dir, identity):
-                store.load(ctx.cid, name, ctx.meta)
-        except OSError:
+                store.load(ctx.cid, name, ctx.meta)  # writes both files, as a server start does
+            else:
+                write_image(ctx, index_dir, identity)
+        except (OSError, ValueError):
             pass
 
 

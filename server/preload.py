@@ -39,6 +39,7 @@ def log_loaded(logger: Any, ctx: Any, started: float) -> None:
         concepts=len(ctx.concepts),
         associations=len(ctx.edges.subject),
         **index_fields(ctx.index_restored),
+        **edge_fields(ctx.edges_restored),
     )
 
 
@@ -52,6 +53,14 @@ def index_fields(restored: Any) -> dict[str, Any]:
         "index_tokenized_docs": restored.tokenized_docs,
     }
     return fields | ({"index_reason": restored.reason} if restored.reason else {})
+
+
+def edge_fields(restored: tuple[str, str | None] | None) -> dict[str, Any]:
+    """Where the load took the edges from: their image file or the rows, and why not the file."""
+    if restored is None:
+        return {}
+    source, reason = restored
+    return {"edges": source} | ({"edges_reason": reason} if reason else {})
 
 
 def _in_daemon_thread(work: Callable[..., T], *args: Any) -> asyncio.Future[T]:

@@ -204,7 +204,7 @@ def test_a_stale_index_file_is_a_note(
     registry = Registry(persistence)
     assert registry.get("p") is not None  # the server's load writes the index file
     registry.close()
-    (index,) = (data / "indexes").iterdir()
+    (index,) = (data / "indexes").glob("*.bm25")
     assert main(["inspect", "--json", str(data)]) == 0
     assert "notices" not in json.loads(capsys.readouterr().out)  # the file holds: nothing to say
     raw = bytearray(index.read_bytes())

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from pg_support import database_url_for
+from test_edge_image import edge_structures
 
 from taguru_server.store.derive.maintenance import rebuild
 from taguru_server.store.index.index_file import MAGIC, IndexFileRejected, read_arrays, write_arrays
@@ -255,6 +256,9 @@ def _stream(path: Path, rnd: random.Random, sources: list[int]) -> Path:
     for i in sources:
         lines.append(json.dumps({"taguru_batch": 1, "context": "c", "source": f"doc/{i:04d}", "create": {}}))
         lines.append(json.dumps({"passage": _text(rnd)}, ensure_ascii=False))
+        for _ in range(rnd.randrange(3)):  # some associations too, so the edge image holds rows
+            triple = {"subject": rnd.choice(WORDS), "label": rnd.choice(WORDS[:3]), "object": rnd.choice(WORDS)}
+            lines.append(json.dumps({**triple, "weight": rnd.choice([1.0, 0.5]), "paragraph": 0}, ensure_ascii=False))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -296,7 +300,9 @@ def test_an_offline_import_leaves_the_index_the_next_load_reuses(
     assert seq == position > 0  # written at the position after the import's last commit
     loaded = _load(data)
     assert loaded.index_restored.outcome == "reused" and loaded.index_restored.tokenized_docs == 0
+    assert loaded.edges_restored == ("image", None) and len(loaded.edges) > 0  # the import wrote it
     _same(loaded, _load(data, index=False), rnd)
+    assert edge_structures(loaded) == edge_structures(_load(data, index=False))
 
     # over the existing context: sources replaced (documents removed) and added; the file still holds
     _import(data, _stream(tmp_path / "b.jsonl", rnd, [3, 7, 11, 40, *range(100, 110)]), monkeypatch)
@@ -304,8 +310,9 @@ def test_an_offline_import_leaves_the_index_the_next_load_reuses(
     assert seq == position
     again = _load(data)
     assert again.index_restored.outcome == "reused" and again.index_restored.tokenized_docs == 0
-    assert len(again.passages) == 70
+    assert len(again.passages) == 70 and again.edges_restored == ("image", None)
     _same(again, _load(data, index=False), rnd)
+    assert edge_structures(again) == edge_structures(_load(data, index=False))
 
     # sources added only: the import's own index (merged onto the mapped file) is what is written
     _import(data, _stream(tmp_path / "c.jsonl", rnd, list(range(200, 230))), monkeypatch)
@@ -313,6 +320,7 @@ def test_an_offline_import_leaves_the_index_the_next_load_reuses(
     assert seq == position
     third = _load(data)
     assert third.index_restored.outcome == "reused" and len(third.passages) == 100
+    assert third.edges_restored == ("image", None)
     _same(third, _load(data, index=False), rnd)
 
 

@@ -129,6 +129,8 @@ class Context:
         self.dirty = Dirty()
         self.created = False
         self.index_restored: Any = None  # what the load took from the persisted index (`store.bm25_snapshot`)
+        # where the load took the edges from: ("image" | "rows", why not the image), None without index files
+        self.edges_restored: tuple[str, str | None] | None = None
 
     @property
     def schema(self) -> Schema | None:

@@ -25,6 +25,7 @@ from taguru_server.store.index.vectors import (
 from taguru_server.store.model.context import Context, Dirty, Meta
 from taguru_server.store.model.passage import Passage
 from taguru_server.store.model.sync import DurableRows
+from taguru_server.store.persist.edge_image import drop_image, edges_from_rows, restore_edges, write_image
 from taguru_server.store.persist.feed import FeedPage
 from taguru_server.store.persist.groups import GroupRecord, without_context
 from taguru_server.store.persist.row_writes import (
@@ -104,6 +105,7 @@ class RowStore:
         if self.index_dir is not None:
             try:
                 drop_file(self.index_dir, cid)
+                drop_image(self.index_dir, cid)
             except OSError:
                 pass  # its header names the context: a later context (never this id) would not trust it anyway
         self.purge_freed()  # the deleted rows' old page images leave the write-ahead log too (SQLite)
@@ -227,9 +229,11 @@ class RowStore:
             raise self._failed(exc) from exc
         ctx.mark_clean()
         if self.index_dir is not None:
+            identity = {"store": self.store_id, "context": cid, "seq": seq}
             try:
-                write_rebuilt(ctx, self.index_dir, {"store": self.store_id, "context": cid, "seq": seq})
-            except OSError:
+                write_rebuilt(ctx, self.index_dir, identity)
+                write_image(ctx, self.index_dir, identity)
+            except (OSError, ValueError):
                 pass  # an index dir that refuses even the removal: the next load that can write rewrites it
         return seq
 
@@ -490,7 +494,6 @@ class RowStore:
 
     def _load(self, db: Sql, cid: int, name: str, meta: Meta) -> Context:
         ctx = Context(cid, name, meta)
-        loads = json.loads
         for (cname,) in db.execute("SELECT name FROM concepts WHERE ctx = ? ORDER BY id", (cid,)):
             ctx.intern_concept(cname)
         for (lname,) in db.execute("SELECT name FROM labels WHERE ctx = ? ORDER BY id", (cid,)):
@@ -502,36 +505,10 @@ class RowStore:
         ):
             ctx.aliases[kind][alias] = target
             ctx.lexicons[kind].add(alias, target)
-        rows = db.execute(
-            "SELECT id, s, l, o, sum, count, attrs FROM edges WHERE ctx = ? ORDER BY id", (cid,)
-        ).fetchall()
-        if rows:
-            ids, col_s, col_l, col_o, col_sum, col_cnt, col_attrs = zip(*rows, strict=False)
-            del rows
-            ctx.edges.subject.extend(col_s)
-            ctx.edges.label.extend(col_l)
-            ctx.edges.object.extend(col_o)
-            ctx.edges.weight.extend(map(float, col_sum))
-            ctx.edges.count.extend(col_cnt)
-            # every stored attrs value is a JSON array we wrote: parse them in one call
-            ctx.edges.attributions.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
-            del col_attrs
-            ctx.edges.by_triple.update(zip(zip(col_s, col_l, col_o, strict=False), ids, strict=False))
-            out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
-            for e, s, lab, o in zip(ids, col_s, col_l, col_o, strict=False):
-                out_edges[s].append(e)
-                if o != s:
-                    in_edges[o].append(e)
-                label_edges[lab].append(e)
-            source_edges = ctx.source_edges
-            for e, records in enumerate(ctx.edges.attributions):
-                for rec in records:
-                    sid = rec[0]
-                    got = source_edges.get(sid)
-                    if got is None:
-                        source_edges[sid] = {e}
-                    else:
-                        got.add(e)
+        identity = None
+        if self.index_dir is not None:
+            identity = {"store": self.store_id, "context": cid, "seq": self._index_seq(db, cid)}
+        self._edges(db, ctx, identity)
         for sid, text, pmeta in db.execute(
             "SELECT source, text, meta FROM passages WHERE ctx = ? ORDER BY source", (cid,)
         ):
@@ -540,10 +517,27 @@ class RowStore:
             ctx._index_passage(sid, passage)
         ctx.vectors = self._read_vectors(db, cid)
         ctx.mark_clean()
-        if self.index_dir is not None:
-            identity = {"store": self.store_id, "context": cid, "seq": self._index_seq(db, cid)}
+        if self.index_dir is not None and identity is not None:
             ctx.index_restored = seal_with_file(ctx, self.index_dir, identity)
         return ctx
+
+    def _edges(self, db: Sql, ctx: Context, identity: dict[str, Any] | None) -> None:
+        """The edge table and adjacency: from the context's edge image where it holds, else from the rows
+        (and then the image is written for the next load). `ctx.edges_restored` says which and why."""
+        if self.index_dir is None or identity is None:
+            edges_from_rows(db, ctx)
+            return
+        n_edges = int(db.execute("SELECT COUNT(*) FROM edges WHERE ctx = ?", (ctx.cid,)).fetchone()[0])
+        reason = restore_edges(ctx, self.index_dir, identity, n_edges)
+        if reason is None:
+            ctx.edges_restored = ("image", None)
+            return
+        edges_from_rows(db, ctx)
+        ctx.edges_restored = ("rows", reason)
+        try:
+            write_image(ctx, self.index_dir, identity)
+        except (OSError, ValueError) as exc:
+            ctx.edges_restored = ("rows", f"{reason}; not saved ({type(exc).__name__})")
 
     def _index_seq(self, db: Sql, cid: int) -> int:
         """The context's last change-log position: what its persisted BM25 file must name to be reused."""

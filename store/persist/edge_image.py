@@ -1,0 +1,179 @@
+"""A context's edge table and adjacency as a mapped file: what a load rebuilds from the edge rows, kept.
+
+A load of a large context spends most of its time on its edges: reading every row, parsing every
+attribution array, and building the per-concept, per-label and per-source edge lists. This file
+holds the result in columns (`store.index.index_file`: checksummed arrays, written atomically),
+next to the BM25 file, under the same identity: the store, the context, and the context's last
+change-log position. A load whose identity matches — and whose concept, label, source and edge
+counts, read from the rows, match the file's — takes the edges from the file; any other file is
+ignored and rewritten by that load from the rows it read, so a file is never trusted on its word.
+
+Adjacency is written in its canonical order (each list in ascending edge id, as a load from rows
+builds it), whatever order the context writing the file holds it in, so a context taken from
+the file equals one loaded from its rows, structure for structure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, write_arrays
+from taguru_server.store.model.context import Context
+from taguru_server.store.persist.sql import Sql
+
+KIND = "edges"
+FORMAT = 1
+
+
+def image_path(index_dir: Path, cid: int) -> Path:
+    return index_dir / f"ctx-{cid}.{KIND}"
+
+
+def _sizes(ctx: Context, n_edges: int) -> dict[str, int]:
+    return {"concepts": len(ctx.concepts), "labels": len(ctx.labels), "sources": len(ctx.sources), "edges": n_edges}
+
+
+def _grouped(keys: np.ndarray, ids: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of `ids` grouped by `keys` (0 ≤ key < n_groups), each group in ascending id order."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n_groups), out=ptr[1:])
+    return ptr, ids[order].astype(np.int32)
+
+
+def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
+    """Write the file a load of `ctx`'s rows at `identity` would take; returns its size in bytes."""
+    table = ctx.edges
+    n = len(table)
+    subject = np.asarray(table.subject, dtype=np.int32)
+    label = np.asarray(table.label, dtype=np.int32)
+    obj = np.asarray(table.object, dtype=np.int32)
+    ids = np.arange(n, dtype=np.int32)
+    out_ptr, out_ids = _grouped(subject, ids, len(ctx.concepts))
+    looped = obj != subject
+    in_ptr, in_ids = _grouped(obj[looped], ids[looped], len(ctx.concepts))
+    label_ptr, label_ids = _grouped(label, ids, len(ctx.labels))
+    attr_edges: list[int] = []
+    attr_sources: list[int] = []
+    for e, records in enumerate(table.attributions):
+        for rec in records:
+            attr_edges.append(e)
+            attr_sources.append(rec[0])
+    src = np.asarray(attr_sources, dtype=np.int64)
+    src_keys = np.unique(src).astype(np.int32)
+    src_ptr, src_ids = _grouped(np.searchsorted(src_keys, src), np.asarray(attr_edges, dtype=np.int32), len(src_keys))
+    attrs = json.dumps(table.attributions, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    arrays: dict[str, np.ndarray] = {
+        "subject": subject,
+        "label": label,
+        "object": obj,
+        "weight": np.asarray(table.weight, dtype=np.float64),
+        "count": np.asarray(table.count, dtype=np.int64),
+        "attributions": np.frombuffer(attrs, dtype=np.uint8),
+        "out_ptr": out_ptr,
+        "out_ids": out_ids,
+        "in_ptr": in_ptr,
+        "in_ids": in_ids,
+        "label_ptr": label_ptr,
+        "label_ids": label_ids,
+        "source_keys": src_keys,
+        "source_ptr": src_ptr,
+        "source_ids": src_ids,
+    }
+    header = {"kind": KIND, "format": FORMAT, "identity": identity, "sizes": _sizes(ctx, n)}
+    index_dir.mkdir(parents=True, exist_ok=True)
+    return write_arrays(image_path(index_dir, ctx.cid), header, arrays)
+
+
+def edges_from_rows(db: Sql, ctx: Context) -> None:
+    """Fill a context's (empty) edge table and adjacency from its edge rows."""
+    cid = ctx.cid
+    loads = json.loads
+    rows = db.execute("SELECT id, s, l, o, sum, count, attrs FROM edges WHERE ctx = ? ORDER BY id", (cid,)).fetchall()
+    if rows:
+        ids, col_s, col_l, col_o, col_sum, col_cnt, col_attrs = zip(*rows, strict=False)
+        del rows
+        ctx.edges.subject.extend(col_s)
+        ctx.edges.label.extend(col_l)
+        ctx.edges.object.extend(col_o)
+        ctx.edges.weight.extend(map(float, col_sum))
+        ctx.edges.count.extend(col_cnt)
+        # every stored attrs value is a JSON array we wrote: parse them in one call
+        ctx.edges.attributions.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
+        del col_attrs
+        ctx.edges.by_triple.update(zip(zip(col_s, col_l, col_o, strict=False), ids, strict=False))
+        out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
+        for e, s, lab, o in zip(ids, col_s, col_l, col_o, strict=False):
+            out_edges[s].append(e)
+            if o != s:
+                in_edges[o].append(e)
+            label_edges[lab].append(e)
+        source_edges = ctx.source_edges
+        for e, records in enumerate(ctx.edges.attributions):
+            for rec in records:
+                sid = rec[0]
+                got = source_edges.get(sid)
+                if got is None:
+                    source_edges[sid] = {e}
+                else:
+                    got.add(e)
+
+
+def _lists(ptr: np.ndarray, flat: np.ndarray, ids: list[int]) -> list[list[int]]:
+    """Per-group lists of edge ids; every id the one int object of `ids` (as a load from rows shares them)."""
+    shared = list(map(ids.__getitem__, flat.tolist()))
+    bounds = ptr.tolist()
+    return [shared[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edges: int) -> str | None:
+    """Fill `ctx`'s (empty) edge table and adjacency from its file; None when done, else why not (nothing
+    was changed). `ctx` holds its names already; `n_edges` is the number of its edge rows."""
+    try:
+        header, arrays = read_arrays(image_path(index_dir, ctx.cid))
+    except IndexFileRejected as exc:
+        return str(exc)
+    if header.get("kind") != KIND or header.get("format") != FORMAT:
+        return "another format"
+    if header.get("identity") != identity:
+        return "stale"
+    if header.get("sizes") != _sizes(ctx, n_edges):
+        return "sizes differ from the rows"
+    try:
+        attributions = json.loads(bytes(arrays["attributions"]))
+        subject = arrays["subject"].tolist()
+        label = arrays["label"].tolist()
+        obj = arrays["object"].tolist()
+        ids = list(range(n_edges))
+        out_edges = _lists(arrays["out_ptr"], arrays["out_ids"], ids)
+        in_edges = _lists(arrays["in_ptr"], arrays["in_ids"], ids)
+        label_edges = _lists(arrays["label_ptr"], arrays["label_ids"], ids)
+        by_source = _lists(arrays["source_ptr"], arrays["source_ids"], ids)
+        source_edges = dict(zip(arrays["source_keys"].tolist(), map(set, by_source), strict=False))
+    except (KeyError, ValueError, IndexError, TypeError) as exc:
+        return f"damaged ({type(exc).__name__})"
+    if not (len(subject) == len(label) == len(obj) == len(attributions) == n_edges) or not (
+        len(out_edges) == len(in_edges) == len(ctx.concepts) and len(label_edges) == len(ctx.labels)
+    ):
+        return "damaged (column lengths)"
+    table = ctx.edges
+    table.subject.extend(subject)
+    table.label.extend(label)
+    table.object.extend(obj)
+    table.weight.extend(arrays["weight"].tolist())
+    table.count.extend(arrays["count"].tolist())
+    table.attributions.extend(attributions)
+    table.by_triple.update(zip(zip(subject, label, obj, strict=False), ids, strict=False))
+    ctx.out_edges[:] = out_edges
+    ctx.in_edges[:] = in_edges
+    ctx.label_edges[:] = label_edges
+    ctx.source_edges.update(source_edges)
+    return None
+
+
+def drop_image(index_dir: Path, cid: int) -> None:
+    image_path(index_dir, cid).unlink(missing_ok=True)
