@@ -5,36 +5,22 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pg_support import database_url_for
+from test_index_files import edge_structures, index_store, load_context
 from test_store_sync import observable, random_writes
 
 from taguru_server.store.model.context import Context, Meta
-from taguru_server.store.persist.backend import open_store
 from taguru_server.store.persist.edge_image import image_path, restore_edges
 from taguru_server.store.persist.registry import Registry
 
 
-def _store(data: Path, index: bool = True) -> Any:
-    store = open_store(str(data), database_url_for(data))
-    store.index_dir = data / "indexes" if index else None
-    return store
-
-
 def _load(data: Path, index: bool = True) -> Context:
-    store = _store(data, index)
-    try:
-        ctx = Registry(store).get("k")
-        assert ctx is not None
-        return ctx
-    finally:
-        store.close()
+    return load_context(data, index, "k")
 
 
 def _write(data: Path, rnd: random.Random, n: int) -> None:
-    store = _store(data)
+    store = index_store(data)
     try:
         reg = Registry(store)
         ctx = reg.get("k") or reg.create("k", Meta(description="edges"))
@@ -42,23 +28,6 @@ def _write(data: Path, rnd: random.Random, n: int) -> None:
         reg.commit([ctx])
     finally:
         store.close()
-
-
-def edge_structures(ctx: Context) -> tuple[Any, ...]:
-    t = ctx.edges
-    return (
-        t.subject,
-        t.label,
-        t.object,
-        [repr(w) for w in t.weight],
-        t.count,
-        t.attributions,
-        sorted(t.by_triple.items()),
-        ctx.out_edges,
-        ctx.in_edges,
-        ctx.label_edges,
-        {sid: sorted(es) for sid, es in ctx.source_edges.items() if es},
-    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -104,7 +73,7 @@ def test_an_image_of_another_identity_or_size_is_not_taken(tmp_path: Path) -> No
     _write(data, random.Random(4), 40)
     ctx = _load(data)
     _load(data)
-    store = _store(data)
+    store = index_store(data)
     try:
         identity = {"store": store.store_id, "context": ctx.cid, "seq": store.index_seq(ctx.cid)}
     finally:
@@ -131,7 +100,7 @@ def test_deleting_a_context_removes_its_image(tmp_path: Path) -> None:
     cid = _load(data).cid
     path = image_path(data / "indexes", cid)
     assert path.exists()
-    store = _store(data)
+    store = index_store(data)
     try:
         Registry(store).delete("k")
     finally:

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import pytest
 from pg_support import database_url_for
-from test_edge_image import edge_structures
 
 from taguru_server.store.derive.maintenance import rebuild
 from taguru_server.store.index.index_file import MAGIC, IndexFileRejected, read_arrays, write_arrays
@@ -39,7 +38,7 @@ def _text(rnd: random.Random) -> str:
     return "\n\n".join(paragraphs)
 
 
-def _store(data: Path, index: bool = True) -> Any:
+def index_store(data: Path, index: bool = True) -> Any:
     store = open_store(str(data), database_url_for(data))
     store.index_dir = data / "indexes" if index else None
     return store
@@ -54,17 +53,39 @@ def _fill(ctx: Context, rnd: random.Random, sources: range) -> None:
 
 
 def _load(data: Path, index: bool = True) -> Context:
-    store = _store(data, index)
+    return load_context(data, index, "c")
+
+
+def load_context(data: Path, index: bool, name: str) -> Context:
+    """A fresh load of context `name`, with the index directory (both files) or without."""
+    store = index_store(data, index)
     try:
-        ctx = Registry(store).get("c")
+        ctx = Registry(store).get(name)
         assert ctx is not None
         return ctx
     finally:
         store.close()
 
 
+def edge_structures(ctx: Context) -> tuple[Any, ...]:
+    t = ctx.edges
+    return (
+        t.subject,
+        t.label,
+        t.object,
+        [repr(w) for w in t.weight],
+        t.count,
+        t.attributions,
+        sorted(t.by_triple.items()),
+        ctx.out_edges,
+        ctx.in_edges,
+        ctx.label_edges,
+        {sid: sorted(es) for sid, es in ctx.source_edges.items() if es},
+    )
+
+
 def _write(data: Path, change: Any) -> None:
-    store = _store(data)
+    store = index_store(data)
     try:
         reg = Registry(store)
         ctx = reg.get("c") or reg.create("c", Meta())
@@ -133,7 +154,7 @@ def test_a_compaction_renumbering_sources_reuses_every_unchanged_source(tmp_path
     _write(data, lambda ctx: _fill(ctx, rnd, range(40)))
     _write(data, lambda ctx: [ctx.retract_source(f"doc/{i:04d}") for i in range(0, 40, 3)])
     assert _load(data).index_restored.outcome in ("rebuilt", "partial")
-    store = _store(data)
+    store = index_store(data)
     try:
         reg = Registry(store)
         old = reg.get("c")
@@ -196,7 +217,7 @@ def test_deleting_a_context_removes_its_file(tmp_path: Path) -> None:
     _write(data, lambda ctx: _fill(ctx, random.Random(1), range(5)))
     _load(data)
     assert _file(data).exists()
-    store = _store(data)
+    store = index_store(data)
     try:
         assert Registry(store).delete("c")
     finally:
@@ -282,7 +303,7 @@ def _import(data: Path, stream: Path, monkeypatch: pytest.MonkeyPatch, index_dir
 def _file_seq(data: Path) -> tuple[Any, int]:
     """The index file's recorded change-log position, and the store's for the context."""
     header, _arrays = read_arrays(data / "indexes" / "ctx-1.bm25")
-    store = _store(data)
+    store = index_store(data)
     try:
         return header["seq"], store.index_seq(1)
     finally:
