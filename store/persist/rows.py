@@ -75,7 +75,7 @@ class RowStore:
 
     def list_contexts(self) -> list[tuple[int, str, Meta]]:
         rows = self.db.execute("SELECT id, name, meta FROM contexts ORDER BY id").fetchall()
-        return [(cid, name, Meta(**json.loads(meta))) for cid, name, meta in rows]
+        return [(cid, name, meta_of(meta)) for cid, name, meta in rows]
 
     def next_id(self) -> int:
         # past every id the change log still names too, so a deleted context's id is not handed out again
@@ -452,7 +452,7 @@ class RowStore:
             got = db.execute("SELECT text, meta FROM passages WHERE ctx = ? AND source = ?", (cid, sid)).fetchone()
             passages[sid] = None if got is None else passage_of(*got)
         return DurableRows(
-            meta=Meta(**json.loads(row[0])),
+            meta=meta_of(row[0]),
             concepts_from=wanted.concepts_from,
             concepts=names("concepts", wanted.concepts_from),
             labels_from=wanted.labels_from,
@@ -484,7 +484,7 @@ class RowStore:
             seq = _latest(db)
             if meta is None:
                 row = db.execute("SELECT meta FROM contexts WHERE id = ?", (cid,)).fetchone()
-                meta = Meta(**json.loads(row[0])) if row is not None else Meta()
+                meta = meta_of(row[0]) if row is not None else Meta()
             return self._load(db, cid, name, meta), seq
 
     def position(self) -> int:
@@ -547,6 +547,11 @@ class RowStore:
         """`_index_seq` on a connection of its own (a load's check, made without loading)."""
         with self._reader() as db:
             return self._index_seq(db, cid)
+
+
+def meta_of(stored: str) -> Meta:
+    """A context's metadata from its stored JSON (`row_writes.meta_json`)."""
+    return Meta(**json.loads(stored))
 
 
 def _latest(db: Sql) -> int:
