@@ -2,6 +2,7 @@
 
     python bench/paired.py --before ../other-checkout --size 100k
     python bench/paired.py --before ../other-checkout --size 10k --requests 100 --rounds 2
+    python bench/paired.py --before ../older-checkout --size 100k --import-each
 
 For a change that must not make anything slower (a restructuring, a refactor), comparing two
 separate runs of bench/evidence.py is at the mercy of whatever else the machine does between
@@ -121,6 +122,12 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=180, help="timed requests per kind and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument(
+        "--import-each",
+        action="store_true",
+        help="each checkout imports the corpus with its own `taguru import` (for a before version that cannot "
+        "read a store written by this one) instead of one import copied",
+    )
     args = parser.parse_args()
     from generate import generate, queries
 
@@ -145,7 +152,16 @@ def main() -> int:
         )
         print(f"corpus {args.size}: {corpus.paragraphs} paragraphs, imported in {time.perf_counter() - t0:.1f} s")
         data_b = Path(tmp) / "before"
-        shutil.copytree(data_a, data_b)
+        if args.import_each:
+            env["TAGURU_DATA_DIR"] = str(data_b)
+            subprocess.run(
+                [str(args.before / ".venv" / "bin" / "taguru"), "import", str(stream)],
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+        else:
+            shutil.copytree(data_a, data_b)
         results: dict[str, tuple[list[float], list[float], list[float]]] = {}
         for round_no in range(args.rounds):
             # each round starts both servers afresh, in swapped start order and ports, so neither version

@@ -35,7 +35,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-LOAD_FIELDS = ("duration_ms", "index", "index_reason", "index_tokenized_docs", "edges", "edges_reason")
+LOAD_FIELDS = (
+    "duration_ms",
+    "index",
+    "index_reason",
+    "index_tokenized_docs",
+    "edges",
+    "edges_reason",
+    "lexicons",
+    "lexicons_reason",
+    "activation",
+    "activation_reason",
+)
 
 
 def _tree(pid: int) -> list[int]:

@@ -224,14 +224,17 @@ def _after_import(
 
 
 def _keep_indexes(registry: Any, names: list[str]) -> None:
-    """Leave each imported context's persisted BM25 index and edge image where the server looks for them,
-    at the change-log position the store is at after the import's last commit, so the next start maps them instead of
-    tokenizing every paragraph. From the context in memory when its index is numbered as a load numbers it
-    (a fresh context), else from a load of its rows (which writes the file as a server start does). No
-    index directory (PostgreSQL without TAGURU_INDEX_DIR, or `off`): nothing is kept. A file that cannot
-    be written is left to the next start to rebuild."""
+    """Leave each imported context's persisted BM25 index, edge image and activation image where the server
+    looks for them, at the change-log position the store is at after the import's last commit, so the next
+    start maps them instead of tokenizing every paragraph and rebuilding its graph. From the context in
+    memory when its index is numbered as a load numbers it (a fresh context), else from a load of its rows
+    (which writes the files as a server start does); the spellings' file from the context's names in a
+    load's order. No index directory (PostgreSQL without TAGURU_INDEX_DIR, or `off`): nothing is kept. A
+    file that cannot be written is left to the next start to rebuild."""
     from taguru_server.store.index.bm25_snapshot import save_live
+    from taguru_server.store.index.lexicon_image import save_lexicons
     from taguru_server.store.persist.edge_image import write_image
+    from taguru_server.store.read.activation_image import save_activation_image, warm_activation
 
     store = registry.persistence
     index_dir = getattr(store, "index_dir", None)
@@ -244,9 +247,12 @@ def _keep_indexes(registry: Any, names: list[str]) -> None:
         identity = {"store": store.store_id, "context": ctx.cid, "seq": store.index_seq(ctx.cid)}
         try:
             if not save_live(ctx, index_dir, identity):
-                store.load(ctx.cid, name, ctx.meta)  # writes both files, as a server start does
+                loaded, _seq = store.load(ctx.cid, name, ctx.meta)  # writes both files, as a server start does
+                warm_activation(loaded)  # and its warm-up the activation image
             else:
                 write_image(ctx, index_dir, identity)
+                save_activation_image(ctx)
+                save_lexicons(ctx.fresh_lexicons(), index_dir, ctx.cid)
         except (OSError, ValueError):
             pass
 

@@ -39,7 +39,9 @@ def log_loaded(logger: Any, ctx: Any, started: float) -> None:
         concepts=len(ctx.concepts),
         associations=len(ctx.edges.subject),
         **index_fields(ctx.index_restored),
-        **edge_fields(ctx.edges_restored),
+        **image_fields("edges", ctx.edges_restored),
+        **image_fields("lexicons", ctx.lexicons_restored),
+        **image_fields("activation", ctx.activation_restored),
     )
 
 
@@ -55,12 +57,13 @@ def index_fields(restored: Any) -> dict[str, Any]:
     return fields | ({"index_reason": restored.reason} if restored.reason else {})
 
 
-def edge_fields(restored: tuple[str, str | None] | None) -> dict[str, Any]:
-    """Where the load took the edges from: their image file or the rows, and why not the file."""
+def image_fields(part: str, restored: tuple[str, str | None] | None) -> dict[str, Any]:
+    """Where the load took a part (edges, lexicons, activation graph) from: its image file or the rows (built),
+    and why not the file."""
     if restored is None:
         return {}
     source, reason = restored
-    return {"edges": source} | ({"edges_reason": reason} if reason else {})
+    return {part: source} | ({f"{part}_reason": reason} if reason else {})
 
 
 def _in_daemon_thread(work: Callable[..., T], *args: Any) -> asyncio.Future[T]:

@@ -296,8 +296,3 @@ def save_live(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> bool:
     digests, doc_counts = _sources_of(ctx)
     save(index_dir / f"ctx-{ctx.cid}.{KIND}", ctx.bm25, identity, digests, doc_counts)
     return True
-
-
-def drop_file(index_dir: Path, cid: int) -> None:
-    """Remove a deleted context's file (a later context never has its id)."""
-    (index_dir / f"ctx-{cid}.{KIND}").unlink(missing_ok=True)

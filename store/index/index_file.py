@@ -89,6 +89,13 @@ def write_arrays(path: Path, header: Mapping[str, Any], arrays: Mapping[str, np.
 STALE_STAGING_SECS = 3600.0
 
 
+def drop_context_files(index_dir: Path, cid: int) -> None:
+    """Remove every file kept for context `cid` (`ctx-{cid}.<kind>`: its BM25 index and its images) once the
+    context is deleted; a later context never has its id, and a file's header names its context anyway."""
+    for path in index_dir.glob(f"ctx-{cid}.*"):
+        path.unlink(missing_ok=True)
+
+
 def _sweep_stale(path: Path) -> None:
     """Remove staging files of `path` a writer killed mid-write left behind (an hour old: no live writer's)."""
     now = time.time()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -131,6 +132,13 @@ class Context:
         self.index_restored: Any = None  # what the load took from the persisted index (`store.bm25_snapshot`)
         # where the load took the edges from: ("image" | "rows", why not the image), None without index files
         self.edges_restored: tuple[str, str | None] | None = None
+        # (index dir, identity, graph version): the context as it was when its edge image at that identity
+        # was read or written, so the read side may map or keep its own images under the same identity
+        self.image_state: tuple[Path, dict[str, Any], int] | None = None
+        # where the warm-up took the activation graph from: ("image" | "built", why not the image)
+        self.activation_restored: tuple[str, str | None] | None = None
+        # where the load took the indexed spellings from: ("image" | "built", why not the image)
+        self.lexicons_restored: tuple[str, str | None] | None = None
 
     @property
     def schema(self) -> Schema | None:
@@ -146,6 +154,20 @@ class Context:
         """Everything in memory is durable: the next dirty set starts here."""
         self.dirty = Dirty(len(self.concepts), len(self.labels), len(self.sources), len(self.edges.subject))
         self.created = False
+
+    def fresh_lexicons(self) -> tuple[Lexicon, Lexicon]:
+        """New lexicons holding the context's spellings in the order a load adds them (canonical names by id,
+        then aliases in stored order), not yet indexed."""
+        out = (Lexicon(), Lexicon())
+        for lexicon, names, aliases in (
+            (out[CONCEPT], self.concepts, self.aliases[CONCEPT]),
+            (out[LABEL], self.labels, self.aliases[LABEL]),
+        ):
+            for i, name in enumerate(names):
+                lexicon.add(name, i)
+            for alias, target in aliases.items():
+                lexicon.add(alias, target)
+        return out
 
     # ----- interning -------------------------------------------------------------
 

@@ -86,7 +86,9 @@ def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
     }
     header = {"kind": KIND, "format": FORMAT, "identity": identity, "sizes": _sizes(ctx, n)}
     index_dir.mkdir(parents=True, exist_ok=True)
-    return write_arrays(image_path(index_dir, ctx.cid), header, arrays)
+    size = write_arrays(image_path(index_dir, ctx.cid), header, arrays)
+    ctx.image_state = (index_dir, identity, ctx.graph_version)
+    return size
 
 
 def edges_from_rows(db: Sql, ctx: Context) -> None:
@@ -172,8 +174,5 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
     ctx.in_edges[:] = in_edges
     ctx.label_edges[:] = label_edges
     ctx.source_edges.update(source_edges)
+    ctx.image_state = (index_dir, identity, ctx.graph_version)
     return None
-
-
-def drop_image(index_dir: Path, cid: int) -> None:
-    image_path(index_dir, cid).unlink(missing_ok=True)

@@ -112,6 +112,45 @@ class ActivationGraph:
         self.heavy_abs = absum[self.heavy]
 
 
+ARRAYS = (
+    "ptr",
+    "other",
+    "abs",
+    "edge",
+    "total",
+    "total_nz",
+    "maxabs",
+    "key",
+    "levels",
+    "use_s",
+    "use_o",
+    "use_abs",
+    "heavy",
+    "heavy_abs",
+)
+"""The graph's array fields, in the order an image of it stores them (the scalars travel beside them)."""
+
+
+def graph_arrays(graph: ActivationGraph) -> dict[str, np.ndarray]:
+    """The graph's arrays by field name (what `graph_of_arrays` takes back)."""
+    return {name: getattr(graph, name) for name in ARRAYS}
+
+
+def graph_of_arrays(arrays: dict[str, np.ndarray], n_levels: int, min_abs: float) -> ActivationGraph:
+    """A graph whose fields are the given arrays as they are (e.g. read-only views of a mapped file)."""
+    graph = ActivationGraph.__new__(ActivationGraph)
+    for name in ARRAYS:
+        setattr(graph, name, arrays[name])
+    graph.n_levels = n_levels
+    graph.min_abs = min_abs
+    return graph
+
+
+def keep_graph(ctx: Context, hidden: int | None, graph: ActivationGraph) -> None:
+    """Cache `graph` as the context's activation graph for its current graph version and hidden label."""
+    ctx.read_cache["activation"] = (ctx.graph_version, len(ctx.concepts), hidden, graph)
+
+
 def activation_graph(ctx: Context) -> ActivationGraph:
     """The activation walk's graph for the current graph version and hidden label (built on first use)."""
     hidden = hidden_label(ctx)
@@ -119,5 +158,5 @@ def activation_graph(ctx: Context) -> ActivationGraph:
     if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts) and cached[2] == hidden:
         return cached[3]
     graph = ActivationGraph(ctx, hidden=hidden)
-    ctx.read_cache["activation"] = (ctx.graph_version, len(ctx.concepts), hidden, graph)
+    keep_graph(ctx, hidden, graph)
     return graph

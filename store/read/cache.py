@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from taguru_server.store.model.context import Context
-from taguru_server.store.read.activation_graph import activation_graph
+from taguru_server.store.read.activation_image import warm_activation
 
 
 def warm(ctx: Context) -> None:
-    """Build the read-side indexes (BM25 segments, activation graph, lexicon views) up front."""
+    """Build the read-side indexes (BM25 segments, activation graph, lexicon views) up front; the activation
+    graph is mapped from its image where the context is as its edge image left it (`store.read.activation_image`)."""
     ctx.seal_indexes()
-    activation_graph(ctx)
+    warm_activation(ctx)
 
 
 def read_version(ctx: Context) -> tuple[int, ...]:
