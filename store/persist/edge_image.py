@@ -8,7 +8,8 @@ change-log position. A load whose identity matches — and whose concept, label,
 counts, read from the rows, match the file's — takes the edges from the file; any other file is
 ignored and rewritten by that load from the rows it read, so a file is never trusted on its word.
 
-Adjacency is written in its canonical order (each list in ascending edge id, as a load from rows
+The triple index (`store.model.edges.TripleIndex`) is kept as its sorted packed keys, mapped as they
+are. Adjacency is written in its canonical order (each list in ascending edge id, as a load from rows
 builds it), whatever order the context writing the file holds it in, so a context taken from
 the file equals one loaded from its rows, structure for structure.
 """
@@ -23,10 +24,11 @@ import numpy as np
 
 from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, write_arrays
 from taguru_server.store.model.context import Context
+from taguru_server.store.model.edges import TripleIndex
 from taguru_server.store.persist.sql import Sql
 
 KIND = "edges"
-FORMAT = 1
+FORMAT = 2  # 2: the packed triple keys
 
 
 def image_path(index_dir: Path, cid: int) -> Path:
@@ -67,6 +69,13 @@ def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
     src_keys = np.unique(src).astype(np.int32)
     src_ptr, src_ids = _grouped(np.searchsorted(src_keys, src), np.asarray(attr_edges, dtype=np.int32), len(src_keys))
     attrs = json.dumps(table.attributions, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    n_concepts, n_labels = len(ctx.concepts), len(ctx.labels)
+    if TripleIndex.packable(n_concepts, n_labels):
+        keys = TripleIndex.packed(subject, label, obj, n_concepts, n_labels)
+        order = np.argsort(keys, kind="stable")
+        triple_keys, triple_ids = keys[order], order.astype(np.int32)
+    else:  # spans too large to pack: the load indexes the triples in a dict
+        triple_keys, triple_ids = np.zeros(0, np.int64), np.zeros(0, np.int32)
     arrays: dict[str, np.ndarray] = {
         "subject": subject,
         "label": label,
@@ -83,6 +92,8 @@ def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
         "source_keys": src_keys,
         "source_ptr": src_ptr,
         "source_ids": src_ids,
+        "triple_keys": triple_keys,
+        "triple_ids": triple_ids,
     }
     header = {"kind": KIND, "format": FORMAT, "identity": identity, "sizes": _sizes(ctx, n)}
     index_dir.mkdir(parents=True, exist_ok=True)
@@ -107,7 +118,7 @@ def edges_from_rows(db: Sql, ctx: Context) -> None:
         # every stored attrs value is a JSON array we wrote: parse them in one call
         ctx.edges.attributions.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
         del col_attrs
-        ctx.edges.by_triple.update(zip(zip(col_s, col_l, col_o, strict=False), ids, strict=False))
+        ctx.edges.index_triples(len(ctx.concepts), len(ctx.labels))
         out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
         for e, s, lab, o in zip(ids, col_s, col_l, col_o, strict=False):
             out_edges[s].append(e)
@@ -156,12 +167,16 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
         label_edges = _lists(arrays["label_ptr"], arrays["label_ids"], ids)
         by_source = _lists(arrays["source_ptr"], arrays["source_ids"], ids)
         source_edges = dict(zip(arrays["source_keys"].tolist(), map(set, by_source), strict=False))
+        triple_keys, triple_ids = arrays["triple_keys"], arrays["triple_ids"]
     except (KeyError, ValueError, IndexError, TypeError) as exc:
         return f"damaged ({type(exc).__name__})"
     if not (len(subject) == len(label) == len(obj) == len(attributions) == n_edges) or not (
         len(out_edges) == len(in_edges) == len(ctx.concepts) and len(label_edges) == len(ctx.labels)
     ):
         return "damaged (column lengths)"
+    packable = TripleIndex.packable(len(ctx.concepts), len(ctx.labels))
+    if len(triple_keys) != (n_edges if packable else 0) or len(triple_ids) != len(triple_keys):
+        return "damaged (triple keys)"
     table = ctx.edges
     table.subject.extend(subject)
     table.label.extend(label)
@@ -169,7 +184,10 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
     table.weight.extend(arrays["weight"].tolist())
     table.count.extend(arrays["count"].tolist())
     table.attributions.extend(attributions)
-    table.by_triple.update(zip(zip(subject, label, obj, strict=False), ids, strict=False))
+    if packable:
+        table.by_triple.take(triple_keys, triple_ids, len(ctx.concepts), len(ctx.labels))
+    else:
+        table.index_triples(len(ctx.concepts), len(ctx.labels))
     ctx.out_edges[:] = out_edges
     ctx.in_edges[:] = in_edges
     ctx.label_edges[:] = label_edges
