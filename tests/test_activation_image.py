@@ -5,6 +5,7 @@ or foreign file, or a context changed since its edge image, never gets it."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,25 +21,35 @@ from taguru_server.store.read.activation_image import activation_image_path, sav
 from taguru_server.store.read.cache import warm
 
 
-def _load(data: Path, index: bool = True) -> Context:
+def load_k(data: Path, index: bool = True, warm_up: Callable[[Context], None] = Context.seal_indexes) -> Context:
+    """A fresh load of context `k` (with the index directory or without), warmed up by `warm_up`."""
     store = index_store(data, index)
     try:
-        ctx = Registry(store, warm=warm).get("k")
+        ctx = Registry(store, warm=warm_up).get("k")
         assert ctx is not None
         return ctx
     finally:
         store.close()
 
 
-def _write(data: Path, rnd: random.Random, n: int) -> None:
+def write_k(data: Path, rnd: random.Random, n: int) -> None:
+    """`n` random writes to context `k` (created if need be), committed."""
     store = index_store(data)
     try:
         reg = Registry(store)
-        ctx = reg.get("k") or reg.create("k", Meta(description="activation"))
+        ctx = reg.get("k") or reg.create("k", Meta(description="images"))
         random_writes(ctx, rnd, n)
         reg.commit([ctx])
     finally:
         store.close()
+
+
+def _load(data: Path, index: bool = True) -> Context:
+    return load_k(data, index, warm)
+
+
+def _write(data: Path, rnd: random.Random, n: int) -> None:
+    write_k(data, rnd, n)
 
 
 def _fields(graph: ActivationGraph) -> tuple[object, ...]:

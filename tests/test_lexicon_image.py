@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_activation_image import load_k, write_k
 from test_index_files import index_store
-from test_store_sync import random_writes
 
 from taguru_server.store.index.lexicon import Lexicon
 from taguru_server.store.index.lexicon_image import index_lexicons, lexicon_image_path, save_lexicons
@@ -22,24 +22,11 @@ CUES = ["sake", "rice", "alias-koji", "toji", "brewery river", "酒蔵", "山田
 
 
 def _load(data: Path, index: bool = True) -> Context:
-    store = index_store(data, index)
-    try:
-        ctx = Registry(store).get("k")
-        assert ctx is not None
-        return ctx
-    finally:
-        store.close()
+    return load_k(data, index)
 
 
 def _write(data: Path, rnd: random.Random, n: int) -> None:
-    store = index_store(data)
-    try:
-        reg = Registry(store)
-        ctx = reg.get("k") or reg.create("k", Meta(description="spellings"))
-        random_writes(ctx, rnd, n)
-        reg.commit([ctx])
-    finally:
-        store.close()
+    write_k(data, rnd, n)
 
 
 def _slots(lex: Lexicon) -> tuple[Any, ...]:

@@ -31,7 +31,13 @@ import attrs
 import numpy as np
 
 from taguru_server.store.index.bm25 import Bm25Index, F, _Segment
-from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, write_arrays
+from taguru_server.store.index.index_file import (
+    IndexFileRejected,
+    blob_strings,
+    read_arrays,
+    strings_blob,
+    write_arrays,
+)
 
 KIND = "bm25"
 FORMAT = 1
@@ -65,19 +71,6 @@ def source_digests(names: Sequence[str], docs_parts: Sequence[Sequence[Sequence[
     return np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, DIGEST)
 
 
-def _terms_blob(terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    encoded = [t.encode("utf-8", "surrogatepass") for t in terms]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
-
-
-def _terms_of(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
-    raw = blob.tobytes()
-    cuts = offsets.tolist()
-    return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(cuts, cuts[1:], strict=False)]
-
-
 def save(path: Path, index: Bm25Index, identity: dict[str, Any], digests: np.ndarray, doc_counts: np.ndarray) -> int:
     """Write the sealed index of a fresh load (no removed documents); returns the file's size."""
     index.seal()
@@ -85,7 +78,7 @@ def save(path: Path, index: Bm25Index, identity: dict[str, Any], digests: np.nda
         index._rebuild_main()
     main = index._main
     terms = sorted(index.term_id, key=index.term_id.__getitem__)
-    blob, offsets = _terms_blob(terms)
+    blob, offsets = strings_blob(terms)
     if main is None:
         main = _Segment(len(terms), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, F))
     count = np.zeros(len(terms), dtype=np.int64)
@@ -138,7 +131,7 @@ def restore(
         else:
             fresh.extend(range(at, at + k))
         at += k
-    terms = _terms_of(arrays["terms"], arrays["term_offsets"])
+    terms = blob_strings(arrays["terms"], arrays["term_offsets"])
     if not fresh and n_old == n_new and bool((old_to_new == np.arange(n_old)).all()):
         _install_mapped(index, terms, arrays)
         return Restored("reused", None, n_new, 0, seq)

@@ -86,6 +86,21 @@ def write_arrays(path: Path, header: Mapping[str, Any], arrays: Mapping[str, np.
     return written
 
 
+def strings_blob(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as one UTF-8 byte array and their n+1 offsets into it (what `blob_strings` reads back)."""
+    encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def blob_strings(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """The strings `strings_blob` stored."""
+    raw = blob.tobytes()
+    cuts = offsets.tolist()
+    return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
 STALE_STAGING_SECS = 3600.0
 
 

@@ -20,7 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, write_arrays
+from taguru_server.store.index.index_file import (
+    IndexFileRejected,
+    blob_strings,
+    read_arrays,
+    strings_blob,
+    write_arrays,
+)
 from taguru_server.store.index.lexicon import Lexicon
 
 KIND = "lexicon"
@@ -46,19 +52,6 @@ def _digest(lex: Lexicon) -> str:
     return h.hexdigest()
 
 
-def _blob(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
-
-
-def _strings(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
-    raw = blob.tobytes()
-    cuts = offsets.tolist()
-    return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(cuts, cuts[1:], strict=False)]
-
-
 def _csr(posts: list[array[int]]) -> tuple[np.ndarray, np.ndarray]:
     ptr = np.zeros(len(posts) + 1, dtype=np.int64)
     np.cumsum([len(p) for p in posts], out=ptr[1:])
@@ -77,9 +70,9 @@ def _int32(values: array[int]) -> np.ndarray:
 
 
 def _arrays_of(lex: Lexicon, prefix: str) -> dict[str, np.ndarray]:
-    norms, norm_offsets = _blob(lex.norms)
-    grams, gram_offsets = _blob(list(lex.gram_id))
-    chars, char_offsets = _blob(list(lex.char_post))
+    norms, norm_offsets = strings_blob(lex.norms)
+    grams, gram_offsets = strings_blob(list(lex.gram_id))
+    chars, char_offsets = strings_blob(list(lex.char_post))
     gram_ptr, gram_flat = _csr(lex.gram_post)
     char_ptr, char_flat = _csr(list(lex.char_post.values()))
     arrays = {
@@ -106,9 +99,9 @@ def _install(lex: Lexicon, arrays: dict[str, np.ndarray], prefix: str) -> str | 
     """Give a fresh lexicon the indexed structures of the file's arrays; None when done, else why not
     (nothing was changed)."""
     a = {name[len(prefix) :]: arr for name, arr in arrays.items() if name.startswith(prefix)}
-    norms = _strings(a["norms"], a["norm_offsets"])
-    grams = _strings(a["grams"], a["gram_offsets"])
-    chars = _strings(a["chars"], a["char_offsets"])
+    norms = blob_strings(a["norms"], a["norm_offsets"])
+    grams = blob_strings(a["grams"], a["gram_offsets"])
+    chars = blob_strings(a["chars"], a["char_offsets"])
     n = len(lex.records)
     n_grams = len(grams)
     entry_ptr = a["entry_ptr"]

@@ -23,6 +23,25 @@ def current_graph(ctx: Context) -> ActivationGraph | None:
     return None
 
 
+ARRAYS = (
+    "ptr",
+    "other",
+    "abs",
+    "edge",
+    "total",
+    "total_nz",
+    "maxabs",
+    "key",
+    "levels",
+    "use_s",
+    "use_o",
+    "use_abs",
+    "heavy",
+    "heavy_abs",
+)
+"""The graph's array fields, in the order an image of it stores them (the scalars travel beside them)."""
+
+
 class ActivationGraph:
     """Per graph version: each concept's live, non-zero edges, its total, and search keys.
 
@@ -30,24 +49,7 @@ class ActivationGraph:
     depend on the visit order); only its total is summed in visit order, as the reference does.
     """
 
-    __slots__ = (
-        "ptr",
-        "other",
-        "abs",
-        "edge",
-        "total",
-        "total_nz",
-        "maxabs",
-        "key",
-        "levels",
-        "n_levels",
-        "use_s",
-        "use_o",
-        "use_abs",
-        "min_abs",
-        "heavy",
-        "heavy_abs",
-    )
+    __slots__ = (*ARRAYS, "n_levels", "min_abs")
 
     def __init__(
         self,
@@ -110,25 +112,6 @@ class ActivationGraph:
         self.min_abs = float(absum[ids].min()) if len(ids) else 0.0
         self.heavy = ids[np.argsort(-absum[ids], kind="stable")]  # edges by |sum| descending
         self.heavy_abs = absum[self.heavy]
-
-
-ARRAYS = (
-    "ptr",
-    "other",
-    "abs",
-    "edge",
-    "total",
-    "total_nz",
-    "maxabs",
-    "key",
-    "levels",
-    "use_s",
-    "use_o",
-    "use_abs",
-    "heavy",
-    "heavy_abs",
-)
-"""The graph's array fields, in the order an image of it stores them (the scalars travel beside them)."""
 
 
 def graph_arrays(graph: ActivationGraph) -> dict[str, np.ndarray]:
