@@ -17,9 +17,15 @@ def current_graph(ctx: Context) -> ActivationGraph | None:
     """The activation graph of every live edge if it is built for the current graph version (never builds it).
 
     A graph leaving the `schema:type` edges out is not returned: the glosses read every edge."""
+    return cached_graph(ctx, None)
+
+
+def cached_graph(ctx: Context, hidden: int | None) -> ActivationGraph | None:
+    """The cached activation graph for the current graph version, concept count and hidden label, or None."""
     cached = ctx.read_cache.get("activation")
-    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts) and cached[2] is None:
-        return cached[3]
+    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts) and cached[2] == hidden:
+        graph: ActivationGraph = cached[3]
+        return graph
     return None
 
 
@@ -137,9 +143,9 @@ def keep_graph(ctx: Context, hidden: int | None, graph: ActivationGraph) -> None
 def activation_graph(ctx: Context) -> ActivationGraph:
     """The activation walk's graph for the current graph version and hidden label (built on first use)."""
     hidden = hidden_label(ctx)
-    cached = ctx.read_cache.get("activation")
-    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts) and cached[2] == hidden:
-        return cached[3]
+    graph = cached_graph(ctx, hidden)
+    if graph is not None:
+        return graph
     graph = ActivationGraph(ctx, hidden=hidden)
     keep_graph(ctx, hidden, graph)
     return graph

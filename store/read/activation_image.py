@@ -22,7 +22,15 @@ import numpy as np
 from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, write_arrays
 from taguru_server.store.model.context import Context
 from taguru_server.store.model.schema_check import hidden_label
-from taguru_server.store.read.activation_graph import ARRAYS, ActivationGraph, graph_arrays, graph_of_arrays, keep_graph
+from taguru_server.store.read.activation_graph import (
+    ARRAYS,
+    ActivationGraph,
+    activation_graph,
+    cached_graph,
+    graph_arrays,
+    graph_of_arrays,
+    keep_graph,
+)
 
 KIND = "activation"
 FORMAT = 1
@@ -54,10 +62,9 @@ def warm_activation(ctx: Context) -> ActivationGraph:
     """The context's activation graph for the warm-up: from its file where that holds, else built (and the
     file written when the context is as its edge image left it). `ctx.activation_restored` says which."""
     hidden = hidden_label(ctx)
-    cached = ctx.read_cache.get("activation")
-    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts) and cached[2] == hidden:
-        graph: ActivationGraph = cached[3]
-        return graph
+    cached = cached_graph(ctx, hidden)
+    if cached is not None:
+        return cached
     at = _unchanged(ctx)
     got = "no edge image" if at is None else _restore(ctx, at[0], at[1], hidden)
     if isinstance(got, ActivationGraph):
@@ -81,14 +88,7 @@ def save_activation_image(ctx: Context) -> bool:
     at = _unchanged(ctx)
     if at is None:
         return False
-    hidden = hidden_label(ctx)
-    cached = ctx.read_cache.get("activation")
-    if cached is not None and cached[0] == ctx.graph_version and cached[1] == len(ctx.concepts) and cached[2] == hidden:
-        graph: ActivationGraph = cached[3]
-    else:
-        graph = ActivationGraph(ctx, hidden=hidden)
-        keep_graph(ctx, hidden, graph)
-    _write(ctx, at[0], at[1], hidden, graph)
+    _write(ctx, at[0], at[1], hidden_label(ctx), activation_graph(ctx))
     return True
 
 
