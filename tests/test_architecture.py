@@ -281,6 +281,7 @@ STORE_DICT_RESULTS_ALLOWED = {
     "taguru_server.store.persist.persistence.Persistence.changes_after",
     "taguru_server.store.persist.rows.RowStore.changes_after",
     "taguru_server.store.index.index_file.read_arrays",  # an index file's stored header
+    "taguru_server.store.index.index_file._checked",  # the same header, once the mapped file is checked
     "taguru_server.store.read.activation_image._expected",  # the activation image's stored header
     "taguru_server.store.read.activation_image._unchanged",  # the edge image's identity (its stored header)
     "taguru_server.store.model.passage.Passage.meta_json",  # a passage's stored markers (its row's JSON)

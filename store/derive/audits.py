@@ -61,7 +61,7 @@ def unsourced(
     export_sid = ctx.source_id.get(UNSOURCED_EXPORT)
     found: list[tuple[tuple[float, str, str, str], int, float, int]] = []
     bar = abs(floor)
-    for e in range(len(ctx.edges.subject)):
+    for e, records in ctx.edges.attributions.span(0, len(ctx.edges.subject)):
         if e % 4096 == 0:
             _check(deadline)
         cnt = ctx.edges.count[e]
@@ -69,7 +69,7 @@ def unsourced(
             continue
         covered = 0
         covered_sum = 0.0
-        for sid, rsum, rcount, _p in ctx.edges.attributions[e]:
+        for sid, rsum, rcount, _p in records:
             if rcount > 0 and sid != export_sid:
                 covered += rcount
                 covered_sum = _saturate(covered_sum + rsum)

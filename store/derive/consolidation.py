@@ -314,13 +314,12 @@ def contradiction_section(
 ) -> ContradictionSection:
     groups: dict[tuple[int, int], list[int]] = {}
     contested: list[int] = []
-    for e in range(len(ctx.edges.subject)):
+    for e, records in ctx.edges.attributions.span(0, len(ctx.edges.subject)):
         if e % 4096 == 0:
             _check(deadline)
         if ctx.edges.count[e] <= 0:
             continue
         groups.setdefault((ctx.edges.subject[e], ctx.edges.label[e]), []).append(e)
-        records = ctx.edges.attributions[e]
         if any(r[1] > 0.0 for r in records) and any(r[1] < 0.0 for r in records):
             contested.append(e)
     one: dict[int, int] = {}

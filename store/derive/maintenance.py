@@ -79,7 +79,7 @@ def _replay_edges(ctx: Context, new: Context, deadline: float) -> int:
     e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.edges.columns()
     source_edges = new.source_edges
     now = time.monotonic
-    for e in range(len(e_s)):
+    for e, e_records in e_attr.span(0, len(e_s)):
         if now() > deadline:
             raise budget_spent()
         count = e_cnt[e]
@@ -96,7 +96,7 @@ def _replay_edges(ctx: Context, new: Context, deadline: float) -> int:
         if lab < 0:
             lab = lmap[e_l[e]] = new.intern_label(labels[e_l[e]])
         records = []
-        for sid, rsum, rcount, par in e_attr[e]:
+        for sid, rsum, rcount, par in e_records:
             nsid = smap[sid]
             if nsid < 0:
                 nsid = smap[sid] = new.intern_source(sources[sid])
@@ -111,6 +111,7 @@ def _replay_edges(ctx: Context, new: Context, deadline: float) -> int:
                 source_edges[rec[0]] = {ne}
             else:
                 got.add(ne)
+    new.pack_edges()
     return dead
 
 

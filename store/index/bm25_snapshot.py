@@ -34,7 +34,9 @@ from taguru_server.store.index.bm25 import Bm25Index, F, _Segment
 from taguru_server.store.index.index_file import (
     IndexFileRejected,
     blob_strings,
+    min_max,
     read_arrays,
+    release_pages,
     strings_blob,
     write_arrays,
 )
@@ -134,8 +136,10 @@ def restore(
     terms = blob_strings(arrays["terms"], arrays["term_offsets"])
     if not fresh and n_old == n_new and bool((old_to_new == np.arange(n_old)).all()):
         _install_mapped(index, terms, arrays)
+        release_pages(arrays)  # the checks read every posting; requests fault back in the terms they use
         return Restored("reused", None, n_new, 0, seq)
     _install_merged(index, terms, arrays, old_to_new, fresh)
+    release_pages(arrays)
     return Restored("partial", None, n_new - len(fresh), len(fresh), seq)
 
 
@@ -158,7 +162,8 @@ def _check(header: dict[str, Any], arrays: dict[str, np.ndarray], identity: dict
         and (n_terms == 0 or int(arrays["term_offsets"][-1]) == len(arrays["terms"]))
     )
     if ok and len(arrays["docs"]):
-        ok = int(arrays["docs"].min()) >= 0 and int(arrays["docs"].max()) < len(arrays["doc_len"])
+        lo, hi = min_max(arrays["docs"])
+        ok = lo >= 0 and hi < len(arrays["doc_len"])
     if not ok:
         raise IndexFileRejected("inconsistent arrays")
 

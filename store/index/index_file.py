@@ -31,6 +31,7 @@ MAGIC = b"TGRIDX\x00\x01"
 _PREFIX = struct.Struct("<8sQI")
 ALIGN = 64
 MAX_HEADER = 1 << 20
+CHECK_CHUNK = 1 << 22  # bytes read at a time by the checksum pass
 
 
 class IndexFileRejected(Exception):
@@ -143,10 +144,14 @@ def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             if size < _PREFIX.size:
                 raise IndexFileRejected("truncated")
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return _checked(f.fileno(), mapped, size)
     except FileNotFoundError:
         raise IndexFileRejected("missing") from None
     except (OSError, ValueError) as exc:
         raise IndexFileRejected(f"unreadable ({type(exc).__name__})") from None
+
+
+def _checked(fd: int, mapped: mmap.mmap, size: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     magic, n, crc = _PREFIX.unpack_from(mapped, 0)
     if magic != MAGIC:
         raise IndexFileRejected("not an index file of this format")
@@ -156,13 +161,82 @@ def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         header = json.loads(mapped[_PREFIX.size : _PREFIX.size + n])
         layout = header.pop("arrays")
         start = -(-(_PREFIX.size + n) // ALIGN) * ALIGN
-        arrays = {name: _view(mapped, start, size, name, spec) for name, spec in layout.items()}
+        arrays = {name: _view(fd, mapped, start, size, name, spec) for name, spec in layout.items()}
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise IndexFileRejected(f"damaged header ({type(exc).__name__})") from None
     return header, arrays
 
 
-def _view(mapped: mmap.mmap, start: int, size: int, name: str, spec: Mapping[str, Any]) -> np.ndarray:
+def _mapping(arr: np.ndarray) -> mmap.mmap | None:
+    base = arr.base
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
+    return base if isinstance(base, mmap.mmap) else None
+
+
+def _drop(mapped: mmap.mmap, start: int = 0, length: int = 0) -> None:
+    try:
+        if length:
+            mapped.madvise(mmap.MADV_DONTNEED, start, length)
+        else:
+            mapped.madvise(mmap.MADV_DONTNEED)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def release_pages(arrays: Mapping[str, np.ndarray]) -> None:
+    """Drop this process's resident pages of the file `arrays` were read from (`read_arrays`), once a load
+    has copied or checked what it needed: the views stay valid and fault their pages back from the page
+    cache when read again, so only what later reads touch counts in the process's memory."""
+    for arr in arrays.values():
+        mapped = _mapping(arr)
+        if mapped is not None:
+            _drop(mapped)
+            return
+
+
+def min_max(arr: np.ndarray) -> tuple[int, int]:
+    """The least and greatest value of a non-empty mapped integer array, read a slice at a time, each
+    slice's pages dropped after it is read (a check of a large array leaves no resident copy behind)."""
+    mapped = _mapping(arr)
+    flat = arr.reshape(-1)
+    step = max(1, CHECK_CHUNK // max(1, flat.itemsize))
+    lo, hi = None, None
+    base = np.frombuffer(mapped, dtype=np.uint8, count=1).ctypes.data if mapped is not None else 0
+    for at in range(0, len(flat), step):
+        part = flat[at : at + step]
+        a, b = int(part.min()), int(part.max())
+        lo = a if lo is None else min(lo, a)
+        hi = b if hi is None else max(hi, b)
+        if mapped is not None:
+            first = part.ctypes.data - base
+            start = first - first % mmap.PAGESIZE
+            # whole pages inside this slice only: a page shared with the next slice is read again there
+            end = (first + part.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+            if end > start:
+                _drop(mapped, start, end - start)
+    if lo is None or hi is None:
+        raise ValueError("empty array")
+    return lo, hi
+
+
+def _file_crc(fd: int, at: int, end: int) -> int:
+    """CRC-32 of the file's bytes [at, end), read through the descriptor in chunks rather than through the
+    mapping: the check brings the pages into the page cache without making them resident in this process,
+    so a process's memory counts only the pages its reads touch."""
+    buf = bytearray(min(CHECK_CHUNK, end - at))
+    view = memoryview(buf)
+    crc = 0
+    while at < end:
+        got = os.preadv(fd, [view[: min(len(buf), end - at)]], at)
+        if got <= 0:
+            raise IndexFileRejected("truncated")
+        crc = zlib.crc32(view[:got], crc)
+        at += got
+    return crc & 0xFFFF_FFFF
+
+
+def _view(fd: int, mapped: mmap.mmap, start: int, size: int, name: str, spec: Mapping[str, Any]) -> np.ndarray:
     dtype = np.dtype(spec["dtype"])
     shape = tuple(int(x) for x in spec["shape"])
     count = int(np.prod(shape)) if shape else 1
@@ -170,7 +244,7 @@ def _view(mapped: mmap.mmap, start: int, size: int, name: str, spec: Mapping[str
     end = at + count * dtype.itemsize
     if at < start or end > size:
         raise IndexFileRejected(f"array {name} lies outside the file")
-    if count and _crc(memoryview(mapped)[at:end]) != int(spec["crc32"]):
+    if count and _file_crc(fd, at, end) != int(spec["crc32"]):
         raise IndexFileRejected(f"array {name} fails its checksum")
     if not count:
         return np.zeros(shape, dtype=dtype)

@@ -17,6 +17,7 @@ import attrs
 from taguru_server.store.index.bm25 import Bm25Index
 from taguru_server.store.index.lexicon import Lexicon
 from taguru_server.store.index.vectors import ContextVectors
+from taguru_server.store.model.attributions import SourceEdges, source_csr
 from taguru_server.store.model.edges import EdgeTable
 from taguru_server.store.model.passage import Passage, StoreCounts
 from taguru_server.store.model.schema import Schema, stored
@@ -119,7 +120,7 @@ class Context:
         self.out_edges: list[list[int]] = []
         self.in_edges: list[list[int]] = []
         self.label_edges: list[list[int]] = []
-        self.source_edges: dict[int, set[int]] = {}
+        self.source_edges = SourceEdges()
         self.passages: dict[int, Passage] = {}
         self.lexicons = (Lexicon(), Lexicon())
         self.bm25 = Bm25Index()
@@ -149,6 +150,12 @@ class Context:
     def emit(self, kind: str, **fields: Any) -> None:
         """Record a change-feed event; it is written (and numbered) with the commit that makes its write durable."""
         self.dirty.events.append((kind, fields))
+
+    def pack_edges(self) -> None:
+        """Hold the attribution records and the source → edges index as packed columns, the delta folded in
+        (after a load from the rows or a compaction, which build them as lists)."""
+        self.edges.attributions.fold()
+        self.source_edges.take(*source_csr(*self.edges.attributions.record_sources()))
 
     def mark_clean(self) -> None:
         """Everything in memory is durable: the next dirty set starts here."""
@@ -263,7 +270,7 @@ class Context:
                 passage = self.passages.get(sid)
                 n_pars = len(passage.paragraphs) if passage is not None else 0
                 source_set = self.source_edges.get(sid)
-            records = e_attr[e]
+            records = e_attr.own(e)
             if records and records[-1][0] == sid:
                 rec = records[-1]
                 rec[1] = _saturate(rec[1] + weight)
@@ -325,7 +332,7 @@ class Context:
         """Subtract and unlink every record of a source; returns the edges touched."""
         edges = self.source_edges.pop(sid, set())
         for e in edges:
-            records = self.edges.attributions[e]
+            records = self.edges.attributions.own(e)
             for i, rec in enumerate(records):
                 if rec[0] == sid:
                     self.edges.weight[e] = _saturate(self.edges.weight[e] - rec[1])
@@ -486,7 +493,7 @@ class Context:
         dead = unsourced = 0
         unsourced_weight = 0.0
         export_sid = self.source_id.get(UNSOURCED_EXPORT)
-        for e in range(len(self.edges.subject)):
+        for e, records in self.edges.attributions.span(0, len(self.edges.subject)):
             cnt = self.edges.count[e]
             if cnt == 0:
                 dead += 1
@@ -495,7 +502,7 @@ class Context:
             live_degree[s] += 1
             if o != s:
                 live_degree[o] += 1
-            gap = self._unsourced_gap(e, cnt, export_sid)
+            gap = _unsourced_gap(records, self.edges.weight[e], cnt, export_sid)
             if gap is not None:
                 unsourced += 1
                 unsourced_weight += gap
@@ -520,16 +527,6 @@ class Context:
         for lexicon in self.lexicons:
             lexicon._views()
 
-    def _unsourced_gap(self, e: int, cnt: int, export_sid: int | None) -> float | None:
-        """A live edge's weight no source covers, or None when its sources cover every assertion."""
-        covered = 0
-        covered_sum = 0.0
-        for rec in self.edges.attributions[e]:
-            if rec[0] != export_sid:
-                covered += rec[2]
-                covered_sum += rec[1]
-        return abs(self.edges.weight[e] - covered_sum) if covered < cnt else None
-
     def edge_sums(self, start: int, stop: int) -> tuple[int, int, float]:
         """Dead edges, unsourced live edges and their uncovered weight among edge ids [start, stop), as
         `stats` counts them (so a caller can walk a large context in slices)."""
@@ -537,12 +534,12 @@ class Context:
         weight = 0.0
         export_sid = self.source_id.get(UNSOURCED_EXPORT)
         count = self.edges.count
-        for e in range(start, min(stop, len(self.edges.subject))):
+        for e, records in self.edges.attributions.span(start, min(stop, len(self.edges.subject))):
             cnt = count[e]
             if cnt == 0:
                 dead += 1
                 continue
-            gap = self._unsourced_gap(e, cnt, export_sid)
+            gap = _unsourced_gap(records, self.edges.weight[e], cnt, export_sid)
             if gap is not None:
                 unsourced += 1
                 weight += gap
@@ -553,8 +550,19 @@ class Context:
         names = sum(len(n.encode()) for n in self.concepts) + sum(len(n.encode()) for n in self.labels)
         names += sum(len(n.encode()) for n in self.sources)
         text = sum(len(p.text.encode()) for p in self.passages.values())
-        records = sum(len(r) for r in self.edges.attributions)
+        records = self.edges.attributions.n_records()
         return 1024 + names + text + 40 * len(self.edges.subject) + 32 * records + 16 * len(self.concepts)
+
+
+def _unsourced_gap(records: list[list[Any]], weight: float, cnt: int, export_sid: int | None) -> float | None:
+    """A live edge's weight no source covers, or None when its sources cover every assertion."""
+    covered = 0
+    covered_sum = 0.0
+    for rec in records:
+        if rec[0] != export_sid:
+            covered += rec[2]
+            covered_sum += rec[1]
+    return abs(weight - covered_sum) if covered < cnt else None
 
 
 def _saturate(v: float) -> float:

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from taguru_server.store.model.attributions import Attributions
+
 Triple = tuple[int, int, int]
 
 
@@ -137,7 +139,7 @@ class EdgeTable:
         self.object: list[int] = []
         self.weight: list[float] = []
         self.count: list[int] = []
-        self.attributions: list[list[list[Any]]] = []
+        self.attributions = Attributions()
         self.by_triple = TripleIndex()
 
     def __len__(self) -> int:
@@ -162,7 +164,7 @@ class EdgeTable:
             self.attributions.append([])
         return e
 
-    def columns(self) -> tuple[list[int], list[int], list[int], list[float], list[int], list[list[list[Any]]]]:
+    def columns(self) -> tuple[list[int], list[int], list[int], list[float], list[int], Attributions]:
         """The six columns in their order: subject, label, object, weight, count, attributions."""
         return self.subject, self.label, self.object, self.weight, self.count, self.attributions
 

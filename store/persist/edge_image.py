@@ -22,13 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, write_arrays
+from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, release_pages, write_arrays
+from taguru_server.store.model.attributions import Attributions, SourceEdges, source_csr
 from taguru_server.store.model.context import Context
 from taguru_server.store.model.edges import TripleIndex
 from taguru_server.store.persist.sql import Sql
 
 KIND = "edges"
-FORMAT = 2  # 2: the packed triple keys
+FORMAT = 3  # 2: the packed triple keys; 3: the attribution records as columns
 
 
 def image_path(index_dir: Path, cid: int) -> Path:
@@ -59,16 +60,8 @@ def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
     looped = obj != subject
     in_ptr, in_ids = _grouped(obj[looped], ids[looped], len(ctx.concepts))
     label_ptr, label_ids = _grouped(label, ids, len(ctx.labels))
-    attr_edges: list[int] = []
-    attr_sources: list[int] = []
-    for e, records in enumerate(table.attributions):
-        for rec in records:
-            attr_edges.append(e)
-            attr_sources.append(rec[0])
-    src = np.asarray(attr_sources, dtype=np.int64)
-    src_keys = np.unique(src).astype(np.int32)
-    src_ptr, src_ids = _grouped(np.searchsorted(src_keys, src), np.asarray(attr_edges, dtype=np.int32), len(src_keys))
-    attrs = json.dumps(table.attributions, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    attr_ptr, attr_sid, attr_sum, attr_cnt, attr_par = table.attributions.packed()
+    src_keys, src_ptr, src_ids = source_csr(np.repeat(np.arange(n, dtype=np.int64), np.diff(attr_ptr)), attr_sid)
     n_concepts, n_labels = len(ctx.concepts), len(ctx.labels)
     if TripleIndex.packable(n_concepts, n_labels):
         keys = TripleIndex.packed(subject, label, obj, n_concepts, n_labels)
@@ -82,7 +75,11 @@ def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
         "object": obj,
         "weight": np.asarray(table.weight, dtype=np.float64),
         "count": np.asarray(table.count, dtype=np.int64),
-        "attributions": np.frombuffer(attrs, dtype=np.uint8),
+        "attr_ptr": attr_ptr,
+        "attr_source": attr_sid,
+        "attr_sum": attr_sum,
+        "attr_count": attr_cnt,
+        "attr_paragraph": attr_par,
         "out_ptr": out_ptr,
         "out_ids": out_ids,
         "in_ptr": in_ptr,
@@ -118,6 +115,7 @@ def edges_from_rows(db: Sql, ctx: Context) -> None:
         # every stored attrs value is a JSON array we wrote: parse them in one call
         ctx.edges.attributions.extend(loads("[" + ",".join([a or "[]" for a in col_attrs]) + "]"))
         del col_attrs
+        ctx.source_edges.take(*source_csr(*ctx.edges.attributions.record_sources()))
         ctx.edges.index_triples(len(ctx.concepts), len(ctx.labels))
         out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
         for e, s, lab, o in zip(ids, col_s, col_l, col_o, strict=False):
@@ -125,15 +123,6 @@ def edges_from_rows(db: Sql, ctx: Context) -> None:
             if o != s:
                 in_edges[o].append(e)
             label_edges[lab].append(e)
-        source_edges = ctx.source_edges
-        for e, records in enumerate(ctx.edges.attributions):
-            for rec in records:
-                sid = rec[0]
-                got = source_edges.get(sid)
-                if got is None:
-                    source_edges[sid] = {e}
-                else:
-                    got.add(e)
 
 
 def _lists(ptr: np.ndarray, flat: np.ndarray, ids: list[int]) -> list[list[int]]:
@@ -157,7 +146,13 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
     if header.get("sizes") != _sizes(ctx, n_edges):
         return "sizes differ from the rows"
     try:
-        attributions = json.loads(bytes(arrays["attributions"]))
+        attributions = (
+            arrays["attr_ptr"],
+            arrays["attr_source"],
+            arrays["attr_sum"],
+            arrays["attr_count"],
+            arrays["attr_paragraph"],
+        )
         subject = arrays["subject"].tolist()
         label = arrays["label"].tolist()
         obj = arrays["object"].tolist()
@@ -165,25 +160,28 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
         out_edges = _lists(arrays["out_ptr"], arrays["out_ids"], ids)
         in_edges = _lists(arrays["in_ptr"], arrays["in_ids"], ids)
         label_edges = _lists(arrays["label_ptr"], arrays["label_ids"], ids)
-        by_source = _lists(arrays["source_ptr"], arrays["source_ids"], ids)
-        source_edges = dict(zip(arrays["source_keys"].tolist(), map(set, by_source), strict=False))
+        sources = (arrays["source_keys"], arrays["source_ptr"], arrays["source_ids"])
         triple_keys, triple_ids = arrays["triple_keys"], arrays["triple_ids"]
     except (KeyError, ValueError, IndexError, TypeError) as exc:
         return f"damaged ({type(exc).__name__})"
-    if not (len(subject) == len(label) == len(obj) == len(attributions) == n_edges) or not (
+    if not (len(subject) == len(label) == len(obj) == len(attributions[0]) - 1 == n_edges) or not (
         len(out_edges) == len(in_edges) == len(ctx.concepts) and len(label_edges) == len(ctx.labels)
     ):
         return "damaged (column lengths)"
     packable = TripleIndex.packable(len(ctx.concepts), len(ctx.labels))
     if len(triple_keys) != (n_edges if packable else 0) or len(triple_ids) != len(triple_keys):
         return "damaged (triple keys)"
+    if not Attributions.valid(*attributions, len(ctx.sources)):
+        return "damaged (attribution records)"
+    if not SourceEdges.valid(*sources, len(ctx.sources), n_edges):
+        return "damaged (source index)"
     table = ctx.edges
     table.subject.extend(subject)
     table.label.extend(label)
     table.object.extend(obj)
     table.weight.extend(arrays["weight"].tolist())
     table.count.extend(arrays["count"].tolist())
-    table.attributions.extend(attributions)
+    table.attributions.take(*attributions)
     if packable:
         table.by_triple.take(triple_keys, triple_ids, len(ctx.concepts), len(ctx.labels))
     else:
@@ -191,6 +189,7 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
     ctx.out_edges[:] = out_edges
     ctx.in_edges[:] = in_edges
     ctx.label_edges[:] = label_edges
-    ctx.source_edges.update(source_edges)
+    ctx.source_edges.take(*sources)
     ctx.image_state = (index_dir, identity, ctx.graph_version)
+    release_pages(arrays)
     return None

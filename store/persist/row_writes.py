@@ -88,7 +88,7 @@ def prepared_write(ctx: Context) -> Callable[[Sql], int]:
     sources = [(cid, i, ctx.sources[i]) for i in range(d.sources_from, len(ctx.sources))]
     e_s, e_l, e_o, e_sum, e_cnt, e_attr = ctx.edges.columns()
     edges = [
-        (cid, e, e_s[e], e_l[e], e_o[e], e_sum[e], e_cnt[e], attrs_json(e_attr[e]) if e_attr[e] else "")
+        (cid, e, e_s[e], e_l[e], e_o[e], e_sum[e], e_cnt[e], attrs_json(records) if (records := e_attr[e]) else "")
         for e in sorted(d.edges)
     ]
     gone = [(cid, kind, alias) for (kind, alias), target in d.aliases.items() if target is None]

@@ -83,14 +83,14 @@ class PassageGraph:
         a: list[int] = []
         b: list[int] = []
         w: list[float] = []
-        for e in range(len(edges.subject)):
+        for e, records in edges.attributions.span(0, len(edges.subject)):
             if edges.count[e] <= 0 or (hidden is not None and edges.label[e] == hidden):
                 continue
             if edges.subject[e] != edges.object[e]:
                 a.append(edges.subject[e])
                 b.append(edges.object[e])
                 w.append(1.0)
-            for sid, _rsum, rcount, paragraph in edges.attributions[e]:
+            for sid, _rsum, rcount, paragraph in records:
                 if paragraph is None or rcount <= 0:
                     continue
                 passage = passages.get(sid)

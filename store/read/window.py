@@ -55,13 +55,12 @@ def attribution_columns(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if cached is not None and cached[0] == key:
         found: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = cached[1]
     else:
-        per_edge = ctx.edges.attributions
-        flat = [rec for records in per_edge for rec in records]
+        ptr, sid, rsum, rcount, _paragraph = ctx.edges.attributions.packed()
         found = (
-            np.repeat(np.arange(len(per_edge), dtype=np.int64), [len(records) for records in per_edge]),
-            np.array([rec[0] for rec in flat], dtype=np.int64),
-            np.array([rec[1] for rec in flat], dtype=np.float64),
-            np.array([rec[2] for rec in flat], dtype=np.float64),
+            np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr)),
+            sid.astype(np.int64),
+            rsum.astype(np.float64),
+            rcount.astype(np.float64),
         )
         ctx.read_cache["attribution_columns"] = (key, found)
     return found
