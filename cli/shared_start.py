@@ -118,6 +118,7 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
     from taguru_server.server.app import open_registry
     from taguru_server.server.metrics import precompute_sums
     from taguru_server.server.preload import log_loaded, wanted_names
+    from taguru_server.store.index.index_file import release_mapped
 
     counts = _Progress()
     probes = _probes(host, port, counts)
@@ -148,6 +149,7 @@ def load_before_fork(settings: Any, host: str, port: int) -> None:
                 log_loaded(log, read[0], started)
             took = round((time.perf_counter() - began) * 1000, 1)
             log.info("contexts.ready", contexts=len(INHERITED), duration_ms=took)
+            release_mapped()  # the supervisor serves nothing: the workers fault in the pages they read
         finally:
             registry.close()
     finally:

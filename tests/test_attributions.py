@@ -142,3 +142,33 @@ def test_checks_leave_no_resident_copy_and_views_stay_valid(tmp_path: Path) -> N
     assert min_max(arrays["small"]) == (-2, 7)
     release_pages(arrays)
     assert int(arrays["docs"][0]) == 2_999_999 and arrays["docs"][-5:].tolist() == [4, 3, 2, 1, 0]
+
+
+def test_cover_sums_as_the_loop_over_the_records_sums() -> None:
+    rng = random.Random(17)
+    model = _records(rng, 700, 12)
+    for records in model:  # sums that round differently in another order
+        for rec in records:
+            rec[1] = rng.choice([0.1, 0.2, 0.3, 1e16, -1e16, 3.0, -0.7])
+    table = Attributions()
+    table.extend(model)
+    for _ in range(60):  # some edges written since, some appended
+        e = rng.randrange(len(model))
+        table.own(e).append([rng.randrange(12), 0.1, 2, None])
+        model[e].append([table[e][-1][0], 0.1, 2, None])
+    table.append([[3, 0.3, 1, None], [4, 0.1, 1, None]])
+    model.append([[3, 0.3, 1, None], [4, 0.1, 1, None]])
+    for skip in (None, 3):
+        for first, last in ((0, len(model)), (5, 400), (650, 10_000)):
+            counts, sums = table.cover(first, last, skip)
+            want_c, want_s = [], []
+            for records in model[first:last]:
+                c, s = 0, 0.0
+                for rec in records:
+                    if rec[0] != skip:
+                        c += rec[2]
+                        s += rec[1]
+                want_c.append(c)
+                want_s.append(s)
+            assert counts.tolist() == want_c
+            assert [x.hex() for x in sums.tolist()] == [x.hex() for x in want_s]

@@ -20,6 +20,7 @@ import os
 import socket
 import struct
 import time
+import weakref
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +33,7 @@ _PREFIX = struct.Struct("<8sQI")
 ALIGN = 64
 MAX_HEADER = 1 << 20
 CHECK_CHUNK = 1 << 22  # bytes read at a time by the checksum pass
+_MAPPED: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()  # every file mapping `read_arrays` opened that is alive
 
 
 class IndexFileRejected(Exception):
@@ -144,7 +146,9 @@ def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             if size < _PREFIX.size:
                 raise IndexFileRejected("truncated")
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            return _checked(f.fileno(), mapped, size)
+            found = _checked(f.fileno(), mapped, size)
+            _MAPPED.add(mapped)
+            return found
     except FileNotFoundError:
         raise IndexFileRejected("missing") from None
     except (OSError, ValueError) as exc:
@@ -193,6 +197,16 @@ def release_pages(arrays: Mapping[str, np.ndarray]) -> None:
         if mapped is not None:
             _drop(mapped)
             return
+
+
+def release_mapped() -> int:
+    """Drop this process's resident pages of every index file mapping still in use; returns how many.
+    A supervisor that loaded contexts for its forked workers and serves nothing calls it before the fork,
+    so the pages its own checks and sums touched are not counted in (or kept for) its memory."""
+    live = list(_MAPPED)
+    for mapped in live:
+        _drop(mapped)
+    return len(live)
 
 
 def min_max(arr: np.ndarray) -> tuple[int, int]:

@@ -169,6 +169,46 @@ class Attributions:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def cover(self, first: int, last: int, skip: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Per edge of [first, last): the summed count and the summed weight of its records from every source
+        but `skip`, each sum taken in record order from 0.0 as a loop over the records takes it (so the
+        floats are the loop's to the bit). Vectorized over the edges one record position at a time."""
+        last = min(last, self._len)
+        first = max(0, first)
+        n = max(0, last - first)
+        counts = np.zeros(n, dtype=np.int64)
+        sums = np.zeros(n, dtype=np.float64)
+        p = min(last, self._packed)
+        if first < p:
+            ptr = self._ptr[first : p + 1]
+            a, b = int(ptr[0]), int(ptr[-1])
+            lens = np.diff(ptr)
+            edge = np.repeat(np.arange(p - first, dtype=np.int64), lens)
+            rank = np.arange(b - a, dtype=np.int64) - np.repeat(ptr[:-1] - a, lens)
+            rsum = self._sum[a:b]
+            rcnt = self._cnt[a:b]
+            if skip is not None:
+                kept = self._sid[a:b] != skip
+                rsum = np.where(kept, rsum, 0.0)  # adding +0.0 to a sum that started at +0.0 changes no bit
+                rcnt = np.where(kept, rcnt, 0)
+            order = np.argsort(rank, kind="stable")
+            bounds = np.zeros(int(rank.max()) + 2 if len(rank) else 1, dtype=np.int64)
+            np.cumsum(np.bincount(rank), out=bounds[1:])
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                at = order[lo:hi]
+                where = edge[at]  # each edge once per position: the adds are elementwise
+                sums[where] += rsum[at]
+                counts[where] += rcnt[at]
+        for e, records in self._own.items():
+            if first <= e < last:
+                c, s = 0, 0.0
+                for rec in records:
+                    if rec[0] != skip:
+                        c += rec[2]
+                        s += rec[1]
+                counts[e - first], sums[e - first] = c, s
+        return counts, sums
+
     def n_records(self) -> int:
         packed = int(self._ptr[self._packed])
         for e, records in self._own.items():

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
 from taguru_server.store.index.bm25 import Bm25Index
 from taguru_server.store.index.lexicon import Lexicon
@@ -459,8 +460,6 @@ class Context:
 
     def source_rank(self) -> Any:
         """Each source id's position in name order (the search tie-break), cached."""
-        import numpy as np
-
         n = len(self.sources)
         if self._source_rank is None or len(self._source_rank) != max(n, 1):
             rank = np.zeros(max(n, 1), dtype=np.int64)
@@ -489,24 +488,13 @@ class Context:
 
     def stats(self) -> ContextStats:
         """The context's sizes, dead and unsourced edges, its best-connected concepts and first labels."""
-        live_degree = [0] * len(self.concepts)
-        dead = unsourced = 0
-        unsourced_weight = 0.0
-        export_sid = self.source_id.get(UNSOURCED_EXPORT)
-        for e, records in self.edges.attributions.span(0, len(self.edges.subject)):
-            cnt = self.edges.count[e]
-            if cnt == 0:
-                dead += 1
-                continue
-            s, o = self.edges.subject[e], self.edges.object[e]
-            live_degree[s] += 1
-            if o != s:
-                live_degree[o] += 1
-            gap = _unsourced_gap(records, self.edges.weight[e], cnt, export_sid)
-            if gap is not None:
-                unsourced += 1
-                unsourced_weight += gap
-        order = sorted(range(len(self.concepts)), key=lambda c: (-live_degree[c], c))[:10]
+        n_concepts = len(self.concepts)
+        dead, unsourced, unsourced_weight = self.edge_sums(0, len(self.edges.subject))
+        live = np.asarray(self.edges.count, dtype=np.int64) != 0
+        s, o = np.asarray(self.edges.subject, dtype=np.int64), np.asarray(self.edges.object, dtype=np.int64)
+        degree = np.bincount(s[live], minlength=n_concepts) + np.bincount(o[live & (o != s)], minlength=n_concepts)
+        order = np.lexsort((np.arange(n_concepts), -degree))[:10].tolist()
+        live_degree = degree.tolist()
         return ContextStats(
             associations=len(self.edges.subject),
             concepts=len(self.concepts),
@@ -530,20 +518,17 @@ class Context:
     def edge_sums(self, start: int, stop: int) -> tuple[int, int, float]:
         """Dead edges, unsourced live edges and their uncovered weight among edge ids [start, stop), as
         `stats` counts them (so a caller can walk a large context in slices)."""
-        dead = unsourced = 0
+        stop = min(stop, len(self.edges.subject))
+        if stop <= start:
+            return 0, 0, 0.0
+        covered, covered_sum = self.edges.attributions.cover(start, stop, self.source_id.get(UNSOURCED_EXPORT))
+        count = np.asarray(self.edges.count[start:stop], dtype=np.int64)
+        gaps = covered < count  # live (count > 0) edges whose sources do not cover every assertion
+        weights = np.asarray(self.edges.weight[start:stop], dtype=np.float64)
         weight = 0.0
-        export_sid = self.source_id.get(UNSOURCED_EXPORT)
-        count = self.edges.count
-        for e, records in self.edges.attributions.span(start, min(stop, len(self.edges.subject))):
-            cnt = count[e]
-            if cnt == 0:
-                dead += 1
-                continue
-            gap = _unsourced_gap(records, self.edges.weight[e], cnt, export_sid)
-            if gap is not None:
-                unsourced += 1
-                weight += gap
-        return dead, unsourced, weight
+        for gap in np.abs(weights[gaps] - covered_sum[gaps]).tolist():  # summed in edge order, as a loop sums
+            weight += gap
+        return int((count == 0).sum()), int(gaps.sum()), weight
 
     def footprint_bytes(self) -> int:
         """An estimate of the bytes the context's own data occupies (names, edges, text)."""
@@ -552,17 +537,6 @@ class Context:
         text = sum(len(p.text.encode()) for p in self.passages.values())
         records = self.edges.attributions.n_records()
         return 1024 + names + text + 40 * len(self.edges.subject) + 32 * records + 16 * len(self.concepts)
-
-
-def _unsourced_gap(records: list[list[Any]], weight: float, cnt: int, export_sid: int | None) -> float | None:
-    """A live edge's weight no source covers, or None when its sources cover every assertion."""
-    covered = 0
-    covered_sum = 0.0
-    for rec in records:
-        if rec[0] != export_sid:
-            covered += rec[2]
-            covered_sum += rec[1]
-    return abs(weight - covered_sum) if covered < cnt else None
 
 
 def _saturate(v: float) -> float:

@@ -78,43 +78,51 @@ class PassageGraph:
         edges = ctx.edges
         hidden = hidden_label(ctx)
         passages = ctx.passages
-        paragraph_node: dict[tuple[int, int], int] = {}
-        stated: list[list[int]] = []  # per paragraph node: the live associations attributed to it
-        a: list[int] = []
-        b: list[int] = []
-        w: list[float] = []
-        for e, records in edges.attributions.span(0, len(edges.subject)):
-            if edges.count[e] <= 0 or (hidden is not None and edges.label[e] == hidden):
-                continue
-            if edges.subject[e] != edges.object[e]:
-                a.append(edges.subject[e])
-                b.append(edges.object[e])
-                w.append(1.0)
-            for sid, _rsum, rcount, paragraph in records:
-                if paragraph is None or rcount <= 0:
-                    continue
-                passage = passages.get(sid)
-                if passage is None or not 0 <= paragraph < len(passage.paragraphs):
-                    continue
-                key = (sid, paragraph)
-                node = paragraph_node.get(key)
-                if node is None:
-                    node = paragraph_node[key] = len(paragraph_node)
-                    stated.append([])
-                if not stated[node] or stated[node][-1] != e:
-                    stated[node].append(e)
-        for node, said in enumerate(stated):
-            share = 1.0 / len(said)  # a concept's link to a paragraph: the share of its facts naming it
-            for e in said:
-                s, o = edges.subject[e], edges.object[e]
-                for c in (s,) if s == o else (s, o):
-                    a.append(c)
-                    b.append(n + node)
-                    w.append(share)
-        total = n + len(paragraph_node)
-        src = np.array(a + b, dtype=np.int64)
-        dst = np.array(b + a, dtype=np.int64)
-        weights = np.array(w + w, dtype=np.float64)
+        # every live association (its hidden label aside) links its subject and object; each paragraph its
+        # live records cite is a node linked to their concepts (built with arrays, in the order of the loop
+        # over edges and records that defines it: node numbers by first citation, links in edge order)
+        subject = np.asarray(edges.subject, dtype=np.int64)
+        obj = np.asarray(edges.object, dtype=np.int64)
+        live = np.asarray(edges.count, dtype=np.int64) > 0
+        if hidden is not None:
+            live &= np.asarray(edges.label, dtype=np.int64) != hidden
+        linked = live & (subject != obj)
+        ptr, rsid, _rsum, rcount, rpar = edges.attributions.packed()
+        rec_edge = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+        n_pars = np.zeros(max(len(ctx.sources), 1), dtype=np.int64)
+        for sid, passage in passages.items():
+            n_pars[sid] = len(passage.paragraphs)
+        sid64 = rsid.astype(np.int64)
+        cited = live[rec_edge] & (rcount > 0) & (rpar >= 0) & (rpar < n_pars[sid64])
+        c_edge, c_sid, c_par = rec_edge[cited], sid64[cited], rpar[cited].astype(np.int64)
+        span = int(c_par.max()) + 1 if len(c_par) else 1
+        uniq, first, inverse = np.unique(c_sid * span + c_par, return_index=True, return_inverse=True)
+        by_first = np.argsort(first, kind="stable")
+        node_of = np.empty(len(uniq), dtype=np.int64)
+        node_of[by_first] = np.arange(len(uniq), dtype=np.int64)
+        node = node_of[inverse.reshape(-1)]
+        grouped = np.argsort(node, kind="stable")
+        s_node, s_edge = node[grouped], c_edge[grouped]
+        fresh = np.ones(len(s_edge), dtype=bool)  # an edge once per paragraph
+        fresh[1:] = (s_node[1:] != s_node[:-1]) | (s_edge[1:] != s_edge[:-1])
+        s_node, s_edge = s_node[fresh], s_edge[fresh]
+        n_nodes = len(uniq)
+        said = np.bincount(s_node, minlength=n_nodes)
+        share = 1.0 / np.maximum(said, 1)  # a concept's link to a paragraph: the share of its facts naming it
+        es, eo = subject[s_edge], obj[s_edge]
+        twice = (es != eo).astype(np.int64)
+        entry = np.repeat(np.arange(len(s_edge), dtype=np.int64), 1 + twice)
+        second = np.zeros(len(entry), dtype=bool)
+        second[1:] = entry[1:] == entry[:-1]
+        a = np.concatenate([subject[linked], np.where(second, eo[entry], es[entry])])
+        b = np.concatenate([obj[linked], n + s_node[entry]])
+        w = np.concatenate([np.ones(int(linked.sum()), dtype=np.float64), share[s_node[entry]]])
+        keys_sid = (uniq[by_first] // span).tolist()
+        keys_par = (uniq[by_first] % span).tolist()
+        total = n + n_nodes
+        src = np.concatenate([a, b])
+        dst = np.concatenate([b, a])
+        weights = np.concatenate([w, w])
         order = np.argsort(src, kind="stable")
         self.n_concepts = n
         self.nbr = dst[order]
@@ -124,18 +132,17 @@ class PassageGraph:
         np.cumsum(counts, out=self.ptr[1:])
         self.degree = np.bincount(src, weights=weights, minlength=total) if len(src) else np.zeros(total)
         self.threshold = TOLERANCE * np.maximum(self.degree, 1.0)
-        keys = list(paragraph_node)
-        self.par_source = np.array([k[0] for k in keys], dtype=np.int64)
-        self.par_index = np.array([k[1] for k in keys], dtype=np.int64)
+        self.par_source = np.array(keys_sid, dtype=np.int64)
+        self.par_index = np.array(keys_par, dtype=np.int64)
         # the deterministic tie order of equal masses: source name, then paragraph (code points)
         names = ctx.sources
-        ranked = sorted(range(len(keys)), key=lambda i: (names[keys[i][0]], keys[i][1]))
-        self.order = np.empty(len(keys), dtype=np.int64)
-        self.order[np.array(ranked, dtype=np.int64)] = np.arange(len(keys), dtype=np.int64)
+        ranked = sorted(range(n_nodes), key=lambda i: (names[keys_sid[i]], keys_par[i]))
+        self.order = np.empty(n_nodes, dtype=np.int64)
+        self.order[np.array(ranked, dtype=np.int64)] = np.arange(n_nodes, dtype=np.int64)
         self.terms: dict[int, frozenset[str]] = {}
-        self.stated_ptr = np.zeros(len(stated) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in stated], out=self.stated_ptr[1:])
-        self.stated = np.array([e for x in stated for e in x], dtype=np.int64)
+        self.stated_ptr = np.zeros(n_nodes + 1, dtype=np.int64)
+        np.cumsum(said, out=self.stated_ptr[1:])
+        self.stated = s_edge
 
     def mass(self, seeds: list[int]) -> np.ndarray:
         """The PageRank mass of every node for a walk restarting at `seeds` (equal shares): the pushed
