@@ -106,7 +106,6 @@ def run_once(
 
     port = _free_port()
     env = dict(os.environ, TAGURU_DATA_DIR=str(data), TAGURU_ADDR=f"127.0.0.1:{port}", TAGURU_LOG_FORMAT="json")
-    env["TAGURU_WORKERS"] = str(workers)
     env["TAGURU_WORKER_START"] = start
     if index == "rebuild":
         env["TAGURU_INDEX_DIR"] = "off"
@@ -117,7 +116,11 @@ def run_once(
     started = time.monotonic()
     with open(log, "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "taguru_server.cli", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=err
+            # the worker count as the README passes it (`serve --workers N`), not through the environment
+            [sys.executable, "-m", "taguru_server.cli", "serve", "--workers", str(workers)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
         )
     peak = [0, 0]
     sampling = threading.Event()

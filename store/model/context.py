@@ -442,13 +442,11 @@ class Context:
 
     def _index_passage(self, sid: int, passage: Passage) -> None:
         """Register each paragraph (with its questions) as a BM25 document; tokenized lazily."""
-        by_par: dict[int, list[str]] = {}
-        for p, q in passage.questions:
-            by_par.setdefault(p, []).append(q)
-        add = self.bm25.add
-        for i, text in enumerate(passage.paragraphs):
-            qs = by_par.get(i)
-            passage.docs.append(add(sid, i, (text, *qs) if qs else (text,)))
+        parts: list[tuple[str, ...]] = [(text,) for text in passage.paragraphs]
+        for p, q in passage.questions:  # a paragraph's questions after its text, in their order
+            if 0 <= p < len(parts):
+                parts[p] = (*parts[p], q)
+        passage.docs.extend(self.bm25.add_paragraphs(sid, parts))
 
     def _drop_passage_index(self, sid: int) -> None:
         old = self.passages.get(sid)

@@ -522,12 +522,14 @@ class RowStore:
             identity = {"store": self.store_id, "context": cid, "seq": self._index_seq(db, cid)}
             ctx.lexicons_restored = index_lexicons(ctx.lexicons, self.index_dir, cid)
         self._edges(db, ctx, identity)
-        for sid, text, pmeta in db.execute(
-            "SELECT source, text, meta FROM passages WHERE ctx = ? ORDER BY source", (cid,)
-        ):
-            passage = passage_of(text, pmeta)
-            ctx.passages[sid] = passage
-            ctx._index_passage(sid, passage)
+        stored = iter(db.execute("SELECT source, text, meta FROM passages WHERE ctx = ? ORDER BY source", (cid,)))
+        while rows := list(itertools.islice(stored, PASSAGE_BATCH)):
+            # every stored meta is a JSON object we wrote: parse a batch of them in one call
+            metas = json.loads("[" + ",".join([r[2] for r in rows]) + "]")
+            for (sid, text, _stored), m in zip(rows, metas, strict=True):
+                passage = _passage(text, m)
+                ctx.passages[sid] = passage
+                ctx._index_passage(sid, passage)
         ctx.vectors = self._read_vectors(db, cid)
         ctx.mark_clean()
         if self.index_dir is not None and identity is not None:
@@ -572,8 +574,14 @@ def _latest(db: Sql) -> int:
     return int(row[0]) if row else 0
 
 
+PASSAGE_BATCH = 2048  # passage rows a load reads and parses at a time
+
+
 def passage_of(text: str, stored_meta: str) -> Passage:
-    m = json.loads(stored_meta)
+    return _passage(text, json.loads(stored_meta))
+
+
+def _passage(text: str, m: dict[str, Any]) -> Passage:
     return Passage(
         text,
         [(p, q) for p, q in m["questions"]],
