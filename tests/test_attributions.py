@@ -172,3 +172,17 @@ def test_cover_sums_as_the_loop_over_the_records_sums() -> None:
                 want_s.append(s)
             assert counts.tolist() == want_c
             assert [x.hex() for x in sums.tolist()] == [x.hex() for x in want_s]
+
+
+def test_a_copy_holds_the_same_records_and_its_own_delta() -> None:
+    import copy
+    import pickle
+
+    model = _records(random.Random(23), 50, 9)
+    table = Attributions()
+    table.extend(model)
+    table.own(4).append([1, 1.0, 1, None])
+    for other in (copy.deepcopy(table), pickle.loads(pickle.dumps(table))):
+        assert list(other) == list(table) and other.delta() == 1
+        other.own(5).append([2, 1.0, 1, None])
+        assert table[5] == model[5] and other[5] != model[5]

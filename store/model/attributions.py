@@ -34,7 +34,7 @@ def _empty() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
     )
 
 
-def _records(sid: list[int], rsum: list[float], cnt: list[int], par: list[int]) -> list[Record]:
+def _records(sid: list[Any], rsum: list[Any], cnt: list[Any], par: list[Any]) -> list[Record]:
     return [[s, w, c, None if p < 0 else p] for s, w, c, p in zip(sid, rsum, cnt, par, strict=True)]
 
 
@@ -54,7 +54,7 @@ def pack(per_edge: list[list[Record]]) -> tuple[np.ndarray, np.ndarray, np.ndarr
 class Attributions:
     """Per edge id, its attribution records: packed columns for the loaded edges, lists for those written since."""
 
-    __slots__ = ("_ptr", "_sid", "_sum", "_cnt", "_par", "_packed", "_own", "_len")
+    __slots__ = ("_ptr", "_sid", "_sum", "_cnt", "_par", "_packed", "_own", "_len", "_views")
 
     def __init__(self) -> None:
         self.take(*_empty())
@@ -62,6 +62,8 @@ class Attributions:
     def take(self, ptr: np.ndarray, sid: np.ndarray, rsum: np.ndarray, cnt: np.ndarray, par: np.ndarray) -> None:
         """Hold `len(ptr) - 1` edges' records as the given columns (mapped or packed), and no delta."""
         self._ptr, self._sid, self._sum, self._cnt, self._par = ptr, sid, rsum, cnt, par
+        # the same columns as memoryviews: indexing one gives a Python number without a numpy scalar
+        self._views = tuple(np.ascontiguousarray(c).data for c in (ptr, sid, rsum, cnt, par))
         self._packed = len(ptr) - 1
         self._len = self._packed
         self._own: dict[int, list[Record]] = {}
@@ -83,6 +85,15 @@ class Attributions:
     def __len__(self) -> int:
         return self._len
 
+    def __getstate__(self) -> tuple[Any, ...]:
+        """What a copy or a pickle keeps: the columns and the delta (the memoryviews are rebuilt from them)."""
+        return (self._ptr, self._sid, self._sum, self._cnt, self._par), self._own, self._len
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        columns, own, length = state
+        self.take(*columns)
+        self._own, self._len = own, length
+
     def __getitem__(self, e: int) -> list[Record]:
         got = self._own.get(e)
         if got is not None:
@@ -91,12 +102,14 @@ class Attributions:
             if 0 <= e < self._len:
                 return []
             raise IndexError(e)
-        a, b = int(self._ptr[e]), int(self._ptr[e + 1])
+        ptr, sid, rsum, cnt, par = self._views
+        a, b = ptr[e], ptr[e + 1]
+        if b - a == 1:  # the common case: one source
+            p = par[a]
+            return [[sid[a], rsum[a], cnt[a], None if p < 0 else p]]
         if a == b:
             return []
-        return _records(
-            self._sid[a:b].tolist(), self._sum[a:b].tolist(), self._cnt[a:b].tolist(), self._par[a:b].tolist()
-        )
+        return _records(sid[a:b].tolist(), rsum[a:b].tolist(), cnt[a:b].tolist(), par[a:b].tolist())
 
     def own(self, e: int) -> list[Record]:
         """Edge `e`'s records as the list a writer changes in place (kept in the delta from now on)."""
@@ -131,6 +144,7 @@ class Attributions:
             del self._own[e]
         if keep < self._packed:
             self._ptr = self._ptr[: keep + 1]
+            self._views = (self._ptr.data, *self._views[1:])
             self._packed = keep
         self._len = keep
 
