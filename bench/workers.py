@@ -5,8 +5,10 @@
 
 1. Throughput: the same generated corpus is imported once; `taguru serve --workers N` is started
    for N = 1 and N = 2 in turn and `wrk` (Debian package) sends evidence requests with rotating
-   origins (a Lua script cycles through 64 bodies). Prints req/s, p50/p99 and non-2xx per run,
-   and the 2-worker/1-worker ratio.
+   origins (a Lua script cycles through 64 bodies). Prints req/s, p50/p99, non-2xx and the
+   requests per CPU-second the server's processes spent (supervisor and workers, from
+   /proc/<pid>/stat) per run, and the 2-worker/1-worker ratio. With --beside-load, every run is
+   repeated while one busy process (a Python loop) competes for the machine's CPUs.
 2. The consistency check a worker makes before each read when nothing changed (µs), against
    no check at all.
 3. A worker applying a large import made by another worker (the change log, record by record),
@@ -81,13 +83,25 @@ class Served:
             stdout=subprocess.DEVNULL,
             stderr=self.log,
         )
-        for _ in range(600):
+        for _ in range(2400):  # until /ready says 200 (the supervisor loads before the workers answer)
             try:
-                with urllib.request.urlopen(self.url + "/live", timeout=2):
+                with urllib.request.urlopen(self.url + "/ready", timeout=2):
                     return
-            except OSError:
+            except OSError:  # not listening yet, or 503 while loading
                 time.sleep(0.05)
         raise SystemExit("the server never became ready")
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time of the server's processes so far (the supervisor and its workers)."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in {self.proc.pid, *self.pids()}:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        return total / ticks
 
     def pids(self) -> list[int]:
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
@@ -182,25 +196,41 @@ def machine_parallelism() -> float:
     return 2 * one / both
 
 
-def throughput(data: Path, request_bodies: list[str], duration: int) -> None:
+def throughput(data: Path, request_bodies: list[str], duration: int, beside_load: bool = False) -> None:
     script = data.parent / "evidence.lua"
     lua_script(script, request_bodies)
-    results: dict[tuple[int, int], dict[str, float]] = {}
-    for workers in (1, 2):
-        served = Served(data, workers)
+    results: dict[tuple[str, int, int], dict[str, float]] = {}
+    for load in ("quiet", "beside a CPU load") if beside_load else ("quiet",):
+        burner = None
+        if load != "quiet":
+            burner = subprocess.Popen([PYTHON, "-c", "x = 0\nwhile True:\n    x += 1\n"])
         try:
-            warm(served.url, request_bodies)
-            for connections in (16, 200):
-                results[(workers, connections)] = run_wrk(served.url, script, connections, duration)
+            for workers in (1, 2):
+                served = Served(data, workers)
+                try:
+                    warm(served.url, request_bodies)
+                    for connections in (16, 200):
+                        before = served.cpu_seconds()
+                        r = run_wrk(served.url, script, connections, duration)
+                        r["cpu_s"] = served.cpu_seconds() - before
+                        r["per_cpu_s"] = r["rps"] * duration / max(r["cpu_s"], 1e-9)
+                        results[(load, workers, connections)] = r
+                finally:
+                    served.close()
         finally:
-            served.close()
-    print("\n| workers | connections | req/s | p50 ms | p99 ms | non-2xx |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for (workers, connections), r in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        print(f"| {workers} | {connections} | {r['rps']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} | {r['non2xx']:.0f} |")
-    for connections in (16, 200):
-        ratio = results[(2, connections)]["rps"] / max(results[(1, connections)]["rps"], 1e-9)
-        print(f"2 workers / 1 worker at {connections} connections: {ratio:.2f}x")
+            if burner is not None:
+                burner.kill()
+                burner.wait()
+    print("\n| machine | workers | connections | req/s | p50 ms | p99 ms | non-2xx | server CPU s | req per CPU s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (load, workers, connections), r in sorted(results.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+        print(
+            f"| {load} | {workers} | {connections} | {r['rps']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} "
+            f"| {r['non2xx']:.0f} | {r['cpu_s']:.1f} | {r['per_cpu_s']:.0f} |"
+        )
+    for load, _workers, connections in sorted(k for k in results if k[1] == 1):
+        ratio = results[(load, 2, connections)]["rps"] / max(results[(load, 1, connections)]["rps"], 1e-9)
+        print(f"{load}: 2 workers / 1 worker at {connections} connections: {ratio:.2f}x")
     print(f"the machine's own ceiling (two CPU-bound processes at once vs one): {machine_parallelism():.2f}x")
 
 
@@ -280,6 +310,8 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=15, help="seconds per wrk run")
     parser.add_argument("--apply-size", type=int, default=10000, help="paragraphs of the import another worker makes")
     parser.add_argument("--rss-size", type=int, default=0, help="also measure each worker's RSS at this size")
+    parser.add_argument("--beside-load", action="store_true", help="repeat the throughput runs beside a busy process")
+    parser.add_argument("--throughput-only", action="store_true", help="skip the change-log and RSS measurements")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
@@ -290,7 +322,9 @@ def main() -> int:
         took = import_corpus(data, corpus.text)
         print(f"corpus: {corpus.paragraphs} paragraphs, {corpus.batches} sources, imported in {took:.1f} s")
         request_bodies = bodies(corpus.world)
-        throughput(data, request_bodies, args.duration)
+        throughput(data, request_bodies, args.duration, args.beside_load)
+        if args.throughput_only:
+            return 0
         consistency_and_apply(tmp, args.apply_size)
         if args.rss_size:
             rss(tmp, args.rss_size, request_bodies)
