@@ -14,6 +14,12 @@
 3. A worker applying a large import made by another worker (the change log, record by record),
    against loading the whole context again.
 4. With --rss-size: the resident memory of each of 2 workers serving that many paragraphs.
+5. With --open-loop F: one worker's capacity is taken from a closed-loop wrk run at 16 connections,
+   then requests arrive at F times that rate (a Poisson schedule from a fixed seed, the same
+   schedule for 1 and 2 workers) whether or not earlier ones have been answered; latency counts
+   from each request's scheduled arrival, so a queue shows in it (wrk waits for an answer before
+   sending the next request on a connection and hides the queue). Prints p50/p99 per worker count
+   and their ratio, quiet and, with --beside-load, beside a busy process.
 """
 
 from __future__ import annotations
@@ -234,6 +240,112 @@ def throughput(data: Path, request_bodies: list[str], duration: int, beside_load
     print(f"the machine's own ceiling (two CPU-bound processes at once vs one): {machine_parallelism():.2f}x")
 
 
+def open_loop(url: str, request_bodies: list[str], rate: float, duration: float, seed: int = 5) -> dict[str, float]:
+    """Send requests at `rate` per second (Poisson arrivals) for `duration` s; latency from scheduled arrival."""
+    import aiohttp
+
+    rng = random.Random(seed)
+    arrivals: list[float] = []
+    t = 0.0
+    while True:
+        t += rng.expovariate(rate)
+        if t >= duration:
+            break
+        arrivals.append(t)
+    latencies: list[float] = []
+    failures = 0
+
+    async def one(session: aiohttp.ClientSession, start: float, at: float, body: str) -> None:
+        nonlocal failures
+        try:
+            async with session.post(
+                url + f"/contexts/{CONTEXT}/evidence", data=body, headers={"Content-Type": "application/json"}
+            ) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    failures += 1
+                    return
+        except aiohttp.ClientError:
+            failures += 1
+            return
+        latencies.append(time.perf_counter() - start - at)
+
+    async def drive() -> float:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+            tasks = []
+            start = time.perf_counter()
+            for i, at in enumerate(arrivals):
+                delay = start + at - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(one(session, start, at, request_bodies[i % len(request_bodies)])))
+            await asyncio.gather(*tasks)
+            return time.perf_counter() - start
+
+    took = asyncio.run(drive())
+    latencies.sort()
+
+    def pct(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else float("nan")
+
+    return {
+        "offered": len(arrivals) / duration,
+        "answered": len(latencies) / took,
+        "p50": pct(0.50),
+        "p99": pct(0.99),
+        "failures": float(failures),
+    }
+
+
+def offered_load(
+    data: Path, request_bodies: list[str], fraction: float, duration: int, beside_load: bool = False
+) -> None:
+    script = data.parent / "evidence.lua"
+    lua_script(script, request_bodies)
+    served = Served(data, 1)
+    try:
+        warm(served.url, request_bodies)
+        capacity = run_wrk(served.url, script, 16, duration)["rps"]
+    finally:
+        served.close()
+    rate = fraction * capacity
+    print(
+        f"\none worker's capacity (wrk, 16 connections, {duration} s): {capacity:.0f} req/s; "
+        f"offered {fraction:.0%} of it: {rate:.0f} req/s, Poisson arrivals"
+    )
+    print("\n| machine | workers | offered req/s | answered req/s | p50 ms | p99 ms | failures | server CPU s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    p99: dict[tuple[str, int], float] = {}
+    for load in ("quiet", "beside a CPU load") if beside_load else ("quiet",):
+        burner = None
+        if load != "quiet":
+            burner = subprocess.Popen([PYTHON, "-c", "x = 0\nwhile True:\n    x += 1\n"])
+        try:
+            for workers in (1, 2):
+                served = Served(data, workers)
+                try:
+                    warm(served.url, request_bodies)
+                    before = served.cpu_seconds()
+                    r = open_loop(served.url, request_bodies, rate, duration)
+                    cpu = served.cpu_seconds() - before
+                finally:
+                    served.close()
+                p99[(load, workers)] = r["p99"]
+                print(
+                    f"| {load} | {workers} | {r['offered']:.0f} | {r['answered']:.0f} | {r['p50']:.1f} "
+                    f"| {r['p99']:.1f} | {r['failures']:.0f} | {cpu:.1f} |"
+                )
+        finally:
+            if burner is not None:
+                burner.kill()
+                burner.wait()
+    for load, workers in sorted(p99):
+        if workers == 2:
+            ratio = p99[(load, 2)] / p99[(load, 1)]
+            print(f"{load}: p99 with 2 workers / 1 worker at the same offered load: {ratio:.2f}x")
+
+
 def consistency_and_apply(tmp: Path, size: int) -> None:
     sys.path.insert(0, str(ROOT))
     from taguru_server.store.persist.registry import Registry
@@ -312,6 +424,13 @@ def main() -> int:
     parser.add_argument("--rss-size", type=int, default=0, help="also measure each worker's RSS at this size")
     parser.add_argument("--beside-load", action="store_true", help="repeat the throughput runs beside a busy process")
     parser.add_argument("--throughput-only", action="store_true", help="skip the change-log and RSS measurements")
+    parser.add_argument(
+        "--open-loop",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="only the open-loop run: requests arrive at F times one worker's capacity (e.g. 0.7)",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
@@ -322,6 +441,9 @@ def main() -> int:
         took = import_corpus(data, corpus.text)
         print(f"corpus: {corpus.paragraphs} paragraphs, {corpus.batches} sources, imported in {took:.1f} s")
         request_bodies = bodies(corpus.world)
+        if args.open_loop:
+            offered_load(data, request_bodies, args.open_loop, args.duration, args.beside_load)
+            return 0
         throughput(data, request_bodies, args.duration, args.beside_load)
         if args.throughput_only:
             return 0

@@ -18,6 +18,7 @@ import numpy as np
 from taguru_server.store.index.bm25 import Bm25Index
 from taguru_server.store.index.lexicon import Lexicon
 from taguru_server.store.index.vectors import ContextVectors
+from taguru_server.store.model.adjacency import Adjacency
 from taguru_server.store.model.attributions import SourceEdges, source_csr
 from taguru_server.store.model.edges import EdgeTable
 from taguru_server.store.model.passage import Passage, StoreCounts
@@ -118,9 +119,9 @@ class Context:
         self.aliases: tuple[dict[str, int], dict[str, int]] = ({}, {})
         # edges, as parallel arrays indexed by edge id
         self.edges = EdgeTable()  # the association rows by edge id
-        self.out_edges: list[list[int]] = []
-        self.in_edges: list[list[int]] = []
-        self.label_edges: list[list[int]] = []
+        self.out_edges = Adjacency()  # per concept, the edges it is the subject of
+        self.in_edges = Adjacency()  # per concept, the edges it is the object of (self-loops only in out_edges)
+        self.label_edges = Adjacency()  # per label, its edges
         self.source_edges = SourceEdges()
         self.passages: dict[int, Passage] = {}
         self.lexicons = (Lexicon(), Lexicon())
@@ -153,9 +154,11 @@ class Context:
         self.dirty.events.append((kind, fields))
 
     def pack_edges(self) -> None:
-        """Hold the attribution records and the source → edges index as packed columns, the delta folded in
+        """Hold the attribution records, the adjacency and the source → edges index packed, the delta folded in
         (after a load from the rows or a compaction, which build them as lists)."""
         self.edges.attributions.fold()
+        for adjacency in (self.out_edges, self.in_edges, self.label_edges):
+            adjacency.fold()
         self.source_edges.take(*source_csr(*self.edges.attributions.record_sources()))
 
     def mark_clean(self) -> None:
@@ -302,10 +305,10 @@ class Context:
         known = len(self.edges)
         e = self.edges.row(s, lab, o)
         if e == known:
-            self.out_edges[s].append(e)
+            self.out_edges.own(s).append(e)
             if o != s:
-                self.in_edges[o].append(e)
-            self.label_edges[lab].append(e)
+                self.in_edges.own(o).append(e)
+            self.label_edges.own(lab).append(e)
         return e
 
     def retract_association(self, subject: str, label: str, obj: str) -> tuple[bool, int]:

@@ -95,10 +95,10 @@ def _truncate_edges(ctx: Context, keep: int) -> None:
     for e in range(len(ctx.edges.subject) - 1, keep - 1, -1):
         s, lab, o = ctx.edges.subject[e], ctx.edges.label[e], ctx.edges.object[e]
         ctx.edges.by_triple.pop((s, lab, o), None)
-        _unlink(ctx.out_edges[s], e)
+        _unlink(ctx.out_edges.own(s), e)
         if o != s:
-            _unlink(ctx.in_edges[o], e)
-        _unlink(ctx.label_edges[lab], e)
+            _unlink(ctx.in_edges.own(o), e)
+        _unlink(ctx.label_edges.own(lab), e)
         for rec in ctx.edges.attributions[e]:
             linked = ctx.source_edges.get(rec[0])
             if linked is not None:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, release_pages, write_arrays
+from taguru_server.store.model.adjacency import Adjacency, grouped
 from taguru_server.store.model.attributions import Attributions, SourceEdges, source_csr
 from taguru_server.store.model.context import Context
 from taguru_server.store.model.edges import TripleIndex
@@ -40,12 +41,18 @@ def _sizes(ctx: Context, n_edges: int) -> dict[str, int]:
     return {"concepts": len(ctx.concepts), "labels": len(ctx.labels), "sources": len(ctx.sources), "edges": n_edges}
 
 
-def _grouped(keys: np.ndarray, ids: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of `ids` grouped by `keys` (0 ≤ key < n_groups), each group in ascending id order."""
-    order = np.argsort(keys, kind="stable")
-    ptr = np.zeros(n_groups + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys, minlength=n_groups), out=ptr[1:])
-    return ptr, ids[order].astype(np.int32)
+def adjacency_csr(
+    subject: np.ndarray, label: np.ndarray, obj: np.ndarray, n_concepts: int, n_labels: int, ids: Any = None
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The out, in (self-loops left out) and label CSRs of an edge table's columns (edge ids: the row
+    positions unless given, ascending), each group ascending."""
+    ids = np.arange(len(subject), dtype=np.int32) if ids is None else np.asarray(ids, dtype=np.int32)
+    looped = obj != subject
+    return (
+        grouped(subject, ids, n_concepts),
+        grouped(obj[looped], ids[looped], n_concepts),
+        grouped(label, ids, n_labels),
+    )
 
 
 def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
@@ -55,11 +62,9 @@ def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
     subject = np.asarray(table.subject, dtype=np.int32)
     label = np.asarray(table.label, dtype=np.int32)
     obj = np.asarray(table.object, dtype=np.int32)
-    ids = np.arange(n, dtype=np.int32)
-    out_ptr, out_ids = _grouped(subject, ids, len(ctx.concepts))
-    looped = obj != subject
-    in_ptr, in_ids = _grouped(obj[looped], ids[looped], len(ctx.concepts))
-    label_ptr, label_ids = _grouped(label, ids, len(ctx.labels))
+    (out_ptr, out_ids), (in_ptr, in_ids), (label_ptr, label_ids) = adjacency_csr(
+        subject, label, obj, len(ctx.concepts), len(ctx.labels)
+    )
     attr_ptr, attr_sid, attr_sum, attr_cnt, attr_par = table.attributions.packed()
     src_keys, src_ptr, src_ids = source_csr(np.repeat(np.arange(n, dtype=np.int64), np.diff(attr_ptr)), attr_sid)
     n_concepts, n_labels = len(ctx.concepts), len(ctx.labels)
@@ -117,19 +122,17 @@ def edges_from_rows(db: Sql, ctx: Context) -> None:
         del col_attrs
         ctx.source_edges.take(*source_csr(*ctx.edges.attributions.record_sources()))
         ctx.edges.index_triples(len(ctx.concepts), len(ctx.labels))
-        out_edges, in_edges, label_edges = ctx.out_edges, ctx.in_edges, ctx.label_edges
-        for e, s, lab, o in zip(ids, col_s, col_l, col_o, strict=False):
-            out_edges[s].append(e)
-            if o != s:
-                in_edges[o].append(e)
-            label_edges[lab].append(e)
-
-
-def _lists(ptr: np.ndarray, flat: np.ndarray, ids: list[int]) -> list[list[int]]:
-    """Per-group lists of edge ids; every id the one int object of `ids` (as a load from rows shares them)."""
-    shared = list(map(ids.__getitem__, flat.tolist()))
-    bounds = ptr.tolist()
-    return [shared[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        out_csr, in_csr, label_csr = adjacency_csr(
+            np.asarray(col_s, dtype=np.int64),
+            np.asarray(col_l, dtype=np.int64),
+            np.asarray(col_o, dtype=np.int64),
+            len(ctx.concepts),
+            len(ctx.labels),
+            ids,
+        )
+        ctx.out_edges.take(*out_csr)
+        ctx.in_edges.take(*in_csr)
+        ctx.label_edges.take(*label_csr)
 
 
 def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edges: int) -> str | None:
@@ -156,18 +159,22 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
         subject = arrays["subject"].tolist()
         label = arrays["label"].tolist()
         obj = arrays["object"].tolist()
-        ids = list(range(n_edges))
-        out_edges = _lists(arrays["out_ptr"], arrays["out_ids"], ids)
-        in_edges = _lists(arrays["in_ptr"], arrays["in_ids"], ids)
-        label_edges = _lists(arrays["label_ptr"], arrays["label_ids"], ids)
+        out_csr = (arrays["out_ptr"], arrays["out_ids"])
+        in_csr = (arrays["in_ptr"], arrays["in_ids"])
+        label_csr = (arrays["label_ptr"], arrays["label_ids"])
         sources = (arrays["source_keys"], arrays["source_ptr"], arrays["source_ids"])
         triple_keys, triple_ids = arrays["triple_keys"], arrays["triple_ids"]
     except (KeyError, ValueError, IndexError, TypeError) as exc:
         return f"damaged ({type(exc).__name__})"
-    if not (len(subject) == len(label) == len(obj) == len(attributions[0]) - 1 == n_edges) or not (
-        len(out_edges) == len(in_edges) == len(ctx.concepts) and len(label_edges) == len(ctx.labels)
-    ):
+    if not (len(subject) == len(label) == len(obj) == len(attributions[0]) - 1 == n_edges):
         return "damaged (column lengths)"
+    n_concepts, n_labels = len(ctx.concepts), len(ctx.labels)
+    if not (
+        Adjacency.valid(*out_csr, n_concepts, n_edges)
+        and Adjacency.valid(*in_csr, n_concepts, n_edges)
+        and Adjacency.valid(*label_csr, n_labels, n_edges)
+    ):
+        return "damaged (adjacency)"
     packable = TripleIndex.packable(len(ctx.concepts), len(ctx.labels))
     if len(triple_keys) != (n_edges if packable else 0) or len(triple_ids) != len(triple_keys):
         return "damaged (triple keys)"
@@ -186,9 +193,9 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
         table.by_triple.take(triple_keys, triple_ids, len(ctx.concepts), len(ctx.labels))
     else:
         table.index_triples(len(ctx.concepts), len(ctx.labels))
-    ctx.out_edges[:] = out_edges
-    ctx.in_edges[:] = in_edges
-    ctx.label_edges[:] = label_edges
+    ctx.out_edges.take(*out_csr)
+    ctx.in_edges.take(*in_csr)
+    ctx.label_edges.take(*label_csr)
     ctx.source_edges.take(*sources)
     ctx.image_state = (index_dir, identity, ctx.graph_version)
     release_pages(arrays)
