@@ -350,3 +350,31 @@ def test_an_import_without_an_index_dir_writes_none(tmp_path: Path, monkeypatch:
     _import(data, _stream(tmp_path / "a.jsonl", random.Random(2), list(range(10))), monkeypatch, index_dir=False)
     assert not (data / "indexes").exists()
     assert _load(data).index_restored.reason == "missing"
+
+
+def test_source_digests_are_the_incremental_hash_of_each_piece() -> None:
+    """A file written by an earlier version (which hashed the name, then b"\\x1e" per document and
+    b"\\x1f" + UTF-8 per part, piece by piece) is recognised: the digests are byte for byte the same,
+    lone surrogates and separator characters inside the text included."""
+    import hashlib
+
+    from taguru_server.store.index.bm25_snapshot import DIGEST, source_digests
+
+    rng = random.Random(8)
+    alphabet = ["a", "酒", "\ud83d", "\ude00", "\x1e", "\x1f", "😀", " ", ""]
+
+    def word() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+
+    names = [word() for _ in range(300)]
+    docs = [[tuple(word() for _ in range(rng.randrange(4))) for _ in range(rng.randrange(4))] for _ in names]
+    expected = bytearray()
+    for name, parts_of in zip(names, docs, strict=True):
+        h = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=DIGEST)
+        for parts in parts_of:
+            h.update(b"\x1e")
+            for part in parts:
+                h.update(b"\x1f")
+                h.update(part.encode("utf-8", "surrogatepass"))
+        expected += h.digest()
+    assert source_digests(names, docs).tobytes() == bytes(expected)

@@ -62,14 +62,13 @@ class Restored:
 def source_digests(names: Sequence[str], docs_parts: Sequence[Sequence[Sequence[str]]]) -> np.ndarray:
     """One 16-byte digest per source: its name and each document's parts, unambiguously delimited."""
     out = bytearray()
+    blake2b = hashlib.blake2b
     for name, docs in zip(names, docs_parts, strict=True):
-        h = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=DIGEST)
-        for parts in docs:
-            h.update(b"\x1e")
-            for part in parts:
-                h.update(b"\x1f")
-                h.update(part.encode("utf-8", "surrogatepass"))
-        out += h.digest()
+        # the name, then per document \x1e and per part \x1f and its UTF-8: one string, encoded and hashed once
+        # (both separators are ASCII and surrogatepass encodes code point by code point, so the bytes are
+        # those of encoding each piece on its own)
+        text = name + "".join(["\x1e" + "".join(["\x1f" + part for part in parts]) for parts in docs])
+        out += blake2b(text.encode("utf-8", "surrogatepass"), digest_size=DIGEST).digest()
     return np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, DIGEST)
 
 

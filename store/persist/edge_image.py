@@ -156,9 +156,7 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
             arrays["attr_count"],
             arrays["attr_paragraph"],
         )
-        subject = arrays["subject"].tolist()
-        label = arrays["label"].tolist()
-        obj = arrays["object"].tolist()
+        subject, label, obj = arrays["subject"], arrays["label"], arrays["object"]
         out_csr = (arrays["out_ptr"], arrays["out_ids"])
         in_csr = (arrays["in_ptr"], arrays["in_ids"])
         label_csr = (arrays["label_ptr"], arrays["label_ids"])
@@ -183,11 +181,14 @@ def restore_edges(ctx: Context, index_dir: Path, identity: dict[str, Any], n_edg
     if not SourceEdges.valid(*sources, len(ctx.sources), n_edges):
         return "damaged (source index)"
     table = ctx.edges
-    table.subject.extend(subject)
-    table.label.extend(label)
-    table.object.extend(obj)
-    table.weight.extend(arrays["weight"].tolist())
-    table.count.extend(arrays["count"].tolist())
+    for column, values, dtype in (
+        (table.subject, subject, np.int64),
+        (table.label, label, np.int64),
+        (table.object, obj, np.int64),
+        (table.weight, arrays["weight"], np.float64),
+        (table.count, arrays["count"], np.int64),
+    ):
+        column.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
     table.attributions.take(*attributions)
     if packable:
         table.by_triple.take(triple_keys, triple_ids, len(ctx.concepts), len(ctx.labels))
