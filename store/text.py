@@ -42,6 +42,10 @@ _SPACE_ONLY_LINE = re.compile(
     "(?m)^[" + "".join(f"\\u{ord(c):04x}" for c in WHITE_SPACE if c not in "\n\r") + "]+$"
 )  # a non-empty line of White_Space only (the stdlib engine is faster on this one)
 _BLANK_RUN = re.compile(r"\n\n+")
+_WHITE_NOT_EOL = frozenset(c for c in WHITE_SPACE if c not in "\n\r")
+_SPACE_CLASS = "[" + "".join(f"\\u{ord(c):04x}" for c in sorted(_WHITE_NOT_EOL)) + "]+(?=\n|\\Z)"
+_SPACE_ONLY_AFTER_LF = re.compile("\n" + _SPACE_CLASS)  # such a line after the first, found from its LF (fast)
+_SPACE_ONLY_FIRST = re.compile(_SPACE_CLASS)  # the first line, when it is one (matched at 0)
 
 
 def split_paragraphs(text: str) -> list[str]:
@@ -63,6 +67,23 @@ def split_paragraphs(text: str) -> list[str]:
             start = i
     if start is not None:
         out.append(_join(lines, start, len(lines) - 1))
+    return out
+
+
+def split_many(texts: list[str]) -> list[list[str]]:
+    """`[split_paragraphs(t) for t in texts]`, faster where no text has a CR or a line of white space only
+    (the common case: a load splits every stored passage)."""
+    out = []
+    split = _BLANK_RUN.split
+    for t in texts:
+        if "\r" in t or _SPACE_ONLY_AFTER_LF.search(t) or (t[:1] in _WHITE_NOT_EOL and _SPACE_ONLY_FIRST.match(t)):
+            out.append(split_paragraphs(t))
+            continue
+        t = t.strip("\n")
+        if "\n\n\n" in t:
+            out.append([p for p in split(t) if p])
+        else:  # every blank run is exactly two LFs, none at either end: str.split gives the same pieces
+            out.append(t.split("\n\n") if t else [])
     return out
 
 

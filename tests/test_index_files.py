@@ -20,7 +20,7 @@ import pytest
 from pg_support import database_url_for
 
 from taguru_server.store.derive.maintenance import rebuild
-from taguru_server.store.index.index_file import MAGIC, IndexFileRejected, read_arrays, write_arrays
+from taguru_server.store.index.index_file import MAGIC, IndexFileRejected, prefetch, read_arrays, write_arrays
 from taguru_server.store.model.context import Context, Meta
 from taguru_server.store.persist.backend import open_store
 from taguru_server.store.persist.registry import Registry
@@ -238,6 +238,27 @@ def test_the_file_format_round_trips_and_checks_every_array(tmp_path: Path) -> N
     assert not list(tmp_path.glob("*.tmp"))  # the staging file is gone
     with pytest.raises(IndexFileRejected, match="missing"):
         read_arrays(tmp_path / "nope")
+
+
+def test_a_prefetched_file_is_used_only_while_it_is_the_file_read(tmp_path: Path) -> None:
+    """`prefetch` reads and checks files ahead of `read_arrays`; a file replaced, damaged or created since
+    is read again, never answered from the prefetch."""
+    one, two, later = tmp_path / "one.idx", tmp_path / "two.idx", tmp_path / "later.idx"
+    write_arrays(one, {"v": 1}, {"a": np.arange(4, dtype=np.int64)})
+    write_arrays(two, {"v": 1}, {"a": np.arange(4, dtype=np.int64)})
+    prefetch([one, two, later])
+    assert read_arrays(one)[0] == {"v": 1}  # as prefetched
+    write_arrays(two, {"v": 2}, {"a": np.arange(9, dtype=np.int64)})  # replaced after the prefetch
+    header, back = read_arrays(two)
+    assert header == {"v": 2} and len(back["a"]) == 9
+    write_arrays(later, {"v": 3}, {"a": np.zeros(2, dtype=np.int64)})  # missing when prefetched
+    assert read_arrays(later)[0] == {"v": 3}
+    prefetch([one])
+    raw = bytearray(one.read_bytes())
+    raw[-1] ^= 0xFF
+    one.write_bytes(bytes(raw))  # damaged in place after the prefetch
+    with pytest.raises(IndexFileRejected):
+        read_arrays(one)
 
 
 def test_an_index_dir_that_cannot_be_written_leaves_the_load_as_it_was(tmp_path: Path) -> None:

@@ -27,7 +27,15 @@ from taguru_server.store.model.context import CONCEPT, Context, Meta
 from taguru_server.store.read import activation, activation_graph, banded, citations, gloss
 from taguru_server.store.read import query as query_lane
 from taguru_server.store.read.passages import SourceFilter
-from taguru_server.store.text import bigrams, bulk_term_counts, normalize, query_terms, split_paragraphs, terms
+from taguru_server.store.text import (
+    bigrams,
+    bulk_term_counts,
+    normalize,
+    query_terms,
+    split_many,
+    split_paragraphs,
+    terms,
+)
 
 # ----- alphabets for random text ----------------------------------------------------------
 
@@ -710,6 +718,22 @@ def plain_split(text: str) -> list[str]:
 )
 def test_split_paragraphs_fast_path(text: str) -> None:
     assert split_paragraphs(text) == plain_split(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(
+                ["a", "字", "\n", "\n", "\n\n", "\n\n\n", " ", "\t", "\r", "\u3000", "\x0b", "\x85", "\u2028", "b c"]
+            ),
+            max_size=20,
+        ).map("".join),
+        max_size=6,
+    )
+)
+def test_split_many_is_the_plain_split_of_each(texts: list[str]) -> None:
+    assert split_many(texts) == [plain_split(t) for t in texts]
 
 
 # ----- camelCase pieces: run filter vs the character walk of §9.1 step 2 --------------------

@@ -144,6 +144,27 @@ class Bm25Index:
         self._version += n
         return range(first, first + n)
 
+    def add_sources(self, sources: Sequence[tuple[int, Sequence[Sequence[str]]]]) -> list[range]:
+        """`add_paragraphs` for each (source id, its paragraphs' parts) in order, in one call; their document ids."""
+        first = len(self.doc_alive)
+        counts = np.fromiter((len(parts) for _, parts in sources), dtype=np.int64, count=len(sources))
+        n = int(counts.sum())
+        starts = np.zeros(len(sources) + 1, dtype=np.int64)
+        np.cumsum(counts, out=starts[1:])
+        self.doc_len.frombytes(bytes(4 * n))
+        self.doc_alive.extend(b"\x01" * n)
+        sids = np.fromiter((sid for sid, _ in sources), dtype=np.int32, count=len(sources))
+        self.doc_source.frombytes(np.repeat(sids, counts).astype(np.int32).tobytes())
+        self.doc_par.frombytes(
+            (np.arange(n, dtype=np.int64) - np.repeat(starts[:-1], counts)).astype(np.int32).tobytes()
+        )
+        for _, parts in sources:
+            self.doc_parts.extend(parts)
+        self.n_live += n
+        self._version += n
+        bounds = (starts + first).tolist()
+        return [range(a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
+
     def remove(self, doc: int) -> None:
         """Tombstone a document and take it out of the exact statistics."""
         if not self.doc_alive[doc]:

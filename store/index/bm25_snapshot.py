@@ -67,7 +67,7 @@ def source_digests(names: Sequence[str], docs_parts: Sequence[Sequence[Sequence[
         # the name, then per document \x1e and per part \x1f and its UTF-8: one string, encoded and hashed once
         # (both separators are ASCII and surrogatepass encodes code point by code point, so the bytes are
         # those of encoding each piece on its own)
-        text = name + "".join(["\x1e" + "".join(["\x1f" + part for part in parts]) for parts in docs])
+        text = name + "".join(["\x1e\x1f" + "\x1f".join(parts) if parts else "\x1e" for parts in docs])
         out += blake2b(text.encode("utf-8", "surrogatepass"), digest_size=DIGEST).digest()
     return np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, DIGEST)
 
@@ -117,6 +117,17 @@ def restore(
         return Restored("rebuilt", str(exc), 0, len(index.doc_alive), None)
     seq = int(header.get("seq", 0))
     n_new = len(index.doc_alive)
+    old_digests, old_counts = arrays["digests"], arrays["doc_counts"]
+    if (
+        old_digests.shape == digests.shape
+        and np.array_equal(old_counts, doc_counts)
+        and np.array_equal(old_digests, digests)
+        and int(old_counts.sum()) == n_new
+    ):  # every source as the file holds it, in its order: the file's numbering is the load's
+        terms = blob_strings(arrays["terms"], arrays["term_offsets"])
+        _install_mapped(index, terms, arrays)
+        release_pages(arrays)  # the checks read every posting; requests fault back in the terms they use
+        return Restored("reused", None, n_new, 0, seq)
     old_first = np.zeros(len(arrays["doc_counts"]) + 1, dtype=np.int64)
     np.cumsum(arrays["doc_counts"], out=old_first[1:])
     n_old = int(old_first[-1])
@@ -215,12 +226,16 @@ def _finish(index: Bm25Index, terms: list[str] | None, seg: _Segment, lens: np.n
     index.seal()  # builds the per-document arrays; nothing is left to tokenize
 
 
+def bm25_path(index_dir: Path, cid: int) -> Path:
+    return index_dir / f"ctx-{cid}.{KIND}"
+
+
 def seal_with_file(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> Restored:
     """Seal a freshly loaded context's BM25 index from its file where it holds, and (re)write the file
     when anything had to be tokenized. A file that cannot be written leaves the index as built."""
     index: Bm25Index = ctx.bm25
     digests, doc_counts = _sources_of(ctx)
-    path = index_dir / f"ctx-{ctx.cid}.{KIND}"
+    path = bm25_path(index_dir, ctx.cid)
     restored = restore(path, index, identity, digests, doc_counts)
     if restored.outcome != "reused":
         try:
@@ -246,10 +261,13 @@ def _sources_of(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
     """The digest and document count of each source with a passage, in the context's passage order."""
     index: Bm25Index = ctx.bm25
     names, docs_parts, counts = [], [], []
+    parts_of = index.doc_parts
+    sources = ctx.sources
     for sid, passage in ctx.passages.items():
-        names.append(ctx.sources[sid])
-        docs_parts.append([index.doc_parts[d] or () for d in passage.docs])
-        counts.append(len(passage.docs))
+        names.append(sources[sid])
+        docs = passage.docs
+        docs_parts.append([parts_of[d] or () for d in docs])
+        counts.append(len(docs))
     return source_digests(names, docs_parts), np.array(counts, dtype=np.int64)
 
 

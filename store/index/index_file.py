@@ -19,6 +19,7 @@ import mmap
 import os
 import socket
 import struct
+import threading
 import time
 import weakref
 import zlib
@@ -138,17 +139,68 @@ def _sync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+Read = tuple[dict[str, Any], dict[str, np.ndarray]]
+_FileKey = tuple[int, int, int, int]  # device, inode, size, modification time (ns)
+_PREFETCHED: dict[Path, tuple[threading.Event, list[Any]]] = {}
+_PREFETCH_LOCK = threading.Lock()
+
+
+def _key(st: os.stat_result) -> _FileKey:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def prefetch(paths: list[Path]) -> None:
+    """Start reading and checking these files, in this order, on a thread of their own, for the next
+    `read_arrays` of each (a load names the files it will read before it parses the rows they are checked
+    against: the reads and checksums release the interpreter lock, so they run beside the parsing). A
+    prefetched result is used only if the file is still the one read (same inode, size and time)."""
+    pending = []
+    with _PREFETCH_LOCK:
+        for path in paths:
+            done: tuple[threading.Event, list[Any]] = (threading.Event(), [])
+            _PREFETCHED[path] = done
+            pending.append((path, done))
+
+    def run() -> None:
+        for path, (event, out) in pending:
+            try:
+                out.append(_read_keyed(path))
+            except IndexFileRejected as exc:
+                out.append(exc)
+            finally:
+                event.set()
+
+    threading.Thread(target=run, name="index-prefetch", daemon=True).start()
+
+
+def read_arrays(path: Path) -> Read:
     """The header and read-only array views of a file `write_arrays` wrote, or `IndexFileRejected`."""
+    with _PREFETCH_LOCK:
+        prefetched = _PREFETCHED.pop(path, None)
+    if prefetched is not None:
+        event, out = prefetched
+        event.wait()
+        found = out[0]
+        if not isinstance(found, IndexFileRejected):  # a rejection is simply read again (and rejected again)
+            try:
+                if found[0] == _key(os.stat(path)):
+                    return found[1]
+            except OSError:
+                pass
+    return _read_keyed(path)[1]
+
+
+def _read_keyed(path: Path) -> tuple[_FileKey, Read]:
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+            st = os.fstat(f.fileno())
+            size = st.st_size
             if size < _PREFIX.size:
                 raise IndexFileRejected("truncated")
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             found = _checked(f.fileno(), mapped, size)
             _MAPPED.add(mapped)
-            return found
+            return _key(st), found
     except FileNotFoundError:
         raise IndexFileRejected("missing") from None
     except (OSError, ValueError) as exc:

@@ -70,6 +70,16 @@ class Lexicon:
         self.n_live += 1
         self.version += 1
 
+    def add_many(self, spellings: list[str], first_record: int) -> None:
+        """`add(spelling, first_record + i)` for the i-th spelling, in one call."""
+        n = len(self.records)
+        self.entry_of.update(zip(spellings, range(n, n + len(spellings)), strict=False))
+        self.records.extend(range(first_record, first_record + len(spellings)))
+        self.alive.extend([True] * len(spellings))
+        self._spellings.extend(spellings)
+        self.n_live += len(spellings)
+        self.version += len(spellings)
+
     def _flush(self) -> None:
         """Index the entries added since the last read, in entry order."""
         if not self._spellings:

@@ -10,7 +10,7 @@ The groups created or changed since are lists of their own in `_own`.
 `adj[g]` gives the group as a list of edge ids in ascending order. For a packed group that list is
 built on each read, except for a large group (`HOT` ids or more: a hub, read by many requests and
 long to build), which is built once and kept. So **a writer takes `adj.own(g)`**, the group's list
-from then on; `append` adds a group, `pop` removes the last one. `fold` packs the delta back (a
+from then on; `append` adds a group, `grow(n)` n empty ones, `pop` removes the last one. `fold` packs the delta back (a
 compaction does).
 """
 
@@ -75,6 +75,8 @@ class Adjacency:
         if own is not None:
             return own
         if not 0 <= g < self._packed:
+            if self._packed <= g < self._len:
+                return []  # a group added empty and not written since
             raise IndexError(g)
         a, b = self._ptr[g], self._ptr[g + 1]
         found = self._ids[a:b].tolist()
@@ -88,6 +90,8 @@ class Adjacency:
         if own is not None:
             return len(own)
         if not 0 <= g < self._packed:
+            if self._packed <= g < self._len:
+                return 0
             raise IndexError(g)
         return self._ptr[g + 1] - self._ptr[g]
 
@@ -101,6 +105,10 @@ class Adjacency:
         """A new last group."""
         self._own[self._len] = ids
         self._len += 1
+
+    def grow(self, n: int) -> None:
+        """`append([])` n times (empty groups are built when read, kept once owned)."""
+        self._len += n
 
     def pop(self) -> None:
         """Forget the last group."""

@@ -214,6 +214,35 @@ class Context:
             self.lexicons[LABEL].add(name, lid)
         return lid
 
+    def intern_loaded(self, concepts: list[str], labels: list[str], sources: list[str]) -> None:
+        """`intern_concept`, `intern_label` and `intern_source` of a load's names (in id order) into a context
+        holding none yet, in one call each where the names are distinct (as a store's are)."""
+        if self.concepts or self.labels or self.sources or self.aliases[CONCEPT] or self.aliases[LABEL]:
+            raise ValueError("intern_loaded needs a context without names")
+        if len(set(concepts)) == len(concepts):
+            self.concepts.extend(concepts)
+            self.concept_id.update(zip(concepts, range(len(concepts)), strict=True))
+            self.out_edges.grow(len(concepts))
+            self.in_edges.grow(len(concepts))
+            self.lexicons[CONCEPT].add_many(concepts, 0)
+        else:
+            for name in concepts:
+                self.intern_concept(name)
+        if len(set(labels)) == len(labels):
+            self.labels.extend(labels)
+            self.label_id.update(zip(labels, range(len(labels)), strict=True))
+            self.label_edges.grow(len(labels))
+            self.lexicons[LABEL].add_many(labels, 0)
+        else:
+            for name in labels:
+                self.intern_label(name)
+        if len(set(sources)) == len(sources):
+            self.sources.extend(sources)
+            self.source_id.update(zip(sources, range(len(sources)), strict=True))
+        else:
+            for name in sources:
+                self.intern_source(name)
+
     def intern_source(self, name: str) -> int:
         sid = self.source_id.get(name)
         if sid is None:
@@ -445,11 +474,13 @@ class Context:
 
     def _index_passage(self, sid: int, passage: Passage) -> None:
         """Register each paragraph (with its questions) as a BM25 document; tokenized lazily."""
-        parts: list[tuple[str, ...]] = [(text,) for text in passage.paragraphs]
-        for p, q in passage.questions:  # a paragraph's questions after its text, in their order
-            if 0 <= p < len(parts):
-                parts[p] = (*parts[p], q)
-        passage.docs.extend(self.bm25.add_paragraphs(sid, parts))
+        passage.docs.extend(self.bm25.add_paragraphs(sid, _doc_parts(passage)))
+
+    def _index_passages(self, passages: list[tuple[int, Passage]]) -> None:
+        """`_index_passage` for each (source id, passage) in order, in one call (a load)."""
+        ranges = self.bm25.add_sources([(sid, _doc_parts(passage)) for sid, passage in passages])
+        for (_, passage), docs in zip(passages, ranges, strict=True):
+            passage.docs.extend(docs)
 
     def _drop_passage_index(self, sid: int) -> None:
         old = self.passages.get(sid)
@@ -546,3 +577,12 @@ def _saturate(v: float) -> float:
     if v < -F64_MAX:
         return -F64_MAX
     return v
+
+
+def _doc_parts(passage: Passage) -> list[tuple[str, ...]]:
+    """Each paragraph's BM25 document parts: its text, then its questions in their order."""
+    parts: list[tuple[str, ...]] = [(text,) for text in passage.paragraphs]
+    for p, q in passage.questions:
+        if 0 <= p < len(parts):
+            parts[p] = (*parts[p], q)
+    return parts

@@ -38,9 +38,11 @@ class Passage:
         tags: list[str],
         stored_at: int | None,
         date: int | None,
+        paragraphs: list[str] | None = None,
     ) -> None:
+        """`paragraphs`: `split_paragraphs(text)` when the caller has it already (a load splits a batch)."""
         self.text = text
-        self.paragraphs = split_paragraphs(text)
+        self.paragraphs = split_paragraphs(text) if paragraphs is None else paragraphs
         self.questions = questions
         self.sections = sections
         self.section_keys = sorted(sections)

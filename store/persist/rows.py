@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from taguru_server.store.errors import StorageFailed
-from taguru_server.store.index.bm25_snapshot import seal_with_file, write_rebuilt
-from taguru_server.store.index.index_file import drop_context_files
+from taguru_server.store.index.bm25_snapshot import bm25_path, seal_with_file, write_rebuilt
+from taguru_server.store.index.index_file import drop_context_files, prefetch
 from taguru_server.store.index.lexicon_image import index_lexicons, lexicon_image_path, save_lexicons
 from taguru_server.store.index.vectors import (
     ContextVectors,
@@ -28,7 +28,7 @@ from taguru_server.store.index.vectors import (
 from taguru_server.store.model.context import Context, Dirty, Meta
 from taguru_server.store.model.passage import Passage
 from taguru_server.store.model.sync import DurableRows
-from taguru_server.store.persist.edge_image import edges_from_rows, restore_edges, write_image
+from taguru_server.store.persist.edge_image import edges_from_rows, image_path, restore_edges, write_image
 from taguru_server.store.persist.feed import FeedPage
 from taguru_server.store.persist.groups import GroupRecord, without_context
 from taguru_server.store.persist.row_writes import (
@@ -56,6 +56,7 @@ from taguru_server.store.persist.vector_rows import (
     write_vectors,
 )
 from taguru_server.store.persist.writer import collector_paused
+from taguru_server.store.text import split_many
 
 
 class RowStore:
@@ -506,12 +507,20 @@ class RowStore:
 
     def _load(self, db: Sql, cid: int, name: str, meta: Meta) -> Context:
         ctx = Context(cid, name, meta)
-        for (cname,) in db.execute("SELECT name FROM concepts WHERE ctx = ? ORDER BY id", (cid,)):
-            ctx.intern_concept(cname)
-        for (lname,) in db.execute("SELECT name FROM labels WHERE ctx = ? ORDER BY id", (cid,)):
-            ctx.intern_label(lname)
-        for (sname,) in db.execute("SELECT name FROM sources WHERE ctx = ? ORDER BY id", (cid,)):
-            ctx.intern_source(sname)
+        if self.index_dir is not None:  # read and check the files while the rows are parsed
+            prefetch(
+                [
+                    lexicon_image_path(self.index_dir, cid),
+                    image_path(self.index_dir, cid),
+                    bm25_path(self.index_dir, cid),
+                ]
+            )
+        ctx.intern_loaded(
+            *(
+                [n for (n,) in db.execute(f"SELECT name FROM {table} WHERE ctx = ? ORDER BY id", (cid,))]
+                for table in ("concepts", "labels", "sources")
+            )
+        )
         for kind, alias, target in db.execute(
             "SELECT kind, alias, target FROM aliases WHERE ctx = ? ORDER BY seq", (cid,)
         ):
@@ -526,10 +535,13 @@ class RowStore:
         while rows := list(itertools.islice(stored, PASSAGE_BATCH)):
             # every stored meta is a JSON object we wrote: parse a batch of them in one call
             metas = json.loads("[" + ",".join([r[2] for r in rows]) + "]")
-            for (sid, text, _stored), m in zip(rows, metas, strict=True):
-                passage = _passage(text, m)
+            paragraphs = split_many([r[1] for r in rows])
+            batch = []
+            for (sid, text, _stored), m, split in zip(rows, metas, paragraphs, strict=True):
+                passage = _passage(text, m, split)
                 ctx.passages[sid] = passage
-                ctx._index_passage(sid, passage)
+                batch.append((sid, passage))
+            ctx._index_passages(batch)
         ctx.vectors = self._read_vectors(db, cid)
         ctx.mark_clean()
         if self.index_dir is not None and identity is not None:
@@ -581,7 +593,7 @@ def passage_of(text: str, stored_meta: str) -> Passage:
     return _passage(text, json.loads(stored_meta))
 
 
-def _passage(text: str, m: dict[str, Any]) -> Passage:
+def _passage(text: str, m: dict[str, Any], paragraphs: list[str] | None = None) -> Passage:
     return Passage(
         text,
         [(p, q) for p, q in m["questions"]],
@@ -590,4 +602,5 @@ def _passage(text: str, m: dict[str, Any]) -> Passage:
         m["tags"],
         m["stored_at"],
         m["date"],
+        paragraphs,
     )
