@@ -507,14 +507,8 @@ class RowStore:
 
     def _load(self, db: Sql, cid: int, name: str, meta: Meta) -> Context:
         ctx = Context(cid, name, meta)
-        if self.index_dir is not None:  # read and check the files while the rows are parsed
-            prefetch(
-                [
-                    lexicon_image_path(self.index_dir, cid),
-                    image_path(self.index_dir, cid),
-                    bm25_path(self.index_dir, cid),
-                ]
-            )
+        if self.index_dir is not None:  # read and check the files while the rows are parsed, in the order used
+            prefetch([f(self.index_dir, cid) for f in (lexicon_image_path, image_path, bm25_path)])
         ctx.intern_loaded(
             *(
                 [n for (n,) in db.execute(f"SELECT name FROM {table} WHERE ctx = ? ORDER BY id", (cid,))]
