@@ -60,6 +60,12 @@ def test_a_packed_adjacency_reads_as_its_lists_and_writes_through_own() -> None:
         assert adj == model
     with pytest.raises(IndexError):
         adj[len(model)]
+    adj.grow(3)  # empty groups, built when read and kept once owned
+    model.extend([[], [], []])
+    assert adj == model and adj.degree(len(model) - 1) == 0
+    adj.own(len(model) - 2).append(77)
+    model[-2].append(77)
+    assert adj == model and adj.degree(len(model) - 2) == 1
     ptr, ids = adj.packed()
     again = Adjacency()
     again.take(ptr, ids)
@@ -98,3 +104,31 @@ def test_an_image_with_a_damaged_adjacency_is_read_from_the_rows(tmp_path: Path)
     assert damaged.edges_restored == ("rows", "damaged (adjacency)")
     assert edge_structures(damaged) == edge_structures(_load(data, index=False))
     assert _load(data).edges_restored == ("image", None)
+
+
+@pytest.mark.parametrize("concepts", [["a", "b", "c"], ["a", "b", "a", "c"]])
+def test_interning_a_loads_names_at_once_equals_interning_them_one_by_one(concepts: list[str]) -> None:
+    from taguru_server.store.model.context import Context, Meta
+
+    one, bulk = Context(1, "k", Meta()), Context(1, "k", Meta())
+    for name in concepts:
+        one.intern_concept(name)
+    for name in ["r", "s"]:
+        one.intern_label(name)
+    for name in ["x", "x", "y"]:
+        one.intern_source(name)
+    bulk.intern_loaded(concepts, ["r", "s"], ["x", "x", "y"])
+    assert (bulk.concepts, bulk.concept_id, bulk.labels, bulk.label_id, bulk.sources, bulk.source_id) == (
+        one.concepts,
+        one.concept_id,
+        one.labels,
+        one.label_id,
+        one.sources,
+        one.source_id,
+    )
+    assert bulk.out_edges == one.out_edges and bulk.in_edges == one.in_edges and bulk.label_edges == one.label_edges
+    assert [(lex.records, list(lex.alive), lex.entry_of) for lex in bulk.lexicons] == [
+        (lex.records, list(lex.alive), lex.entry_of) for lex in one.lexicons
+    ]
+    with pytest.raises(ValueError):
+        bulk.intern_loaded(["z"], [], [])
