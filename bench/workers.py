@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -202,31 +203,36 @@ def machine_parallelism() -> float:
     return 2 * one / both
 
 
+def machine_loads(beside_load: bool) -> Iterator[str]:
+    """ "quiet", then (with `beside_load`) "beside a CPU load" while one busy process runs."""
+    yield "quiet"
+    if not beside_load:
+        return
+    burner = subprocess.Popen([PYTHON, "-c", "x = 0\nwhile True:\n    x += 1\n"])
+    try:
+        yield "beside a CPU load"
+    finally:
+        burner.kill()
+        burner.wait()
+
+
 def throughput(data: Path, request_bodies: list[str], duration: int, beside_load: bool = False) -> None:
     script = data.parent / "evidence.lua"
     lua_script(script, request_bodies)
     results: dict[tuple[str, int, int], dict[str, float]] = {}
-    for load in ("quiet", "beside a CPU load") if beside_load else ("quiet",):
-        burner = None
-        if load != "quiet":
-            burner = subprocess.Popen([PYTHON, "-c", "x = 0\nwhile True:\n    x += 1\n"])
-        try:
-            for workers in (1, 2):
-                served = Served(data, workers)
-                try:
-                    warm(served.url, request_bodies)
-                    for connections in (16, 200):
-                        before = served.cpu_seconds()
-                        r = run_wrk(served.url, script, connections, duration)
-                        r["cpu_s"] = served.cpu_seconds() - before
-                        r["per_cpu_s"] = r["rps"] * duration / max(r["cpu_s"], 1e-9)
-                        results[(load, workers, connections)] = r
-                finally:
-                    served.close()
-        finally:
-            if burner is not None:
-                burner.kill()
-                burner.wait()
+    for load in machine_loads(beside_load):
+        for workers in (1, 2):
+            served = Served(data, workers)
+            try:
+                warm(served.url, request_bodies)
+                for connections in (16, 200):
+                    before = served.cpu_seconds()
+                    r = run_wrk(served.url, script, connections, duration)
+                    r["cpu_s"] = served.cpu_seconds() - before
+                    r["per_cpu_s"] = r["rps"] * duration / max(r["cpu_s"], 1e-9)
+                    results[(load, workers, connections)] = r
+            finally:
+                served.close()
     print("\n| machine | workers | connections | req/s | p50 ms | p99 ms | non-2xx | server CPU s | req per CPU s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for (load, workers, connections), r in sorted(results.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
@@ -317,29 +323,21 @@ def offered_load(
     print("\n| machine | workers | offered req/s | answered req/s | p50 ms | p99 ms | failures | server CPU s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     p99: dict[tuple[str, int], float] = {}
-    for load in ("quiet", "beside a CPU load") if beside_load else ("quiet",):
-        burner = None
-        if load != "quiet":
-            burner = subprocess.Popen([PYTHON, "-c", "x = 0\nwhile True:\n    x += 1\n"])
-        try:
-            for workers in (1, 2):
-                served = Served(data, workers)
-                try:
-                    warm(served.url, request_bodies)
-                    before = served.cpu_seconds()
-                    r = open_loop(served.url, request_bodies, rate, duration)
-                    cpu = served.cpu_seconds() - before
-                finally:
-                    served.close()
-                p99[(load, workers)] = r["p99"]
-                print(
-                    f"| {load} | {workers} | {r['offered']:.0f} | {r['answered']:.0f} | {r['p50']:.1f} "
-                    f"| {r['p99']:.1f} | {r['failures']:.0f} | {cpu:.1f} |"
-                )
-        finally:
-            if burner is not None:
-                burner.kill()
-                burner.wait()
+    for load in machine_loads(beside_load):
+        for workers in (1, 2):
+            served = Served(data, workers)
+            try:
+                warm(served.url, request_bodies)
+                before = served.cpu_seconds()
+                r = open_loop(served.url, request_bodies, rate, duration)
+                cpu = served.cpu_seconds() - before
+            finally:
+                served.close()
+            p99[(load, workers)] = r["p99"]
+            print(
+                f"| {load} | {workers} | {r['offered']:.0f} | {r['answered']:.0f} | {r['p50']:.1f} "
+                f"| {r['p99']:.1f} | {r['failures']:.0f} | {cpu:.1f} |"
+            )
     for load, workers in sorted(p99):
         if workers == 2:
             ratio = p99[(load, 2)] / p99[(load, 1)]

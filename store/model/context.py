@@ -219,21 +219,12 @@ class Context:
         holding none yet, in one call each where the names are distinct (as a store's are)."""
         if self.concepts or self.labels or self.sources or self.aliases[CONCEPT] or self.aliases[LABEL]:
             raise ValueError("intern_loaded needs a context without names")
-        if len(set(concepts)) == len(concepts):
-            self.concepts.extend(concepts)
-            self.concept_id.update(zip(concepts, range(len(concepts)), strict=True))
-            self.out_edges.grow(len(concepts))
-            self.in_edges.grow(len(concepts))
-            self.lexicons[CONCEPT].add_many(concepts, 0)
-        else:
+        if not _adopt(
+            concepts, self.concepts, self.concept_id, (self.out_edges, self.in_edges), self.lexicons[CONCEPT]
+        ):
             for name in concepts:
                 self.intern_concept(name)
-        if len(set(labels)) == len(labels):
-            self.labels.extend(labels)
-            self.label_id.update(zip(labels, range(len(labels)), strict=True))
-            self.label_edges.grow(len(labels))
-            self.lexicons[LABEL].add_many(labels, 0)
-        else:
+        if not _adopt(labels, self.labels, self.label_id, (self.label_edges,), self.lexicons[LABEL]):
             for name in labels:
                 self.intern_label(name)
         if len(set(sources)) == len(sources):
@@ -577,6 +568,21 @@ def _saturate(v: float) -> float:
     if v < -F64_MAX:
         return -F64_MAX
     return v
+
+
+def _adopt(
+    names: list[str], into: list[str], ids: dict[str, int], groups: tuple[Adjacency, ...], lexicon: Lexicon
+) -> bool:
+    """Append distinct `names` (ids from 0) to an empty name table, its adjacency and lexicon; False when
+    some name repeats (the caller interns them one by one)."""
+    if len(set(names)) != len(names):
+        return False
+    into.extend(names)
+    ids.update(zip(names, range(len(names)), strict=True))
+    for adjacency in groups:
+        adjacency.grow(len(names))
+    lexicon.add_many(names, 0)
+    return True
 
 
 def _doc_parts(passage: Passage) -> list[tuple[str, ...]]:
