@@ -12,7 +12,8 @@ from test_edge_image import _load, _write
 from test_index_files import edge_structures
 
 from taguru_server.store.index.index_file import read_arrays, write_arrays
-from taguru_server.store.model.adjacency import HOT, Adjacency, grouped
+from taguru_server.store.model.adjacency import HOT, Adjacency
+from taguru_server.store.model.csr import grouped
 from taguru_server.store.persist.edge_image import image_path
 
 

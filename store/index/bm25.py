@@ -78,9 +78,6 @@ class _Segment:
         return term, self.docs.astype(np.int64), self.tfs
 
 
-_ZEROS = array("f", bytes(4 * 4096))  # the lengths of up to 4096 documents not yet tokenized
-
-
 class Bm25Index:
     """Append-only documents with tombstones; document frequencies kept exact."""
 
@@ -131,21 +128,9 @@ class Bm25Index:
         self._version += 1
         return doc
 
-    def add_paragraphs(self, source_id: int, docs_parts: Sequence[Sequence[str]]) -> range:
-        """`add` for each paragraph of one source in order (paragraph i the i-th parts); their document ids."""
-        first = len(self.doc_alive)
-        n = len(docs_parts)
-        self.doc_len.extend(_ZEROS[:n] if n <= len(_ZEROS) else array("f", bytes(4 * n)))
-        self.doc_alive.extend(b"\x01" * n)
-        self.doc_source.extend(array("i", [source_id]) * n)
-        self.doc_par.extend(range(n))
-        self.doc_parts.extend(docs_parts)
-        self.n_live += n
-        self._version += n
-        return range(first, first + n)
-
     def add_sources(self, sources: Sequence[tuple[int, Sequence[Sequence[str]]]]) -> list[range]:
-        """`add_paragraphs` for each (source id, its paragraphs' parts) in order, in one call; their document ids."""
+        """`add` for each paragraph of each (source id, its paragraphs' parts) in order (paragraph i the i-th
+        parts), in one call; each source's document ids."""
         first = len(self.doc_alive)
         counts = np.fromiter((len(parts) for _, parts in sources), dtype=np.int64, count=len(sources))
         n = int(counts.sum())

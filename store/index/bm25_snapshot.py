@@ -118,33 +118,32 @@ def restore(
     seq = int(header.get("seq", 0))
     n_new = len(index.doc_alive)
     old_digests, old_counts = arrays["digests"], arrays["doc_counts"]
-    if (
+    # every source as the file holds it, in its order (the usual restart): the file's numbering is the load's
+    in_order = (
         old_digests.shape == digests.shape
         and np.array_equal(old_counts, doc_counts)
         and np.array_equal(old_digests, digests)
         and int(old_counts.sum()) == n_new
-    ):  # every source as the file holds it, in its order: the file's numbering is the load's
-        terms = blob_strings(arrays["terms"], arrays["term_offsets"])
-        _install_mapped(index, terms, arrays)
-        release_pages(arrays)  # the checks read every posting; requests fault back in the terms they use
-        return Restored("reused", None, n_new, 0, seq)
-    old_first = np.zeros(len(arrays["doc_counts"]) + 1, dtype=np.int64)
-    np.cumsum(arrays["doc_counts"], out=old_first[1:])
-    n_old = int(old_first[-1])
-    position = {bytes(d): i for i, d in enumerate(arrays["digests"])}
-    old_to_new = np.full(n_old, -1, dtype=np.int64)
-    fresh: list[int] = []
-    at = 0
-    for digest, k in zip(digests, doc_counts.tolist(), strict=True):
-        i = position.get(bytes(digest))
-        if i is not None and int(arrays["doc_counts"][i]) == k:
-            a = int(old_first[i])
-            old_to_new[a : a + k] = np.arange(at, at + k)
-        else:
-            fresh.extend(range(at, at + k))
-        at += k
+    )
+    if not in_order:  # match the sources by digest
+        old_first = np.zeros(len(old_counts) + 1, dtype=np.int64)
+        np.cumsum(old_counts, out=old_first[1:])
+        n_old = int(old_first[-1])
+        position = {bytes(d): i for i, d in enumerate(old_digests)}
+        old_to_new = np.full(n_old, -1, dtype=np.int64)
+        fresh: list[int] = []
+        at = 0
+        for digest, k in zip(digests, doc_counts.tolist(), strict=True):
+            i = position.get(bytes(digest))
+            if i is not None and int(old_counts[i]) == k:
+                a = int(old_first[i])
+                old_to_new[a : a + k] = np.arange(at, at + k)
+            else:
+                fresh.extend(range(at, at + k))
+            at += k
+        in_order = not fresh and n_old == n_new and bool((old_to_new == np.arange(n_old)).all())
     terms = blob_strings(arrays["terms"], arrays["term_offsets"])
-    if not fresh and n_old == n_new and bool((old_to_new == np.arange(n_old)).all()):
+    if in_order:
         _install_mapped(index, terms, arrays)
         release_pages(arrays)  # the checks read every posting; requests fault back in the terms they use
         return Restored("reused", None, n_new, 0, seq)

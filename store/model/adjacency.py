@@ -24,14 +24,6 @@ import numpy as np
 HOT = 512  # a packed group of at least this many edge ids is kept as a list once read
 
 
-def grouped(keys: np.ndarray, ids: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of `ids` grouped by `keys` (0 ≤ key < n_groups), each group in the order `ids` holds them."""
-    order = np.argsort(keys, kind="stable")
-    ptr = np.zeros(n_groups + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys, minlength=n_groups), out=ptr[1:])
-    return ptr, np.asarray(ids)[order].astype(np.int32)
-
-
 class Adjacency:
     """Per group, its edge ids: a CSR for the loaded groups, lists for the groups written since."""
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from taguru_server.store.model.csr import grouped, owners
+
 Record = list[Any]  # [source_id, sum, count, paragraph | None]
 CHUNK = 1 << 16  # edges per slice when iterating every edge's records
 
@@ -253,7 +255,7 @@ class Attributions:
         np.cumsum(counts, out=new_ptr[1:])
         total = int(new_ptr[-1])
         out = [np.empty(total, dtype=c.dtype) for c in cols]
-        rec_edge = np.repeat(np.arange(p, dtype=np.int64), np.diff(ptr))
+        rec_edge = owners(ptr)
         overridden = np.zeros(max(n, 1), dtype=bool)
         overridden[own_e] = True
         keep = ~overridden[rec_edge]
@@ -279,7 +281,7 @@ class Attributions:
     def record_sources(self) -> tuple[np.ndarray, np.ndarray]:
         """(edge id, source id) of every record, in edge order: what the source → edges index is built from."""
         ptr, sid, _s, _c, _p = self.packed()
-        return np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr)), sid
+        return owners(ptr), sid
 
 
 def _csr_ids(ptr: np.ndarray, ids: np.ndarray, i: int) -> list[int]:
@@ -379,8 +381,5 @@ def source_csr(edge_of_record: np.ndarray, source_of_record: np.ndarray) -> tupl
     """(keys, ptr, ids): per source id present, ascending, the edge ids of its records in ascending order."""
     src = np.asarray(source_of_record, dtype=np.int64)
     keys = np.unique(src)
-    slot = np.searchsorted(keys, src)
-    order = np.argsort(slot, kind="stable")
-    ptr = np.zeros(len(keys) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(slot, minlength=len(keys)), out=ptr[1:])
-    return keys.astype(np.int32), ptr, np.asarray(edge_of_record, dtype=np.int64)[order].astype(np.int32)
+    ptr, ids = grouped(np.searchsorted(keys, src), np.asarray(edge_of_record, dtype=np.int64), len(keys))
+    return keys.astype(np.int32), ptr, ids

@@ -227,10 +227,7 @@ class Context:
         if not _adopt(labels, self.labels, self.label_id, (self.label_edges,), self.lexicons[LABEL]):
             for name in labels:
                 self.intern_label(name)
-        if len(set(sources)) == len(sources):
-            self.sources.extend(sources)
-            self.source_id.update(zip(sources, range(len(sources)), strict=True))
-        else:
+        if not _adopt(sources, self.sources, self.source_id, (), None):
             for name in sources:
                 self.intern_source(name)
 
@@ -465,7 +462,7 @@ class Context:
 
     def _index_passage(self, sid: int, passage: Passage) -> None:
         """Register each paragraph (with its questions) as a BM25 document; tokenized lazily."""
-        passage.docs.extend(self.bm25.add_paragraphs(sid, _doc_parts(passage)))
+        self._index_passages([(sid, passage)])
 
     def _index_passages(self, passages: list[tuple[int, Passage]]) -> None:
         """`_index_passage` for each (source id, passage) in order, in one call (a load)."""
@@ -571,17 +568,18 @@ def _saturate(v: float) -> float:
 
 
 def _adopt(
-    names: list[str], into: list[str], ids: dict[str, int], groups: tuple[Adjacency, ...], lexicon: Lexicon
+    names: list[str], into: list[str], ids: dict[str, int], groups: tuple[Adjacency, ...], lexicon: Lexicon | None
 ) -> bool:
-    """Append distinct `names` (ids from 0) to an empty name table, its adjacency and lexicon; False when
-    some name repeats (the caller interns them one by one)."""
+    """Append distinct `names` (ids from 0) to an empty name table, its adjacency and lexicon (if any);
+    False when some name repeats (the caller interns them one by one)."""
     if len(set(names)) != len(names):
         return False
     into.extend(names)
     ids.update(zip(names, range(len(names)), strict=True))
     for adjacency in groups:
         adjacency.grow(len(names))
-    lexicon.add_many(names, 0)
+    if lexicon is not None:
+        lexicon.add_many(names, 0)
     return True
 
 

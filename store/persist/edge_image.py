@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 
 from taguru_server.store.index.index_file import IndexFileRejected, read_arrays, release_pages, write_arrays
-from taguru_server.store.model.adjacency import Adjacency, grouped
+from taguru_server.store.model.adjacency import Adjacency
 from taguru_server.store.model.attributions import Attributions, SourceEdges, source_csr
 from taguru_server.store.model.context import Context
+from taguru_server.store.model.csr import grouped, owners
 from taguru_server.store.model.edges import TripleIndex
 from taguru_server.store.persist.sql import Sql
 
@@ -66,7 +67,7 @@ def write_image(ctx: Context, index_dir: Path, identity: dict[str, Any]) -> int:
         subject, label, obj, len(ctx.concepts), len(ctx.labels)
     )
     attr_ptr, attr_sid, attr_sum, attr_cnt, attr_par = table.attributions.packed()
-    src_keys, src_ptr, src_ids = source_csr(np.repeat(np.arange(n, dtype=np.int64), np.diff(attr_ptr)), attr_sid)
+    src_keys, src_ptr, src_ids = source_csr(owners(attr_ptr), attr_sid)
     n_concepts, n_labels = len(ctx.concepts), len(ctx.labels)
     if TripleIndex.packable(n_concepts, n_labels):
         keys = TripleIndex.packed(subject, label, obj, n_concepts, n_labels)

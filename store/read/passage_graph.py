@@ -31,6 +31,7 @@ import attrs
 import numpy as np
 
 from taguru_server.store.model.context import Context
+from taguru_server.store.model.csr import owners
 from taguru_server.store.model.schema_check import hidden_label
 from taguru_server.store.read.cache import read_version
 from taguru_server.store.text import query_terms, terms
@@ -88,7 +89,7 @@ class PassageGraph:
             live &= np.asarray(edges.label, dtype=np.int64) != hidden
         linked = live & (subject != obj)
         ptr, rsid, _rsum, rcount, rpar = edges.attributions.packed()
-        rec_edge = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+        rec_edge = owners(ptr)
         n_pars = np.zeros(max(len(ctx.sources), 1), dtype=np.int64)
         for sid, passage in passages.items():
             n_pars[sid] = len(passage.paragraphs)

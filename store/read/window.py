@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 
 from taguru_server.store.model.context import Context, _saturate
+from taguru_server.store.model.csr import owners
 from taguru_server.store.model.schema_check import hidden_label
 from taguru_server.store.read.activation_graph import ActivationGraph
 from taguru_server.store.read.cache import versioned_cache
@@ -57,7 +58,7 @@ def attribution_columns(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarra
     else:
         ptr, sid, rsum, rcount, _paragraph = ctx.edges.attributions.packed()
         found = (
-            np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr)),
+            owners(ptr),
             sid.astype(np.int64),
             rsum.astype(np.float64),
             rcount.astype(np.float64),
