@@ -399,3 +399,54 @@ def test_source_digests_are_the_incremental_hash_of_each_piece() -> None:
                 h.update(part.encode("utf-8", "surrogatepass"))
         expected += h.digest()
     assert source_digests(names, docs).tobytes() == bytes(expected)
+
+
+def test_a_file_at_the_rows_position_is_mapped_without_hashing_and_others_by_their_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taguru_server.store.index import bm25_snapshot
+
+    rnd = random.Random(17)
+    data = tmp_path / "store"
+    _write(data, lambda ctx: _fill(ctx, rnd, range(30)))
+    assert _load(data).index_restored.outcome == "rebuilt"
+    hashed: list[int] = []
+    real = bm25_snapshot.source_digests
+
+    def counted(names: Any, docs: Any) -> Any:
+        hashed.append(len(names))
+        return real(names, docs)
+
+    monkeypatch.setattr(bm25_snapshot, "source_digests", counted)
+    seq, position = _file_seq(data)
+    assert seq == position
+    again = _load(data)
+    assert again.index_restored.outcome == "reused" and hashed == []
+    _same(again, _load(data, index=False), rnd)
+
+    # a write that leaves every passage as it was moves the rows' position past the file's: the digests
+    # decide, the file is reused and rewritten at the new position, and the next load hashes nothing
+    _write(data, lambda ctx: ctx.assert_association("川", "流れる", "水", 1.0, "doc/0001", None))
+    before = _file(data).stat().st_ino
+    moved = _load(data)
+    assert moved.index_restored.outcome == "reused" and moved.index_restored.tokenized_docs == 0
+    assert hashed == [30] and _file(data).stat().st_ino != before
+    seq, position = _file_seq(data)
+    assert seq == position
+    hashed.clear()
+    assert _load(data).index_restored.outcome == "reused" and hashed == []
+
+    # the same position but another document count for a source (rows changed under the file): by digest
+    store = index_store(data)
+    try:
+        with store._tx() as db:
+            db.execute(
+                "UPDATE passages SET text = text || ? WHERE source = (SELECT MIN(source) FROM passages)",
+                ("\n\n川 水 麹",),
+            )
+    finally:
+        store.close()
+    changed = _load(data)
+    assert changed.index_restored.outcome == "partial" and changed.index_restored.tokenized_docs > 0
+    assert hashed == [30]
+    _same(changed, _load(data, index=False), rnd)

@@ -6,7 +6,10 @@ holds, for that numbering, the main segment's postings (term id, doc id, tf in t
 compressed-row form), every document's length, the term dictionary, and one digest per source
 (its name, its paragraphs and their questions) with the number of documents it holds.
 
-At the next load the digests decide what is reused: a source whose digest is in the file keeps
+A file naming the change-log position the rows are at, with the load's document count for every
+source, is the load's numbering as it is (its writer wrote the context at that position, the
+trust the edge image rests on too): it is mapped without computing a digest. Otherwise the
+digests decide what is reused: a source whose digest is in the file keeps
 its postings (document ids shifted to the new numbering), every other source is tokenized
 afresh. When every source is reused and the numbering is unchanged, the mapped segment is used
 as it is (no copy: processes share its pages); otherwise the kept and the new postings are
@@ -21,9 +24,10 @@ never trusted.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +107,22 @@ def save(path: Path, index: Bm25Index, identity: dict[str, Any], digests: np.nda
 
 
 def restore(
-    path: Path, index: Bm25Index, identity: dict[str, Any], digests: np.ndarray, doc_counts: np.ndarray
+    path: Path,
+    index: Bm25Index,
+    identity: dict[str, Any],
+    digests_of: Callable[[], np.ndarray],
+    doc_counts: np.ndarray,
 ) -> Restored:
     """Seal `index` (documents registered, nothing tokenized) from the file where it still holds.
 
-    `digests[i]`/`doc_counts[i]` describe the i-th source in document order. Returns what was
-    reused; on any doubt about the file the index is sealed from the texts (outcome rebuilt)."""
+    `digests_of()[i]`/`doc_counts[i]` describe the i-th source in document order. Returns what was
+    reused; on any doubt about the file the index is sealed from the texts (outcome rebuilt).
+
+    A file naming the change-log position the rows are at (`identity["seq"]`) was written from the
+    context as it was at that position (every writer names the position of what it wrote), so when its
+    per-source document counts are the load's, its numbering is the load's and the digests are not
+    computed (the edge image is trusted on the same identity); any other file is matched source by
+    source on its digests."""
     try:
         header, arrays = read_arrays(path)
         _check(header, arrays, identity)
@@ -120,12 +134,13 @@ def restore(
     old_digests, old_counts = arrays["digests"], arrays["doc_counts"]
     # every source as the file holds it, in its order (the usual restart): the file's numbering is the load's
     in_order = (
-        old_digests.shape == digests.shape
+        len(old_counts) == len(doc_counts)
         and np.array_equal(old_counts, doc_counts)
-        and np.array_equal(old_digests, digests)
         and int(old_counts.sum()) == n_new
+        and (seq == identity.get("seq") or np.array_equal(old_digests, digests_of()))
     )
     if not in_order:  # match the sources by digest
+        digests = digests_of()
         old_first = np.zeros(len(old_counts) + 1, dtype=np.int64)
         np.cumsum(old_counts, out=old_first[1:])
         n_old = int(old_first[-1])
@@ -231,14 +246,17 @@ def bm25_path(index_dir: Path, cid: int) -> Path:
 
 def seal_with_file(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> Restored:
     """Seal a freshly loaded context's BM25 index from its file where it holds, and (re)write the file
-    when anything had to be tokenized. A file that cannot be written leaves the index as built."""
+    when anything had to be tokenized or it named another change-log position than the rows'. A file
+    that cannot be written leaves the index as built."""
     index: Bm25Index = ctx.bm25
-    digests, doc_counts = _sources_of(ctx)
+    doc_counts = _doc_counts(ctx)
     path = bm25_path(index_dir, ctx.cid)
+    digests = functools.cache(lambda: _digests_of(ctx))  # once, and only if the file or the save needs them
     restored = restore(path, index, identity, digests, doc_counts)
-    if restored.outcome != "reused":
+    # a file reused by its digests is rewritten at the rows' position too, so the next load maps it unhashed
+    if restored.outcome != "reused" or restored.file_seq != identity.get("seq"):
         try:
-            save(path, index, identity, digests, doc_counts)
+            save(path, index, identity, digests(), doc_counts)
         except OSError as exc:
             return attrs.evolve(restored, reason=f"{restored.reason or 'changed'}; not saved ({exc.strerror or exc})")
     return restored
@@ -251,23 +269,30 @@ def check_file(ctx: Any, index_dir: Path, store_id: str, seq: int) -> Restored |
     path = index_dir / f"ctx-{ctx.cid}.{KIND}"
     if not path.exists():
         return None
-    digests, doc_counts = _sources_of(ctx)
     identity = {"store": store_id, "context": ctx.cid, "seq": seq}
-    return restore(path, ctx.bm25, identity, digests, doc_counts)
+    return restore(path, ctx.bm25, identity, functools.cache(lambda: _digests_of(ctx)), _doc_counts(ctx))
 
 
 def _sources_of(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
     """The digest and document count of each source with a passage, in the context's passage order."""
-    index: Bm25Index = ctx.bm25
-    names, docs_parts, counts = [], [], []
-    parts_of = index.doc_parts
+    return _digests_of(ctx), _doc_counts(ctx)
+
+
+def _digests_of(ctx: Any) -> np.ndarray:
+    """The digest of each source with a passage, in the context's passage order."""
+    parts_of = ctx.bm25.doc_parts
     sources = ctx.sources
+    names, docs_parts = [], []
     for sid, passage in ctx.passages.items():
         names.append(sources[sid])
-        docs = passage.docs
-        docs_parts.append([parts_of[d] or () for d in docs])
-        counts.append(len(docs))
-    return source_digests(names, docs_parts), np.array(counts, dtype=np.int64)
+        docs_parts.append([parts_of[d] or () for d in passage.docs])
+    return source_digests(names, docs_parts)
+
+
+def _doc_counts(ctx: Any) -> np.ndarray:
+    """The number of documents of each source with a passage, in the context's passage order."""
+    passages = ctx.passages
+    return np.fromiter((len(p.docs) for p in passages.values()), dtype=np.int64, count=len(passages))
 
 
 def write_rebuilt(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> None:

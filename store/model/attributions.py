@@ -26,16 +26,6 @@ Record = list[Any]  # [source_id, sum, count, paragraph | None]
 CHUNK = 1 << 16  # edges per slice when iterating every edge's records
 
 
-def _empty() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    return (
-        np.zeros(1, dtype=np.int64),
-        np.zeros(0, dtype=np.int32),
-        np.zeros(0, dtype=np.float64),
-        np.zeros(0, dtype=np.int64),
-        np.zeros(0, dtype=np.int64),
-    )
-
-
 def _records(sid: list[Any], rsum: list[Any], cnt: list[Any], par: list[Any]) -> list[Record]:
     return [[s, w, c, None if p < 0 else p] for s, w, c, p in zip(sid, rsum, cnt, par, strict=True)]
 
@@ -59,7 +49,7 @@ class Attributions:
     __slots__ = ("_ptr", "_sid", "_sum", "_cnt", "_par", "_packed", "_own", "_len", "_views")
 
     def __init__(self) -> None:
-        self.take(*_empty())
+        self.take(*pack([]))
 
     def take(self, ptr: np.ndarray, sid: np.ndarray, rsum: np.ndarray, cnt: np.ndarray, par: np.ndarray) -> None:
         """Hold `len(ptr) - 1` edges' records as the given columns (mapped or packed), and no delta."""

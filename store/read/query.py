@@ -92,7 +92,7 @@ def query_edges(
     sizes = []
     for pos, ids in sets:
         lists = ctx.out_edges if pos == "s" else ctx.label_edges if pos == "l" else ctx.in_edges
-        sizes.append((sum(len(lists[i]) for i in ids), pos, ids))
+        sizes.append((sum(lists.degree(i) for i in ids), pos, ids))
     sizes.sort(key=lambda t: t[0])
     _n, pos0, ids0 = sizes[0]
     arrays = {"s": ctx.edges.subject, "l": ctx.edges.label, "o": ctx.edges.object}
