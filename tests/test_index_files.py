@@ -450,3 +450,50 @@ def test_a_file_at_the_rows_position_is_mapped_without_hashing_and_others_by_the
     assert changed.index_restored.outcome == "partial" and changed.index_restored.tokenized_docs > 0
     assert hashed == [30]
     _same(changed, _load(data, index=False), rnd)
+
+
+def test_a_load_registering_paragraphs_by_count_edits_and_hashes_like_one_that_split_them(tmp_path: Path) -> None:
+    from taguru_server.store.index.bm25_snapshot import _digests_of
+
+    rnd = random.Random(23)
+    data = tmp_path / "store"
+    _write(data, lambda ctx: _fill(ctx, rnd, range(40)))
+    assert _load(data).index_restored.outcome == "rebuilt"  # writes the file at the rows' position
+    store = index_store(data)
+    try:
+        reg = Registry(store)
+        ctx = reg.get("c")
+        assert ctx is not None and ctx.index_restored.outcome == "reused"
+        # registered by count: nothing split, no parts held
+        assert all(p._paragraphs is None for p in ctx.passages.values())
+        assert ctx.bm25.doc_parts == [None] * len(ctx.bm25.doc_alive)
+        plain = _load(data, index=False)
+        assert np.array_equal(_digests_of(ctx), _digests_of(plain))
+        for name in rnd.sample(sorted(ctx.source_id), 5):
+            ctx.store_passage(name, _text(rnd), [], [], [], [], None, None)
+        for name in rnd.sample(sorted(ctx.source_id), 3):
+            ctx.retract_source(name)
+        _fill(ctx, rnd, range(500, 504))
+        reg.commit([ctx])
+        after = _load(data, index=False)
+        x, y = ctx.bm25, after.bm25
+        x.seal()
+        y.seal()
+        assert (x.n_live, x.total_len) == (y.n_live, y.total_len)
+        live = sorted(t for t, i in x.term_id.items() if x.df[i] > 0)
+        assert live == sorted(t for t, i in y.term_id.items() if y.df[i] > 0)
+        assert [x.df[x.term_id[t]] for t in live] == [y.df[y.term_id[t]] for t in live]
+
+        def named(c: Context, hits: list[tuple[int, float]]) -> list[tuple[str, int, float]]:
+            return [(c.sources[int(c.bm25._src[d])], int(c.bm25._par[d]), s) for d, s in hits]
+
+        for _ in range(30):
+            query = rnd.sample(live, min(len(live), rnd.randint(1, 4)))
+            assert named(ctx, x.top(query, 10, None, ctx.source_rank())) == named(
+                after, y.top(query, 10, None, after.source_rank())
+            )
+        assert {sid: p.paragraphs for sid, p in ctx.passages.items()} == {
+            sid: p.paragraphs for sid, p in after.passages.items()
+        }
+    finally:
+        store.close()

@@ -31,6 +31,7 @@ from taguru_server.store.text import (
     bigrams,
     bulk_term_counts,
     normalize,
+    paragraph_counts,
     query_terms,
     split_many,
     split_paragraphs,
@@ -734,6 +735,7 @@ def test_split_paragraphs_fast_path(text: str) -> None:
 )
 def test_split_many_is_the_plain_split_of_each(texts: list[str]) -> None:
     assert split_many(texts) == [plain_split(t) for t in texts]
+    assert paragraph_counts(texts) == [len(plain_split(t)) for t in texts]
 
 
 # ----- camelCase pieces: run filter vs the character walk of §9.1 step 2 --------------------

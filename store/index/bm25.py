@@ -16,9 +16,10 @@ exact score found, so no skipped document could rank (ties included).
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -88,7 +89,10 @@ class Bm25Index:
         self.doc_alive = bytearray()
         self.doc_source: array[int] = array("i")
         self.doc_par: array[int] = array("i")
+        # each document's parts; None once removed, or for a document registered by count (`add_counted`), whose
+        # parts `resolve(doc)` gives when they are needed (its removal, a digest; never its terms: it is sealed)
         self.doc_parts: list[Sequence[str] | None] = []
+        self.resolve: Callable[[int], Sequence[str]] | None = None
         self.n_live = 0  # live documents, sealed or not
         self.total_len = 0  # over live sealed documents
         self.n_dead = 0
@@ -131,20 +135,38 @@ class Bm25Index:
     def add_sources(self, sources: Sequence[tuple[int, Sequence[Sequence[str]]]]) -> list[range]:
         """`add` for each paragraph of each (source id, its paragraphs' parts) in order (paragraph i the i-th
         parts), in one call; each source's document ids."""
-        first = len(self.doc_alive)
         counts = np.fromiter((len(parts) for _, parts in sources), dtype=np.int64, count=len(sources))
+        ranges = self._register([sid for sid, _ in sources], counts)
+        for _, parts in sources:
+            self.doc_parts.extend(parts)
+        return ranges
+
+    def add_counted(self, sources: Sequence[int], counts: np.ndarray) -> list[range]:
+        """`add_sources` for sources given by their paragraph counts, the parts left to `resolve`: for the
+        documents a load registers and then seals from a file that numbers them (nothing to tokenize)."""
+        ranges = self._register(sources, counts)
+        self.doc_parts.extend(itertools.repeat(None, int(counts.sum())))
+        return ranges
+
+    def parts(self, doc: int) -> Sequence[str]:
+        """A live document's parts (a removed one's: none)."""
+        found = self.doc_parts[doc]
+        if found is None and self.doc_alive[doc] and self.resolve is not None:
+            return self.resolve(doc)
+        return found or ()
+
+    def _register(self, source_ids: Sequence[int], counts: np.ndarray) -> list[range]:
+        first = len(self.doc_alive)
         n = int(counts.sum())
-        starts = np.zeros(len(sources) + 1, dtype=np.int64)
+        starts = np.zeros(len(source_ids) + 1, dtype=np.int64)
         np.cumsum(counts, out=starts[1:])
         self.doc_len.frombytes(bytes(4 * n))
         self.doc_alive.extend(b"\x01" * n)
-        sids = np.fromiter((sid for sid, _ in sources), dtype=np.int32, count=len(sources))
+        sids = np.fromiter(source_ids, dtype=np.int32, count=len(source_ids))
         self.doc_source.frombytes(np.repeat(sids, counts).astype(np.int32).tobytes())
         self.doc_par.frombytes(
             (np.arange(n, dtype=np.int64) - np.repeat(starts[:-1], counts)).astype(np.int32).tobytes()
         )
-        for _, parts in sources:
-            self.doc_parts.extend(parts)
         self.n_live += n
         self._version += n
         bounds = (starts + first).tolist()
@@ -159,6 +181,8 @@ class Bm25Index:
         self.n_dead += 1
         self._version += 1
         parts = self.doc_parts[doc]
+        if parts is None and doc < self._sealed and self.resolve is not None:
+            parts = self.resolve(doc)  # registered by count: read while the document is still its source's
         self.doc_parts[doc] = None
         if doc >= self._sealed:
             return  # never tokenized: it simply will not be
@@ -204,7 +228,9 @@ class Bm25Index:
         term_id = self.term_id
         for a in range(0, len(docs), BULK_CHUNK):
             ids = docs[a : a + BULK_CHUNK]
-            found, p_term, p_doc, p_tf, lens = bulk_term_counts([parts[d] for d in ids])  # type: ignore[misc]
+            found, p_term, p_doc, p_tf, lens = bulk_term_counts(
+                [parts[d] or self.parts(d) for d in ids]  # type: ignore[misc]
+            )
             mapped = np.fromiter((term_id.setdefault(t, len(term_id)) for t in found), dtype=np.int64, count=len(found))
             doc_ids = np.array(ids, dtype=np.int64)
             term = mapped[p_term]

@@ -280,13 +280,29 @@ def _sources_of(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _digests_of(ctx: Any) -> np.ndarray:
     """The digest of each source with a passage, in the context's passage order."""
-    parts_of = ctx.bm25.doc_parts
+    index: Bm25Index = ctx.bm25
+    held, parts = index.doc_parts, index.parts
     sources = ctx.sources
     names, docs_parts = [], []
     for sid, passage in ctx.passages.items():
         names.append(sources[sid])
-        docs_parts.append([parts_of[d] or () for d in passage.docs])
+        docs_parts.append([held[d] or parts(d) for d in passage.docs])
     return source_digests(names, docs_parts)
+
+
+def trusted_counts(index_dir: Path, cid: int, identity: dict[str, Any]) -> np.ndarray | None:
+    """The per-source document counts of the context's file when it names the rows' change-log position
+    (and passes every check): a load may then register its paragraphs by these counts without splitting
+    them (`Bm25Index.add_counted`), as `restore` will take the file's numbering unhashed. The file read
+    is held for that `restore`. None: the load splits and registers its paragraphs as they are."""
+    try:
+        header, arrays = read_arrays(bm25_path(index_dir, cid), keep=True)
+        _check(header, arrays, identity)
+    except IndexFileRejected:
+        return None
+    if int(header.get("seq", 0)) != identity.get("seq"):
+        return None
+    return np.asarray(arrays["doc_counts"])
 
 
 def _doc_counts(ctx: Any) -> np.ndarray:

@@ -173,10 +173,14 @@ def prefetch(paths: list[Path]) -> None:
     threading.Thread(target=run, name="index-prefetch", daemon=True).start()
 
 
-def read_arrays(path: Path) -> Read:
-    """The header and read-only array views of a file `write_arrays` wrote, or `IndexFileRejected`."""
+def read_arrays(path: Path, keep: bool = False) -> Read:
+    """The header and read-only array views of a file `write_arrays` wrote, or `IndexFileRejected`.
+
+    `keep`: the result is held for the next `read_arrays` of the path too (used under the same
+    condition as a prefetched one), so a load can look at a file before the step that installs it."""
     with _PREFETCH_LOCK:
         prefetched = _PREFETCHED.pop(path, None)
+    keyed = None
     if prefetched is not None:
         event, out = prefetched
         event.wait()
@@ -184,10 +188,17 @@ def read_arrays(path: Path) -> Read:
         if not isinstance(found, IndexFileRejected):  # a rejection is simply read again (and rejected again)
             try:
                 if found[0] == _key(os.stat(path)):
-                    return found[1]
+                    keyed = found
             except OSError:
                 pass
-    return _read_keyed(path)[1]
+    if keyed is None:
+        keyed = _read_keyed(path)
+    if keep:
+        held = threading.Event()
+        held.set()
+        with _PREFETCH_LOCK:
+            _PREFETCHED[path] = (held, [keyed])
+    return keyed[1]
 
 
 def _read_keyed(path: Path) -> tuple[_FileKey, Read]:

@@ -126,6 +126,7 @@ class Context:
         self.passages: dict[int, Passage] = {}
         self.lexicons = (Lexicon(), Lexicon())
         self.bm25 = Bm25Index()
+        self.bm25.resolve = self._doc_parts_of
         self._source_rank: Any = None
         self.graph_version = 0  # bumped by every edge change; read caches key on it
         self.read_cache: dict[str, Any] = {}
@@ -469,6 +470,11 @@ class Context:
         ranges = self.bm25.add_sources([(sid, _doc_parts(passage)) for sid, passage in passages])
         for (_, passage), docs in zip(passages, ranges, strict=True):
             passage.docs.extend(docs)
+
+    def _doc_parts_of(self, doc: int) -> tuple[str, ...]:
+        """A live BM25 document's parts, from its source's passage (a live document is always its own)."""
+        bm25 = self.bm25
+        return _doc_parts(self.passages[bm25.doc_source[doc]])[bm25.doc_par[doc]]
 
     def _drop_passage_index(self, sid: int) -> None:
         old = self.passages.get(sid)

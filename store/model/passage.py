@@ -18,7 +18,7 @@ class Passage:
 
     __slots__ = (
         "text",
-        "paragraphs",
+        "_paragraphs",
         "questions",
         "sections",
         "section_keys",
@@ -40,9 +40,10 @@ class Passage:
         date: int | None,
         paragraphs: list[str] | None = None,
     ) -> None:
-        """`paragraphs`: `split_paragraphs(text)` when the caller has it already (a load splits a batch)."""
+        """`paragraphs`: `split_paragraphs(text)` when the caller has it already (a load splits a batch);
+        otherwise the text is split when the paragraphs are first read."""
         self.text = text
-        self.paragraphs = split_paragraphs(text) if paragraphs is None else paragraphs
+        self._paragraphs = paragraphs
         self.questions = questions
         self.sections = sections
         self.section_keys = sorted(sections)
@@ -51,6 +52,14 @@ class Passage:
         self.stored_at = stored_at
         self.date = date
         self.docs: list[int] = []
+
+    @property
+    def paragraphs(self) -> list[str]:
+        """`split_paragraphs(text)`, computed once."""
+        found = self._paragraphs
+        if found is None:
+            found = self._paragraphs = split_paragraphs(self.text)
+        return found
 
     def section_for(self, i: int) -> str | None:
         if i >= len(self.paragraphs):

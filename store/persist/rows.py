@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from taguru_server.store.errors import StorageFailed
-from taguru_server.store.index.bm25_snapshot import bm25_path, seal_with_file, write_rebuilt
+from taguru_server.store.index.bm25_snapshot import bm25_path, seal_with_file, trusted_counts, write_rebuilt
 from taguru_server.store.index.index_file import drop_context_files, prefetch
 from taguru_server.store.index.lexicon_image import index_lexicons, lexicon_image_path, save_lexicons
 from taguru_server.store.index.vectors import (
@@ -31,6 +31,7 @@ from taguru_server.store.model.sync import DurableRows
 from taguru_server.store.persist.edge_image import edges_from_rows, image_path, restore_edges, write_image
 from taguru_server.store.persist.feed import FeedPage
 from taguru_server.store.persist.groups import GroupRecord, without_context
+from taguru_server.store.persist.passage_rows import load_passages, passage_of
 from taguru_server.store.persist.row_writes import (
     EVICTED,
     RELOAD,
@@ -56,7 +57,6 @@ from taguru_server.store.persist.vector_rows import (
     write_vectors,
 )
 from taguru_server.store.persist.writer import collector_paused
-from taguru_server.store.text import split_many
 
 
 class RowStore:
@@ -525,17 +525,10 @@ class RowStore:
             identity = {"store": self.store_id, "context": cid, "seq": self._index_seq(db, cid)}
             ctx.lexicons_restored = index_lexicons(ctx.lexicons, self.index_dir, cid)
         self._edges(db, ctx, identity)
-        stored = iter(db.execute("SELECT source, text, meta FROM passages WHERE ctx = ? ORDER BY source", (cid,)))
-        while rows := list(itertools.islice(stored, PASSAGE_BATCH)):
-            # every stored meta is a JSON object we wrote: parse a batch of them in one call
-            metas = json.loads("[" + ",".join([r[2] for r in rows]) + "]")
-            paragraphs = split_many([r[1] for r in rows])
-            batch = []
-            for (sid, text, _stored), m, split in zip(rows, metas, paragraphs, strict=True):
-                passage = _passage(text, m, split)
-                ctx.passages[sid] = passage
-                batch.append((sid, passage))
-            ctx._index_passages(batch)
+        counts = None
+        if self.index_dir is not None and identity is not None:
+            counts = trusted_counts(self.index_dir, cid, identity)
+        load_passages(db, ctx, counts)
         ctx.vectors = self._read_vectors(db, cid)
         ctx.mark_clean()
         if self.index_dir is not None and identity is not None:
@@ -578,23 +571,3 @@ def meta_of(stored: str) -> Meta:
 def _latest(db: Sql) -> int:
     row = db.execute("SELECT seq FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
     return int(row[0]) if row else 0
-
-
-PASSAGE_BATCH = 2048  # passage rows a load reads and parses at a time
-
-
-def passage_of(text: str, stored_meta: str) -> Passage:
-    return _passage(text, json.loads(stored_meta))
-
-
-def _passage(text: str, m: dict[str, Any], paragraphs: list[str] | None = None) -> Passage:
-    return Passage(
-        text,
-        [(p, q) for p, q in m["questions"]],
-        {p: s for p, s in m["sections"]},
-        {p: (k, v) for p, k, v in m["locators"]},
-        m["tags"],
-        m["stored_at"],
-        m["date"],
-        paragraphs,
-    )
