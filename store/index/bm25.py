@@ -37,7 +37,10 @@ ZERO = F(0.0)
 
 BULK_CHUNK = 4096  # documents tokenized per numpy pass
 DENSE_FACTOR = 24  # scoring a candidate by binary search costs about this many dense additions (measured, hub corpus)
-CACHE_POSTINGS = 8_000_000  # per-term contribution arrays kept before the cache is dropped
+CACHE_POSTINGS = 16_000_000  # per-term contribution arrays kept before the cache is dropped
+# a term held by at least 1/DENSE_ROW of the documents is also kept as one contribution per document when it is
+# scored densely: one vector addition instead of a scatter into the scores (a row counts n_docs in the cache)
+DENSE_ROW = 4
 
 
 class TermStat(NamedTuple):
@@ -105,6 +108,9 @@ class Bm25Index:
         self._dead_in_segments = 0
         self._version = 0
         self._cache: dict[str, tuple[np.ndarray, np.ndarray, float] | None] = {}
+        self._rows: dict[str, np.ndarray] = {}  # dense contribution rows of common terms (`DENSE_ROW`)
+        self._norm = np.zeros(0, dtype=F)
+        self._norms_version = -1
         self._cache_version = -1
         self._cache_size = 0
         self._np_version = -1
@@ -292,12 +298,12 @@ class Bm25Index:
     def _term(self, term: str) -> tuple[np.ndarray, np.ndarray, float] | None:
         """Live postings of a term with their f32 contributions and the largest one."""
         if self._cache_version != self._version:
-            self._cache = {}
+            self._cache, self._rows = {}, {}
             self._cache_size = 0
             self._cache_version = self._version
-        hit = self._cache.get(term, False)
-        if hit is not False:
-            return hit  # type: ignore[return-value]
+        if term in self._cache:
+            hit = self._cache[term] = self._cache.pop(term)  # the most recently used last: evicted from the front
+            return hit
         t = self.term_id.get(term)
         entry = None
         if t is not None and self.df[t] > 0:
@@ -311,18 +317,45 @@ class Bm25Index:
                     if not keep.all():
                         docs, tfs = docs[keep], tfs[keep]
                 if len(docs):
-                    avgdl = F(max(self.total_len / self.n_live, 1.0))
                     idf = self._idf(int(self.df[t]))
-                    dl = self._lens[docs]
-                    c = (idf * (tfs * K1_PLUS_1)) / (tfs + K1 * (ONE_MINUS_B + (B * dl) / avgdl))
+                    c = (idf * (tfs * K1_PLUS_1)) / (tfs + self._norms()[docs])
                     entry = (docs, c, float(c.max()))
-        if self._cache_size > CACHE_POSTINGS:
-            self._cache = {}
-            self._cache_size = 0
+        while self._cache_size > CACHE_POSTINGS and self._cache:  # the least recently used go first
+            old = self._cache.pop(next(iter(self._cache)))
+            if old is not None:
+                self._cache_size -= len(old[0])
+        while self._cache_size > CACHE_POSTINGS and self._rows:
+            self._rows.pop(next(iter(self._rows)))
+            self._cache_size -= len(self.doc_alive)
         self._cache[term] = entry
         if entry is not None:
             self._cache_size += len(entry[0])
         return entry
+
+    def _norms(self) -> np.ndarray:
+        """Each document's length part of the denominator, K1·(1 − B + B·dl/avgdl) in f32 (the same
+        operations, element by element, as on a term's gathered lengths), computed once per version."""
+        if self._norms_version != self._version or len(self._norm) != len(self._lens):
+            avgdl = F(max(self.total_len / self.n_live, 1.0))
+            self._norm = K1 * (ONE_MINUS_B + (B * self._lens) / avgdl)
+            self._norms_version = self._version
+        return self._norm
+
+    def _row(self, term: str, entry: tuple[np.ndarray, np.ndarray, float]) -> np.ndarray | None:
+        """A common term's contributions as one value per document (0 where it is absent), cached with its
+        entry; None for a term held by fewer than 1/DENSE_ROW of the documents."""
+        n_docs = len(self.doc_alive)
+        docs, c, _ub = entry
+        if len(docs) * DENSE_ROW < n_docs:
+            return None
+        row = self._rows.get(term)
+        if row is None or len(row) != n_docs:
+            row = np.zeros(n_docs, dtype=F)
+            row[docs] = c
+            if self._cache.get(term) is entry:  # kept only while its entry is
+                self._rows[term] = row
+                self._cache_size += n_docs
+        return row
 
     def _idf(self, n_t: int) -> np.float32:
         """The idf of a term held by `n_t` live paragraphs (f32 operations, the platform log)."""
@@ -387,9 +420,10 @@ class Bm25Index:
         self.seal()
         if self.n_live == 0 or not query or limit <= 0:
             return []
-        entries = [e for e in map(self._term, query) if e is not None]
-        if not entries:
+        found = [(t, e) for t in query if (e := self._term(t)) is not None]
+        if not found:
             return []
+        entries = [e for _t, e in found]
         src = self._src
         m = len(entries)
         order = sorted(range(m), key=lambda j: -entries[j][2])
@@ -421,7 +455,7 @@ class Bm25Index:
                 break
             scores = None
         if cand is None:
-            cand, scores = self._scored_densely(entries, limit, allowed_sources, total_postings)
+            cand, scores = self._scored_densely(found, limit, allowed_sources, total_postings)
         elif scores is None:
             scores = _exact(entries, cand)
         if len(cand) == 0:
@@ -435,7 +469,7 @@ class Bm25Index:
 
     def _scored_densely(
         self,
-        entries: list[tuple[np.ndarray, np.ndarray, float]],
+        found: list[tuple[str, tuple[np.ndarray, np.ndarray, float]]],
         limit: int,
         allowed_sources: np.ndarray | None,
         total_postings: int,
@@ -443,8 +477,9 @@ class Bm25Index:
         """Every posting scored: the allowed documents holding a query term (or, when the postings
         cover most documents, just those at or above the limit-th score) with their scores."""
         n_docs = len(self.doc_alive)
+        entries = [e for _t, e in found]
         if allowed_sources is None and total_postings * 2 > n_docs and all(e[2] > 0.0 for e in entries):
-            return _dense_top(entries, n_docs, limit)
+            return _dense_top(entries, [self._row(t, e) for t, e in found], n_docs, limit)
         docs, sc = _dense(entries, n_docs)
         if allowed_sources is not None:
             keep = allowed_sources[self._src[docs]]
@@ -476,15 +511,31 @@ def _exact(entries: list[tuple[np.ndarray, np.ndarray, float]], cand: np.ndarray
 
 
 def _dense_top(
-    entries: list[tuple[np.ndarray, np.ndarray, float]], n_docs: int, limit: int
+    entries: list[tuple[np.ndarray, np.ndarray, float]], rows: list[np.ndarray | None], n_docs: int, limit: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The documents `_dense` would give whose score is at least the limit-th best (ties kept), and their scores.
 
     Every contribution is positive here, so a document holds a query term exactly when its score is
-    not zero: no hit mask, and the selection runs on the score array itself."""
+    not zero: no hit mask, and the selection runs on the score array itself. `rows[j]`: entry j's
+    contributions per document, or None (a row adds 0 where the term is absent: the same f32 sums)."""
     scores = np.zeros(n_docs, dtype=F)
-    for docs, c, _ub in entries:
-        scores[docs] += c
+    for (docs, c, _ub), row in zip(entries, rows, strict=True):
+        if row is not None:
+            scores += row
+        else:
+            scores[docs] += c
+    # every score is at least each of its contributions, so the limit-th best contribution of one term is a
+    # floor of the limit-th best score: the selection runs over the documents at or above it (a partition
+    # over every document is slow where most of them are zero: numpy's selection degrades on ties)
+    long_enough = [e for e in entries if len(e[1]) >= limit]
+    if n_docs > limit and long_enough:
+        c = max(long_enough, key=lambda e: e[2])[1]
+        floor = np.partition(c, len(c) - limit)[len(c) - limit]
+        docs = np.flatnonzero(scores >= floor)
+        top = scores[docs]
+        kth = np.partition(top, len(top) - limit)[len(top) - limit]
+        keep = top >= kth
+        return docs[keep], top[keep]
     if n_docs > limit:
         kth = np.partition(scores, n_docs - limit)[n_docs - limit]
         if kth > ZERO:
