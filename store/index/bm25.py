@@ -109,6 +109,7 @@ class Bm25Index:
         self._version = 0
         self._cache: dict[str, tuple[np.ndarray, np.ndarray, float] | None] = {}
         self._rows: dict[str, np.ndarray] = {}  # dense contribution rows of common terms (`DENSE_ROW`)
+        self._hot: set[str] = set()  # terms read from the cache at least once since it was last emptied
         self._norm = np.zeros(0, dtype=F)
         self._norms_version = -1
         self._cache_version = -1
@@ -298,11 +299,12 @@ class Bm25Index:
     def _term(self, term: str) -> tuple[np.ndarray, np.ndarray, float] | None:
         """Live postings of a term with their f32 contributions and the largest one."""
         if self._cache_version != self._version:
-            self._cache, self._rows = {}, {}
+            self._cache, self._rows, self._hot = {}, {}, set()
             self._cache_size = 0
             self._cache_version = self._version
         if term in self._cache:
             hit = self._cache[term] = self._cache.pop(term)  # the most recently used last: evicted from the front
+            self._hot.add(term)
             return hit
         t = self.term_id.get(term)
         entry = None
@@ -343,12 +345,15 @@ class Bm25Index:
 
     def _row(self, term: str, entry: tuple[np.ndarray, np.ndarray, float]) -> np.ndarray | None:
         """A common term's contributions as one value per document (0 where it is absent), cached with its
-        entry; None for a term held by fewer than 1/DENSE_ROW of the documents."""
+        entry; None for a term held by fewer than 1/DENSE_ROW of the documents, and for one read for the first
+        time (a row is built for terms that recur: for one query it costs more than the scatter it saves)."""
         n_docs = len(self.doc_alive)
         docs, c, _ub = entry
         if len(docs) * DENSE_ROW < n_docs:
             return None
         row = self._rows.get(term)
+        if row is None and term not in self._hot:
+            return None
         if row is None or len(row) != n_docs:
             row = np.zeros(n_docs, dtype=F)
             row[docs] = c
