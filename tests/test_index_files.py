@@ -254,6 +254,9 @@ def test_a_prefetched_file_is_used_only_while_it_is_the_file_read(tmp_path: Path
     write_arrays(later, {"v": 3}, {"a": np.zeros(2, dtype=np.int64)})  # missing when prefetched
     assert read_arrays(later)[0] == {"v": 3}
     prefetch([one])
+    from taguru_server.store.index import index_file
+
+    index_file._PREFETCHED[one][0].wait()  # rewriting a file in place while it is mapped and read is a SIGBUS
     raw = bytearray(one.read_bytes())
     raw[-1] ^= 0xFF
     one.write_bytes(bytes(raw))  # damaged in place after the prefetch
