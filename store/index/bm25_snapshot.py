@@ -258,8 +258,13 @@ def seal_with_file(ctx: Any, index_dir: Path, identity: dict[str, Any]) -> Resto
         try:
             save(path, index, identity, digests(), doc_counts)
         except OSError as exc:
-            return attrs.evolve(restored, reason=f"{restored.reason or 'changed'}; not saved ({exc.strerror or exc})")
+            why = restored.reason or _why_saved(restored)
+            return attrs.evolve(restored, reason=f"{why}; not saved ({exc.strerror or exc})")
     return restored
+
+
+def _why_saved(restored: Restored) -> str:
+    return "named an older position" if restored.outcome == "reused" else "changed"
 
 
 def check_file(ctx: Any, index_dir: Path, store_id: str, seq: int) -> Restored | None:
