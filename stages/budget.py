@@ -103,8 +103,24 @@ def _omit(omitted: list[Omission], unit: Unit) -> None:
 
 
 def refs_floor(unit: Unit, found: dict[tuple[str, int], Citation]) -> int:
-    """A lower bound of the unit's item bytes, from its citation_refs alone (a hub's edge has thousands)."""
-    return sum(REF_FLOOR_BYTES for member in unit.members for loc in member.locators if loc in found)
+    """A lower bound of the unit's item bytes, from its citation_refs alone (a hub's edge has thousands).
+
+    Each found locator's entry is at least its empty form plus one byte per character of its source id
+    (JSON escapes only lengthen), entries are separated by commas, and an association that reports
+    corroboration carries the same entries again as its attributions.
+    """
+    total = 0
+    for member in unit.members:
+        n = chars = 0
+        for loc in member.locators:
+            if loc in found:
+                n += 1
+                chars += len(loc[0])
+        if n:
+            size = n * REF_FLOOR_BYTES + chars + n - 1
+            cand = member.candidate
+            total += 2 * size if cand.kind == "association" and cand.corroborating else size
+    return total
 
 
 def _built_unit(
@@ -155,8 +171,7 @@ def admit(
             continue
         n_items = len(items) + len(unit.members)
         slack = max_bytes - (overhead(n_items) + item_bytes + overhead(len(committed)) + cite_bytes)
-        most = REF_FLOOR_BYTES * sum(len(m.locators) for m in unit.members)  # the floor, before counting found ones
-        if most > slack and refs_floor(unit, found) > slack:
+        if refs_floor(unit, found) > slack:
             # the floor check below would refuse it whatever its other bytes: not built at all
             _omit(omitted, unit)
             continue

@@ -14,7 +14,7 @@ from taguru_server.store.read.citations import Citation, Locator
 CITE = {("s.md", 0): Citation("猫は哺乳類である。", "s.md", None, None)}
 
 
-def _assoc(o, rank, locators=(("s.md", 0),)):
+def _assoc(o, rank, locators=(("s.md", 0),), corroborating=("s.md",)):
     payload = {"subject": "猫", "label": "is_a", "object": o, "weight": 1.0, "count": 1, "attributions": []}
     return fused(
         cand(
@@ -24,7 +24,7 @@ def _assoc(o, rank, locators=(("s.md", 0),)):
             rank,
             payload=payload,
             locators=locators,
-            corroborating=("s.md",),
+            corroborating=corroborating,
             relation=("猫", "is_a"),
         ),
         rank,
@@ -103,13 +103,14 @@ def test_the_refs_floor_never_exceeds_an_items_bytes_and_the_shortcut_changes_no
     from taguru_server.stages import budget
 
     rng = random.Random(seed)
-    sources = ["s.md", "長い名前の資料/第三章.md", "a", "x/" * 20 + "y.md"]
+    sources = ["s.md", "長い名前の資料/第三章.md", "a", "x/" * 20 + "y.md", 'q"\\\t.md']
     found = {(s, p): Citation(f"{s}:{p}", s, None, None) for s in sources for p in range(40) if rng.random() < 0.7}
     units = []
     for rank in range(1, 40):
         n = rng.choice([0, 1, 3, 30, 200, 2000])
         locs = tuple(sorted({(rng.choice(sources), rng.randrange(45)) for _ in range(n)}))
-        units.append(Unit((_assoc(f"o{rank}", rank, locators=locs),)))
+        corroborating = ("s.md",) if rank % 2 else ()  # with corroboration the refs are carried twice
+        units.append(Unit((_assoc(f"o{rank}", rank, locators=locs, corroborating=corroborating),)))
         built = budget._built_unit(units[-1], found)
         assert budget.refs_floor(units[-1], found) <= built[2]
     for max_bytes in (300, 2_000, 20_000, 200_000):
