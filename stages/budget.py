@@ -15,6 +15,7 @@ from taguru_server.stages.model import (
     REQUEST,
     SELECTION,
     TIERED,
+    Candidate,
     Fused,
     Omission,
     Selection,
@@ -23,6 +24,11 @@ from taguru_server.stages.model import (
 from taguru_server.stages.render import citation_out
 from taguru_server.store.read.citations import Citation
 from taguru_server.store.wire import RawJSON, dumps
+
+
+def reports_corroboration(cand: Candidate) -> bool:
+    """Whether the candidate's item carries a `corroboration` block (its citation_refs a second time)."""
+    return cand.kind == "association" and bool(cand.corroborating)
 
 
 def build_item(fused: Fused, found: dict[tuple[str, int], Citation], contradicts: list[str]) -> dict[str, Any]:
@@ -36,7 +42,7 @@ def build_item(fused: Fused, found: dict[tuple[str, int], Citation], contradicts
         "lane_ranks": [{"lane": lane, "rank": rank} for lane, rank in fused.lane_ranks],
         "citation_refs": refs,
     }
-    if cand.kind == "association" and cand.corroborating:
+    if reports_corroboration(cand):
         item["corroboration"] = {"sources": list(cand.corroborating), "attributions": [dict(r) for r in refs]}
     if contradicts:
         item["contradicts"] = contradicts
@@ -118,8 +124,7 @@ def refs_floor(unit: Unit, found: dict[tuple[str, int], Citation]) -> int:
                 chars += len(loc[0])
         if n:
             size = n * REF_FLOOR_BYTES + chars + n - 1
-            cand = member.candidate
-            total += 2 * size if cand.kind == "association" and cand.corroborating else size
+            total += 2 * size if reports_corroboration(member.candidate) else size
     return total
 
 
