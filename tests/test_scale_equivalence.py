@@ -551,6 +551,48 @@ def test_activate_equal_weights_grid() -> None:
                 assert _bits(ours) == _bits(plain_activate(ctx, origins, decay, limit))
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_run_prefixes_hold_the_band_top(seed: int) -> None:
+    """The prefixes hold exactly the `limit` strongest scores of the band (the kth the walk trims by)."""
+    import numpy as np
+
+    rng = random.Random(seed)
+    lens = np.array([rng.randint(0, 40) for _ in range(rng.randint(1, 6))], dtype=np.int64)
+    runs = [sorted((rng.choice([0.0, 0.5, 1.0, 1.0, 2.0, 3.0]) for _ in range(n)), reverse=True) for n in lens]
+    prod = np.array([v for run in runs for v in run], dtype=np.float64)
+    scored = np.array([rng.random() < 0.7 for _ in range(len(prod))], dtype=bool) & (prod > 0)
+    for limit in (1, 2, 5, 20):
+        got = np.sort(banded._run_prefixes(prod, scored, lens, limit))[::-1][:limit]
+        want = np.sort(prod[scored])[::-1][:limit]
+        assert got.tolist() == want.tolist(), (lens.tolist(), limit)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_activate_bands_of_hubs_with_tied_runs(seed: int) -> None:
+    """Several hubs settle in one band, each with a long run of few distinct weights (the band's
+    top is taken from each run's first `limit` scored entries), linked to each other so some of
+    their entries belong to the other hub."""
+    rng = random.Random(7000 + seed)
+    ctx = Context(1, "hubs", Meta())
+    hubs = [f"h{i}" for i in range(rng.randint(2, 5))]
+    for h in hubs:
+        for j in range(rng.randint(30, 90)):
+            leaf = f"{h}-{j}" if rng.random() < 0.7 else f"shared{rng.randrange(20)}"
+            ctx.assert_association(h, "r", leaf, rng.choice([1.0, 1.0, 2.0, 2.0, 3.0, 0.5]), "s", None)
+    for a, b in zip(hubs, hubs[1:], strict=False):
+        ctx.assert_association(a, "link", b, rng.choice([1.0, 3.0, 10.0]), "s", None)
+    for _ in range(6):
+        origins = rng.sample(hubs, rng.randint(1, len(hubs)))
+        decay = rng.choice([0.5, 0.9, 0.2])
+        for limit in (1, 3, 7, 20, 200):
+            ours = lane_wire.activate(ctx, origins, decay, limit)
+            assert _bits(ours) == _bits(plain_activate(ctx, origins, decay, limit)), (origins, decay, limit)
+            assert (
+                _matches_only(ctx, origins, decay, limit)
+                == _bits(plain_activate(ctx, origins, decay, limit))["matches"]
+            )
+
+
 @pytest.mark.parametrize("decay", [0.5, 0.9, 0.99, 0.999999])
 @pytest.mark.parametrize("ratio", [0.3, 0.49, 0.51, 0.8, 0.85, 0.95, 0.999])
 def test_activate_late_improvement_inside_a_band(decay: float, ratio: float) -> None:

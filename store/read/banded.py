@@ -88,6 +88,23 @@ def _next_band(st: _Bands, decay: float) -> tuple[np.ndarray, np.ndarray]:
     return band, a_band
 
 
+def _run_prefixes(prod: np.ndarray, scored: np.ndarray, lens: np.ndarray, limit: int) -> np.ndarray:
+    """The first `limit` scored entries of each node's run: they hold the run's `limit` strongest scores.
+
+    A run is in |sum| descending order and its scores are one activation times |sum|, so the scored
+    entries of a run descend and the `limit` strongest scores of the band lie in these prefixes.
+    Selecting the top of the band from the prefixes keeps np.partition off a hub's whole run: a
+    long descending run with few distinct values is introselect's slow case (74 ms for 538k entries
+    with 564 distinct values, against 10 ms for 1M random values)."""
+    if len(prod) <= limit:
+        return prod[scored]
+    if len(lens) == 1:  # a band of one node: its run is already in order
+        return prod[scored][:limit]
+    counted = np.cumsum(scored)
+    before = np.concatenate((np.zeros(1, dtype=counted.dtype), counted))[np.cumsum(lens) - lens]
+    return prod[scored & (counted - np.repeat(before, lens) <= limit)]
+
+
 def _score_band(
     g: ActivationGraph, st: _Bands, band: np.ndarray, a_band: np.ndarray, ad: np.ndarray, limit: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -111,12 +128,11 @@ def _score_band(
     a_o = st.best[other]
     mine = (r_o < 0) | ((r_o == st.rnd) & ((a_c > a_o) | ((a_c == a_o) & (nodes <= other))))
     prod = np.repeat(ad, lens) * g.abs[idx]
-    sc = prod[mine]
-    keep = sc > 0
-    st.cand_e.append(g.edge[idx][mine][keep])
-    st.cand_s.append(sc[keep])
-    st.cand_p.append(nodes[mine][keep])
-    merged = np.concatenate((st.top, st.cand_s[-1]))
+    scored = mine & (prod > 0)
+    st.cand_e.append(g.edge[idx][scored])
+    st.cand_s.append(prod[scored])
+    st.cand_p.append(nodes[scored])
+    merged = np.concatenate((st.top, _run_prefixes(prod, scored, lens, limit)))
     if len(merged) > limit:
         merged = np.partition(merged, len(merged) - limit)[len(merged) - limit :]
     st.top = merged
