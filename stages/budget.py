@@ -9,6 +9,7 @@ import attrs
 
 from taguru_server.pipeline import Key, Outcome, StageContext
 from taguru_server.stages.accounting import measure, overhead, tokens
+from taguru_server.stages.cite import Found
 from taguru_server.stages.lanes import CITATIONS
 from taguru_server.stages.model import (
     NEAR_DUP_OMITTED,
@@ -116,12 +117,18 @@ def refs_floor(unit: Unit, found: dict[tuple[str, int], Citation]) -> int:
     corroboration carries the same entries again as its attributions.
     """
     total = 0
+    floors = found.floors if isinstance(found, Found) else {}
     for member in unit.members:
-        n = chars = 0
-        for loc in member.locators:
-            if loc in found:
-                n += 1
-                chars += len(loc[0])
+        known = floors.get(member.candidate_id)
+        if known is not None and known[0] is member.locators:
+            # the cite stage resolved exactly these locators: every found one is in `found`, no other is
+            n, chars = known[1], known[2]
+        else:
+            n = chars = 0
+            for loc in member.locators:
+                if loc in found:
+                    n += 1
+                    chars += len(loc[0])
         if n:
             size = n * REF_FLOOR_BYTES + chars + n - 1
             total += 2 * size if reports_corroboration(member.candidate) else size

@@ -18,6 +18,10 @@ def merge_duplicates(pool: tuple[Candidate, ...]) -> tuple[tuple[Group, ...], in
         groups.setdefault(cand.candidate_id, []).append(cand)
     merged = []
     for members in groups.values():
+        if len(members) == 1:  # the common case; a candidate's locators are sorted and distinct already
+            only = members[0]
+            merged.append(Group(only, ((only.lane, only.rank),), only.locators))
+            continue
         best: dict[str, int] = {}
         for m in members:
             if m.lane not in best or m.rank < best[m.lane]:

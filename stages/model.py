@@ -112,7 +112,9 @@ class Services:
 
 @attrs.frozen
 class Candidate:
-    """One lane result: its identity, its rank in that lane, its payload and selection facts."""
+    """One lane result: its identity, its rank in that lane, its payload and selection facts.
+
+    `locators` are sorted and distinct (the (source, paragraph) pairs of its attributions)."""
 
     kind: str
     canonical_key: str

@@ -30,3 +30,51 @@ async def test_cite_resolves_found_locators(snapshot) -> None:
     assert sorted(found) == [("s1.md", 0), ("s1.md", 1)]
     assert out.values[CITATIONS].plan() == {"ran": True}
     assert plain(out) == snapshot
+
+
+def _plain_resolve(ctx, pool):
+    """The transcription: every locator of every candidate in order, found ones once."""
+    from taguru_server.store.read import citations
+
+    found = {}
+    for cand in pool:
+        for loc in cand.locators:
+            if loc not in found:
+                hit = citations.find_citation(ctx, *loc)
+                if not isinstance(hit, str):
+                    found[loc] = hit
+    return found
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kept_resolutions_match_the_plain_walk(seed: int) -> None:
+    """Each candidate's kept resolution merges to the plain walk's result, order included, across
+    requests that share candidates, with missing sources and paragraphs, and after a write."""
+    import random
+
+    from stage_support import fused
+
+    from taguru_server.stages.budget import refs_floor
+    from taguru_server.stages.cite import resolve_citations
+    from taguru_server.stages.model import Unit
+
+    rng = random.Random(seed)
+    sources = {f"s{i}.md": "\n\n".join(f"p{i}-{j}" for j in range(rng.randint(1, 4))) for i in range(5)}
+    assocs = [
+        (f"a{rng.randrange(4)}", "r", f"b{k}", 1.0, rng.choice([*sources, "ghost.md"]), rng.randrange(6))
+        for k in range(30)
+    ]
+    ctx = make_context(passages=sources, associations=assocs)
+    n = len(ctx.edges.subject)
+    for step in range(6):
+        edges = rng.sample(range(n), rng.randint(1, n))
+        pool = tuple(association_candidate(ctx, e, "graph_activate", i + 1) for i, e in enumerate(edges))
+        got = resolve_citations(ctx, pool)
+        assert list(got.items()) == list(_plain_resolve(ctx, pool).items())
+        # the budget's refs floor from the kept counts equals the floor walked over a plain copy
+        units = [Unit((fused(c),)) for c in pool]
+        units.append(Unit(tuple(fused(c) for c in pool[:3])))
+        for unit in units:
+            assert refs_floor(unit, got) == refs_floor(unit, dict(got))
+        if step == 3:
+            ctx.assert_association("a0", "r", "b0", 1.0, "s0.md", 0)  # a new attribution: a new read version
