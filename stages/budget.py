@@ -43,8 +43,8 @@ def build_item(fused: Fused, found: dict[tuple[str, int], Citation], contradicts
         "lane_ranks": [{"lane": lane, "rank": rank} for lane, rank in fused.lane_ranks],
         "citation_refs": refs,
     }
-    if reports_corroboration(cand):
-        item["corroboration"] = {"sources": list(cand.corroborating), "attributions": [dict(r) for r in refs]}
+    if reports_corroboration(cand):  # the attributions are the refs' own entries (nothing mutates them)
+        item["corroboration"] = {"sources": list(cand.corroborating), "attributions": list(refs)}
     if contradicts:
         item["contradicts"] = contradicts
     item[cand.kind] = cand.payload
